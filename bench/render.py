@@ -1,0 +1,99 @@
+"""Render benchmark: our Indexed-Job layout vs a TFJob-style one-pod-one-service layout.
+
+For N = 1, 10, 100, 1000 workers (1 chief, 2 ps, 1 evaluator) it prints render time, object
+count and total bytes (compact JSON of every object). The TFJob-style layout is computed from the
+same rendered pod template: one Pod and one Service per task, each pod with its own fully
+expanded TF_CONFIG, as the Kubeflow training operator creates them.
+
+    python bench/render.py [--repeat 5] [--markdown]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from launcher import names, render, tfconfig  # noqa: E402
+from launcher.loader import load_text  # noqa: E402
+
+SPEC = """\
+name: bench
+strategy: parameter_server
+roles:
+  chief: {{replicas: 1}}
+  worker: {{replicas: {n}}}
+  ps: {{replicas: 2}}
+  evaluator: {{replicas: 1}}
+checkpoint: {{dir: gs://bucket/bench}}
+"""
+
+
+def ours(spec) -> list[dict]:
+    return render.render(spec)
+
+
+def tfjob_style(spec) -> list[dict]:
+    """One Pod + one Service per task, each Pod carrying its own expanded TF_CONFIG."""
+    jobs = {o["metadata"]["labels"].get(render.LABEL_COMPONENT): o
+            for o in render.render(spec) if o["kind"] == "Job"}
+    address = tfconfig.kubernetes_address(spec)
+    out = []
+    for role in spec.active_roles():
+        template = jobs[role]["spec"]["template"]
+        for index in range(spec.replicas(role)):
+            name = names.hostname(spec.name, role, index)
+            pod_spec = copy.deepcopy(template["spec"])
+            env = pod_spec["containers"][0]["env"]
+            for var in env:
+                if var["name"] == "TF_CONFIG":
+                    var["value"] = json.dumps(tfconfig.tf_config(spec, role, index, address),
+                                              separators=(",", ":"))
+            out.append({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": name, "namespace": spec.namespace,
+                                     "labels": {**template["metadata"]["labels"],
+                                                "tfk8s.io/index": str(index)}},
+                        "spec": pod_spec})
+            out.append({"apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": name, "namespace": spec.namespace},
+                        "spec": {"clusterIP": "None",
+                                 "selector": {"app.kubernetes.io/instance": spec.name,
+                                              "tfk8s.io/index": str(index)},
+                                 "ports": [{"port": spec.port}]}})
+    return out
+
+
+def measure(layout, spec, repeat: int) -> tuple[float, int, int]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        objects = layout(spec)
+        size = len(json.dumps(objects, separators=(",", ":")))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000, len(objects), size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--sizes", default="1,10,100,1000")
+    args = parser.parse_args()
+    render.render(load_text(SPEC.format(n=1)))  # warm the template cache
+    print("| workers | ours ms | ours objects | ours bytes | tfjob-style ms | tfjob-style objects "
+          "| tfjob-style bytes | bytes ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in (int(s) for s in args.sizes.split(",")):
+        spec = load_text(SPEC.format(n=n))
+        a = measure(ours, spec, args.repeat)
+        b = measure(tfjob_style, spec, max(1, args.repeat // (5 if n >= 1000 else 1)))
+        print(f"| {n} | {a[0]:.1f} | {a[1]} | {a[2]:,} | {b[0]:.1f} | {b[1]} | {b[2]:,} "
+              f"| {b[2] / a[2]:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""`python -m launcher` / `tfk8s`: render, submit, status, logs, delete, list.
+
+Flags follow kubectl: --kubeconfig, --context, -n/--namespace, --dry-run=client|server.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+
+from launcher import loader, render
+from launcher.errors import LauncherError, SpecError
+from launcher.spec import ClusterSpec
+
+DEFAULT_SPEC = "embedded default (launcher/default-cluster.yaml)"
+
+
+def load_spec(path: str | None, namespace: str | None = None) -> ClusterSpec:
+    if path is None:
+        text = resources.files("launcher").joinpath("default-cluster.yaml").read_text()
+        spec = loader.load_text(text, filename="<embedded default>")
+    else:
+        spec = loader.load_file(path)
+    if namespace and namespace != spec.namespace:
+        data = spec.model_dump(by_alias=True)
+        data["namespace"] = namespace
+        spec = ClusterSpec.model_validate(data)
+    return spec
+
+
+def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", help="path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context to use")
+    p.add_argument("-n", "--namespace", help="namespace (default: the spec's, or the context's)")
+    p.add_argument("--local", action="store_true", help="use local processes instead of Kubernetes")
+    p.add_argument("--workdir", default=".tfk8s", help="where --local keeps runs (default: .tfk8s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfk8s", description="Launch multi-worker TensorFlow training on Kubernetes.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("render", help="print the Kubernetes objects for a spec")
+    p.add_argument("spec", nargs="?", help=f"cluster.yaml (default: {DEFAULT_SPEC})")
+    p.add_argument("-n", "--namespace")
+    p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--tf-config", action="store_true", help="print every pod's TF_CONFIG")
+    group.add_argument("--helm-values", action="store_true", help="print values for charts/tfk8s")
+
+    p = sub.add_parser("submit", help="create the training cluster")
+    p.add_argument("spec", nargs="?", help=f"cluster.yaml (default: {DEFAULT_SPEC})")
+    _add_cluster_flags(p)
+    p.add_argument("--wait", action="store_true",
+                   help="show progress and exit with the chief's exit code (always on with --local)")
+    p.add_argument("--replace", action="store_true",
+                   help="delete and recreate a cluster whose spec changed")
+    p.add_argument("--dry-run", choices=["none", "client", "server"], default="none",
+                   help="client: print the objects; server: have the API server validate them")
+    p.add_argument("--stuck-timeout", type=float, default=120.0,
+                   help="with --wait, give up after a pod is stuck this many seconds "
+                        "(image pull error, unschedulable)")
+
+    p = sub.add_parser("status", help="phase and per-role counts of a cluster")
+    p.add_argument("name")
+    _add_cluster_flags(p)
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+    p = sub.add_parser("logs", help="print a task's log")
+    p.add_argument("name")
+    _add_cluster_flags(p)
+    p.add_argument("--role", required=True, choices=["chief", "worker", "ps", "evaluator"])
+    p.add_argument("--index", type=int, default=0)
+    p.add_argument("-f", "--follow", action="store_true")
+
+    p = sub.add_parser("delete", help="delete a cluster and wait until everything is gone")
+    p.add_argument("name")
+    _add_cluster_flags(p)
+
+    p = sub.add_parser("list", help="list clusters")
+    _add_cluster_flags(p)
+    return parser
+
+
+def _backend(args):
+    if args.local:
+        from launcher.backends.local import LocalBackend
+
+        return LocalBackend(workdir=Path(args.workdir))
+    from launcher.backends.kubernetes import KubernetesBackend
+
+    stuck = getattr(args, "stuck_timeout", 120.0)
+    return KubernetesBackend(kubeconfig=args.kubeconfig, context=args.context,
+                             namespace=args.namespace, stuck_seconds=stuck)
+
+
+def cmd_render(args) -> int:
+    spec = load_spec(args.spec, args.namespace)
+    if args.helm_values:
+        sys.stdout.write(render.helm_values_yaml(spec))
+        return 0
+    objects = render.render(spec)
+    if args.tf_config:
+        configs = render.pod_tf_configs(spec, objects)
+        if args.output == "json":
+            print(json.dumps(configs, indent=2))
+        else:
+            for pod, cfg in configs.items():
+                print(f"{pod}: {json.dumps(cfg)}")
+        return 0
+    sys.stdout.write(render.to_json(objects) + "\n" if args.output == "json"
+                     else render.to_yaml(objects))
+    return 0
+
+
+def cmd_submit(args) -> int:
+    spec = load_spec(args.spec, args.namespace)
+    if args.dry_run == "client":
+        sys.stdout.write(render.to_yaml(render.render(spec)))
+        return 0
+    backend = _backend(args)
+    if args.local:
+        if args.dry_run == "server":
+            raise LauncherError("--dry-run=server needs a cluster; drop --local")
+        return backend.submit(spec, wait=True, replace=args.replace)
+    return backend.submit(spec, wait=args.wait, replace=args.replace,
+                          dry_run=args.dry_run == "server")
+
+
+def _status_dict(status) -> dict:
+    return {
+        "name": status.name, "namespace": status.namespace, "phase": status.phase,
+        "message": status.message, "exitCode": status.exit_code,
+        "roles": [vars(r) for r in status.roles],
+    }
+
+
+def cmd_status(args) -> int:
+    status = _backend(args).status(args.name)
+    if args.output == "json":
+        print(json.dumps(_status_dict(status), indent=2))
+        return 0
+    print(f"cluster {status.namespace}/{status.name}: {status.phase}"
+          + (f" - {status.message}" if status.message else ""))
+    if status.exit_code is not None:
+        print(f"exit code: {status.exit_code}")
+    print(f"{'ROLE':<10} {'REPLICAS':>8} {'ACTIVE':>6} {'SUCCEEDED':>9} {'FAILED':>6} "
+          f"{'LAST EXIT':>9}  REASON")
+    for r in status.roles:
+        code = "-" if r.last_exit_code is None else str(r.last_exit_code)
+        print(f"{r.role:<10} {r.replicas:>8} {r.active:>6} {r.succeeded:>9} {r.failed:>6} "
+              f"{code:>9}  {r.reason or ''}")
+    return 0
+
+
+def cmd_logs(args) -> int:
+    for line in _backend(args).logs(args.name, args.role, args.index, follow=args.follow):
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    return 0
+
+
+def cmd_delete(args) -> int:
+    _backend(args).delete(args.name)
+    return 0
+
+
+def cmd_list(args) -> int:
+    clusters = _backend(args).list()
+    print(f"{'NAME':<30} {'NAMESPACE':<20} PHASE")
+    for c in clusters:
+        print(f"{c.name:<30} {c.namespace:<20} {c.phase}")
+    return 0
+
+
+COMMANDS = {"render": cmd_render, "submit": cmd_submit, "status": cmd_status,
+            "logs": cmd_logs, "delete": cmd_delete, "list": cmd_list}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return exc.exit_code
+    except LauncherError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0

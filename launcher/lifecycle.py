@@ -1,0 +1,147 @@
+"""The cluster's phase, computed from its Jobs and pods (pure: plain dicts in, status out).
+
+Lifecycle (README "Lifecycle"):
+- Succeeded: the chief's Job (MWMS: the worker Job, whose success policy is worker 0) completed,
+  the evaluator (if any) has finished, and the supervised workers/ps have been ended.
+- Failed: the chief's Job failed (backoff exhausted, or deadline passed).
+- Evaluator failure never fails training: it is reported in the message only.
+"""
+from __future__ import annotations
+
+from launcher import names
+from launcher.backends.base import ClusterStatus, RoleStatus
+from launcher.render import LABEL_COMPONENT, LABEL_STRATEGY
+from launcher.spec import ROLES
+
+# Waiting reasons that will not fix themselves: report them instead of waiting forever.
+STUCK_REASONS = {
+    "ErrImagePull": "the image cannot be pulled",
+    "ImagePullBackOff": "the image cannot be pulled",
+    "InvalidImageName": "the image name is invalid",
+    "ErrImageNeverPull": "the image is not on the node and imagePullPolicy is Never",
+    "CreateContainerConfigError": "the container config is invalid",
+    "CreateContainerError": "the container cannot be created",
+}
+
+
+def job_condition(job: dict) -> tuple[str | None, str]:
+    """('Complete'|'Failed'|None, message) from a Job's terminal conditions."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") in ("Complete", "SuccessCriteriaMet"):
+            return "Complete", ""
+        if cond.get("type") in ("Failed", "FailureTarget"):
+            return "Failed", f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
+    return None, ""
+
+
+def _role_of(obj: dict) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT)
+
+
+def _index_of(pod: dict) -> int:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    try:
+        return int(annotations.get(names.INDEX_ANNOTATION, 0))
+    except ValueError:
+        return 0
+
+
+def _terminated(pod: dict) -> dict | None:
+    """The most recent termination of the task container (current or previous run)."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if "terminated" in state:
+            return state["terminated"]
+        last = cs.get("lastState") or {}
+        if "terminated" in last:
+            return last["terminated"]
+    return None
+
+
+def pod_problem(pod: dict) -> str | None:
+    """A reason this pod cannot make progress, or None."""
+    status = pod.get("status") or {}
+    name = (pod.get("metadata") or {}).get("name", "?")
+    for cs in status.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in STUCK_REASONS:
+            detail = waiting.get("message") or cs.get("image", "")
+            return f"pod {name}: {STUCK_REASONS[reason]} ({reason}: {detail})"
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                and cond.get("reason") == "Unschedulable":
+            return f"pod {name} cannot be scheduled: {cond.get('message', '')}"
+    return None
+
+
+def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]) -> ClusterStatus:
+    by_role = {_role_of(j): j for j in jobs if _role_of(j)}
+    strategy = next(
+        (((j.get("metadata") or {}).get("labels") or {}).get(LABEL_STRATEGY) for j in jobs), None
+    )
+    success_role = "worker" if strategy == "multi_worker_mirrored" else "chief"
+    roles: list[RoleStatus] = []
+    problems: list[str] = []
+    for role in ROLES:
+        job = by_role.get(role)
+        if job is None:
+            continue
+        st = job.get("status") or {}
+        role_pods = [p for p in pods if _role_of(p) == role]
+        restarts = sum(
+            cs.get("restartCount", 0)
+            for p in role_pods for cs in (p.get("status") or {}).get("containerStatuses") or []
+        )
+        rs = RoleStatus(
+            role=role,
+            replicas=(job.get("spec") or {}).get("completions") or 0,
+            active=st.get("active") or 0,
+            succeeded=st.get("succeeded") or 0,
+            failed=(st.get("failed") or 0) + restarts,
+        )
+        newest = sorted(role_pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        for pod in newest:
+            term = _terminated(pod)
+            if term is not None:
+                rs.last_exit_code = term.get("exitCode")
+                rs.reason = term.get("reason")
+            problem = pod_problem(pod)
+            if problem:
+                problems.append(problem)
+                rs.reason = problem
+        roles.append(rs)
+
+    exit_code = None
+    for pod in pods:
+        if _role_of(pod) == success_role and _index_of(pod) == 0:
+            term = _terminated(pod)
+            if term is not None:
+                exit_code = term.get("exitCode")
+
+    main = by_role.get(success_role)
+    if main is None:
+        return ClusterStatus(name, namespace, "Unknown", f"no {success_role} Job found", None, roles)
+    outcome, why = job_condition(main)
+    if outcome == "Failed":
+        return ClusterStatus(name, namespace, "Failed", f"{success_role} failed: {why}",
+                             exit_code if exit_code not in (None, 0) else 1, roles)
+    if outcome == "Complete":
+        waiting = [r for r, j in by_role.items() if r != success_role and job_condition(j)[0] is None]
+        notes = []
+        evaluator = by_role.get("evaluator")
+        if evaluator is not None and job_condition(evaluator)[0] == "Failed":
+            notes.append("evaluator failed (training is not affected)")
+        if waiting:
+            return ClusterStatus(name, namespace, "Finishing",
+                                 f"training done; waiting for {', '.join(waiting)} to end",
+                                 0, roles)
+        return ClusterStatus(name, namespace, "Succeeded", "; ".join(notes), 0, roles)
+    if problems:
+        return ClusterStatus(name, namespace, "Stuck", "; ".join(problems), None, roles)
+    running = any(
+        (p.get("status") or {}).get("phase") == "Running" for p in pods
+    )
+    return ClusterStatus(name, namespace, "Running" if running else "Pending", "", None, roles)

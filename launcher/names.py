@@ -1,0 +1,67 @@
+"""Every name the launcher generates, in one place, so validation checks exactly what is created."""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from launcher.spec import ClusterSpec
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_LABEL = 63
+INDEX_ENV = "TFK8S_TASK_INDEX"
+# The Job controller stamps each Indexed Job pod with its index in this annotation.
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+
+def dns1035_problem(value: str) -> str | None:
+    if len(value) > MAX_LABEL:
+        return f"{len(value)} characters; a DNS-1035 label has at most {MAX_LABEL}"
+    if not _DNS1035.match(value):
+        return (
+            "not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter, "
+            "end with a letter or digit"
+        )
+    return None
+
+
+def dns1123_label_problem(value: str) -> str | None:
+    if len(value) > MAX_LABEL:
+        return f"{len(value)} characters; a DNS-1123 label has at most {MAX_LABEL}"
+    if not _DNS1123.match(value):
+        return "not a DNS-1123 label: use lowercase letters, digits and '-'"
+    return None
+
+
+def service(name: str) -> str:
+    """Headless Service that gives every pod `<job>-<index>.<service>` as DNS name."""
+    return name
+
+
+def job(name: str, role: str) -> str:
+    return f"{name}-{role}"
+
+
+def hostname(name: str, role: str, index: int) -> str:
+    """Indexed Job pods get hostname `<job>-<index>` from the Job controller."""
+    return f"{job(name, role)}-{index}"
+
+
+def root(name: str) -> str:
+    """The ConfigMap that owns every other object of a cluster."""
+    return name
+
+
+def supervisor_account(name: str) -> str:
+    return f"{name}-supervisor"
+
+
+def generated_names(spec: "ClusterSpec") -> Iterator[tuple[str, str, str]]:
+    """(role, kind, name) for every generated name that must be a DNS-1035 label."""
+    yield ("-", "Service", service(spec.name))
+    yield ("-", "ServiceAccount/Role", supervisor_account(spec.name))
+    for role in spec.active_roles():
+        yield (role, "Job", job(spec.name, role))
+        # The longest hostname is the one with the highest index.
+        yield (role, "pod hostname", hostname(spec.name, role, spec.replicas(role) - 1))

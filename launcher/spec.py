@@ -1,0 +1,336 @@
+"""The cluster spec (cluster.yaml): one pydantic model, camelCase keys like Kubernetes objects.
+
+Validation here is structural and cross-field; where a problem sits in the YAML file is added by
+`launcher.loader`, which maps pydantic's field paths back to line numbers.
+"""
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from launcher import names
+
+BUILTIN_PROGRAM = "worker.examples.fashion_mnist"
+DEFAULT_IMAGE = "tfk8s/worker:dev"
+ROLES = ("chief", "worker", "ps", "evaluator")
+# Resource names a TF pod may ask for; anything else is most likely a typo.
+KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu")
+_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+# Env names the launcher sets itself; a user value would silently break the cluster.
+RESERVED_ENV = ("TF_CONFIG", "TFK8S_TASK_INDEX", "GRPC_FAIL_FAST")
+
+
+class Strategy(str, Enum):
+    parameter_server = "parameter_server"
+    multi_worker_mirrored = "multi_worker_mirrored"
+    mirrored = "mirrored"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class Resources(_Model):
+    requests: dict[str, str | int | float] = Field(default_factory=dict)
+    limits: dict[str, str | int | float] = Field(default_factory=dict)
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _known_quantities(cls, value: dict) -> dict[str, str]:
+        out = {}
+        for key, qty in value.items():
+            if key not in KNOWN_RESOURCES:
+                raise ValueError(
+                    f"unknown resource {key!r}; use one of {', '.join(KNOWN_RESOURCES)}"
+                )
+            text = str(qty)
+            if not _QUANTITY.match(text):
+                raise ValueError(f"{key}: {text!r} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)")
+            out[key] = text
+        return out
+
+    @model_validator(mode="after")
+    def _gpu_in_limits(self) -> "Resources":
+        gpu = "nvidia.com/gpu"
+        if gpu in self.requests and self.requests[gpu] != self.limits.get(gpu):
+            raise ValueError(
+                "nvidia.com/gpu must be set under limits (Kubernetes requires requests == limits "
+                "for extended resources); move it to resources.limits"
+            )
+        return self
+
+
+class Toleration(_Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class Role(_Model):
+    replicas: int = Field(default=0, ge=0, le=10000)
+    resources: Resources = Field(default_factory=Resources)
+    env: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_env(value)
+
+
+def _check_env(value: dict[str, str]) -> dict[str, str]:
+    for key in value:
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+        if key in RESERVED_ENV:
+            raise ValueError(f"{key} is set by the launcher for every pod; remove it")
+    return {k: str(v) for k, v in value.items()}
+
+
+class Roles(_Model):
+    chief: Role = Field(default_factory=Role)
+    worker: Role = Field(default_factory=Role)
+    ps: Role = Field(default_factory=Role)
+    evaluator: Role = Field(default_factory=Role)
+
+    def get(self, role: str) -> Role:
+        return getattr(self, role)
+
+
+class Program(_Model):
+    """The built-in worker's training program: a module with builders (see worker/program.py)."""
+
+    module: str = BUILTIN_PROGRAM
+    args: list[str] = Field(default_factory=list)
+
+    @field_validator("module")
+    @classmethod
+    def _dotted(cls, value: str) -> str:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", value):
+            raise ValueError(f"{value!r} is not a dotted Python module name")
+        return value
+
+
+class PVCSource(_Model):
+    claim_name: str
+
+
+class HostPathSource(_Model):
+    path: str
+
+
+class Volume(_Model):
+    """Where the checkpoint directory lives: exactly one source."""
+
+    persistent_volume_claim: PVCSource | None = None
+    host_path: HostPathSource | None = None
+    mount_path: str = "/ckpt"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Volume":
+        if (self.persistent_volume_claim is None) == (self.host_path is None):
+            raise ValueError("set exactly one of persistentVolumeClaim or hostPath")
+        return self
+
+
+class Checkpoint(_Model):
+    dir: str = "/ckpt/model"
+    volume: Volume | None = None
+
+    @property
+    def is_remote(self) -> bool:
+        return "://" in self.dir
+
+    @model_validator(mode="after")
+    def _dir_on_volume(self) -> "Checkpoint":
+        if self.is_remote:
+            if not self.dir.startswith("gs://"):
+                raise ValueError(f"{self.dir!r}: only gs:// URLs are supported as remote storage")
+            if self.volume is not None:
+                raise ValueError("a gs:// checkpoint dir needs no volume; remove checkpoint.volume")
+        elif not self.dir.startswith("/"):
+            raise ValueError(f"{self.dir!r} must be an absolute path or a gs:// URL")
+        elif self.volume is not None:
+            mount = self.volume.mount_path.rstrip("/") + "/"
+            if not (self.dir.rstrip("/") + "/").startswith(mount):
+                raise ValueError(
+                    f"dir {self.dir!r} is not under the volume's mountPath {self.volume.mount_path!r}"
+                )
+        return self
+
+
+class SecurityContext(_Model):
+    run_as_user: int = Field(default=1000, ge=1)
+    run_as_group: int = Field(default=1000, ge=1)
+    fs_group: int = Field(default=1000, ge=1)
+
+
+class ClusterSpec(_Model):
+    name: str
+    namespace: str = "default"
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    strategy: Strategy
+    # Built-in worker program, or bring-your-own: command (+ args) run in `image` instead.
+    program: Program | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    roles: Roles = Field(default_factory=Roles)
+    port: int = Field(default=2222, ge=1024, le=65535)
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    restart_policy: Literal["OnFailure", "Never"] = "OnFailure"
+    backoff_limit: int = Field(default=6, ge=0, le=1000)
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    ttl_seconds_after_finished: int | None = Field(default=3600, ge=0)
+    # Seconds a bring-your-own evaluator may run after training ended before it is stopped.
+    evaluator_grace_seconds: int = Field(default=600, ge=0)
+    # Seconds the built-in chief waits for every peer's DNS name and port before failing.
+    peer_timeout_seconds: int = Field(default=300, ge=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    service_account_name: str | None = Field(default=None, min_length=1)
+    security_context: SecurityContext = Field(default_factory=SecurityContext)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_env(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_label(cls, value: str) -> str:
+        problem = names.dns1035_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_is_label(cls, value: str) -> str:
+        problem = names.dns1123_label_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> "ClusterSpec":
+        problems: list[tuple[str, str]] = []
+        if self.command is None and self.args is not None:
+            problems.append(("args", "args without command: set command too, or use program.args"))
+        if self.command is not None and self.program is not None:
+            problems.append((
+                "command",
+                "set either program (the built-in worker) or command (your own image's "
+                "entrypoint), not both",
+            ))
+        problems += _role_problems(self)
+        for role, kind, name in names.generated_names(self):
+            problem = names.dns1035_problem(name)
+            if problem:
+                problems.append((
+                    "name",
+                    f"generated {kind} name {name!r} for role {role}: {problem}; shorten name",
+                ))
+                break
+        if self.replicas("evaluator") and self.checkpoint.volume is None and not self.checkpoint.is_remote:
+            problems.append((
+                "checkpoint.volume",
+                "the evaluator reads the chief's checkpoints: set checkpoint.volume "
+                "(persistentVolumeClaim or hostPath) or a gs:// checkpoint.dir",
+            ))
+        if problems:
+            raise CrossFieldProblems(problems)
+        return self
+
+    @property
+    def builtin(self) -> bool:
+        """True when pods run the built-in `python -m worker` (not a user's command)."""
+        return self.command is None
+
+    @property
+    def effective_program(self) -> Program:
+        return self.program or Program()
+
+    def replicas(self, role: str) -> int:
+        return self.roles.get(role).replicas
+
+    def active_roles(self) -> list[str]:
+        return [r for r in ROLES if self.replicas(r) > 0]
+
+    def training_roles(self) -> list[str]:
+        """Roles in the training cluster (TF_CONFIG `cluster`): never the evaluator."""
+        return [r for r in ("chief", "worker", "ps") if self.replicas(r) > 0]
+
+
+class CrossFieldProblems(ValueError):
+    """Rules spanning several fields; each carries its field path so the loader finds the line."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{path}: {msg}" for path, msg in problems))
+
+
+def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
+    chief, worker, ps, evaluator = (spec.replicas(r) for r in ROLES)
+    s = spec.strategy
+    out = []
+    if evaluator > 1:
+        out.append(("roles.evaluator.replicas", f"at most one evaluator is supported, got {evaluator}"))
+    if s is Strategy.parameter_server:
+        if chief != 1:
+            out.append((
+                "roles.chief.replicas",
+                f"parameter_server needs exactly 1 chief (the coordinator), got {chief}",
+            ))
+        if worker < 1:
+            out.append(("roles.worker.replicas", "parameter_server needs at least 1 worker, got 0"))
+        if ps < 1:
+            out.append(("roles.ps.replicas", "parameter_server needs at least 1 ps, got 0"))
+    elif s is Strategy.multi_worker_mirrored:
+        if ps:
+            out.append(("roles.ps.replicas", "multi_worker_mirrored has no ps; set 0"))
+        if chief:
+            out.append((
+                "roles.chief.replicas",
+                "multi_worker_mirrored uses worker 0 as chief (an explicit chief breaks "
+                "checkpointing, tensorflow#35705); set 0 and add a worker",
+            ))
+        if worker < 1:
+            out.append(("roles.worker.replicas", "multi_worker_mirrored needs at least 1 worker"))
+    elif s is Strategy.mirrored:
+        if chief != 1:
+            out.append(("roles.chief.replicas", f"mirrored runs in one pod: set 1, got {chief}"))
+        for role, count in (("worker", worker), ("ps", ps)):
+            if count:
+                out.append((f"roles.{role}.replicas", "mirrored runs in one pod: set 0"))
+    return out
+
+
+def success_role(spec: ClusterSpec) -> str:
+    """The role whose index-0 exit decides success: chief, or worker 0 under MWMS."""
+    return "worker" if spec.strategy is Strategy.multi_worker_mirrored else "chief"
+
+
+def supervised_roles(spec: ClusterSpec) -> list[str]:
+    """Roles that never exit by themselves and must be ended when training is over.
+
+    PS-strategy workers and ps block in server.join() forever; a bring-your-own evaluator
+    may poll checkpoints forever. The built-in evaluator exits after the final checkpoint.
+    """
+    roles = []
+    if spec.strategy is Strategy.parameter_server:
+        roles += ["worker", "ps"]
+    if spec.replicas("evaluator") and not spec.builtin:
+        roles.append("evaluator")
+    return roles

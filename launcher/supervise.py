@@ -1,0 +1,128 @@
+"""End-of-job supervisor for tasks that never exit by themselves (stdlib only).
+
+TensorFlow ps and worker servers block in `server.join()` forever, and a user's evaluator may
+poll for checkpoints forever. Kubernetes would keep their Jobs running after training ended.
+This script is shipped in the cluster's ConfigMap and wraps such a task:
+
+    python3 /var/run/tfk8s/supervise.py -- <task command...>
+
+It runs the task as a child and polls the API server (the pod's service account may only `get`
+the watched Job, by name) until the training Job has finished. Then it stops the child and exits
+0, so the task's Job completes instead of running forever. A child that crashes on its own exits
+with its code, and Kubernetes restarts it as the restart policy says.
+
+Environment:
+  TFK8S_WATCH_JOB      the Job whose end ends this task (the chief's, or worker's under MWMS)
+  TFK8S_NAMESPACE      its namespace
+  TFK8S_GRACE_SECONDS  how long the child may keep running after training ended (default 0)
+  TFK8S_POLL_SECONDS   how often to ask the API server (default 5)
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TERMINAL = {"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"}
+
+
+def log(message: str) -> None:
+    print(f"[tfk8s-supervise] {message}", file=sys.stderr, flush=True)
+
+
+def job_state(namespace: str, name: str) -> str | None:
+    """'Complete'/'Failed'-like condition type once the Job has ended, 'running', or 'absent'."""
+    host = os.environ["KUBERNETES_SERVICE_HOST"]
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    with open(f"{SA_DIR}/token") as f:  # re-read: projected tokens rotate
+        token = f.read().strip()
+    request = urllib.request.Request(
+        f"https://{host}:{port}/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+    )
+    context = ssl.create_default_context(cafile=f"{SA_DIR}/ca.crt")
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            job = json.load(response)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return "absent"
+        raise
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in TERMINAL and condition.get("status") == "True":
+            return condition["type"]
+    return "running"
+
+
+def stop(child: subprocess.Popen, timeout: float = 20.0) -> None:
+    if child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        log(f"task did not stop within {timeout:.0f}s of SIGTERM; sending SIGKILL")
+        child.kill()
+        child.wait()
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        log("usage: supervise.py -- <command...>")
+        return 2
+    command = argv[argv.index("--") + 1:]
+    watched = os.environ["TFK8S_WATCH_JOB"]
+    namespace = os.environ["TFK8S_NAMESPACE"]
+    grace = float(os.environ.get("TFK8S_GRACE_SECONDS", "0"))
+    poll = float(os.environ.get("TFK8S_POLL_SECONDS", "5"))
+
+    child = subprocess.Popen(command)
+
+    # Pod deletion sends SIGTERM to PID 1 (us): pass it on and leave with the child's code.
+    def forward(signum, _frame):
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+
+    seen = False
+    ended_at = None
+    while True:
+        try:
+            code = child.wait(timeout=poll)
+            log(f"task exited with code {code}")
+            return code
+        except subprocess.TimeoutExpired:
+            pass
+        if ended_at is None:
+            try:
+                state = job_state(namespace, watched)
+            except Exception as exc:  # API hiccups must never kill a healthy server
+                log(f"cannot read job {namespace}/{watched} yet: {exc}")
+                continue
+            if state == "running":
+                seen = True
+                continue
+            if state == "absent" and not seen:
+                continue  # not created yet (e.g. Helm applies Jobs one by one)
+            ended_at = time.monotonic()
+            log(f"job {watched} ended ({state}); stopping the task"
+                + (f" within {grace:.0f}s" if grace else ""))
+        if time.monotonic() - ended_at >= grace:
+            stop(child)
+            log("task stopped after training ended; exiting 0")
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,130 @@
+"""Spec loading: defaults, cross-field rules, and error messages that name file:line:field."""
+import pytest
+
+from launcher.errors import SpecError
+from launcher.loader import load_text
+
+PS = """\
+name: demo
+strategy: parameter_server
+roles:
+  chief: {replicas: 1}
+  worker: {replicas: 2}
+  ps: {replicas: 1}
+"""
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_text(text, filename="cluster.yaml")
+    return [str(p) for p in info.value.problems]
+
+
+def test_minimal_ps_spec_gets_defaults():
+    spec = load_text(PS)
+    assert spec.namespace == "default"
+    assert spec.port == 2222
+    assert spec.restart_policy == "OnFailure"
+    assert spec.builtin and spec.effective_program.module == "worker.examples.fashion_mnist"
+    assert spec.training_roles() == ["chief", "worker", "ps"]
+
+
+def test_unknown_key_names_line_and_suggests():
+    text = PS.replace("  ps: {replicas: 1}", "  ps: {replicas: 1}\n  evalutor: {replicas: 1}")
+    [msg] = problems(text)
+    assert msg == ("cluster.yaml:7: roles.evalutor: unknown key 'evalutor' "
+                   "(did you mean 'evaluator'?)")
+
+
+def test_nested_unknown_key():
+    text = PS.replace("worker: {replicas: 2}", "worker: {replicas: 2, nodeSelectr: {a: b}}")
+    [msg] = problems(text)
+    assert "cluster.yaml:5: roles.worker.nodeSelectr" in msg and "nodeSelector" in msg
+
+
+def test_ps_strategy_needs_a_ps():
+    [msg] = problems(PS.replace("ps: {replicas: 1}", "ps: {replicas: 0}"))
+    assert msg.startswith("cluster.yaml:6: roles.ps.replicas:")
+    assert "at least 1 ps" in msg
+
+
+def test_every_cross_field_problem_is_reported():
+    text = PS.replace("chief: {replicas: 1}", "chief: {replicas: 2}").replace(
+        "ps: {replicas: 1}", "ps: {replicas: 0}")
+    msgs = problems(text)
+    assert len(msgs) == 2
+    assert any("roles.chief.replicas" in m for m in msgs)
+    assert any("roles.ps.replicas" in m for m in msgs)
+
+
+def test_long_name_is_refused():
+    [msg] = problems(PS.replace("name: demo", "name: " + "a" * 70))
+    assert msg.startswith("cluster.yaml:1: name: 70 characters")
+
+
+def test_generated_names_must_fit_63_characters():
+    # 52 characters pass alone, but "<name>-evaluator-0" would exceed a DNS label.
+    name = "a" * 52
+    text = PS.replace("name: demo", f"name: {name}") + "  evaluator: {replicas: 1}\n" \
+        "checkpoint: {dir: gs://b/m}\n"
+    msgs = problems(text)
+    assert any(f"{name}-evaluator-0" in m for m in msgs)
+
+
+def test_bad_yaml_points_at_line():
+    [msg] = problems("name: demo\nroles:\n  chief: {replicas: 1\n")
+    assert msg.startswith("cluster.yaml:") and "invalid YAML" in msg
+
+
+def test_duplicate_keys_are_refused():
+    [msg] = problems(PS + "name: other\n")
+    assert "duplicate key 'name' (first at line 1)" in msg
+
+
+def test_mwms_rules():
+    spec = load_text("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\n")
+    assert spec.training_roles() == ["worker"]
+    msgs = problems("name: m\nstrategy: multi_worker_mirrored\n"
+                    "roles: {worker: {replicas: 2}, ps: {replicas: 1}}\n")
+    assert any("has no ps" in m for m in msgs)
+
+
+def test_mirrored_is_one_pod():
+    msgs = problems("name: m\nstrategy: mirrored\nroles: {chief: {replicas: 1}, worker: {replicas: 1}}\n")
+    assert any("roles.worker.replicas" in m for m in msgs)
+
+
+def test_evaluator_needs_shared_checkpoints():
+    msgs = problems(PS + "  evaluator: {replicas: 1}\n")
+    assert any("checkpoint.volume" in m for m in msgs)
+
+
+def test_strategy_enum_error():
+    [msg] = problems(PS.replace("parameter_server", "ps"))
+    assert "strategy" in msg and "parameter_server" in msg
+
+
+def test_byo_command_excludes_program():
+    msgs = problems(PS + "command: [python, t.py]\nprogram: {module: x}\n")
+    assert any("either program" in m for m in msgs)
+
+
+def test_gpu_must_be_a_limit():
+    msgs = problems(PS.replace("worker: {replicas: 2}",
+                               "worker: {replicas: 2, resources: {requests: {nvidia.com/gpu: 1}}}"))
+    assert any("limits" in m for m in msgs)
+
+
+def test_reserved_env_is_refused():
+    msgs = problems(PS + "env: {TF_CONFIG: x}\n")
+    assert any("TF_CONFIG is set by the launcher" in m for m in msgs)
+
+
+def test_checkpoint_dir_must_be_on_volume():
+    msgs = problems(PS + "checkpoint:\n  dir: /data/m\n  volume: {persistentVolumeClaim: {claimName: c}}\n")
+    assert any("mountPath" in m for m in msgs)
+
+
+def test_not_a_mapping():
+    [msg] = problems("- a\n- b\n")
+    assert "must be a YAML mapping" in msg

@@ -1,0 +1,58 @@
+"""TF_CONFIG checked through TensorFlow's own TFConfigClusterResolver: real TF, no mocks."""
+import json
+import os
+
+import pytest
+
+from launcher import render, tfconfig
+from launcher.loader import load_file
+
+tf = pytest.importorskip("tensorflow")
+EXAMPLES = sorted(p for p in os.listdir("examples") if p.endswith(".yaml"))
+
+
+def resolve(config: dict):
+    old = os.environ.get("TF_CONFIG")
+    os.environ["TF_CONFIG"] = json.dumps(config)
+    try:
+        r = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return r.task_type, r.task_id, r.cluster_spec().as_dict()
+    finally:
+        if old is None:
+            del os.environ["TF_CONFIG"]
+        else:
+            os.environ["TF_CONFIG"] = old
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_pod_resolves_to_its_task(example):
+    spec = load_file(f"examples/{example}")
+    objects = render.render(spec)
+    pods = render.pod_tf_configs(spec, objects)
+    expected_cluster = {
+        role: [f"{spec.name}-{role}-{i}.{spec.name}.{spec.namespace}.svc:{spec.port}"
+               for i in range(spec.replicas(role))]
+        for role in spec.training_roles()
+    }
+    assert sorted(pods) == sorted(
+        f"{spec.name}-{role}-{i}" for role in spec.active_roles()
+        for i in range(spec.replicas(role)))
+    for pod, config in pods.items():
+        role, index = pod[len(spec.name) + 1:].rsplit("-", 1)
+        task_type, task_id, cluster = resolve(config)
+        assert (task_type, task_id) == (role, int(index))
+        if role == "evaluator":
+            # Never in, and never shown, the training cluster (tensorflow#46169).
+            assert cluster == {}
+        else:
+            assert cluster == expected_cluster
+            assert "evaluator" not in cluster
+
+
+def test_template_expands_like_kubernetes():
+    spec = load_file("examples/ps.yaml")
+    address = tfconfig.kubernetes_address(spec)
+    template = tfconfig.tf_config_template(spec, "worker", address)
+    assert template.count(tfconfig.INDEX_PLACEHOLDER) == 1
+    for i in range(2):
+        assert tfconfig.expand_template(template, i) == tfconfig.tf_config(spec, "worker", i, address)
