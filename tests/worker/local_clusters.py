@@ -1,0 +1,139 @@
+"""Helpers for tests that run clusters through LocalBackend: specs, submissions in a thread,
+progress records from task logs, and the check that no task outlives its cluster.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from launcher.backends.local import LocalBackend  # noqa: E402
+from launcher.spec import ClusterSpec  # noqa: E402
+from worker.progress import parse_line  # noqa: E402
+
+# Measurements the tests print at the end of the session (fault recovery times etc.).
+MEASUREMENTS: list[str] = []
+
+ROLES = {
+    "parameter_server": {"chief": 1, "worker": 2, "ps": 1},
+    "multi_worker_mirrored": {"worker": 2},
+    "mirrored": {"chief": 1},
+}
+
+
+def measure(text: str) -> None:
+    MEASUREMENTS.append(text)
+    print(text)
+
+
+def make_spec(name: str, strategy: str, program_args: list[str], *, evaluator: bool = True,
+              roles: dict | None = None, **fields) -> ClusterSpec:
+    replicas = dict(roles or ROLES[strategy])
+    if evaluator:
+        replicas["evaluator"] = 1
+    data = {
+        "name": name,
+        "strategy": strategy,
+        "program": {"args": program_args},
+        "roles": {role: {"replicas": count} for role, count in replicas.items()},
+        # The spec wants a volume for an evaluator (Kubernetes); LocalBackend ignores it and
+        # maps the model dir into its workdir.
+        "checkpoint": {"dir": "/ckpt/model", "volume": {"hostPath": {"path": "/unused"}}},
+        **fields,
+    }
+    return ClusterSpec.model_validate(data)
+
+
+class Submission:
+    """submit(spec, wait=True) in a thread, so a test can watch and inject faults meanwhile."""
+
+    def __init__(self, backend: LocalBackend, spec: ClusterSpec, replace: bool = False):
+        self.backend, self.spec = backend, spec
+        self.exit_code: int | None = None
+        self.error: BaseException | None = None
+        self.started = time.time()
+        self.thread = threading.Thread(target=self._run, args=(replace,), daemon=True)
+        self.thread.start()
+
+    def _run(self, replace: bool) -> None:
+        try:
+            self.exit_code = self.backend.submit(self.spec, wait=True, replace=replace)
+        except BaseException as exc:  # re-raised in wait()
+            self.error = exc
+
+    def wait(self, timeout: float) -> int:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise AssertionError(f"cluster {self.spec.name} still running after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        self.seconds = time.time() - self.started
+        return self.exit_code
+
+
+def attempts(backend: LocalBackend, name: str, role: str, index: int) -> list[list[dict]]:
+    """Progress records of one task, one list per attempt (process start)."""
+    path = backend.log_path(name, role, index)
+    if not path.exists():
+        return []
+    result: list[list[dict]] = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("=== tfk8s: "):
+            result.append([])
+            continue
+        record = parse_line(line) if "tfk8s-progress" in line else None
+        if record is not None and result:
+            result[-1].append(record)
+    return result
+
+
+def events(backend: LocalBackend, name: str, role: str, index: int, event: str) -> list[dict]:
+    return [r for attempt in attempts(backend, name, role, index) for r in attempt
+            if r["event"] == event]
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def task_processes(workdir: Path) -> list[psutil.Process]:
+    """Live processes that belong to clusters under `workdir` (by their TFK8S_MODEL_DIR)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            model_dir = process.environ().get("TFK8S_MODEL_DIR", "")
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        if model_dir.startswith(str(workdir)):
+            found.append(process)
+    return found
+
+
+def assert_no_task_processes(workdir: Path) -> None:
+    left = task_processes(workdir)
+    assert not left, "tasks outlived their cluster: " + ", ".join(
+        f"{p.pid} {' '.join(p.cmdline())}" for p in left
+    )
+
+
+def metrics(backend: LocalBackend, name: str) -> list[dict]:
+    path = Path(backend.run_dir(name)) / "model" / "eval" / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def final_marker(backend: LocalBackend, name: str) -> dict:
+    return json.loads((Path(backend.run_dir(name)) / "model" / "FINAL.json").read_text())

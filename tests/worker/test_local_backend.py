@@ -1,0 +1,166 @@
+"""LocalBackend's rules with bring-your-own commands (plain Python, no TensorFlow): restarts,
+backoff, the evaluator grace, status/logs/list/delete, and that no process outlives its run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from local_clusters import REPO_ROOT, LocalBackend, assert_no_task_processes, make_spec, wait_until
+from launcher.errors import SubmitRefused
+
+# A task that prints its TF_CONFIG, then fails on its first `fail_times` attempts.
+FLAKY = """
+import json, os, sys, pathlib
+marker = pathlib.Path(os.environ["TFK8S_MODEL_DIR"]) / ("attempts-" + os.environ["TFK8S_TASK_INDEX"])
+count = int(marker.read_text()) + 1 if marker.exists() else 1
+marker.write_text(str(count))
+print("TF_CONFIG=" + os.environ["TF_CONFIG"], flush=True)
+sys.exit(3 if count <= int(sys.argv[1]) else 0)
+"""
+SLEEP = "import time; print('sleeping', flush=True); time.sleep(600)"
+
+
+def byo_spec(name, command, *, evaluator_command=None, **fields):
+    """A mirrored spec whose chief (and evaluator) run `command` instead of the worker."""
+    spec = make_spec(name, "mirrored", [], evaluator=evaluator_command is not None,
+                     image="example.com/byo:1", **fields)
+    data = spec.model_dump(by_alias=True)
+    data.pop("program")
+    data["command"] = [sys.executable, "-c", command[0]]
+    data["args"] = command[1:]
+    if evaluator_command is not None:
+        # Same command for every role, like a real image: the script branches on TF_CONFIG.
+        data["command"] = [sys.executable, "-c", _by_role(command[0], evaluator_command)]
+    return type(spec).model_validate(data)
+
+
+def _by_role(chief_code: str, evaluator_code: str) -> str:
+    return (
+        "import json, os\n"
+        "role = json.loads(os.environ['TF_CONFIG'])['task']['type']\n"
+        f"exec({evaluator_code!r} if role == 'evaluator' else {chief_code!r})\n"
+    )
+
+
+def test_failed_task_restarts_in_place_with_the_same_tf_config(backend, workdir):
+    spec = byo_spec("flaky", [FLAKY, "2"], restartPolicy="OnFailure", backoffLimit=2)
+    assert backend.submit(spec, wait=True) == 0
+    log = backend.log_path("flaky", "chief", 0).read_text()
+    configs = [line for line in log.splitlines() if line.startswith("TF_CONFIG=")]
+    assert len(configs) == 3 and len(set(configs)) == 1
+    assert log.count("=== tfk8s: chief-0 attempt") == 3
+    status = backend.status("flaky")
+    assert status.phase == "Succeeded" and status.exit_code == 0
+    assert status.roles[0].failed == 2 and status.roles[0].succeeded == 1
+
+
+def test_backoff_limit_exhausted_fails_with_the_chief_exit_code(backend, workdir):
+    spec = byo_spec("broken", [FLAKY, "99"], restartPolicy="OnFailure", backoffLimit=1)
+    assert backend.submit(spec, wait=True) == 3
+    status = backend.status("broken")
+    assert status.phase == "Failed" and "chief-0 exited 3" in status.message
+    assert status.roles[0].failed == 2  # the first attempt and one restart
+
+
+def test_never_restart_policy(backend, workdir):
+    spec = byo_spec("never", [FLAKY, "1"], restartPolicy="Never")
+    assert backend.submit(spec, wait=True) == 3
+    assert backend.status("never").roles[0].failed == 1
+
+
+def test_bring_your_own_evaluator_is_stopped_after_the_grace(backend, workdir):
+    spec = byo_spec("grace", ["print('trained')"], evaluator_command=SLEEP,
+                    evaluatorGraceSeconds=2)
+    started = time.monotonic()
+    assert backend.submit(spec, wait=True) == 0
+    assert time.monotonic() - started < 30
+    status = backend.status("grace")
+    assert status.phase == "Succeeded" and "evaluatorGraceSeconds" in status.message
+    assert "sleeping" in backend.log_path("grace", "evaluator", 0).read_text()
+
+
+def test_evaluator_failure_does_not_fail_training(backend, workdir):
+    spec = byo_spec("evalfails", ["print('trained')"],
+                    evaluator_command="import sys; sys.exit(7)", restartPolicy="Never")
+    assert backend.submit(spec, wait=True) == 0
+    status = backend.status("evalfails")
+    assert status.phase == "Succeeded" and "evaluator failed" in status.message
+
+
+def test_detached_run_status_logs_list_delete_leave_no_process(backend, workdir):
+    spec = byo_spec("detached", [SLEEP])
+    assert backend.submit(spec, wait=False) == 0
+    pid = wait_until(lambda: backend.pid("detached", "chief", 0), 60, "the chief to start")
+    wait_until(lambda: backend.status("detached").phase == "Running", 30, "Running")
+    wait_until(lambda: "sleeping" in backend.log_path("detached", "chief", 0).read_text(), 30,
+               "the chief's output in its log")
+    assert [c.name for c in backend.list()] == ["detached"]
+    assert "sleeping\n" in list(backend.logs("detached", "chief", 0))
+    with pytest.raises(SubmitRefused, match="is running"):
+        backend.submit(spec, wait=True)
+    (workdir / "detached" / "model" / "keep-me").write_text("checkpoint")
+    backend.delete("detached")
+    assert_no_task_processes(workdir)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert (workdir / "detached" / "model" / "keep-me").exists(), "delete removed model/"
+    assert backend.list() == []
+
+
+def test_sigterm_to_the_launcher_stops_every_task(tmp_path):
+    """The CLI's path: submit(wait=True) in the main thread of a process that gets SIGTERM."""
+    workdir = tmp_path / "work"
+    script = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'worker')!r})
+from test_local_backend import byo_spec, SLEEP
+from launcher.backends.local import LocalBackend
+sys.exit(LocalBackend({str(workdir)!r}).submit(byo_spec("sigterm", [SLEEP]), wait=True))
+"""
+    launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    backend = LocalBackend(workdir)
+    wait_until(lambda: (workdir / "sigterm" / "logs" / "chief-0.log").exists()
+               and "sleeping" in backend.log_path("sigterm", "chief", 0).read_text(), 60,
+               "the chief to run")
+    launcher.send_signal(signal.SIGTERM)
+    output, _ = launcher.communicate(timeout=60)
+    assert launcher.returncode == 128 + signal.SIGTERM, output
+    assert_no_task_processes(workdir)
+    status = json.loads((workdir / "sigterm" / "status.json").read_text())
+    assert status["phase"] == "Failed" and "SIGTERM" in status["message"]
+
+
+def test_sigkill_to_the_launcher_takes_its_tasks_along(tmp_path):
+    """Linux PR_SET_PDEATHSIG: even a launcher that cannot clean up leaves no task behind."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("parent-death signal is Linux-only")
+    workdir = tmp_path / "work"
+    script = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'worker')!r})
+from test_local_backend import byo_spec, SLEEP
+from launcher.backends.local import LocalBackend
+LocalBackend({str(workdir)!r}).submit(byo_spec("sigkill", [SLEEP]), wait=True)
+"""
+    launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    backend = LocalBackend(workdir)
+    wait_until(lambda: backend.pid("sigkill", "chief", 0), 60, "the chief to start")
+    launcher.kill()
+    launcher.wait()
+    wait_until(lambda: not _task_processes_left(workdir), 10, "the chief to die with the launcher")
+    assert backend.status("sigkill").phase == "Unknown"
+
+
+def _task_processes_left(workdir) -> bool:
+    from local_clusters import task_processes
+
+    return bool(task_processes(workdir))

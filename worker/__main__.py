@@ -1,0 +1,132 @@
+"""`python -m worker [program args]`: run this task's role of a TensorFlow training cluster.
+
+Every pod (and every local task) runs this same command; TF_CONFIG says which role it is:
+
+    strategy               role       module                  what it does
+    parameter_server       chief      worker/coordinator.py   trains: ClusterCoordinator or fit
+                           worker/ps  worker/ps_server.py     tf.distribute.Server().join()
+    multi_worker_mirrored  worker     worker/mwms.py          trains; worker 0 writes
+    mirrored               chief      worker/mirrored.py      trains over local devices
+    any                    evaluator  worker/evaluator.py     evaluates checkpoints, exits after
+                                                              the final one
+
+Program arguments (all roles get the same; `python -m worker --help` for details):
+    --loop custom|fit        training loop (default custom; fit uses tf_keras)
+    --steps N                optimizer steps in total (default 400)
+    --global-batch-size N    examples per step across replicas (default 64)
+    --checkpoint-every N     steps between checkpoints / steps per fit epoch (default 50)
+    --data SOURCE            digits | synthetic | fashion_mnist | /path/file.npz (default digits)
+    --max-checkpoints N      checkpoints kept (default 10)
+
+Order of events, and why:
+1. Parse arguments and the environment without TensorFlow: mistakes fail in milliseconds.
+2. Set GRPC_FAIL_FAST=use_caller (a dead worker's closures move to the others instead of
+   stalling) and, for the fit loop and anything under parameter_server, TF_USE_LEGACY_KERAS=1
+   (tf_keras; why: worker/args.py Options.uses_legacy_keras): both only work if set before
+   TensorFlow is imported.
+3. Wait for the peers this role needs (worker/peers.py), still without TensorFlow.
+4. Import TensorFlow, resolve TF_CONFIG with TFConfigClusterResolver, run the role.
+5. Exit with os._exit once the work is written (worker/shutdown.py): returning would run TF's
+   teardown of remote resources, which took up to 30 s here, silently.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+from worker import progress  # first: its import time is the process start for timings
+from worker import args, context, errors, peers, shutdown
+
+
+def main(argv: list[str] | None = None):
+    """Runs the role and exits the process (see worker/shutdown.py); never returns."""
+    options = args.parse(argv)  # exits 2 with usage on bad arguments, 0 on --help
+    where = "worker"  # becomes the task's name once TF_CONFIG is read
+    try:
+        task = context.from_environment()
+        where = task.name
+        os.environ["GRPC_FAIL_FAST"] = "use_caller"
+        if options.uses_legacy_keras(task.strategy):
+            os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        _wait_for_peers(task)
+        code = _run_role(task, options)
+    # Exit inside each handler: leaving it would free the failed frames and run TF's teardown.
+    except errors.WorkerError as exc:
+        print(f"tfk8s {where}: error: {exc}", file=sys.stderr)
+        shutdown.exit_now(exc.exit_code)
+    except KeyboardInterrupt:
+        shutdown.exit_now(130)
+    except Exception:
+        traceback.print_exc()
+        shutdown.exit_now(errors.EXIT_UNEXPECTED)
+    shutdown.exit_now(code)
+
+
+def _wait_for_peers(task: context.TaskContext) -> None:
+    needed = peers.peers_needed(task)
+    if not needed:
+        return
+    if peers.holds_own_port(task):
+        with peers.hold_own_port(task.address(task.role, task.index)):
+            peers.wait_for_peers(needed, task.peer_timeout_seconds)
+    else:
+        peers.wait_for_peers(needed, task.peer_timeout_seconds)
+
+
+def _run_role(task: context.TaskContext, options: args.Options) -> int:
+    """The exit code of roles that return (evaluator, nothing left to train). Training roles
+    exit the process themselves when done (worker/shutdown.py); ps and PS workers never end."""
+    import tensorflow as tf
+
+    from worker import program as program_module
+    from worker import training
+
+    if options.uses_legacy_keras(task.strategy):
+        training.require_legacy_keras(f"--loop {options.loop} under {task.strategy}")
+    progress.report("tensorflow_imported", task=task.name, strategy=task.strategy,
+                    keras=tf.keras.__name__)
+    if task.role in ("worker", "ps") and task.strategy == "parameter_server":
+        from worker import ps_server
+
+        ps_server.run(task, _resolver(task))  # never returns
+
+    program = program_module.load(task.program_module)
+    if task.role == "evaluator":
+        from worker import evaluator
+
+        return evaluator.run(task, options, program)
+
+    # Before the strategy exists (MWMS must create it before any other op): a cluster that
+    # already finished these --steps has nothing to do, on every training task alike.
+    done = training.completed_marker(task, options)
+    if done is not None:
+        print(f"tfk8s: training already finished: {task.model_dir}/FINAL.json names "
+              f"{done.checkpoint} (step {done.step}, --steps {done.requested_steps}); nothing "
+              "to do. Delete FINAL.json or use another model dir to train again.", flush=True)
+        return errors.EXIT_OK
+    resolver = _resolver(task)
+    if task.strategy == "parameter_server":
+        from worker import coordinator as role_module
+    elif task.strategy == "multi_worker_mirrored":
+        from worker import mwms as role_module
+    else:
+        from worker import mirrored as role_module
+    role_module.run(task, options, program, resolver)
+    raise AssertionError(f"{task.strategy} {task.name} returned instead of exiting")
+
+
+def _resolver(task: context.TaskContext):
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if (resolver.task_type, resolver.task_id) != (task.role, task.index):
+        raise errors.ConfigError(
+            f"TFConfigClusterResolver reads task {resolver.task_type}-{resolver.task_id} from "
+            f"TF_CONFIG, the worker read {task.name}: TF_CONFIG changed while starting?"
+        )
+    return resolver
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Program arguments of `python -m worker` (the spec's `program.args`), parsed without TensorFlow.
+
+Every task of a cluster gets the same arguments, so each role derives the same decisions from
+them: the evaluator knows the loop (and so the checkpoint format and the Keras flavour) and the
+number of steps the final checkpoint stands for.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from worker import errors
+
+LOOPS = ("custom", "fit")
+DATA_HELP = (
+    "training data, passed to the program's build_dataset(data=...). The built-in program "
+    "accepts: digits (scikit-learn's bundled 8x8 digits resized to 28x28, works offline; the "
+    "default), synthetic (generated, learnable), fashion_mnist (downloads with "
+    "keras.datasets.fashion_mnist.load_data; needs internet), or a path to a .npz file with "
+    "x_train, y_train, x_test, y_test (28x28 uint8 images, integer labels; the Keras mnist.npz "
+    "layout)"
+)
+
+EPILOG = """\
+environment (set by the launcher; see launcher/podenv.py):
+  TF_CONFIG            cluster and this task's role/index
+  TFK8S_STRATEGY       parameter_server | multi_worker_mirrored | mirrored
+  TFK8S_MODEL_DIR      checkpoints, final SavedModel, FINAL.json marker, eval/ (local path or gs://)
+  TFK8S_PROGRAM        the training program module (default worker.examples.fashion_mnist;
+                       its interface is documented in worker/program.py)
+  TFK8S_PEER_TIMEOUT   seconds to wait for every peer's DNS name and port (default 300)
+
+exit codes:
+  0 success; 1 unexpected error (traceback in the log); 2 bad arguments, environment or program;
+  3 a peer was unreachable for TFK8S_PEER_TIMEOUT seconds; 4 a parameter server was lost during
+  training (restart the chief to resume from the last checkpoint)
+"""
+
+
+@dataclass(frozen=True)
+class Options:
+    loop: str
+    steps: int
+    global_batch_size: int
+    checkpoint_every: int
+    data: str
+    max_checkpoints: int
+
+    def uses_legacy_keras(self, strategy: str) -> bool:
+        """tf_keras (TF_USE_LEGACY_KERAS=1) for Model.fit and for everything under PS.
+
+        Keras 3 cannot run Model.fit under parameter_server or MWMS (see the notes). Under
+        parameter_server its custom loop runs but loses updates: Keras 3 variables implement
+        assign_add/assign_sub as assign(read + delta) (keras/src/backend/common/variables.py),
+        so two workers updating the same ps variable overwrite each other; measured here, the
+        step counter advanced 44 for 50 steps with 2 workers. tf_keras uses TF's atomic
+        AssignAdd/AssignSub ops. Every role decides alike (the evaluator must restore what the
+        chief saved), from the loop and the strategy, which all tasks share.
+        """
+        return self.loop == "fit" or strategy == "parameter_server"
+
+    def fit_epochs(self) -> int:
+        """Model.fit trains whole epochs of `checkpoint_every` steps: --steps rounded up."""
+        return -(-self.steps // self.checkpoint_every)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker",
+        description=(
+            "The tfk8s built-in worker: one image and command for every role (chief, worker, "
+            "ps, evaluator) of a TensorFlow cluster. The role comes from TF_CONFIG; what to "
+            "train comes from the program module (TFK8S_PROGRAM) and these arguments."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--loop", choices=LOOPS, default="custom",
+        help="custom: a tf.function training loop (ClusterCoordinator under parameter_server) "
+        "with tf.train.CheckpointManager; fit: Keras Model.fit via tf_keras with BackupAndRestore "
+        "and ModelCheckpoint (default: custom)",
+    )
+    parser.add_argument(
+        "--steps", type=_positive, default=400,
+        help="optimizer steps to train in total, counted across restarts (default: 400); "
+        "fit rounds up to whole epochs of --checkpoint-every steps",
+    )
+    parser.add_argument(
+        "--global-batch-size", type=_positive, default=64,
+        help="examples per optimizer step across all replicas; the loss is averaged over this "
+        "number (tf.nn.compute_average_loss). Under parameter_server each step runs on one "
+        "worker, so this is that worker's batch (default: 64)",
+    )
+    parser.add_argument(
+        "--checkpoint-every", type=_positive, default=50,
+        help="steps between checkpoints; the fit loop's steps per epoch (default: 50)",
+    )
+    parser.add_argument("--data", default="digits", help=DATA_HELP)
+    parser.add_argument(
+        "--max-checkpoints", type=_positive, default=10,
+        help="checkpoints kept in <model dir>/checkpoints; older ones are deleted, so an "
+        "evaluator slower than training skips some (default: 10)",
+    )
+    return parser
+
+
+def parse(argv: list[str] | None = None) -> Options:
+    namespace = build_parser().parse_args(argv)
+    return Options(
+        loop=namespace.loop,
+        steps=namespace.steps,
+        global_batch_size=namespace.global_batch_size,
+        checkpoint_every=namespace.checkpoint_every,
+        data=namespace.data,
+        max_checkpoints=namespace.max_checkpoints,
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def check_divisible(options: Options, replicas_in_sync: int) -> None:
+    """Synchronous strategies split each global batch evenly over their replicas."""
+    if options.global_batch_size % replicas_in_sync:
+        raise errors.ConfigError(
+            f"--global-batch-size {options.global_batch_size} does not divide evenly over "
+            f"{replicas_in_sync} replicas; use a multiple of {replicas_in_sync}"
+        )

@@ -1,0 +1,155 @@
+"""The chief under parameter_server: coordinates training on the workers, variables on the ps.
+
+custom loop: ClusterCoordinator schedules one step (closure) at a time on whichever worker is
+free. Each worker reads its own dataset (create_per_worker_dataset), so a step's batch is the
+global batch. A dead worker's closures move to the others (GRPC_FAIL_FAST=use_caller), and the
+coordinator recreates its dataset once it is back; a closure that was in flight on it runs again,
+so the step counter can advance by one more than scheduled (at-least-once). Checkpoints every
+--checkpoint-every steps through tf.train.CheckpointManager, numbered by the optimizer's step;
+a restarted chief restores the latest and continues from optimizer.iterations.
+
+fit loop (tf_keras): Model.fit with steps_per_epoch=--checkpoint-every, a DatasetCreator,
+BackupAndRestore (a restarted chief resumes at the interrupted epoch) and ModelCheckpoint.
+
+Losing a ps loses the variables it held: the chief then exits with code 4 and a message naming
+the ps; restarting the chief (and the ps) resumes from the last checkpoint.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import tensorflow as tf
+
+from worker import errors, layout, progress, shutdown, training
+from worker.args import Options
+from worker.context import TaskContext
+from worker.program import Program
+
+# What the coordinator raises when a ps (or the network to it) is gone.
+CLUSTER_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+    tf.errors.DeadlineExceededError,
+)
+
+
+def run(task: TaskContext, options: Options, program: Program, resolver):
+    """Trains, then exits the process (worker/shutdown.py)."""
+    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    progress.report(
+        "connected", workers=len(task.cluster.get("worker", [])), ps=len(task.cluster.get("ps", []))
+    )
+    training.forget_stale_marker(task, options)
+    if options.loop == "fit":
+        _fit(task, options, program, strategy)
+    else:
+        _custom_loop(task, options, program, strategy)
+
+
+def _custom_loop(task: TaskContext, options: Options, program: Program, strategy):
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    model, optimizer = training.build_model_and_optimizer(program, strategy)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(
+        checkpoint, layout.checkpoint_dir(task.model_dir),
+        max_to_keep=options.max_checkpoints, checkpoint_name=layout.CHECKPOINT_PREFIX,
+    )
+    restored = manager.restore_or_initialize()
+    step = int(optimizer.iterations.numpy())
+    progress.report("start", step=step, restored_from=restored, target=options.steps)
+
+    dataset_fn = training.train_dataset_fn(program, options)
+
+    @tf.function
+    def per_worker_dataset_fn():
+        return strategy.distribute_datasets_from_function(dataset_fn)
+
+    per_worker_iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset_fn))
+    train_step = training.make_train_step(strategy, training.make_replica_step(
+        model, optimizer, program.per_example_loss, options.global_batch_size
+    ))
+
+    blocks = training.BlockProgress(step)
+    next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
+    try:
+        while step < options.steps:
+            count = blocks.steps_to_run(step, next_checkpoint, options.steps)
+            started = time.monotonic()
+            results = [coordinator.schedule(train_step, args=(per_worker_iterator,))
+                       for _ in range(count)]
+            coordinator.join()
+            losses = [result.fetch() for result in results]
+            step = int(optimizer.iterations.numpy())
+            blocks.done(step, count, time.monotonic() - started, losses)
+            if step >= next_checkpoint or step >= options.steps:
+                path = manager.save(checkpoint_number=step)
+                progress.report("checkpoint", step=step, path=path)
+                next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
+        progress.report("trained", step=step)
+        final = manager.latest_checkpoint
+        if final is None or _checkpoint_number(final) != step:
+            final = manager.save(checkpoint_number=step)
+            progress.report("checkpoint", step=step, path=final)
+        training.finish(task, options, program, model, final, step)
+    except CLUSTER_ERRORS as exc:
+        latest = manager.latest_checkpoint
+        resume = (f"resume from {latest}" if latest
+                  else "start again from step 0 (no checkpoint was written yet)")
+        raise _lost_parameter_server(exc, task, f"step {step}", resume) from None
+    shutdown.exit_now(0)  # before the coordinator and per-worker datasets are freed
+
+
+def _fit(task: TaskContext, options: Options, program: Program, strategy):
+    model = training.build_compiled_model(program, strategy)
+    try:
+        model.fit(
+            tf.keras.utils.experimental.DatasetCreator(training.train_dataset_fn(program, options)),
+            epochs=options.fit_epochs(),
+            steps_per_epoch=options.checkpoint_every,
+            callbacks=training.fit_callbacks(task, options),
+            verbose=2,  # tf_keras rejects verbose=1 (a progress bar) under PS
+        )
+        step = int(model.optimizer.iterations.numpy())
+        progress.report("trained", step=step)
+        final = tf.train.latest_checkpoint(layout.checkpoint_dir(task.model_dir))
+        training.finish(task, options, program, model, final, step)
+    except CLUSTER_ERRORS as exc:
+        resume = (f"resume at the interrupted epoch (BackupAndRestore in "
+                  f"{layout.backup_dir(task.model_dir)})")
+        raise _lost_parameter_server(exc, task, "Model.fit", resume) from None
+    shutdown.exit_now(0)
+
+
+def _checkpoint_number(path: str) -> int:
+    return int(path.rsplit("-", 1)[1])
+
+
+def _first_informative_line(message: str) -> str:
+    """TF's message starts with 'Graph execution error:'; the gRPC cause comes later."""
+    for line in message.splitlines():
+        line = line.strip()
+        if line and not line.endswith(":") and not line.startswith(
+            ("Graph execution error", "Detected at node", "File ", "Additional GRPC")
+        ):
+            return line[:300]
+    return message.strip()[:300]
+
+
+def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
+                           resume: str) -> errors.LostParameterServer:
+    indices = sorted({int(i) for i in re.findall(r"/job:ps/replica:\d+/task:(\d+)", str(exc))})
+    ps_addresses = task.cluster.get("ps", [])
+    if indices:
+        who = ", ".join(
+            f"ps-{i} ({ps_addresses[i]})" if i < len(ps_addresses) else f"ps-{i}" for i in indices
+        )
+    else:
+        who = "the parameter servers (" + ", ".join(ps_addresses) + ")"
+    return errors.LostParameterServer(
+        f"lost contact with {who} at {where} ({type(exc).__name__}: "
+        f"{_first_informative_line(str(exc))}). The ps holds the only copy of the variables, so "
+        "training cannot go on. Restart the chief once the ps is back (restartPolicy OnFailure "
+        f"does this, or resubmit the cluster) to {resume}"
+    )

@@ -1,0 +1,146 @@
+"""The built-in training program: the TF distribution tutorials' Fashion-MNIST CNN.
+
+Implements the interface in worker/program.py. Data sources (the worker's --data):
+- digits (default): scikit-learn's bundled 8x8 digits, resized to 28x28 and split 1500 train /
+  297 test. It ships inside scikit-learn, so it works without internet.
+- synthetic: generated 28x28 images, one noisy template per class; learnable, no dependency.
+- fashion_mnist: keras.datasets.fashion_mnist.load_data() (downloads 30 MB once per machine).
+- /path/to/file.npz: arrays x_train, y_train, x_test, y_test (the Keras mnist.npz layout: 28x28
+  uint8 images, integer labels), e.g. a Fashion-MNIST copy made where there is internet.
+
+All sources give uint8 images; batches are scaled to [0, 1] float32 in the pipeline, which keeps
+the arrays the parameter-server coordinator ships to each worker 4x smaller.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import tensorflow as tf
+
+IMAGE_SHAPE = (28, 28, 1)
+NUM_CLASSES = 10
+LEARNING_RATE = 1e-3
+DIGITS_TRAIN_EXAMPLES = 1500
+SYNTHETIC_TRAIN_EXAMPLES = 4096
+SYNTHETIC_TEST_EXAMPLES = 512
+
+
+def build_model():
+    keras = tf.keras
+    return keras.Sequential([
+        keras.Input(shape=IMAGE_SHAPE),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(NUM_CLASSES),  # logits: the loss applies the softmax
+    ])
+
+
+def build_optimizer():
+    return tf.keras.optimizers.Adam(learning_rate=LEARNING_RATE)
+
+
+def build_dataset(split: str, batch_size: int, input_context=None, data: str = "digits"):
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    images, labels = load_arrays(data)[split]
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if split == "train":
+        # Unseeded: parameter-server workers each build this pipeline and must not all see
+        # the same batches in the same order.
+        dataset = dataset.shuffle(len(images), reshuffle_each_iteration=True).repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=(split == "train"))
+    return dataset.map(_scale, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _scale(images, labels):
+    return tf.cast(images, tf.float32) / 255.0, tf.cast(labels, tf.int32)
+
+
+@functools.lru_cache(maxsize=None)
+def load_arrays(data: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"train": (images, labels), "test": (...)}; images uint8 [N, 28, 28, 1], labels int32."""
+    if data == "digits":
+        return _digits()
+    if data == "synthetic":
+        return _synthetic()
+    if data == "fashion_mnist":
+        return _fashion_mnist()
+    if data.endswith(".npz"):
+        return _npz(data)
+    raise ValueError(
+        f"--data {data!r}: use digits, synthetic, fashion_mnist or a path to a .npz file"
+    )
+
+
+def _digits():
+    from scipy.ndimage import zoom  # scikit-learn depends on scipy
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    # 8x8 images with values 0..16 -> 28x28 by bilinear zoom (x3.5) -> 0..255.
+    small = bunch.images.astype(np.float32) / 16.0
+    large = zoom(small, (1, 28 / 8, 28 / 8), order=1)
+    images = np.clip(large * 255.0, 0, 255).astype(np.uint8)[..., None]
+    labels = bunch.target.astype(np.int32)
+    order = np.random.default_rng(0).permutation(len(images))  # a fixed split
+    train, test = order[:DIGITS_TRAIN_EXAMPLES], order[DIGITS_TRAIN_EXAMPLES:]
+    return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
+
+
+def _synthetic():
+    rng = np.random.default_rng(0)
+    templates = rng.uniform(0, 255, size=(NUM_CLASSES, *IMAGE_SHAPE))
+
+    def make(count):
+        labels = rng.integers(0, NUM_CLASSES, size=count).astype(np.int32)
+        noise = rng.normal(0, 60, size=(count, *IMAGE_SHAPE))
+        images = np.clip(templates[labels] + noise, 0, 255).astype(np.uint8)
+        return images, labels
+
+    return {"train": make(SYNTHETIC_TRAIN_EXAMPLES), "test": make(SYNTHETIC_TEST_EXAMPLES)}
+
+
+def _fashion_mnist():
+    try:
+        (x_train, y_train), (x_test, y_test) = tf.keras.datasets.fashion_mnist.load_data()
+    except Exception as exc:  # keras raises a bare Exception for download failures
+        raise RuntimeError(
+            f"--data fashion_mnist: could not download Fashion-MNIST ({exc}). Without "
+            "internet, use --data digits, or an .npz copy made elsewhere with "
+            "numpy.savez(path, x_train=..., y_train=..., x_test=..., y_test=...)"
+        ) from None
+    return {"train": _as_images(x_train, y_train), "test": _as_images(x_test, y_test)}
+
+
+def _npz(path: str):
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--data {path}: no such file (on this task's filesystem)")
+    with np.load(path) as arrays:
+        missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in arrays]
+        if missing:
+            raise ValueError(
+                f"--data {path}: missing arrays {', '.join(missing)} (has {', '.join(arrays)})"
+            )
+        return {
+            "train": _as_images(arrays["x_train"], arrays["y_train"]),
+            "test": _as_images(arrays["x_test"], arrays["y_test"]),
+        }
+
+
+def _as_images(images: np.ndarray, labels: np.ndarray):
+    images = np.asarray(images)
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.shape[1:] != IMAGE_SHAPE:
+        raise ValueError(f"images have shape {images.shape[1:]}, the model needs {IMAGE_SHAPE}")
+    if images.dtype != np.uint8:
+        raise ValueError(f"images are {images.dtype}; give uint8 pixels 0..255")
+    return images, np.asarray(labels).astype(np.int32).reshape(-1)

@@ -1,0 +1,29 @@
+"""Workers under multi_worker_mirrored: every worker trains; worker 0 is the chief (writer).
+
+The strategy is created before any other TensorFlow op (collective ops must be configured at
+program startup). Worker 0 writes checkpoints, the SavedModel and FINAL.json into the model dir;
+the other workers write their share of each checkpoint into a temporary directory. Losing a
+worker stops the others (collectives fail): with restartPolicy OnFailure they all restart and
+resume from worker 0's latest checkpoint (custom loop) or backup (fit loop).
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from worker import progress, synchronous, training
+from worker.args import Options
+from worker.context import TaskContext
+from worker.program import Program
+
+
+def run(task: TaskContext, options: Options, program: Program, resolver):
+    """Trains, then exits the process (worker/shutdown.py)."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    progress.report("connected", workers=len(task.cluster.get("worker", [])),
+                    replicas=strategy.num_replicas_in_sync, writer=task.is_writer)
+    if task.is_writer:
+        training.forget_stale_marker(task, options)
+    if options.loop == "fit":
+        synchronous.fit(task, options, program, strategy)
+    else:
+        synchronous.custom_loop(task, options, program, strategy)

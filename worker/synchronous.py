@@ -1,0 +1,101 @@
+"""Training loops for the synchronous strategies (multi_worker_mirrored, mirrored).
+
+Every replica runs every step on its share of the global batch, and gradients are all-reduced.
+Under MWMS every worker runs these loops and must take part in every checkpoint save (saving
+may all-reduce), but only the writer (worker 0) saves into the model dir; the others save into
+a local temporary directory of their own that is deleted at the end (sharing one directory
+makes the workers overwrite each other's files, tensorflow#38635). The fit loop leaves that to
+tf_keras, whose callbacks do the same.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+
+import tensorflow as tf
+
+from worker import args, layout, progress, shutdown, training
+from worker.args import Options
+from worker.context import TaskContext
+from worker.program import Program
+
+
+def custom_loop(task: TaskContext, options: Options, program: Program, strategy):
+    """Trains, then exits the process (worker/shutdown.py)."""
+    args.check_divisible(options, strategy.num_replicas_in_sync)
+    write_dir = (layout.checkpoint_dir(task.model_dir) if task.is_writer
+                 else _temporary_checkpoint_dir(task))
+    model, optimizer = training.build_model_and_optimizer(program, strategy)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    # Every worker restores the writer's latest checkpoint: non-writers' own saves are temporary.
+    latest = tf.train.latest_checkpoint(layout.checkpoint_dir(task.model_dir))
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+    manager = tf.train.CheckpointManager(
+        checkpoint, write_dir, max_to_keep=options.max_checkpoints,
+        checkpoint_name=layout.CHECKPOINT_PREFIX,
+    )
+    step = int(optimizer.iterations.numpy())
+    saved_step = step if latest else None
+    progress.report("start", step=step, restored_from=latest, target=options.steps,
+                    replicas=strategy.num_replicas_in_sync)
+
+    iterator = iter(strategy.distribute_datasets_from_function(
+        training.train_dataset_fn(program, options)
+    ))
+    train_step = training.make_train_step(strategy, training.make_replica_step(
+        model, optimizer, program.per_example_loss, options.global_batch_size
+    ))
+
+    blocks = training.BlockProgress(step)
+    next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
+    while step < options.steps:
+        count = blocks.steps_to_run(step, next_checkpoint, options.steps)
+        started = time.monotonic()
+        losses = [train_step(iterator) for _ in range(count)]
+        losses = [float(loss) for loss in losses]
+        step = int(optimizer.iterations.numpy())
+        blocks.done(step, count, time.monotonic() - started, losses)
+        if step >= next_checkpoint or step >= options.steps:
+            path = manager.save(checkpoint_number=step)
+            saved_step = step
+            progress.report("checkpoint", step=step, path=path)
+            next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
+    # The decision to save depends only on the step, which all workers agree on.
+    if saved_step != step:
+        manager.save(checkpoint_number=step)
+    if task.is_writer:
+        final = manager.latest_checkpoint
+        training.finish(task, options, program, model, final, step)
+    else:
+        shutil.rmtree(write_dir)
+    shutdown.exit_now(0)
+
+
+def _temporary_checkpoint_dir(task: TaskContext) -> str:
+    """Where a non-writer saves its share of each checkpoint: local, named after the task, so a
+    restarted attempt (a SIGKILLed one cleans up nothing) starts by emptying it."""
+    path = os.path.join(tempfile.gettempdir(), f"tfk8s-{task.cluster_name}-{task.name}-checkpoints")
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def fit(task: TaskContext, options: Options, program: Program, strategy):
+    """Trains, then exits the process (worker/shutdown.py)."""
+    args.check_divisible(options, strategy.num_replicas_in_sync)
+    model = training.build_compiled_model(program, strategy)
+    model.fit(
+        tf.keras.utils.experimental.DatasetCreator(training.train_dataset_fn(program, options)),
+        epochs=options.fit_epochs(),
+        steps_per_epoch=options.checkpoint_every,
+        callbacks=training.fit_callbacks(task, options),
+        verbose=2,
+    )
+    step = int(model.optimizer.iterations.numpy())
+    if task.is_writer:
+        final = tf.train.latest_checkpoint(layout.checkpoint_dir(task.model_dir))
+        training.finish(task, options, program, model, final, step)
+    shutdown.exit_now(0)

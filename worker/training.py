@@ -1,0 +1,245 @@
+"""TensorFlow pieces every training role shares: the replica step, Model.fit setup, checkpoint
+helpers, the final export and marker. Role modules (coordinator, mwms, mirrored) own the loops.
+"""
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+from worker import errors, layout, progress
+from worker.args import Options
+from worker.context import TaskContext
+from worker.program import Program
+
+
+def scaled_loss_and_gradients(model, per_example_loss, images, labels, global_batch_size: int):
+    """One replica's share of the loss and its gradients.
+
+    The loss is divided by the GLOBAL batch size, not this replica's batch: the strategy sums
+    gradients over replicas, and sum over replicas of (sum of losses / global batch) is the
+    mean over the global batch, the same value one replica would get for the whole batch.
+    """
+    with tf.GradientTape() as tape:
+        logits = model(images, training=True)
+        loss = tf.nn.compute_average_loss(
+            per_example_loss(labels, logits), global_batch_size=global_batch_size
+        )
+        if model.losses:  # regularisation losses are per replica: scale them the same way
+            loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+
+def make_replica_step(model, optimizer, per_example_loss, global_batch_size: int):
+    """The function `strategy.run` executes on each replica for one step; returns its loss."""
+
+    def replica_step(images, labels):
+        loss, gradients = scaled_loss_and_gradients(
+            model, per_example_loss, images, labels, global_batch_size
+        )
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return loss
+
+    return replica_step
+
+
+def make_train_step(strategy, replica_step):
+    """One distributed step over the next batch: each replica's share of the global-batch
+    loss (compute_average_loss), summed into the step's loss."""
+
+    @tf.function
+    def train_step(iterator):
+        images, labels = next(iterator)
+        losses = strategy.run(replica_step, args=(images, labels))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    return train_step
+
+
+def build_model_and_optimizer(program: Program, strategy):
+    """In the strategy's scope, with the optimizer's slots created now so a restore fills them."""
+    with strategy.scope():
+        model = program.build_model()
+        optimizer = program.build_optimizer()
+        if not model.built:
+            raise errors.ConfigError(
+                f"{program.name}.build_model() returned an unbuilt model: start it with "
+                "keras.Input(shape=...) so its variables exist before a checkpoint is restored"
+            )
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def require_legacy_keras(why: str) -> None:
+    """tf.keras must be tf_keras (TF_USE_LEGACY_KERAS=1 was set before importing TF)."""
+    try:
+        flavour = tf.keras.__name__
+    except ImportError as exc:
+        flavour = f"not importable ({exc})"
+    if not flavour.startswith("tf_keras"):
+        raise errors.ConfigError(
+            f"{why} needs tf_keras, but tf.keras is {flavour}: install it with "
+            "`pip install --no-deps tf-keras==<your TF version>` (plain `pip install tf-keras` "
+            "would replace tensorflow-cpu with tensorflow)"
+        )
+
+
+def build_compiled_model(program: Program, strategy):
+    """For Model.fit: Keras scales the loss by the global batch itself under a strategy."""
+    with strategy.scope():
+        model = program.build_model()
+        model.compile(
+            optimizer=program.build_optimizer(),
+            loss=program.per_example_loss,
+            metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        )
+    return model
+
+
+def train_dataset_fn(program: Program, options: Options):
+    """dataset_fn(input_context) for distribute_datasets_from_function and DatasetCreator:
+    each worker (or input pipeline) builds its own shard, batched per replica."""
+
+    def dataset_fn(input_context):
+        batch = input_context.get_per_replica_batch_size(options.global_batch_size)
+        return program.build_dataset("train", batch, input_context, data=options.data)
+
+    return dataset_fn
+
+
+def fit_progress_callback(options: Options):
+    """Epoch-level progress lines (batch-level callbacks are not supported under PS fit).
+
+    Built on demand so roles that never fit do not load Keras's callback machinery.
+    """
+
+    class FitProgressCallback(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self._epoch_start = time.monotonic()
+            self._first = True
+
+        def on_train_end(self, logs=None):
+            progress.report("train_end", step=int(self.model.optimizer.iterations.numpy()))
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._epoch_start = time.monotonic()
+
+        def on_epoch_end(self, epoch, logs=None):
+            seconds = time.monotonic() - self._epoch_start
+            step = int(self.model.optimizer.iterations.numpy())
+            fields = {k: round(float(v), 5) for k, v in (logs or {}).items()}
+            if self._first:
+                progress.report("first_epoch", step=step)
+                self._first = False
+            progress.report(
+                "epoch", epoch=epoch + 1, step=step,
+                steps_per_s=round(options.checkpoint_every / seconds, 2), **fields,
+            )
+
+    return FitProgressCallback()
+
+
+def fit_callbacks(task: TaskContext, options: Options):
+    model_dir = task.model_dir
+    return [
+        # Restores the model, optimizer and epoch after a restart of the chief (or all MWMS
+        # workers); tf_keras gives non-chief MWMS workers their own temporary folders.
+        tf.keras.callbacks.BackupAndRestore(backup_dir=layout.backup_dir(model_dir)),
+        # The evaluator's checkpoints: SidecarEvaluator-compatible names ckpt-<epoch>.
+        tf.keras.callbacks.ModelCheckpoint(
+            filepath=layout.join(layout.checkpoint_dir(model_dir), layout.CHECKPOINT_PREFIX + "-{epoch}"),
+            save_weights_only=True,
+        ),
+        fit_progress_callback(options),
+    ]
+
+
+class BlockProgress:
+    """Reports the first step and each block of steps of a custom loop."""
+
+    def __init__(self, start_step: int):
+        self.first_reported = False
+        self.start_step = start_step
+
+    def steps_to_run(self, step: int, next_checkpoint: int, target: int) -> int:
+        # The very first block is one step, so time to first step is measured, not estimated.
+        if not self.first_reported:
+            return 1
+        return min(next_checkpoint, target) - step
+
+    def done(self, step: int, steps: int, seconds: float, losses) -> None:
+        loss = float(sum(losses) / len(losses)) if losses else float("nan")
+        if not self.first_reported:
+            self.first_reported = True
+            progress.report("first_step", step=step, loss=round(loss, 5))
+            return
+        progress.report(
+            "block", step=step, steps=steps, seconds=round(seconds, 3),
+            steps_per_s=round(steps / seconds, 2) if seconds > 0 else None, loss=round(loss, 5),
+        )
+
+
+def next_checkpoint_step(step: int, every: int) -> int:
+    return (step // every + 1) * every
+
+
+def completed_marker(task: TaskContext, options: Options) -> layout.FinalMarker | None:
+    """The FINAL.json of an earlier run with the same --steps and --loop, if there is one."""
+    marker = layout.read_marker(task.model_dir)
+    if marker is not None and marker.matches(options.steps, options.loop):
+        return marker
+    return None
+
+
+def forget_stale_marker(task: TaskContext, options: Options) -> None:
+    marker = layout.read_marker(task.model_dir)
+    if marker is not None and not marker.matches(options.steps, options.loop):
+        print(
+            f"tfk8s: removing FINAL.json of an earlier run (--steps {marker.requested_steps} "
+            f"--loop {marker.loop}); this run trains to --steps {options.steps}",
+            flush=True,
+        )
+        layout.remove_marker(task.model_dir)
+
+
+def export_saved_model(program: Program, trained_model, path: str) -> None:
+    """A SavedModel of a fresh, strategy-free copy of the model, so it loads anywhere.
+
+    The trained variables may live on parameter servers or be mirrored; copying the values into
+    a model built outside any strategy scope leaves no device placement or distributed variable
+    in the export.
+    """
+    plain = program.build_model()
+    plain.set_weights(trained_model.get_weights())
+    input_shape = [None, *plain.inputs[0].shape[1:]]
+
+    class Exported(tf.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        @tf.function(input_signature=[tf.TensorSpec(input_shape, tf.float32, name="images")])
+        def serve(self, images):
+            return {"logits": self.model(images, training=False)}
+
+    exported = Exported(plain)
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)
+    tf.saved_model.save(exported, path, signatures={"serving_default": exported.serve})
+
+
+def finish(task: TaskContext, options: Options, program: Program, model,
+           final_checkpoint: str, step: int) -> None:
+    """Writer only: export the SavedModel, then mark the final checkpoint for the evaluator."""
+    saved_model = layout.saved_model_dir(task.model_dir)
+    export_saved_model(program, model, saved_model)
+    progress.report("exported", path=saved_model)
+    layout.write_marker(task.model_dir, layout.FinalMarker(
+        checkpoint=layout.checkpoint_name(final_checkpoint),
+        step=step,
+        requested_steps=options.steps,
+        loop=options.loop,
+        saved_model=layout.SAVED_MODEL,
+        written_at=time.time(),
+    ))
+    progress.report("final", step=step, checkpoint=final_checkpoint, saved_model=saved_model)
