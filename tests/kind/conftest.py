@@ -1,0 +1,362 @@
+"""Fixtures for tests that run against a real Kubernetes cluster made by kind.
+
+Where the cluster comes from:
+
+* ``TFK8S_KIND_CLUSTER=<name>`` naming an existing kind cluster: it is reused (and kept).
+* otherwise a cluster is created (``kind create cluster --config kind-config.yaml``) and
+  deleted after the session unless ``TFK8S_KEEP_CLUSTER=1``. A cluster of the default
+  name (``tfk8s-test``) that already exists is reused and kept.
+* node image: ``TFK8S_KIND_NODE_IMAGE``, else the one the offline toolchain
+  (``tests/kind/toolchain.sh``) wrote into ``$TFK8S_CACHE/env.sh``, else kind's default
+  image (users with Docker + kind + internet run the same tests unchanged).
+* ``TFK8S_RUN_TOOLCHAIN=1`` runs ``toolchain.sh`` first (a warm run takes seconds).
+
+Tools: ``kind``/``kubectl`` from ``$TFK8S_CACHE/bin`` when the toolchain made them,
+otherwise from ``PATH``. Without Docker the tests skip, except under ``CI``, where they
+fail loudly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+KIND_CONFIG = HERE / "kind-config.yaml"
+TOOLCHAIN = HERE / "toolchain.sh"
+CACHE = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
+DEFAULT_CLUSTER = "tfk8s-test"
+DEFAULT_WORKER_IMAGE = "tfk8s/worker:dev"
+# For the probe pods of the smoke tests: any image with python3 works.
+OFFLINE_PROBE_IMAGE = "tfk8s/python-base:3.11-bookworm"
+ONLINE_PROBE_IMAGE = "python:3.11-slim-bookworm"
+RESTRICTED = "pod-security.kubernetes.io/enforce"
+
+# securityContext bits that the "restricted" Pod Security level asks for
+RESTRICTED_POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 65534,
+    "runAsGroup": 65534,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+RESTRICTED_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kind: needs a kind cluster (built by tests/kind/toolchain.sh)")
+
+
+# --------------------------------------------------------------------------- helpers
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _env_file_vars() -> dict[str, str]:
+    """The exports of the toolchain's env.sh (PATH, TFK8S_KIND_NODE_IMAGE), if it ran."""
+    env_sh = CACHE / "env.sh"
+    if not env_sh.is_file():
+        return {}
+    out = subprocess.run(
+        ["bash", "-c", f". {shlex.quote(str(env_sh))} && env -0"],
+        capture_output=True, check=True,
+    ).stdout.decode()
+    wanted = ("PATH", "TFK8S_KIND_NODE_IMAGE", "TFK8S_CACHE", "TFK8S_K8S_VERSION")
+    return {k: v for k, _, v in (e.partition("=") for e in out.split("\0") if e) if k in wanted}
+
+
+def tool_env() -> dict[str, str]:
+    """os.environ with the toolchain's bin dir (if any) first on PATH."""
+    env = dict(os.environ)
+    env.update({k: v for k, v in _env_file_vars().items() if k == "PATH" or k not in env})
+    bindir = CACHE / "bin"
+    if bindir.is_dir() and str(bindir) not in env.get("PATH", "").split(os.pathsep):
+        env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _which(name: str, env: dict[str, str]) -> str | None:
+    return shutil.which(name, path=env.get("PATH"))
+
+
+def docker_available(env: dict[str, str]) -> tuple[bool, str]:
+    docker = _which("docker", env)
+    if not docker:
+        return False, "no docker client on PATH"
+    try:
+        r = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                           text=True, timeout=30, env=env)
+    except subprocess.TimeoutExpired:
+        return False, "`docker info` timed out"
+    if r.returncode != 0:
+        return False, f"docker daemon unreachable: {r.stderr.strip()[:300]}"
+    return True, r.stdout.strip()
+
+
+def run(cmd: Sequence[str], *, env: dict[str, str], input: str | None = None, check: bool = True,
+        timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(list(cmd), input=input, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError(
+            f"command failed (exit {r.returncode}): {shlex.join(cmd)}\n"
+            f"--- stdout ---\n{r.stdout[-4000:]}\n--- stderr ---\n{r.stderr[-4000:]}")
+    return r
+
+
+@dataclasses.dataclass
+class KindCluster:
+    name: str
+    kubeconfig: str
+    context: str
+    node_image: str | None
+    reused: bool
+    env: dict[str, str]
+    worker_image: str | None = None
+
+    @property
+    def node(self) -> str:
+        """The docker container of the (single) control-plane node."""
+        return f"{self.name}-control-plane"
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return run(["kubectl", "--kubeconfig", self.kubeconfig, "--context", self.context, *args],
+                   env=self.env, input=input, check=check, timeout=timeout)
+
+    def apply(self, obj: dict | list, namespace: str | None = None) -> None:
+        doc = {"apiVersion": "v1", "kind": "List", "items": obj} if isinstance(obj, list) else obj
+        ns = ["-n", namespace] if namespace else []
+        self.kubectl("apply", *ns, "-f", "-", input=json.dumps(doc))
+
+    def get_json(self, *args: str) -> dict:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def docker_exec(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run(["docker", "exec", self.node, *cmd], env=self.env, check=check)
+
+    def load_image(self, image: str) -> None:
+        run(["kind", "load", "docker-image", image, "--name", self.name], env=self.env, timeout=900)
+
+    def node_images(self) -> list[str]:
+        return self.docker_exec("ctr", "-n", "k8s.io", "images", "ls", "-q").stdout.split()
+
+    def api_client(self):
+        """An official `kubernetes` Python client bound to this cluster."""
+        from kubernetes import config as k8s_config
+
+        return k8s_config.new_client_from_config(config_file=self.kubeconfig, context=self.context)
+
+
+def _local_image_exists(image: str, env: dict[str, str]) -> bool:
+    return run(["docker", "image", "inspect", image], env=env, check=False).returncode == 0
+
+
+def _cluster_exists(name: str, env: dict[str, str]) -> bool:
+    return name in run(["kind", "get", "clusters"], env=env).stdout.split()
+
+
+def _node_running(name: str, env: dict[str, str]) -> bool:
+    r = run(["docker", "inspect", "-f", "{{.State.Running}}", f"{name}-control-plane"],
+            env=env, check=False)
+    return r.stdout.strip() == "true"
+
+
+def _need(cond: bool, reason: str) -> None:
+    if not cond:
+        pytest.fail(reason, pytrace=False)
+
+
+# --------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="session")
+def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
+    env = tool_env()
+    ok, why = docker_available(env)
+    if not ok:
+        if in_ci():
+            pytest.fail(f"kind tests need Docker and CI is set: {why}. "
+                        f"Run tests/kind/toolchain.sh first (it starts dockerd).", pytrace=False)
+        pytest.skip(f"Docker unavailable ({why}); set CI=1 to make this an error")
+    if os.environ.get("TFK8S_RUN_TOOLCHAIN") == "1":
+        r = subprocess.run(["bash", str(TOOLCHAIN)], env=env)
+        _need(r.returncode == 0, f"{TOOLCHAIN} failed (exit {r.returncode})")
+        env = tool_env()
+    _need(_which("kind", env) is not None, "no `kind` binary: run tests/kind/toolchain.sh "
+          "(offline build) or install kind")
+    _need(_which("kubectl", env) is not None, "no `kubectl` binary: run tests/kind/toolchain.sh "
+          "or install kubectl")
+
+    name = os.environ.get("TFK8S_KIND_CLUSTER") or DEFAULT_CLUSTER
+    node_image = os.environ.get("TFK8S_KIND_NODE_IMAGE") or _env_file_vars().get("TFK8S_KIND_NODE_IMAGE")
+    kubeconfig = str(tmp_path_factory.mktemp("kind") / "kubeconfig")
+    reused = _cluster_exists(name, env)
+    if reused and not os.environ.get("TFK8S_KIND_CLUSTER") and not _node_running(name, env):
+        # Left over from an earlier session whose dockerd stopped: its node no longer runs.
+        print(f"\n[kind] cluster {name} exists but its node is not running; recreating it")
+        run(["kind", "delete", "cluster", "--name", name], env=env, check=False)
+        reused = False
+    if reused:
+        kc = run(["kind", "get", "kubeconfig", "--name", name], env=env).stdout
+        Path(kubeconfig).write_text(kc)
+    else:
+        if node_image and not _local_image_exists(node_image, env) and in_ci():
+            pytest.fail(f"node image {node_image} is not a local image: run tests/kind/toolchain.sh",
+                        pytrace=False)
+        cmd = ["kind", "create", "cluster", "--name", name, "--config", str(KIND_CONFIG),
+               "--kubeconfig", kubeconfig, "--wait", "5m"]
+        if node_image:
+            cmd += ["--image", node_image]
+        t0 = time.monotonic()
+        r = run(cmd, env=env, check=False, timeout=900)
+        if r.returncode != 0:
+            run(["kind", "delete", "cluster", "--name", name], env=env, check=False)
+            pytest.fail(f"`{shlex.join(cmd)}` failed:\n{r.stderr[-4000:]}", pytrace=False)
+        print(f"\n[kind] created cluster {name} ({node_image or 'kind default image'}) "
+              f"in {time.monotonic() - t0:.0f}s")
+    os.chmod(kubeconfig, 0o600)
+    cluster = KindCluster(name=name, kubeconfig=kubeconfig, context=f"kind-{name}",
+                          node_image=node_image, reused=reused, env=env)
+    try:
+        worker = os.environ.get("TFK8S_WORKER_IMAGE") or DEFAULT_WORKER_IMAGE
+        if _local_image_exists(worker, env):
+            cluster.load_image(worker)
+            cluster.worker_image = worker
+        elif os.environ.get("TFK8S_WORKER_IMAGE"):
+            pytest.fail(f"TFK8S_WORKER_IMAGE={worker} is not a local docker image", pytrace=False)
+        yield cluster
+    finally:
+        if not reused and os.environ.get("TFK8S_KEEP_CLUSTER") != "1":
+            run(["kind", "delete", "cluster", "--name", name], env=env, check=False)
+
+
+@pytest.fixture(scope="session")
+def worker_image(kind_cluster: KindCluster) -> str:
+    """The worker image, loaded into the cluster (built by toolchain.sh from the Dockerfile)."""
+    if not kind_cluster.worker_image:
+        pytest.fail(f"worker image {DEFAULT_WORKER_IMAGE} is not built: run tests/kind/toolchain.sh "
+                    f"(needs the repository's Dockerfile) or set TFK8S_WORKER_IMAGE", pytrace=False)
+    return kind_cluster.worker_image
+
+
+@pytest.fixture(scope="session")
+def probe_image(kind_cluster: KindCluster) -> str:
+    """A small image with python3, loaded into the cluster, for probe pods."""
+    env = kind_cluster.env
+    image = os.environ.get("TFK8S_PROBE_IMAGE")
+    if not image:
+        for candidate in (OFFLINE_PROBE_IMAGE, kind_cluster.worker_image):
+            if candidate and _local_image_exists(candidate, env):
+                image = candidate
+                break
+    if not image:
+        image = ONLINE_PROBE_IMAGE
+        if not _local_image_exists(image, env):
+            run(["docker", "pull", image], env=env, timeout=900)
+    if image != kind_cluster.worker_image:
+        kind_cluster.load_image(image)
+    return image
+
+
+@pytest.fixture
+def namespace(kind_cluster: KindCluster) -> Iterator[str]:
+    """A fresh namespace that enforces the "restricted" Pod Security level."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kind_cluster.apply({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {RESTRICTED: "restricted",
+                                              "pod-security.kubernetes.io/enforce-version": "latest"}},
+    })
+    # pods are refused until the namespace's default ServiceAccount exists
+    deadline = time.monotonic() + 60
+    while kind_cluster.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode:
+        if time.monotonic() > deadline:
+            pytest.fail(f"namespace {name}: default ServiceAccount never appeared", pytrace=False)
+        time.sleep(0.5)
+    try:
+        yield name
+    finally:
+        kind_cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+@dataclasses.dataclass
+class CheckpointVolume:
+    claim_name: str     # PVC in the test namespace: mount it in pods
+    pv_name: str        # the hostPath PersistentVolume it is bound to
+    node_path: str      # the directory inside the kind node container (mode 0777)
+
+
+@pytest.fixture
+def checkpoint_pvc(kind_cluster: KindCluster, namespace: str) -> Iterator[CheckpointVolume]:
+    """A PVC bound to a hostPath PV in `namespace`.
+
+    Restricted Pod Security forbids hostPath volumes in pods, but not a PVC whose PV is a
+    hostPath. The directory is made world-writable inside the node so that non-root
+    pods can write checkpoints.
+    """
+    pv, pvc = f"ckpt-{namespace}", "checkpoints"
+    node_path = f"/var/local/tfk8s-checkpoints/{namespace}"
+    kind_cluster.docker_exec("sh", "-c", f"mkdir -p {node_path} && chmod 0777 {node_path}")
+    kind_cluster.apply({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": pv, "labels": {"tfk8s-test": "checkpoint"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "tfk8s-hostpath",
+            "hostPath": {"path": node_path, "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": pvc},
+        },
+    })
+    kind_cluster.apply({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": pvc, "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "tfk8s-hostpath",
+            "volumeName": pv,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    })
+    kind_cluster.kubectl("-n", namespace, "wait", "--for=jsonpath={.status.phase}=Bound",
+                         f"pvc/{pvc}", "--timeout=60s")
+    try:
+        yield CheckpointVolume(claim_name=pvc, pv_name=pv, node_path=node_path)
+    finally:
+        kind_cluster.kubectl("-n", namespace, "delete", "pvc", pvc, "--wait=false", "--ignore-not-found",
+                             check=False)
+        kind_cluster.kubectl("delete", "pv", pv, "--wait=false", "--ignore-not-found", check=False)
+        kind_cluster.docker_exec("rm", "-rf", node_path, check=False)
+
+
+def make_restricted_pod(name: str, image: str, command: list[str], **spec_extra) -> dict:
+    """A pod manifest that the "restricted" Pod Security level admits."""
+    spec = {
+        "restartPolicy": "Never",
+        "securityContext": RESTRICTED_POD_SECURITY,
+        "containers": [{
+            "name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
+            "command": command, "securityContext": RESTRICTED_CONTAINER_SECURITY,
+        }],
+        "terminationGracePeriodSeconds": 1,
+    }
+    spec.update(spec_extra)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
+            "spec": spec}
+
+
+@pytest.fixture
+def restricted_pod():
+    """make_restricted_pod(name, image, command, **spec_extra) -> a pod manifest (dict)."""
+    return make_restricted_pod

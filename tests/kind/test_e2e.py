@@ -1,0 +1,329 @@
+"""End to end on a real kind cluster, through the real CLI (`python -m launcher ...`).
+
+Every test gets a fresh namespace with Pod Security `restricted` enforced, and a PVC for the
+checkpoint directory (fixtures in conftest.py).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.kind
+ROOT = Path(__file__).resolve().parents[2]
+LABEL = "app.kubernetes.io/instance"
+STEPS = 200
+PROGRESS = "tfk8s-progress "
+
+
+def write_spec(tmp_path: Path, name: str, namespace: str, pvc: str | None, image: str,
+               strategy: str = "parameter_server", steps: int = STEPS, **extra) -> Path:
+    spec = {
+        "name": name, "namespace": namespace, "image": image, "strategy": strategy,
+        "program": {"args": ["--steps", str(steps), "--checkpoint-every", str(steps // 4),
+                             "--global-batch-size", "32"]},
+        "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1},
+                  "evaluator": {"replicas": 1}},
+        "checkpoint": {"dir": f"/ckpt/{name}",
+                       "volume": {"persistentVolumeClaim": {"claimName": pvc}}},
+        "peerTimeoutSeconds": 240,
+        "ttlSecondsAfterFinished": 600,
+    }
+    if strategy == "multi_worker_mirrored":
+        spec["roles"] = {"worker": {"replicas": 2}}
+    for key, value in extra.items():
+        spec[key] = value
+    if pvc is None:
+        spec["checkpoint"] = {"dir": "gs://unused-in-this-test/model"}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def cli(cluster, *args: str, timeout: float = 900, check: bool = False):
+    cmd = [sys.executable, "-m", "launcher", *args,
+           "--kubeconfig", cluster.kubeconfig, "--context", cluster.context]
+    started = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    result.seconds = time.monotonic() - started
+    print(f"$ {' '.join(cmd[1:])}  ({result.seconds:.1f}s, rc={result.returncode})\n"
+          f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed with {result.returncode}: {result.stderr}")
+    return result
+
+
+def progress(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        at = line.find(PROGRESS)
+        if at >= 0:
+            out.append(json.loads(line[at + len(PROGRESS):]))
+    return out
+
+
+def objects(cluster, namespace: str, name: str) -> list[str]:
+    kinds = "jobs,pods,services,configmaps,serviceaccounts,roles,rolebindings"
+    result = cluster.kubectl("-n", namespace, "get", kinds, "-l", f"{LABEL}={name}", "-o", "name")
+    return result.stdout.split()
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 2.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def submit_in_background(cluster, spec: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "launcher", "submit", str(spec), "--wait",
+           "--kubeconfig", cluster.kubeconfig, "--context", cluster.context]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def pod_of(cluster, namespace: str, name: str, role: str, index: int = 0) -> dict | None:
+    pods = cluster.get_json("pods", "-n", namespace, "-l",
+                            f"{LABEL}={name},app.kubernetes.io/component={role},"
+                            f"batch.kubernetes.io/job-completion-index={index}")["items"]
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return max(live, key=lambda p: p["metadata"]["creationTimestamp"]) if live else None
+
+
+def chief_events(cluster, name: str, namespace: str) -> list[dict]:
+    result = cli(cluster, "logs", name, "-n", namespace, "--role", "chief", "--index", "0",
+                 timeout=60)
+    return progress(result.stdout) if result.returncode == 0 else []
+
+
+def checkpointed_step(cluster, name, namespace) -> int | None:
+    steps = [e["step"] for e in chief_events(cluster, name, namespace) if e["event"] == "checkpoint"]
+    return max(steps) if steps else None
+
+
+def evaluated_steps(cluster, name: str, namespace: str) -> list[int]:
+    result = cli(cluster, "logs", name, "-n", namespace, "--role", "evaluator", "--index", "0",
+                 timeout=60)
+    return [e.get("step") for e in progress(result.stdout) if e["event"] == "evaluated"]
+
+
+def assert_all_jobs_complete(cluster, namespace: str, name: str) -> None:
+    jobs = cluster.get_json("jobs", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
+    assert jobs
+    for job in jobs:
+        conditions = {c["type"]: c["status"] for c in job["status"].get("conditions", [])}
+        assert conditions.get("Complete") == "True", (job["metadata"]["name"], conditions)
+    pods = cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
+    running = [p["metadata"]["name"] for p in pods if p["status"]["phase"] in ("Running", "Pending")]
+    assert not running, running
+
+
+def test_ps_training_succeeds_with_final_checkpoint_evaluated(
+        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
+    spec = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image)
+    started = time.monotonic()
+    proc = submit_in_background(kind_cluster, spec)
+    try:
+        def all_running():
+            pods = kind_cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}=ps")["items"]
+            return len(pods) == 5 and all(p["status"]["phase"] == "Running" for p in pods)
+
+        wait_for(all_running, 600, "all 5 pods Running", interval=0.5)
+        running = time.monotonic() - started
+        wait_for(lambda: any(e["event"] == "first_step"
+                             for e in chief_events(kind_cluster, "ps", namespace)),
+                 600, "the first training step", interval=1.0)
+        first_step = time.monotonic() - started
+        output, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    total = time.monotonic() - started
+    print(output[-3000:])
+    print(f"MEASURE ps submit->all pods Running {running:.1f}s, ->first step {first_step:.1f}s, "
+          f"->succeeded {total:.1f}s")
+    assert proc.returncode == 0, output[-2000:]
+    assert "[Succeeded]" in output
+    assert_all_jobs_complete(kind_cluster, namespace, "ps")
+
+    events = chief_events(kind_cluster, "ps", namespace)
+    final = [e for e in events if e["event"] == "final"]
+    assert final and final[0]["step"] >= STEPS
+    assert STEPS in evaluated_steps(kind_cluster, "ps", namespace) or \
+        final[0]["step"] in evaluated_steps(kind_cluster, "ps", namespace)
+    for role in ("worker", "ps"):
+        logs = cli(kind_cluster, "logs", "ps", "-n", namespace, "--role", role, "--index", "0")
+        assert logs.returncode == 0 and logs.stdout.strip()
+
+    status = cli(kind_cluster, "status", "ps", "-n", namespace, "-o", "json", check=True)
+    data = json.loads(status.stdout)
+    assert data["phase"] == "Succeeded" and data["exitCode"] == 0
+    counts = {r["role"]: r["succeeded"] for r in data["roles"]}
+    assert counts == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1}
+
+    # Same spec again: nothing changes. A changed spec is refused without --replace.
+    again = cli(kind_cluster, "submit", str(spec))
+    assert again.returncode == 0 and "unchanged" in again.stderr
+    changed = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image,
+                         backoffLimit=3)
+    refused = cli(kind_cluster, "submit", str(changed))
+    assert refused.returncode == 2 and "--replace" in refused.stderr
+
+    before = objects(kind_cluster, namespace, "ps")
+    assert any(o.startswith("configmap") for o in before)
+    deleted = cli(kind_cluster, "delete", "ps", "-n", namespace)
+    assert deleted.returncode == 0
+    assert objects(kind_cluster, namespace, "ps") == []
+
+
+def test_mwms_training_succeeds(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
+    spec = write_spec(tmp_path, "mw", namespace, checkpoint_pvc.claim_name, worker_image,
+                      strategy="multi_worker_mirrored")
+    result = cli(kind_cluster, "submit", str(spec), "--wait")
+    assert result.returncode == 0, result.stderr
+    print(f"MEASURE mwms submit->succeeded {result.seconds:.1f}s")
+    assert_all_jobs_complete(kind_cluster, namespace, "mw")
+
+
+def test_server_dry_run_of_every_example(kind_cluster, namespace):
+    for example in sorted((ROOT / "examples").glob("*.yaml")):
+        result = cli(kind_cluster, "submit", str(example), "-n", namespace, "--dry-run=server")
+        assert result.returncode == 0, (example.name, result.stderr)
+        assert "accepted by the API server" in result.stderr
+    assert cluster_is_empty(kind_cluster, namespace)
+
+
+def cluster_is_empty(cluster, namespace) -> bool:
+    result = cluster.kubectl("-n", namespace, "get", "jobs,configmaps", "-l",
+                             "app.kubernetes.io/name=tfk8s", "-o", "name")
+    return result.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("role", ["worker", "chief", "ps"])
+def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, checkpoint_pvc,
+                                        tmp_path, role):
+    name = f"chaos-{role}"
+    # Long enough that the deletion lands mid-training: the first checkpoint is at 1/4.
+    steps = 1600
+    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
+                      steps=steps)
+    proc = submit_in_background(kind_cluster, spec)
+    try:
+        first = wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
+                         "the first checkpoint")
+        victim = pod_of(kind_cluster, namespace, name, role)
+        assert victim is not None
+        deleted_at = time.monotonic()
+        deleted_wall = time.time()
+        kind_cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"],
+                             "--wait=false")
+
+        def replaced():
+            pod = pod_of(kind_cluster, namespace, name, role)
+            if pod and pod["metadata"]["uid"] != victim["metadata"]["uid"] and \
+                    pod["status"]["phase"] == "Running":
+                return pod
+            return None
+
+        wait_for(replaced, 300, f"a new {role} pod")
+        recovered = time.monotonic() - deleted_at
+        print(f"MEASURE chaos {role}: replacement pod Running {recovered:.1f}s after deletion "
+              f"(last checkpoint before: step {first})")
+        output, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(output[-4000:])
+    assert proc.returncode == 0, output[-2000:]
+    assert_all_jobs_complete(kind_cluster, namespace, name)
+    events = chief_events(kind_cluster, name, namespace)
+    if role in ("chief", "ps"):
+        # The new chief (or the chief restarted after losing its ps) resumed from a checkpoint:
+        # its start event reports a restored step, not 0.
+        starts = [e for e in events if e["event"] == "start"]
+        assert starts and starts[-1]["step"] >= first, starts
+        resumed = [e["wall"] for e in events if e["event"] == "first_step" and e["wall"] > deleted_wall]
+        assert resumed
+        print(f"MEASURE chaos {role}: training resumed at step {starts[-1]['step']} "
+              f"{resumed[0] - deleted_wall:.1f}s after the deletion")
+    else:
+        logs = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index", "0")
+        serving = [e["wall"] for e in progress(logs.stdout) if e["event"] == "serving"]
+        if serving:
+            print(f"MEASURE chaos worker: replacement serving {serving[-1] - deleted_wall:.1f}s "
+                  "after the deletion; training never stopped")
+    assert any(e["event"] == "final" and e["step"] >= steps for e in events)
+
+
+def test_image_that_does_not_exist_fails_fast(kind_cluster, namespace, tmp_path):
+    spec = write_spec(tmp_path, "noimg", namespace, None, "tfk8s/does-not-exist:0",
+                      strategy="mirrored", roles={"chief": {"replicas": 1}})
+    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "20",
+                 timeout=300)
+    print(f"MEASURE bad image reported after {result.seconds:.1f}s")
+    assert result.returncode == 1
+    assert "image" in result.stderr and ("ErrImagePull" in result.stderr
+                                         or "ImagePullBackOff" in result.stderr
+                                         or "ErrImageNeverPull" in result.stderr)
+    status = cli(kind_cluster, "status", "noimg", "-n", namespace)
+    assert "Stuck" in status.stdout
+
+
+def test_namespace_that_does_not_exist(kind_cluster, worker_image, tmp_path):
+    spec = write_spec(tmp_path, "nons", "no-such-namespace-x", None, worker_image,
+                      strategy="mirrored", roles={"chief": {"replicas": 1}})
+    result = cli(kind_cluster, "submit", str(spec), "--wait", timeout=60)
+    assert result.returncode == 1
+    assert "namespace 'no-such-namespace-x' does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unsatisfiable_resources_are_reported(kind_cluster, worker_image, namespace, tmp_path):
+    spec = write_spec(tmp_path, "huge", namespace, None, worker_image, strategy="mirrored",
+                      roles={"chief": {"replicas": 1,
+                                       "resources": {"requests": {"memory": "900Gi"}}}})
+    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "20",
+                 timeout=300)
+    print(f"MEASURE unschedulable reported after {result.seconds:.1f}s")
+    assert result.returncode == 1
+    assert "cannot be scheduled" in result.stderr and "memory" in result.stderr
+
+
+def test_bring_your_own_script_servers_are_ended(kind_cluster, worker_image, namespace,
+                                                  checkpoint_pvc, tmp_path):
+    """A plain TF script whose ps/workers block in server.join() forever still completes."""
+    spec = write_spec(tmp_path, "byo", namespace, checkpoint_pvc.claim_name, worker_image,
+                      roles={"chief": {"replicas": 1}, "worker": {"replicas": 2},
+                             "ps": {"replicas": 1}},
+                      command=["python", "-m", "worker.examples.plain_ps"],
+                      args=["--steps", "100", "--model-dir", "/ckpt/byo"])
+    data = yaml.safe_load(spec.read_text())
+    del data["program"]
+    spec.write_text(yaml.safe_dump(data))
+    result = cli(kind_cluster, "submit", str(spec), "--wait")
+    assert result.returncode == 0, result.stderr
+    print(f"MEASURE byo submit->succeeded {result.seconds:.1f}s")
+    assert_all_jobs_complete(kind_cluster, namespace, "byo")
+    ps_log = cli(kind_cluster, "logs", "byo", "-n", namespace, "--role", "ps")
+    assert "ps 0 serving" in ps_log.stdout
+
+
+def test_failed_submit_leaves_nothing_behind(kind_cluster, worker_image, namespace, tmp_path):
+    # The spec passes our validation, but the API server rejects the Job (a request above its
+    # limit), after the ConfigMap and Service were already created.
+    spec = write_spec(tmp_path, "half", namespace, None, worker_image, strategy="mirrored",
+                      roles={"chief": {"replicas": 1, "resources": {
+                          "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}})
+    result = cli(kind_cluster, "submit", str(spec), timeout=120)
+    assert result.returncode == 1
+    assert "submit failed at Job/half-chief" in result.stderr
+    assert "everything created so far was deleted again" in result.stderr
+    assert objects(kind_cluster, namespace, "half") == []

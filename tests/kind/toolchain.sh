@@ -1,0 +1,614 @@
+#!/usr/bin/env bash
+# Offline toolchain for the tfk8s kind tests.
+#
+# Builds everything a real kind cluster needs from sources reachable here (Go module
+# proxy, Debian mirror): kind, helm, kubectl, the Kubernetes binaries, etcd, CoreDNS,
+# pause, crictl, the control-plane images with the exact tags kubeadm asks for, and a
+# kind node image assembled from them. Also builds a Debian Python base image and, when
+# the repository has a Dockerfile, the worker image tfk8s/worker:dev on top of it.
+#
+# Everything is cached by version under ${TFK8S_CACHE:-$HOME/.cache/tfk8s}; a warm run
+# only checks. Usage:
+#     bash tests/kind/toolchain.sh
+#     . "${TFK8S_CACHE:-$HOME/.cache/tfk8s}/env.sh"
+#
+# Knobs (env): TFK8S_K8S_VERSION, TFK8S_KIND_VERSION, TFK8S_HELM_VERSION,
+# TFK8S_CRICTL_VERSION, TFK8S_DEBIAN_MIRROR, TFK8S_CACHE, TFK8S_SKIP_WORKER_IMAGE=1.
+set -euo pipefail
+
+K8S_VERSION=${TFK8S_K8S_VERSION:-v1.34.4}
+KIND_VERSION=${TFK8S_KIND_VERSION:-v0.30.0}
+HELM_VERSION=${TFK8S_HELM_VERSION:-v3.19.5}
+CRICTL_VERSION=${TFK8S_CRICTL_VERSION:-v1.34.0}
+SUITE=bookworm
+MIRROR=${TFK8S_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+CACHE=${TFK8S_CACHE:-$HOME/.cache/tfk8s}
+# Bump these when the recipe of an image changes (forces a rebuild).
+BASE_REV=1
+NODE_REV=2
+PYBASE_REV=1
+
+NODE_IMAGE=tfk8s/kind-node:$K8S_VERSION
+COMPONENT_BASE_IMAGE=tfk8s/k8s-base:$SUITE-r$BASE_REV
+PYTHON_BASE_IMAGE=tfk8s/python-base:3.11-$SUITE
+WORKER_IMAGE=${TFK8S_WORKER_IMAGE:-tfk8s/worker:dev}
+POD_CIDR=10.244.0.0/24 # kind's default podSubnet is 10.244.0.0/16; one node gets .0/24
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/../.." && pwd))
+SHARED=$(cd "$REPO/.." && pwd)/shared
+
+K8S_MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
+STAGING_VERSION=v0.${K8S_VERSION#v1.} # v1.34.4 -> v0.34.4
+
+LOGS=$CACHE/logs
+WORK=$CACHE/work
+mkdir -p "$CACHE/bin" "$LOGS" "$WORK" "$CACHE/debs"
+
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  export PATH=/usr/local/go/bin:$PATH
+fi
+export GOFLAGS=${TFK8S_GOFLAGS:--p=2}
+export PATH=$CACHE/bin:$PATH
+
+# ---------------------------------------------------------------------------- helpers
+STATUS=""
+CURRENT_STEP=""
+say() { echo "[toolchain] $*"; }
+die() { echo "[toolchain] ERROR${CURRENT_STEP:+ in $CURRENT_STEP}: $*" >&2; exit 1; }
+# shellcheck disable=SC2154
+trap 'rc=$?; [ $rc -eq 0 ] || echo "[toolchain] FAILED${CURRENT_STEP:+ in step: $CURRENT_STEP} (exit $rc); logs in $LOGS" >&2' EXIT
+
+step() { # step NAME FUNCTION: run it, print its STATUS and how long it took
+  local name=$1 fn=$2 t0=$EPOCHREALTIME dt
+  CURRENT_STEP=$name
+  STATUS=""
+  "$fn"
+  dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  say "$name: ${STATUS:-done} (${dt}s)"
+  echo "$(date -u +%FT%TZ) $name: ${STATUS:-done} ${dt}s" >>"$LOGS/timings.log"
+  CURRENT_STEP=""
+}
+
+logged() { # logged LOGNAME CMD...: run CMD with output to $LOGS/LOGNAME.log, show its tail on failure
+  local log=$LOGS/$1.log
+  shift
+  say "  ... $* (log: $log)"
+  if ! "$@" >>"$log" 2>&1; then
+    echo "----- last lines of $log -----" >&2
+    tail -n 40 "$log" >&2
+    die "command failed: $*"
+  fi
+}
+
+need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (run as root or do it by hand)"; }
+
+image_label() { # image_label IMAGE LABEL -> value, empty if the image or label is missing
+  docker image inspect --format "{{ index .Config.Labels \"$2\" }}" "$1" 2>/dev/null | sed 's/^<no value>$//' || true
+}
+
+sha() { sha256sum "$@" | awk '{print $1}'; }
+
+mod_dir() { # mod_dir MODULE@VERSION -> directory in the module cache (downloads it)
+  go mod download -json "$1" | jq -r .Dir
+}
+
+debootstrap_rootfs() { # debootstrap_rootfs DIR LOGNAME PKG,PKG,...
+  local dir=$1 log=$2 include=$3
+  need_root "debootstrap"
+  rm -rf "$dir"
+  logged "$log" debootstrap --variant=minbase --components=main --cache-dir="$CACHE/debs" \
+    --include="$include" "$SUITE" "$dir" "$MIRROR"
+  rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/var/log/*.log
+}
+
+# ------------------------------------------------------------------------------ steps
+step_packages() {
+  local missing=()
+  if ! docker info >/dev/null 2>&1; then
+    command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+  fi
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  command -v jq >/dev/null 2>&1 || missing+=(jq)
+  command -v git >/dev/null 2>&1 || missing+=(git)
+  command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+  [ -e "$(gcc -print-file-name=libc.a 2>/dev/null || echo none)" ] || missing+=(libc6-dev)
+  if [ ${#missing[@]} -eq 0 ]; then STATUS="present"; return; fi
+  need_root "apt-get install ${missing[*]}"
+  logged apt env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  logged apt env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  STATUS="installed ${missing[*]}"
+}
+
+step_go() {
+  command -v go >/dev/null 2>&1 || die "Go >= 1.24 is needed (none on PATH or in /usr/local/go/bin)"
+  STATUS="$(go env GOVERSION)"
+}
+
+step_docker() {
+  if docker info >/dev/null 2>&1; then STATUS="running"; return; fi
+  need_root "starting dockerd"
+  command -v dockerd >/dev/null 2>&1 || die "dockerd is not installed"
+  # This VM's capability bounding set lacks CAP_SYS_RESOURCE, and Docker 20.10 asks for
+  # every capability for --privileged containers: register the wrapper that drops what
+  # the bounding set lacks (test-machine plumbing only, a normal Docker needs none).
+  local bnd last full
+  bnd=$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)
+  last=$(cat /proc/sys/kernel/cap_last_cap)
+  full=$(printf '%016x' $(((1 << (last + 1)) - 1)))
+  if [ "$bnd" != "$full" ]; then
+    local wrapper=$SHARED/tools/runc-bounded
+    [ -x "$wrapper" ] || die "capability bounding set is $bnd (not $full) and $wrapper is missing"
+    mkdir -p /etc/docker
+    local cfg=/etc/docker/daemon.json cur='{}'
+    [ -s $cfg ] && cur=$(cat $cfg)
+    echo "$cur" | jq --arg w "$wrapper" '.runtimes["runc-bounded"] = {path: $w} | .["default-runtime"] = "runc-bounded"' >$cfg.new
+    mv $cfg.new $cfg
+    say "  ... registered $wrapper as docker's default runtime in $cfg"
+  fi
+  nohup setsid dockerd >>"$LOGS/dockerd.log" 2>&1 </dev/null &
+  local _
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && { STATUS="started (pid $!)"; return; }
+    sleep 1
+  done
+  tail -n 30 "$LOGS/dockerd.log" >&2
+  die "dockerd did not come up in 60s"
+}
+
+step_kind() {
+  local dir=$CACHE/tools/kind-$KIND_VERSION
+  if [ -x "$dir/kind" ] && "$dir/kind" version | grep -q "$KIND_VERSION"; then
+    STATUS="cached"
+  else
+    mkdir -p "$dir"
+    logged kind env GOBIN="$dir" CGO_ENABLED=0 go install "sigs.k8s.io/kind@$KIND_VERSION"
+    STATUS="built"
+  fi
+  ln -sfn "$dir/kind" "$CACHE/bin/kind"
+}
+
+step_helm() {
+  local dir=$CACHE/tools/helm-$HELM_VERSION
+  if [ -x "$dir/helm" ] && "$dir/helm" version --short | grep -q "^$HELM_VERSION"; then
+    STATUS="cached"
+  else
+    mkdir -p "$dir"
+    local ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+    ld="$ld -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$K8S_MINOR"
+    logged helm env GOBIN="$dir" CGO_ENABLED=0 go install -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+    STATUS="built"
+  fi
+  ln -sfn "$dir/helm" "$CACHE/bin/helm"
+}
+
+K8S_DIR=$CACHE/k8s-$K8S_VERSION
+K8S_BINS="kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy"
+
+k8s_build() { # k8s_build CMD...: build k8s.io/kubernetes/cmd/<CMD> into $K8S_DIR/bin.tmp
+  local ld="-s -w" v now
+  now=$(date -u +%FT%TZ)
+  for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$K8S_MINOR"
+    ld="$ld -X $v.gitTreeState=clean -X $v.buildDate=$now"
+  done
+  local pkgs=() c
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  (cd "$K8S_DIR/mod" && logged kubernetes env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ld" \
+    -o "$K8S_DIR/bin.tmp/" "${pkgs[@]}")
+}
+
+step_kubernetes() {
+  if [ -f "$K8S_DIR/bin/.complete" ] && [ "$("$K8S_DIR/bin/kubeadm" version -o short)" = "$K8S_VERSION" ]; then
+    STATUS="cached"
+  else
+    mkdir -p "$K8S_DIR/mod" "$K8S_DIR/bin.tmp"
+    # Kubernetes' go.mod pins its staging modules as v0.0.0 => ./staging/...; a wrapper
+    # module replaces each of them with the published k8s.io/<name>@v0.MINOR.PATCH.
+    (
+      cd "$K8S_DIR/mod"
+      rm -f go.mod go.sum
+      logged kubernetes go mod init local/tfk8s-k8s-wrapper
+      go mod edit -go=1.24.0 -godebug=default=go1.24 -require="k8s.io/kubernetes@$K8S_VERSION"
+      local gomod m
+      gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | jq -r .GoMod)
+      for m in $(go mod edit -json "$gomod" | jq -r '.Replace[] | select(.New.Path | startswith("./staging/")) | .Old.Path'); do
+        go mod edit -replace="$m=$m@$STAGING_VERSION"
+      done
+      local c gets=()
+      for c in $K8S_BINS; do gets+=("k8s.io/kubernetes/cmd/$c@$K8S_VERSION"); done
+      logged kubernetes go get "${gets[@]}"
+    )
+    # kubeadm first, alone: it proves the wrapper works and tells the image tags.
+    k8s_build kubeadm
+    local got
+    got=$("$K8S_DIR/bin.tmp/kubeadm" version -o short)
+    [ "$got" = "$K8S_VERSION" ] || die "kubeadm version says $got, want $K8S_VERSION"
+    say "  ... kubeadm $got ok; building the rest"
+    k8s_build kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy
+    rm -rf "${K8S_DIR:?}/bin"
+    mv "$K8S_DIR/bin.tmp" "$K8S_DIR/bin"
+    touch "$K8S_DIR/bin/.complete"
+    STATUS="built"
+  fi
+  "$K8S_DIR/bin/kubeadm" config images list --kubernetes-version "$K8S_VERSION" >"$K8S_DIR/images.txt"
+  ln -sfn "$K8S_DIR/bin/kubectl" "$CACHE/bin/kubectl"
+}
+
+image_ref() { # image_ref NAME -> the exact reference kubeadm lists (e.g. etcd)
+  local ref
+  ref=$(grep -E "/$1:" "$K8S_DIR/images.txt" | head -n1)
+  [ -n "$ref" ] || die "no $1 in $K8S_DIR/images.txt"
+  echo "$ref"
+}
+image_tag() { image_ref "$1" | sed 's/.*://'; }
+
+step_etcd() {
+  local tag ver dir
+  tag=$(image_tag etcd)     # 3.6.5-0
+  ver=v${tag%-*}            # v3.6.5
+  dir=$CACHE/tools/etcd-$ver
+  if [ -x "$dir/bin/etcd" ] && "$dir/bin/etcd" --version | grep -q "etcd Version: ${ver#v}"; then
+    STATUS="cached ($ver)"
+    return
+  fi
+  # etcd's server/go.mod has replace directives (../api, ...), so go install refuses it:
+  # build it through a wrapper module instead.
+  mkdir -p "$dir/mod" "$dir/bin"
+  (
+    cd "$dir/mod"
+    rm -f go.mod go.sum
+    logged etcd go mod init local/tfk8s-etcd-wrapper
+    logged etcd go get "go.etcd.io/etcd/server/v3@$ver"
+    logged etcd env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$dir/bin/etcd" go.etcd.io/etcd/server/v3
+  )
+  STATUS="built ($ver)"
+}
+
+step_coredns() {
+  local ver dir
+  ver=$(image_tag coredns) # v1.12.1
+  dir=$CACHE/tools/coredns-$ver
+  if [ -x "$dir/coredns" ] && "$dir/coredns" -version | grep -q "CoreDNS-${ver#v}"; then
+    STATUS="cached ($ver)"
+    return
+  fi
+  mkdir -p "$dir"
+  logged coredns env GOBIN="$dir" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$ver"
+  STATUS="built ($ver)"
+}
+
+step_pause() {
+  local tag dir src
+  tag=$(image_tag pause) # 3.10.1
+  dir=$CACHE/tools/pause-$tag
+  if [ -x "$dir/pause" ] && "$dir/pause" -v | grep -q "v$tag"; then
+    STATUS="cached ($tag)"
+    return
+  fi
+  src=$(mod_dir "k8s.io/kubernetes@$K8S_VERSION")/build/pause/linux/pause.c
+  mkdir -p "$dir"
+  # same flags as kubernetes' build/pause/Makefile
+  logged pause gcc -Os -Wall -Werror -static -DVERSION="v$tag-tfk8s" -o "$dir/pause" "$src"
+  STATUS="built ($tag)"
+}
+
+step_crictl() {
+  local dir=$CACHE/tools/crictl-$CRICTL_VERSION
+  if [ -x "$dir/crictl" ] && "$dir/crictl" --version | grep -q "$CRICTL_VERSION"; then
+    STATUS="cached"
+    return
+  fi
+  if [ -f "$dir/.unavailable" ]; then
+    STATUS="unavailable (cached result; rm $dir/.unavailable to retry)"
+    return
+  fi
+  mkdir -p "$dir"
+  # Optional: kind works without crictl in the node (`kind load` then always re-imports,
+  # `kind export logs` lists less). The module proxy here serves no checksum for
+  # cri-tools, so this fails offline; the node image is built without it then.
+  if ! env GOBIN="$dir" CGO_ENABLED=0 go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+    "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" >>"$LOGS/crictl.log" 2>&1; then
+    cp "$LOGS/crictl.log" "$dir/.unavailable"
+    STATUS="unavailable, node image goes without it ($(grep -m1 -oE '(404|403|410)[^:]*' "$LOGS/crictl.log" || echo see $LOGS/crictl.log))"
+    return
+  fi
+  STATUS="built"
+}
+
+CRICTL_BIN() { local b=$CACHE/tools/crictl-$CRICTL_VERSION/crictl; [ -x "$b" ] && echo "$b"; return 0; }
+
+step_component_base() {
+  if [ "$(image_label "$COMPONENT_BASE_IMAGE" tfk8s.rev)" = "$BASE_REV" ]; then STATUS="cached"; return; fi
+  local root=$WORK/k8s-base-rootfs
+  debootstrap_rootfs "$root" k8s-base iptables,nftables,conntrack,ca-certificates
+  tar -C "$root" --numeric-owner -c . | docker import -c "LABEL tfk8s.rev=$BASE_REV" - "$COMPONENT_BASE_IMAGE" >/dev/null
+  rm -rf "$root"
+  STATUS="built $COMPONENT_BASE_IMAGE"
+}
+
+component_image() { # component_image REF BINARY DOCKERFILE: classic builder, local images only
+  local ref=$1 bin=$2 dockerfile=$3 key ctx
+  # cache key: the binary's identity (size, mtime, inode) and the recipe, no hashing of MBs
+  key=$( (stat -c '%n %s %Y %i' "$bin"; echo "$dockerfile") | sha256sum | awk '{print $1}')
+  if [ "$(image_label "$ref" tfk8s.src)" = "$key" ]; then return 1; fi
+  ctx=$WORK/img-$(basename "$bin")
+  rm -rf "$ctx" && mkdir -p "$ctx"
+  cp "$bin" "$ctx/"
+  printf '%s\nLABEL tfk8s.src=%s\n' "$dockerfile" "$key" >"$ctx/Dockerfile"
+  logged images env DOCKER_BUILDKIT=0 docker build -q -t "$ref" "$ctx"
+  rm -rf "$ctx"
+}
+
+step_component_images() {
+  local built=() c bin base_id
+  base_id=$(docker image inspect --format '{{.Id}}' "$COMPONENT_BASE_IMAGE")
+  for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd; do
+    if [ "$c" = etcd ]; then bin=$CACHE/tools/etcd-v$(image_tag etcd | sed 's/-.*//')/bin/etcd; else bin=$K8S_DIR/bin/$c; fi
+    if component_image "$(image_ref "$c")" "$bin" \
+      "$(printf 'FROM %s\n# base %s\nCOPY %s /usr/local/bin/%s' "$COMPONENT_BASE_IMAGE" "$base_id" "$c" "$c")"; then
+      built+=("$(image_ref "$c")")
+    fi
+  done
+  # CoreDNS: kubeadm passes only args, so the entrypoint must be the binary.
+  if component_image "$(image_ref coredns)" "$CACHE/tools/coredns-$(image_tag coredns)/coredns" \
+    "$(printf 'FROM scratch\nCOPY coredns /coredns\nEXPOSE 53 53/udp\nENTRYPOINT ["/coredns"]')"; then
+    built+=("$(image_ref coredns)")
+  fi
+  if component_image "$(image_ref pause)" "$CACHE/tools/pause-$(image_tag pause)/pause" \
+    "$(printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]')"; then
+    built+=("$(image_ref pause)")
+  fi
+  if [ ${#built[@]} -eq 0 ]; then STATUS="cached"; else STATUS="built ${#built[@]}: ${built[*]}"; fi
+}
+
+node_recipe_hash() {
+  {
+    echo "rev=$NODE_REV k8s=$K8S_VERSION kind=$KIND_VERSION crictl=$CRICTL_VERSION cidr=$POD_CIDR"
+    # shellcheck disable=SC2046
+    stat -c "%n %s %Y %i" "$K8S_DIR/bin/kubeadm" "$K8S_DIR/bin/kubelet" "$K8S_DIR/bin/kubectl" $(CRICTL_BIN)
+    local ref
+    while read -r ref; do docker image inspect --format '{{.Id}}' "$ref"; done <"$K8S_DIR/images.txt"
+  } | sha256sum | awk '{print $1}'
+}
+
+write_node_files() { # write_node_files ROOTFS: our additions on top of kind's base files
+  local root=$1
+  mkdir -p "$root/etc/cni/net.d" "$root/kind/manifests"
+  # Static CNI for a single node, like the conflist kindnetd writes (ptp + host-local +
+  # portmap); kindnetd itself would need its own image build.
+  cat >"$root/etc/cni/net.d/10-tfk8s-ptp.conflist" <<EOF
+{
+  "cniVersion": "0.4.0",
+  "name": "tfk8s",
+  "plugins": [
+    {
+      "type": "ptp",
+      "ipMasq": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "/run/cni-ipam-state",
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "ranges": [[{ "subnet": "$POD_CIDR" }]]
+      },
+      "mtu": 1500
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true } }
+  ]
+}
+EOF
+  # kind applies /kind/manifests/default-cni.yaml unless disableDefaultCNI is set: the
+  # network is the static conflist above, so this only records that fact in-cluster.
+  cat >"$root/kind/manifests/default-cni.yaml" <<EOF
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: tfk8s-cni
+  namespace: kube-system
+data:
+  note: "pod network: static ptp conflist /etc/cni/net.d/10-tfk8s-ptp.conflist ($POD_CIDR), single node only"
+EOF
+  # Without CAP_SYS_RESOURCE in the node (this VM's capability bounding set lacks it) no
+  # runtime may lower a process's oom_score_adj: runc then fails every pod sandbox with
+  # "failed to update /proc/self/oom_score_adj: Permission denied". Let containerd clamp
+  # the value instead, as kind's entrypoint does for rootless nodes. No-op elsewhere.
+  mkdir -p "$root/etc/systemd/system/containerd.service.d"
+  printf '[Service]\nExecStartPre=/kind/bin/tfk8s-restrict-oom-score-adj.sh\n' \
+    >"$root/etc/systemd/system/containerd.service.d/10-tfk8s-oom.conf"
+  cat >"$root/kind/bin/tfk8s-restrict-oom-score-adj.sh" <<'SH'
+#!/bin/sh
+eff=$(awk '/^CapEff:/ { print $2 }' /proc/self/status)
+if [ $(( 0x$eff >> 24 & 1 )) -eq 0 ]; then
+  echo "no CAP_SYS_RESOURCE: setting containerd's restrict_oom_score_adj = true"
+  sed -i 's/restrict_oom_score_adj = false/restrict_oom_score_adj = true/' /etc/containerd/config.toml
+fi
+SH
+  chmod 0755 "$root/kind/bin/tfk8s-restrict-oom-score-adj.sh"
+  cat >"$root/kind/manifests/default-storage.yaml" <<'EOF'
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+EOF
+}
+
+step_node_image() {
+  local hash
+  hash=$(node_recipe_hash)
+  if [ "$(image_label "$NODE_IMAGE" tfk8s.recipe)" = "$hash" ]; then STATUS="cached $NODE_IMAGE"; return; fi
+  local root=$WORK/node-rootfs kindfiles pause_ref
+  debootstrap_rootfs "$root" node-rootfs \
+    systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,jq,procps,e2fsprogs,containerd,runc,containernetworking-plugins
+  # kind's own node files, read from the Go module cache (not vendored in this repo).
+  kindfiles=$(mod_dir "sigs.k8s.io/kind@$KIND_VERSION")/images/base/files
+  cp -r --no-preserve=mode "$kindfiles/." "$root/"
+  find "$root/kind" "$root/etc/containerd" "$root/etc/crictl.yaml" "$root/etc/default/kubelet" \
+    "$root/etc/sysctl.d" "$root/etc/systemd/system" -type f -exec chmod 0644 {} +
+  chmod 0755 "$root/kind/bin" "$root"/kind/bin/* "$root"/usr/local/bin/*
+  # Debian's containerd lives in /usr/bin; the sandbox image is kubeadm's pause tag.
+  pause_ref=$(image_ref pause)
+  sed -i 's#^ExecStart=/usr/local/bin/containerd#ExecStart=/usr/bin/containerd#' "$root/etc/systemd/system/containerd.service"
+  sed -i "s#^\(\s*sandbox_image = \).*#\1\"$pause_ref\"#" "$root/etc/containerd/config.toml"
+  grep -q "sandbox_image = \"$pause_ref\"" "$root/etc/containerd/config.toml" || die "sandbox_image not set"
+  install -m 0755 "$K8S_DIR/bin/kubeadm" "$K8S_DIR/bin/kubelet" "$K8S_DIR/bin/kubectl" "$root/usr/bin/"
+  [ -z "$(CRICTL_BIN)" ] || install -m 0755 "$(CRICTL_BIN)" "$root/usr/local/bin/"
+  echo "$K8S_VERSION" >"$root/kind/version"
+  write_node_files "$root"
+  # The RUN steps of kind's images/base/Dockerfile, in a chroot.
+  chroot "$root" /bin/bash -euc '
+    ctr oci spec \
+      | jq ".hooks.createContainer[.hooks.createContainer | length] |= . + {\"path\": \"/kind/bin/mount-product-files.sh\"}" \
+      | jq "del(.process.rlimits)" > /etc/containerd/cri-base.json
+    find /lib/systemd/system/sysinit.target.wants/ -name systemd-tmpfiles-setup.service -delete
+    rm -f /lib/systemd/system/multi-user.target.wants/* /etc/systemd/system/*.wants/* \
+      /lib/systemd/system/local-fs.target.wants/* /lib/systemd/system/sockets.target.wants/*udev* \
+      /lib/systemd/system/sockets.target.wants/*initctl* /lib/systemd/system/basic.target.wants/*
+    echo "ReadKMsg=no" >> /etc/systemd/journald.conf
+    ln -sfn /lib/systemd/systemd /sbin/init
+    systemctl enable kubelet.service containerd.service undo-mount-hacks.service
+    systemctl mask systemd-binfmt.service
+    mkdir -p /etc/kubernetes/manifests /opt/cni/bin
+    for p in /usr/lib/cni/*; do ln -sfn "$p" /opt/cni/bin/; done
+  ' >>"$LOGS/node-image.log" 2>&1 || { tail -n 30 "$LOGS/node-image.log" >&2; die "chroot setup failed"; }
+  [ -s "$root/etc/containerd/cri-base.json" ] || die "cri-base.json is empty"
+  local stage=tfk8s/kind-node-stage:$K8S_VERSION
+  tar -C "$root" --numeric-owner -c . | docker import - "$stage" >/dev/null
+  rm -rf "$root"
+  # Preload the component images into containerd's k8s.io namespace, as kind's
+  # `build node-image` does (--no-unpack: CRI unpacks on first use).
+  local tarball=$WORK/component-images.tar cname=tfk8s-node-build-$$
+  # shellcheck disable=SC2046
+  logged node-image docker save -o "$tarball" $(cat "$K8S_DIR/images.txt")
+  docker rm -f "$cname" >/dev/null 2>&1 || true
+  logged node-image docker run -d --name "$cname" --entrypoint=sleep --security-opt seccomp=unconfined \
+    -v "$tarball:/images.tar:ro" "$stage" infinity
+  local have ref
+  say "  ... importing $(wc -l <"$K8S_DIR/images.txt") images into the node's containerd"
+  have=$(docker exec "$cname" bash -euc '
+    containerd >/var/log/containerd-preload.log 2>&1 & pid=$!
+    for i in $(seq 1 30); do ctr version >/dev/null 2>&1 && break; sleep 1; done
+    ctr -n k8s.io images import --all-platforms --no-unpack --digests /images.tar >&2
+    ctr -n k8s.io images ls -q
+    kill $pid; wait $pid || true
+    rm -f /var/log/containerd-preload.log' 2>>"$LOGS/node-image.log") || die "image preload failed, see $LOGS/node-image.log"
+  echo "$have" >>"$LOGS/node-image.log"
+  # every tag kubeadm asks for must be in the node
+  while read -r ref; do
+    grep -qx "$ref" <<<"$have" || { docker rm -f "$cname" >/dev/null; die "image $ref missing in the node"; }
+  done <"$K8S_DIR/images.txt"
+  docker commit \
+    -c 'ENV container=docker' \
+    -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
+    -c 'CMD []' \
+    -c "LABEL tfk8s.recipe=$hash" \
+    "$cname" "$NODE_IMAGE" >/dev/null
+  docker rm -f "$cname" >/dev/null
+  docker rmi "$stage" >/dev/null 2>&1 || true
+  rm -f "$tarball"
+  STATUS="built $NODE_IMAGE"
+}
+
+step_python_base() {
+  if [ "$(image_label "$PYTHON_BASE_IMAGE" tfk8s.rev)" = "$PYBASE_REV" ]; then STATUS="cached $PYTHON_BASE_IMAGE"; return; fi
+  local root=$WORK/python-base-rootfs
+  debootstrap_rootfs "$root" python-base python3,python3-venv,ca-certificates
+  tar -C "$root" --numeric-owner -c . | docker import \
+    -c 'ENV LANG=C.UTF-8' -c 'CMD ["python3"]' -c "LABEL tfk8s.rev=$PYBASE_REV" \
+    - "$PYTHON_BASE_IMAGE" >/dev/null
+  rm -rf "$root"
+  STATUS="built $PYTHON_BASE_IMAGE ($(docker run --rm "$PYTHON_BASE_IMAGE" python3 --version 2>&1))"
+}
+
+worker_src_hash() {
+  (
+    cd "$REPO"
+    {
+      docker image inspect --format '{{.Id}}' "$PYTHON_BASE_IMAGE"
+      for f in Dockerfile .dockerignore pyproject.toml README.md; do [ -f "$f" ] && sha "$f"; done
+      for d in worker launcher manifests; do
+        [ -d "$d" ] && find "$d" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 -r sha256sum
+      done
+    } | sha256sum | awk '{print $1}'
+  )
+}
+
+step_worker_image() {
+  if [ ! -f "$REPO/Dockerfile" ]; then STATUS="skipped: no $REPO/Dockerfile"; return; fi
+  if [ "${TFK8S_SKIP_WORKER_IMAGE:-}" = 1 ]; then STATUS="skipped: TFK8S_SKIP_WORKER_IMAGE=1"; return; fi
+  local hash
+  hash=$(worker_src_hash)
+  if [ "$(image_label "$WORKER_IMAGE" tfk8s.src)" = "$hash" ]; then STATUS="cached $WORKER_IMAGE"; return; fi
+  # pip inside the build needs the host's CA bundle; it goes in as a BuildKit secret
+  # (RUN --mount=type=secret,id=pipcert ...), never into a layer.
+  local ca=${TFK8S_PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+  worker_build "$ca" "$hash"
+  STATUS="built $WORKER_IMAGE"
+}
+
+worker_build() { # worker_build CA_BUNDLE HASH
+  local ca=$1 hash=$2 docker_bin
+  docker_bin=$(buildkit_docker) || die "no docker client with BuildKit found (need docker buildx or a 20.10 client)"
+  logged worker-image env DOCKER_BUILDKIT=1 "$docker_bin" build \
+    --build-arg "BASE=$PYTHON_BASE_IMAGE" \
+    --secret "id=pipcert,src=$ca" \
+    --label "tfk8s.src=$hash" \
+    -t "$WORKER_IMAGE" "$REPO"
+}
+
+buildkit_docker() { # a docker client whose `docker build` speaks BuildKit
+  if docker buildx version >/dev/null 2>&1; then command -v docker; return; fi
+  # Docker 20.10's client has BuildKit built in (newer clients need the buildx plugin).
+  local c
+  for c in /usr/bin/docker $(type -ap docker); do
+    [ -x "$c" ] || continue
+    case "$("$c" version --format '{{.Client.Version}}' 2>/dev/null)" in
+      20.* | 19.* | 2[1-2].*) echo "$c"; return ;;
+    esac
+  done
+  return 1
+}
+
+step_env() {
+  cat >"$CACHE/env.sh" <<EOF
+# generated by tests/kind/toolchain.sh: puts kind/helm/kubectl on PATH
+export TFK8S_CACHE="$CACHE"
+export PATH="$CACHE/bin:\$PATH"
+export TFK8S_KIND_NODE_IMAGE="$NODE_IMAGE"
+export TFK8S_K8S_VERSION="$K8S_VERSION"
+EOF
+  STATUS="wrote $CACHE/env.sh"
+}
+
+main() {
+  local t0=$EPOCHREALTIME
+  say "cache: $CACHE  kubernetes $K8S_VERSION  kind $KIND_VERSION  helm $HELM_VERSION"
+  step "packages" step_packages
+  step "go" step_go
+  step "docker" step_docker
+  step "kind $KIND_VERSION" step_kind
+  step "helm $HELM_VERSION" step_helm
+  step "kubernetes binaries $K8S_VERSION" step_kubernetes
+  step "etcd" step_etcd
+  step "coredns" step_coredns
+  step "pause" step_pause
+  step "crictl $CRICTL_VERSION" step_crictl
+  step "component base image" step_component_base
+  step "component images" step_component_images
+  step "kind node image" step_node_image
+  step "env" step_env
+  step "python base image" step_python_base
+  step "worker image" step_worker_image
+  say "total: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')s"
+  echo "export PATH=\"$CACHE/bin:\$PATH\" TFK8S_KIND_NODE_IMAGE=\"$NODE_IMAGE\"   # or: . $CACHE/env.sh"
+}
+
+if [ $# -gt 0 ]; then # run only the named steps, e.g. `toolchain.sh python_base env`
+  for s in "$@"; do step "$s" "step_$s"; done
+else
+  main
+fi
