@@ -1,0 +1,1 @@
+../../../launcher/supervise.py

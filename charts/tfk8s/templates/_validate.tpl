@@ -1,0 +1,77 @@
+{{/*
+The launcher's rules that values.schema.json cannot state, with the launcher's messages
+(launcher/spec.py, launcher/names.py). Everything else is refused by the schema first.
+*/}}
+{{- define "tfk8s.dns1035Problem" -}}
+{{- if gt (len .) 63 -}}
+{{ len . }} characters; a DNS-1035 label has at most 63
+{{- else if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" .) -}}
+not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter, end with a letter or digit
+{{- end -}}
+{{- end }}
+
+{{- define "tfk8s.validate" -}}
+{{- $v := .Values -}}
+{{- $name := include "tfk8s.name" . -}}
+{{- /* name: the release name stands in when empty, and must make valid object names too. */ -}}
+{{- $problem := include "tfk8s.dns1035Problem" $name -}}
+{{- if $problem -}}
+{{- if $v.name -}}
+{{- fail (printf "name: %s" $problem) -}}
+{{- else -}}
+{{- fail (printf "name: empty, so the release name %q is the cluster name, but it is %s; set name in the values or choose another release name" $name $problem) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.namespace (ne $v.namespace .Release.Namespace) -}}
+{{- fail (printf "namespace: the values say %q but the release namespace is %q; the pods' TF_CONFIG addresses contain it: install with --namespace %s, or set namespace to \"\" (the release namespace)" $v.namespace .Release.Namespace $v.namespace) -}}
+{{- end -}}
+{{- /* Reserved env names. */ -}}
+{{- $reserved := list "TF_CONFIG" "TFK8S_TASK_INDEX" "GRPC_FAIL_FAST" -}}
+{{- $envs := list (list "env" (default dict $v.env)) -}}
+{{- range $role := list "chief" "worker" "ps" "evaluator" -}}
+{{- $cfg := get (default dict $v.roles) $role | default dict -}}
+{{- $envs = append $envs (list (printf "roles.%s.env" $role) (default dict $cfg.env)) -}}
+{{- /* nvidia.com/gpu: requests == limits */ -}}
+{{- $res := default dict $cfg.resources -}}
+{{- $requests := default dict $res.requests -}}
+{{- $limits := default dict $res.limits -}}
+{{- if hasKey $requests "nvidia.com/gpu" -}}
+{{- if or (not (hasKey $limits "nvidia.com/gpu")) (ne (include "tfk8s.quantity" (get $requests "nvidia.com/gpu")) (include "tfk8s.quantity" (get $limits "nvidia.com/gpu"))) -}}
+{{- fail (printf "roles.%s.resources: nvidia.com/gpu must be set under limits (Kubernetes requires requests == limits for extended resources); move it to resources.limits" $role) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $pair := $envs -}}
+{{- range $key := $reserved -}}
+{{- if hasKey (last $pair) $key -}}
+{{- fail (printf "%s: %s is set by the launcher for every pod; remove it" (first $pair) $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- /* checkpoint.dir under the volume's mountPath */ -}}
+{{- $checkpoint := default dict $v.checkpoint -}}
+{{- $dir := default "/ckpt/model" $checkpoint.dir -}}
+{{- if and $checkpoint.volume (not (contains "://" $dir)) -}}
+{{- $mountPath := default "/ckpt" $checkpoint.volume.mountPath -}}
+{{- if not (hasPrefix (printf "%s/" (regexReplaceAll "/+$" $mountPath "")) (printf "%s/" (regexReplaceAll "/+$" $dir ""))) -}}
+{{- fail (printf "checkpoint: dir '%s' is not under the volume's mountPath '%s'" $dir $mountPath) -}}
+{{- end -}}
+{{- end -}}
+{{- /* generated names (names.generated_names): the first one that is not a DNS-1035 label */ -}}
+{{- $generated := list (list "-" "Service" $name) (list "-" "ServiceAccount/Role" (printf "%s-supervisor" $name)) -}}
+{{- range $role := list "chief" "worker" "ps" "evaluator" -}}
+{{- $n := int (dig $role "replicas" 0 (default dict $v.roles)) -}}
+{{- if gt $n 0 -}}
+{{- $generated = append $generated (list $role "Job" (printf "%s-%s" $name $role)) -}}
+{{- $generated = append $generated (list $role "pod hostname" (printf "%s-%s-%d" $name $role (sub $n 1))) -}}
+{{- end -}}
+{{- end -}}
+{{- $failed := "" -}}
+{{- range $g := $generated -}}
+{{- $problem := include "tfk8s.dns1035Problem" (index $g 2) -}}
+{{- if and $problem (not $failed) -}}
+{{- $failed = printf "name: generated %s name '%s' for role %s: %s; shorten name" (index $g 1) (index $g 2) (index $g 0) $problem -}}
+{{- end -}}
+{{- end -}}
+{{- if $failed }}{{ fail $failed }}{{ end -}}
+{{- end }}

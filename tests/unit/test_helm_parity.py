@@ -1,0 +1,493 @@
+"""charts/tfk8s launches the same objects as the launcher's renderer, and refuses the same specs.
+
+For every example spec (and tests/unit/specs/*.yaml), and for random valid specs (hypothesis):
+`helm template` with the values that `render.helm_values(spec)` produces yields exactly the
+objects of `render.render(spec)`, parsed (only Helm's own release labels/annotations would be
+ignored; the chart adds none). Env order and TF_CONFIG text are compared as they are. The
+values the CLI prints (`render --helm-values`) reach Helm unchanged. `helm lint --strict` passes,
+and invalid values are refused by values.schema.json (or the chart's _validate.tpl) with a
+clear message, each of them refused by the launcher's model too.
+
+Cases that once differed and are pinned here: user env in unsorted order (both sides sort it),
+strings that YAML 1.1 reads as bool/number (the CLI double-quotes every string), characters
+beyond U+FFFF.
+
+helm: env HELM, else PATH, else ${TFK8S_CACHE:-~/.cache/tfk8s}/bin/helm (tests/kind/toolchain.sh
+builds it). Without helm these tests skip, except under CI, where they fail.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from launcher import helm_schema, render
+from launcher.loader import load_file
+from launcher.spec import ClusterSpec
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "tfk8s"
+SPECS = sorted((REPO / "examples").glob("*.yaml")) + sorted((Path(__file__).parent / "specs").glob("*.yaml"))
+# Labels/annotations Helm charts conventionally add; ignored if present (this chart adds none).
+HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/version"}
+HELM_ANNOTATION_PREFIXES = ("meta.helm.sh/", "helm.sh/")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def find_helm() -> str | None:
+    if os.environ.get("HELM"):
+        return os.environ["HELM"]
+    if shutil.which("helm"):
+        return shutil.which("helm")
+    cache = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
+    candidate = cache / "bin" / "helm"
+    return str(candidate) if os.access(candidate, os.X_OK) else None
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory) -> "Helm":
+    path = find_helm()
+    if path is None:
+        why = ("no helm binary (env HELM, PATH, or $TFK8S_CACHE/bin/helm from "
+               "tests/kind/toolchain.sh)")
+        if in_ci():
+            pytest.fail(f"{why}, and CI is set", pytrace=False)
+        pytest.skip(f"{why}; set CI=1 to make this an error")
+    return Helm(path, tmp_path_factory.mktemp("helm-home"))
+
+
+class Helm:
+    def __init__(self, path: str, home: Path):
+        self.path = path
+        # Keep helm's cache/config/data out of the user's home.
+        self.env = {**os.environ, "HELM_CACHE_HOME": str(home / "cache"),
+                    "HELM_CONFIG_HOME": str(home / "config"), "HELM_DATA_HOME": str(home / "data")}
+        self.home = home
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.path, *args], capture_output=True, text=True, env=self.env,
+                              timeout=120)
+
+    def values_file(self, values: dict | str, name: str = "values.yaml") -> Path:
+        """Values as YAML with every string double-quoted (see _QuotedDumper), or text as given."""
+        path = self.home / name
+        path.write_text(values if isinstance(values, str) else quoted_yaml(values))
+        return path
+
+    def template(self, release: str, namespace: str, values: dict | str) -> subprocess.CompletedProcess:
+        return self.run("template", release, str(CHART), "--namespace", namespace,
+                        "-f", str(self.values_file(values)))
+
+    def objects(self, release: str, namespace: str, values: dict | str) -> list[dict]:
+        r = self.template(release, namespace, values)
+        assert r.returncode == 0, f"helm template failed:\n{r.stderr}"
+        return [doc for doc in yaml.safe_load_all(r.stdout) if doc]
+
+
+class _QuotedDumper(yaml.SafeDumper):
+    """Every string double-quoted: Helm's YAML 1.1 reader (go-yaml) then reads each one back as
+    the same string; plain y/n/1e-3/0o17 it would take for booleans or numbers, and JSON's
+    surrogate-pair escapes of non-BMP characters it refuses."""
+
+
+_QuotedDumper.add_representer(
+    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"'))
+
+
+def quoted_yaml(values: dict) -> str:
+    return yaml.dump(values, Dumper=_QuotedDumper, sort_keys=False, width=1 << 20)
+
+
+def _without_helm_metadata(obj: dict) -> dict:
+    obj = copy.deepcopy(obj)
+    for meta in _metadatas(obj):
+        labels = meta.get("labels") or {}
+        for key in HELM_LABELS & set(labels):
+            del labels[key]
+        if labels.get("app.kubernetes.io/managed-by") == "Helm":
+            del labels["app.kubernetes.io/managed-by"]
+        annotations = meta.get("annotations") or {}
+        for key in [k for k in annotations if k.startswith(HELM_ANNOTATION_PREFIXES)]:
+            del annotations[key]
+    return obj
+
+
+def _metadatas(obj: dict):
+    yield obj.setdefault("metadata", {})
+    template = (obj.get("spec") or {}).get("template")
+    if isinstance(template, dict):
+        yield template.setdefault("metadata", {})
+
+
+def _by_key(objects: list[dict]) -> dict[tuple, dict]:
+    out = {}
+    for obj in objects:
+        key = (obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        assert key not in out, f"duplicate object {key}"
+        out[key] = obj
+    return out
+
+
+def _diff(a: dict, b: dict) -> str:
+    dump = lambda o: yaml.safe_dump(o, sort_keys=True, width=1 << 20).splitlines()  # noqa: E731
+    return "\n".join(difflib.unified_diff(dump(a), dump(b), "render()", "helm template", lineterm=""))
+
+
+def _spec_params():
+    return [pytest.param(path, id=f"{path.parent.name}/{path.stem}") for path in SPECS]
+
+
+def assert_same_objects(expected: list[dict], actual: list[dict]) -> None:
+    want = _by_key(expected)
+    got = _by_key([_without_helm_metadata(o) for o in actual])
+    assert sorted(got, key=str) == sorted(want, key=str), "different sets of objects"
+    for key, obj in want.items():
+        assert got[key] == obj, f"{key[1]}/{key[3]} differs:\n{_diff(obj, got[key])}"
+
+
+# ------------------------------------------------------------------------------ parity
+@pytest.mark.helm
+@pytest.mark.parametrize("spec_file", _spec_params())
+def test_helm_template_equals_render(helm, spec_file):
+    spec = load_file(spec_file)
+    expected = render.render(spec)
+    actual = helm.objects(spec.name, spec.namespace, render.helm_values(spec))
+    assert_same_objects(expected, actual)
+    # Spelled out, though equality above covers them: TF_CONFIG text and env order per Job.
+    env_of = lambda objs: {  # noqa: E731
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["env"]
+        for o in objs if o["kind"] == "Job"}
+    assert env_of(actual) == env_of(expected)
+    assert render.pod_tf_configs(spec, actual) == render.pod_tf_configs(spec, expected)
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("spec_file", _spec_params())
+def test_cli_helm_values_reach_helm_unchanged(helm, spec_file):
+    """What users run: python -m launcher render cluster.yaml --helm-values > values.yaml."""
+    r = subprocess.run([sys.executable, "-m", "launcher", "render", str(spec_file), "--helm-values"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr
+    spec = load_file(spec_file)
+    assert yaml.safe_load(r.stdout) == render.helm_values(spec)
+    assert_same_objects(render.render(spec), helm.objects(spec.name, spec.namespace, r.stdout))
+
+
+@pytest.mark.helm
+def test_non_bmp_characters(helm):
+    spec = ClusterSpec.model_validate({
+        "name": "emoji", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}},
+        "annotations": {"note": "\U0001F680 launch"}, "env": {"GREETING": "\U0001F600"}})
+    actual = helm.objects(spec.name, spec.namespace, render.helm_values(spec))
+    assert_same_objects(render.render(spec), actual)
+
+
+@pytest.mark.helm
+def test_release_name_and_namespace_stand_in_when_empty(helm):
+    spec = load_file(REPO / "tests" / "unit" / "specs" / "ps-evaluator-pvc.yaml")
+    values = {**render.helm_values(spec), "name": "", "namespace": ""}
+    actual = helm.objects(spec.name, spec.namespace, values)
+    assert_same_objects(render.render(spec), actual)
+
+
+@pytest.mark.helm
+def test_values_name_wins_over_release_name(helm):
+    spec = load_file(REPO / "tests" / "unit" / "specs" / "mwms.yaml")
+    actual = helm.objects("some-release", spec.namespace, render.helm_values(spec))
+    assert_same_objects(render.render(spec), actual)
+
+
+@pytest.mark.helm
+def test_chart_defaults_plus_minimal_values(helm):
+    """A hand-written values file with only what differs: the chart's defaults fill the rest."""
+    values = {"strategy": "parameter_server",
+              "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}}
+    spec = ClusterSpec.model_validate({**values, "name": "mini", "namespace": "ns1"})
+    assert_same_objects(render.render(spec), helm.objects("mini", "ns1", values))
+
+
+# ------------------------------------------------------------------------------ random specs
+def _random_specs():
+    """Valid specs over every strategy and optional part (user env kept sorted, see above)."""
+    from hypothesis import strategies as st
+
+    # BMP only: render() cannot carry characters beyond U+FFFF yet (see test_non_bmp_characters).
+    text = st.text(st.characters(exclude_categories=("Cs", "Cc", "Cn"), include_characters="\n\t",
+                                 max_codepoint=0xFFFF), max_size=12)
+    env_name = st.from_regex(r"\A[A-Z_][A-Z0-9_]{0,8}\Z")
+    env = st.dictionaries(env_name.filter(lambda k: k not in ("TF_CONFIG", "TFK8S_TASK_INDEX",
+                                                               "GRPC_FAIL_FAST")),
+                          text, max_size=3).map(lambda d: dict(sorted(d.items())))
+    label_key = st.from_regex(r"\A[a-z]([a-z0-9.-]{0,10}/)?[a-z0-9]{1,8}\Z")
+    quantity = st.sampled_from(["100m", "1", "2Gi", "512Mi", 2, 0.5])
+    toleration = st.fixed_dictionaries({}, optional={
+        "key": st.sampled_from(["dedicated", "gpu"]), "operator": st.sampled_from(["Exists", "Equal"]),
+        "value": st.sampled_from(["", "x"]), "effect": st.sampled_from(["NoSchedule", "NoExecute"]),
+        "tolerationSeconds": st.integers(0, 10**6)})
+
+    def role(replicas):
+        return st.fixed_dictionaries({"replicas": replicas}, optional={
+            "env": env, "nodeSelector": st.dictionaries(label_key, text, max_size=2),
+            "tolerations": st.lists(toleration, max_size=2),
+            "resources": st.fixed_dictionaries({}, optional={
+                "requests": st.dictionaries(st.sampled_from(["cpu", "memory"]), quantity, max_size=2),
+                "limits": st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]),
+                                          quantity, max_size=2)})})
+
+    evaluator = st.sampled_from([0, 1])
+    roles = st.one_of(
+        st.fixed_dictionaries({"chief": role(st.just(1)), "worker": role(st.integers(1, 12)),
+                               "ps": role(st.integers(1, 3)), "evaluator": role(evaluator)}),
+        st.fixed_dictionaries({"worker": role(st.integers(1, 12)), "evaluator": role(evaluator)}),
+        st.fixed_dictionaries({"chief": role(st.just(1)), "evaluator": role(evaluator)}),
+    )
+    strategy_of = lambda r: ("parameter_server" if "ps" in r else  # noqa: E731
+                             "multi_worker_mirrored" if "worker" in r else "mirrored")
+    checkpoint = st.one_of(
+        st.just({"dir": "gs://bucket/run"}),
+        st.fixed_dictionaries({"dir": st.just("/ckpt/run"), "volume": st.one_of(
+            st.just({"persistentVolumeClaim": {"claimName": "c"}}),
+            st.just({"hostPath": {"path": "/data"}, "mountPath": "/ckpt/"}))}))
+    program = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+        "module": st.sampled_from(["worker.examples.fashion_mnist", "my.program"]),
+        "args": st.lists(text, max_size=3)}))
+    byo = st.fixed_dictionaries({"image": st.just("me/img:1"),
+                                 "command": st.lists(text, min_size=1, max_size=3)},
+                                optional={"args": st.lists(text, max_size=2)})
+    optional = {
+        "env": env, "labels": st.dictionaries(label_key, text, max_size=2),
+        "annotations": st.dictionaries(label_key, text, max_size=2),
+        "serviceAccountName": st.sampled_from(["trainer", None]),
+        "port": st.integers(1024, 65535), "restartPolicy": st.sampled_from(["OnFailure", "Never"]),
+        "backoffLimit": st.integers(0, 1000), "activeDeadlineSeconds": st.one_of(st.none(), st.integers(1, 10**9)),
+        "ttlSecondsAfterFinished": st.one_of(st.none(), st.integers(0, 10**6)),
+        "evaluatorGraceSeconds": st.integers(0, 10**6), "peerTimeoutSeconds": st.integers(1, 10**6),
+    }
+
+    @st.composite
+    def spec(draw):
+        r = draw(roles)
+        data = {"name": "r" + draw(st.from_regex(r"\A[a-z0-9]{0,8}\Z")), "namespace": "ns",
+                "strategy": strategy_of(r), "roles": r, "checkpoint": draw(checkpoint),
+                **draw(st.fixed_dictionaries({}, optional=optional))}
+        if draw(st.booleans()):
+            data.update(draw(byo))
+        elif (p := draw(program)) is not None:
+            data["program"] = p
+        for cfg in r.values():  # a GPU request must equal its limit
+            resources = cfg.get("resources", {})
+            if "nvidia.com/gpu" in resources.get("limits", {}) and draw(st.booleans()):
+                resources["requests"] = {**resources.get("requests", {}),
+                                         "nvidia.com/gpu": resources["limits"]["nvidia.com/gpu"]}
+        return ClusterSpec.model_validate(data)
+
+    return spec()
+
+
+@pytest.mark.helm
+def test_random_specs_render_the_same(helm):
+    hypothesis = pytest.importorskip("hypothesis")
+
+    # Derandomized (the same examples every run) and no shrinking: each example runs helm.
+    @hypothesis.settings(max_examples=int(os.environ.get("TFK8S_HELM_EXAMPLES", "40")), deadline=None,
+                         derandomize=True, database=None,
+                         phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(_random_specs())
+    def check(spec):
+        assert_same_objects(render.render(spec), helm.objects("rel", spec.namespace, render.helm_values(spec)))
+
+    check()
+
+
+# ------------------------------------------------------------------------------ lint
+@pytest.mark.helm
+@pytest.mark.parametrize("spec_file", SPECS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_helm_lint_strict(helm, spec_file):
+    spec = load_file(spec_file)
+    values = helm.values_file(render.helm_values(spec))
+    r = helm.run("lint", "--strict", str(CHART), "-f", str(values), "--namespace", spec.namespace)
+    assert r.returncode == 0, f"helm lint --strict failed:\n{r.stdout}\n{r.stderr}"
+    assert "0 chart(s) failed" in r.stdout, r.stdout
+
+
+# ------------------------------------------------------------------------------ refusals
+def _base_values() -> dict:
+    return render.helm_values(load_file(REPO / "tests" / "unit" / "specs" / "ps-evaluator-pvc.yaml"))
+
+
+def _set(values: dict, dotted: str, value) -> dict:
+    values = copy.deepcopy(values)
+    *parents, last = dotted.split(".")
+    node = values
+    for part in parents:
+        node = node[part]
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return values
+
+
+_DELETE = object()
+# (id, changes, a fragment of helm's error). Every case is refused by the launcher's model too.
+REFUSED = [
+    ("unknown-key", {"replica": 3}, "additional properties 'replica' not allowed"),
+    ("unknown-role-key", {"roles.worker.replica": 3}, "additional properties 'replica' not allowed"),
+    ("wrong-enum", {"strategy": "data_parallel"},
+     "value must be one of 'parameter_server', 'multi_worker_mirrored', 'mirrored'"),
+    ("wrong-pull-policy", {"imagePullPolicy": "Sometimes"}, "at '/imagePullPolicy'"),
+    ("name-70-chars", {"name": "a" * 70}, "maxLength: got 70, want 63"),
+    ("name-not-dns", {"name": "Bad_Name"}, "at '/name'"),
+    ("wrong-type", {"port": "grpc"}, "at '/port': got string, want integer"),
+    ("port-range", {"port": 80}, "at '/port': minimum: got 80, want 1,024"),
+    ("missing-strategy", {"strategy": _DELETE}, "missing property 'strategy'"),
+    ("ps-two-chiefs", {"roles.chief.replicas": 2}, "at '/roles/chief/replicas': value must be 1"),
+    ("ps-no-ps", {"roles.ps.replicas": 0}, "at '/roles/ps/replicas': minimum: got 0, want 1"),
+    ("mwms-with-chief", {"strategy": "multi_worker_mirrored", "roles.ps.replicas": 0},
+     "at '/roles/chief/replicas': value must be 0"),
+    ("mirrored-with-workers", {"strategy": "mirrored", "roles.ps.replicas": 0},
+     "at '/roles/worker/replicas': value must be 0"),
+    ("two-evaluators", {"roles.evaluator.replicas": 2}, "maximum: got 2, want 1"),
+    ("args-without-command", {"program": None, "args": ["--x"]}, "missing property 'command'"),
+    ("command-and-program", {"command": ["python", "t.py"]}, "at '/program': got object, want null"),
+    ("evaluator-without-storage", {"checkpoint.volume": None}, "at '/checkpoint'"),
+    ("two-volume-sources", {"checkpoint.volume.hostPath": {"path": "/x"}}, "at '/checkpoint/volume'"),
+    ("relative-dir", {"checkpoint.dir": "ckpt", "checkpoint.volume": None,
+                      "roles.evaluator.replicas": 0}, "does not match pattern '^/'"),
+    ("s3-dir", {"checkpoint.dir": "s3://b/x", "checkpoint.volume": None}, "'^gs://'"),
+    ("gs-dir-with-volume", {"checkpoint.dir": "gs://b/x"},
+     "at '/checkpoint/volume': got object, want null"),
+    ("unknown-resource", {"roles.chief.resources.requests": {"gpu": "1"}},
+     "at '/roles/chief/resources/requests': additional properties 'gpu' not allowed"),
+    ("bad-quantity", {"roles.chief.resources.limits": {"memory": "lots"}}, "at '/roles/chief/resources/limits/memory'"),
+    ("gpu-only-in-requests", {"roles.chief.resources.requests": {"nvidia.com/gpu": "1"}},
+     "missing property 'nvidia.com/gpu'"),
+    ("bad-env-name", {"roles.ps.env": {"1BAD": "x"}},
+     "at '/roles/ps/env': additional properties '1BAD' not allowed"),
+    ("env-not-string", {"env": {"N": 1}}, "at '/env/N': got number, want string"),
+    ("bad-module", {"program.module": "not-a-module"}, "at '/program/module'"),
+    ("bad-toleration", {"roles.worker.tolerations": [{"operator": "Maybe"}]},
+     "at '/roles/worker/tolerations/0/operator'"),
+    # rules in templates/_validate.tpl, with the launcher's own message
+    ("reserved-env", {"roles.worker.env": {"TF_CONFIG": "{}"}},
+     "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it"),
+    ("dir-not-under-mount", {"checkpoint.dir": "/data/x"},
+     "checkpoint: dir '/data/x' is not under the volume's mountPath '/ckpt'"),
+    ("gpu-requests-ne-limits", {"roles.chief.resources.requests": {"nvidia.com/gpu": "1"},
+                                "roles.chief.resources.limits": {"nvidia.com/gpu": "2"}},
+     "nvidia.com/gpu must be set under limits"),
+    ("generated-name-too-long", {"name": "n" * 52},
+     "name: generated pod hostname name '" + "n" * 52 + "-evaluator-0' for role evaluator: "
+     "64 characters; a DNS-1035 label has at most 63; shorten name"),
+]
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("changes,message", [pytest.param(c, m, id=i) for i, c, m in REFUSED])
+def test_invalid_values_are_refused(helm, changes, message):
+    values = _base_values()
+    for dotted, value in changes.items():
+        values = _set(values, dotted, value)
+    with pytest.raises(ValidationError):  # the launcher refuses it too
+        ClusterSpec.model_validate(values)
+    r = helm.template("rel", values.get("namespace") or "team-a", values)
+    assert r.returncode != 0, f"helm accepted invalid values:\n{r.stdout[:2000]}"
+    assert message in r.stderr, r.stderr
+    assert "Error:" in r.stderr
+
+
+@pytest.mark.helm
+def test_schema_errors_name_the_schema(helm):
+    values = _set(_base_values(), "name", "x" * 70)
+    r = helm.template("rel", "team-a", values)
+    assert "values don't meet the specifications of the schema" in r.stderr, r.stderr
+    assert "at '/name': maxLength: got 70, want 63" in r.stderr, r.stderr
+
+
+@pytest.mark.helm
+def test_namespace_mismatch_is_refused(helm):
+    r = helm.template("rel", "elsewhere", _base_values())
+    assert r.returncode != 0
+    assert 'namespace: the values say "team-a" but the release namespace is "elsewhere"' in r.stderr
+
+
+@pytest.mark.helm
+def test_release_name_that_is_no_dns1035_label_is_refused(helm):
+    values = {**_base_values(), "name": ""}
+    r = helm.template("1st-run", "team-a", values)
+    assert r.returncode != 0
+    assert 'the release name "1st-run" is the cluster name' in r.stderr, r.stderr
+
+
+@pytest.mark.helm
+def test_notes_tell_how_to_watch_and_read_logs(helm, tmp_path):
+    """NOTES.txt is only rendered by install; render it here through tpl in a copy of the chart."""
+    chart = tmp_path / "tfk8s"
+    shutil.copytree(CHART, chart)
+    (chart / "files" / "NOTES.txt").write_text((CHART / "templates" / "NOTES.txt").read_text())
+    (chart / "templates" / "notes-check.yaml").write_text(
+        'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n'
+        'data: {notes: {{ tpl (.Files.Get "files/NOTES.txt") . | toJson }}}\n')
+    spec = load_file(REPO / "tests" / "unit" / "specs" / "ps-evaluator-pvc.yaml")
+    r = helm.run("template", "rel", str(chart), "-n", spec.namespace, "--show-only",
+                 "templates/notes-check.yaml", "-f", str(helm.values_file(render.helm_values(spec))))
+    assert r.returncode == 0, r.stderr
+    notes = yaml.safe_load(r.stdout)["data"]["notes"]
+    for line in ("python -m launcher status ps-eval -n team-a",
+                 "python -m launcher logs ps-eval --role chief --index 0 -n team-a",
+                 "python -m launcher logs ps-eval --role evaluator --index 0 -n team-a",
+                 "kubectl get jobs,pods -n team-a -l app.kubernetes.io/instance=ps-eval",
+                 "helm uninstall rel -n team-a"):
+        assert line in notes, notes
+
+
+# ------------------------------------------------------------------------------ generated files
+def test_generated_chart_files_are_current():
+    stale = [str(p.relative_to(REPO)) for p in helm_schema.stale_files()]
+    assert not stale, f"{stale} out of date: run python -m launcher.helm_schema --write"
+
+
+def test_chart_supervisor_is_the_launchers():
+    link = CHART / "files" / "supervise.py"
+    assert link.is_symlink() and link.resolve() == (REPO / "launcher" / "supervise.py").resolve()
+
+
+def test_values_yaml_has_the_models_defaults():
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())
+    minimal = ClusterSpec.model_validate(
+        {"name": "x", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}}})
+    defaults = minimal.model_dump(by_alias=True, mode="json")
+    defaults["roles"]["chief"]["replicas"] = 0
+    del defaults["strategy"]  # required, no default
+    # Documented differences: empty means the release's name / namespace.
+    defaults["name"] = ""
+    defaults["namespace"] = ""
+    assert chart == defaults
+    assert list(chart) == list(defaults), "keep values.yaml in the model's field order"
+
+
+def test_schema_is_valid_and_accepts_every_spec():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.check_schema(schema)
+    for path in SPECS:
+        values = render.helm_values(load_file(path))
+        errors = [e.message for e in validator.iter_errors(values)]
+        assert not errors, f"{path}: {errors}"
+    chart_defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    errors = [e.message for e in validator.iter_errors(chart_defaults)]
+    assert errors == ["'strategy' is a required property"], errors
