@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from launcher.errors import Problem, SpecError
-from launcher.spec import ClusterSpec, CrossFieldProblems
+from launcher.spec import ROLES, ClusterSpec, CrossFieldProblems, Strategy, role_count_problems
 
 Path_ = tuple[Union[str, int], ...]
 
@@ -42,7 +42,8 @@ def load_text(text: str, filename: str = "<spec>") -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_problems(exc, lines, filename)) from None
+        problems = _problems(exc, lines, filename)
+        raise SpecError(problems + _role_problems_of_raw(data, problems, lines, filename)) from None
 
 
 def _parse_yaml(text: str, filename: str) -> tuple[Any, dict[Path_, int], list[Problem]]:
@@ -127,6 +128,37 @@ def _problems(exc: ValidationError, lines: dict[Path_, int], filename: str) -> l
             hint=_hint(err, loc),
         ))
     return problems
+
+
+def _role_problems_of_raw(data: dict, found: list[Problem], lines: dict[Path_, int],
+                          filename: str) -> list[Problem]:
+    """The replica-count rules, checked on the raw mapping when field errors kept pydantic
+    from running the model's cross-field validator (which then reported nothing)."""
+    if any(p.path.startswith("roles.") and p.path.endswith(".replicas") for p in found) \
+            or any(p.path == "strategy" for p in found):
+        return []  # the counts or the strategy are themselves wrong: nothing sound to check
+    try:
+        strategy = Strategy(data.get("strategy"))
+    except ValueError:
+        return []
+    roles = data.get("roles") or {}
+    if not isinstance(roles, dict):
+        return []
+    counts = {}
+    for role in ROLES:
+        role_data = roles.get(role) or {}
+        value = role_data.get("replicas", 0) if isinstance(role_data, dict) else None
+        if not isinstance(value, int) or isinstance(value, bool):
+            return []
+        counts[role] = value
+    reported = {p.path for p in found}
+    out = []
+    for dotted, message in role_count_problems(strategy, counts):
+        if dotted in reported:
+            continue
+        path = tuple(dotted.split("."))
+        out.append(Problem(message, path=dotted, file=filename, line=_line_for(path, lines)))
+    return out
 
 
 def _is_union_tag(part: Any) -> bool:

@@ -282,8 +282,16 @@ class CrossFieldProblems(ValueError):
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
-    chief, worker, ps, evaluator = (spec.replicas(r) for r in ROLES)
-    s = spec.strategy
+    return role_count_problems(spec.strategy, {r: spec.replicas(r) for r in ROLES})
+
+
+def role_count_problems(s: Strategy, counts: dict[str, int]) -> list[tuple[str, str]]:
+    """(field path, message) for replica counts the strategy cannot run with.
+
+    Separate from the model so the loader can also check the counts of a spec that has other
+    errors: a user should see every problem at once, not one per attempt.
+    """
+    chief, worker, ps, evaluator = (counts.get(r, 0) for r in ROLES)
     out = []
     if evaluator > 1:
         out.append(("roles.evaluator.replicas", f"at most one evaluator is supported, got {evaluator}"))

@@ -128,3 +128,21 @@ def test_checkpoint_dir_must_be_on_volume():
 def test_not_a_mapping():
     [msg] = problems("- a\n- b\n")
     assert "must be a YAML mapping" in msg
+
+
+def test_replica_rules_are_reported_beside_field_errors():
+    # pydantic skips the model's cross-field validator once a field fails; the loader still
+    # checks the replica counts so the user sees every problem in one run.
+    text = PS.replace("name: demo", "name: " + "a" * 70).replace(
+        "worker: {replicas: 2}", "worker: {replicas: 2, replicsa: 1}").replace(
+        "ps: {replicas: 1}", "ps: {replicas: 0}")
+    msgs = problems(text)
+    assert len(msgs) == 3, msgs
+    assert msgs[0].startswith("cluster.yaml:1: name: 70 characters")
+    assert "roles.worker.replicsa" in msgs[1] and "did you mean 'replicas'" in msgs[1]
+    assert msgs[2] == "cluster.yaml:6: roles.ps.replicas: parameter_server needs at least 1 ps, got 0"
+
+
+def test_replica_rules_are_not_guessed_from_invalid_counts():
+    msgs = problems(PS.replace("ps: {replicas: 1}", "ps: {replicas: many}"))
+    assert len(msgs) == 1 and "roles.ps.replicas" in msgs[0] and "integer" in msgs[0]
