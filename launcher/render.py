@@ -159,6 +159,12 @@ def _job(spec: ClusterSpec, role: str, context: dict) -> dict:
         else:
             source = {"hostPath": {"path": volume.host_path.path, "type": "DirectoryOrCreate"}}
         volumes.append({"name": "checkpoint", **source})
+    elif not spec.checkpoint.is_remote:
+        # No volume: an emptyDir at the checkpoint dir. The image's filesystem is not writable
+        # by the non-root user, and an emptyDir outlives container restarts in place (a crashed
+        # chief resumes from it); it goes with the pod.
+        mounts.append({"name": "checkpoint", "mountPath": spec.checkpoint.dir})
+        volumes.append({"name": "checkpoint", "emptyDir": {}})
     if supervised:
         mounts.append({"name": "supervisor", "mountPath": SUPERVISOR_DIR, "readOnly": True})
         volumes.append({"name": "supervisor", "configMap": {

@@ -210,6 +210,17 @@ def test_values_name_wins_over_release_name(helm):
 
 
 @pytest.mark.helm
+def test_chart_without_values_is_one_mirrored_pod(helm):
+    spec = ClusterSpec.model_validate({"name": "demo", "namespace": "ns1", "strategy": "mirrored",
+                                       "roles": {"chief": {"replicas": 1}}})
+    r = helm.run("template", "demo", str(CHART), "-n", "ns1")
+    assert r.returncode == 0, r.stderr
+    assert_same_objects(render.render(spec), [d for d in yaml.safe_load_all(r.stdout) if d])
+    lint = helm.run("lint", "--strict", str(CHART))
+    assert lint.returncode == 0, f"helm lint --strict failed:\n{lint.stdout}\n{lint.stderr}"
+
+
+@pytest.mark.helm
 def test_chart_defaults_plus_minimal_values(helm):
     """A hand-written values file with only what differs: the chart's defaults fill the rest."""
     values = {"strategy": "parameter_server",
@@ -334,14 +345,10 @@ def _set(values: dict, dotted: str, value) -> dict:
     node = values
     for part in parents:
         node = node[part]
-    if value is _DELETE:
-        del node[last]
-    else:
-        node[last] = value
+    node[last] = value
     return values
 
 
-_DELETE = object()
 # (id, changes, a fragment of helm's error). Every case is refused by the launcher's model too.
 REFUSED = [
     ("unknown-key", {"replica": 3}, "additional properties 'replica' not allowed"),
@@ -353,7 +360,7 @@ REFUSED = [
     ("name-not-dns", {"name": "Bad_Name"}, "at '/name'"),
     ("wrong-type", {"port": "grpc"}, "at '/port': got string, want integer"),
     ("port-range", {"port": 80}, "at '/port': minimum: got 80, want 1,024"),
-    ("missing-strategy", {"strategy": _DELETE}, "missing property 'strategy'"),
+    ("missing-strategy", {"strategy": None}, "missing property 'strategy'"),
     ("ps-two-chiefs", {"roles.chief.replicas": 2}, "at '/roles/chief/replicas': value must be 1"),
     ("ps-no-ps", {"roles.ps.replicas": 0}, "at '/roles/ps/replicas': minimum: got 0, want 1"),
     ("mwms-with-chief", {"strategy": "multi_worker_mirrored", "roles.ps.replicas": 0},
@@ -469,9 +476,9 @@ def test_values_yaml_has_the_models_defaults():
     chart = yaml.safe_load((CHART / "values.yaml").read_text())
     minimal = ClusterSpec.model_validate(
         {"name": "x", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}}})
+    # strategy (required by the model) and the chief's replicas are those of `minimal`: the
+    # chart defaults to the smallest valid cluster so that it installs and lints as it is.
     defaults = minimal.model_dump(by_alias=True, mode="json")
-    defaults["roles"]["chief"]["replicas"] = 0
-    del defaults["strategy"]  # required, no default
     # Documented differences: empty means the release's name / namespace.
     defaults["name"] = ""
     defaults["namespace"] = ""
@@ -490,4 +497,4 @@ def test_schema_is_valid_and_accepts_every_spec():
         assert not errors, f"{path}: {errors}"
     chart_defaults = yaml.safe_load((CHART / "values.yaml").read_text())
     errors = [e.message for e in validator.iter_errors(chart_defaults)]
-    assert errors == ["'strategy' is a required property"], errors
+    assert errors == [], errors

@@ -106,3 +106,18 @@ def test_yaml_output_round_trips():
     objects = render.render(load_file("examples/ps.yaml"))
     assert list(yaml.safe_load_all(render.to_yaml(objects))) == objects
     assert json.loads(render.to_json(objects))["items"] == objects
+
+
+def test_checkpoint_dir_without_volume_is_an_empty_dir():
+    # The image's filesystem is not writable by the non-root user: without a volume the
+    # checkpoint dir gets an emptyDir, which survives the chief's restarts in place.
+    spec = load_text("name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
+                     "checkpoint: {dir: /ckpt/run}\n")
+    [pod] = _pods(render.render(spec))
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "checkpoint"]
+    assert mount["mountPath"] == "/ckpt/run"
+    assert {"name": "checkpoint", "emptyDir": {}} in pod["volumes"]
+    remote = load_text("name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
+                       "checkpoint: {dir: gs://bucket/run}\n")
+    [pod] = _pods(render.render(remote))
+    assert all(v["name"] != "checkpoint" for v in pod["volumes"])
