@@ -89,6 +89,15 @@ image_label() { # image_label IMAGE LABEL -> value, empty if the image or label 
 
 sha() { sha256sum "$@" | awk '{print $1}'; }
 
+prints() { # prints TEXT CMD...: whether CMD's output contains TEXT
+  # Not `CMD | grep -q`: grep exits at the first match, CMD then dies of SIGPIPE while writing
+  # its next line, and pipefail turns a cached tool into a rebuild (seen with coredns).
+  local text=$1 out
+  shift
+  out=$("$@" 2>&1) || return 1
+  [[ $out == *"$text"* ]]
+}
+
 mod_dir() { # mod_dir MODULE@VERSION -> directory in the module cache (downloads it)
   go mod download -json "$1" | jq -r .Dir
 }
@@ -158,7 +167,7 @@ step_docker() {
 
 step_kind() {
   local dir=$CACHE/tools/kind-$KIND_VERSION
-  if [ -x "$dir/kind" ] && "$dir/kind" version | grep -q "$KIND_VERSION"; then
+  if [ -x "$dir/kind" ] && prints "$KIND_VERSION" "$dir/kind" version; then
     STATUS="cached"
   else
     mkdir -p "$dir"
@@ -170,7 +179,7 @@ step_kind() {
 
 step_helm() {
   local dir=$CACHE/tools/helm-$HELM_VERSION
-  if [ -x "$dir/helm" ] && "$dir/helm" version --short | grep -q "^$HELM_VERSION"; then
+  if [ -x "$dir/helm" ] && prints "$HELM_VERSION" "$dir/helm" version --short; then
     STATUS="cached"
   else
     mkdir -p "$dir"
@@ -248,7 +257,7 @@ step_etcd() {
   tag=$(image_tag etcd)     # 3.6.5-0
   ver=v${tag%-*}            # v3.6.5
   dir=$CACHE/tools/etcd-$ver
-  if [ -x "$dir/bin/etcd" ] && "$dir/bin/etcd" --version | grep -q "etcd Version: ${ver#v}"; then
+  if [ -x "$dir/bin/etcd" ] && prints "etcd Version: ${ver#v}" "$dir/bin/etcd" --version; then
     STATUS="cached ($ver)"
     return
   fi
@@ -269,7 +278,7 @@ step_coredns() {
   local ver dir
   ver=$(image_tag coredns) # v1.12.1
   dir=$CACHE/tools/coredns-$ver
-  if [ -x "$dir/coredns" ] && "$dir/coredns" -version | grep -q "CoreDNS-${ver#v}"; then
+  if [ -x "$dir/coredns" ] && prints "CoreDNS-${ver#v}" "$dir/coredns" -version; then
     STATUS="cached ($ver)"
     return
   fi
@@ -282,7 +291,7 @@ step_pause() {
   local tag dir src
   tag=$(image_tag pause) # 3.10.1
   dir=$CACHE/tools/pause-$tag
-  if [ -x "$dir/pause" ] && "$dir/pause" -v | grep -q "v$tag"; then
+  if [ -x "$dir/pause" ] && prints "v$tag" "$dir/pause" -v; then
     STATUS="cached ($tag)"
     return
   fi
@@ -295,7 +304,7 @@ step_pause() {
 
 step_crictl() {
   local dir=$CACHE/tools/crictl-$CRICTL_VERSION
-  if [ -x "$dir/crictl" ] && "$dir/crictl" --version | grep -q "$CRICTL_VERSION"; then
+  if [ -x "$dir/crictl" ] && prints "$CRICTL_VERSION" "$dir/crictl" --version; then
     STATUS="cached"
     return
   fi
