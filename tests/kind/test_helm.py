@@ -6,6 +6,7 @@
 * The launcher's own `status`/`logs` work on the Helm-installed cluster (as NOTES.txt says).
 * `helm uninstall` removes every object carrying app.kubernetes.io/instance=<name>.
 * Invalid values are refused by values.schema.json before anything is created.
+* With no values at all the chart trains one mirrored pod to success.
 
 helm: env HELM, else PATH (the toolchain's bin dir first), else $TFK8S_CACHE/bin/helm.
 """
@@ -256,3 +257,20 @@ def test_helm_install_refuses_invalid_values_before_creating_anything(
         assert kind_cluster.get_json("-n", namespace, "secrets", "-l", f"owner=helm,name={name}")[
             "items"] == [], f"{what}: a Helm release record was created"
     assert json.loads(helm("list", "-n", namespace, "-a", "-o", "json").stdout) == []
+
+
+def test_helm_install_without_values_trains_one_mirrored_pod(
+        kind_cluster, namespace, worker_image, helm):
+    """The chart's defaults alone: one mirrored pod, its checkpoint dir an emptyDir (the
+    image's filesystem is not writable by the non-root user)."""
+    name = "helm-bare"
+    if worker_image != "tfk8s/worker:dev":
+        pytest.skip(f"the chart's default image is tfk8s/worker:dev, the tests use {worker_image}")
+    helm("install", name, str(CHART), "-n", namespace, "--timeout", "2m")
+    wait_for_jobs(kind_cluster, namespace, name, {f"{name}-chief"})
+    chief = progress_events(role_log(kind_cluster, namespace, name, "chief"))
+    final = [e for e in chief if e["event"] == "final"]
+    assert final and final[-1]["checkpoint"].startswith("/ckpt/model/"), chief[-5:]
+    r = launcher(kind_cluster, "status", name, "-n", namespace, "-o", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "Succeeded", r.stdout + r.stderr
+    helm("uninstall", name, "-n", namespace, "--wait", "--timeout", "3m")
