@@ -11,6 +11,10 @@ EXIT_UNEXPECTED = 1  # an unexpected exception; its traceback is in the log
 EXIT_CONFIG = 2  # bad arguments, environment, TF_CONFIG or program module
 EXIT_PEERS_UNREACHABLE = 3  # a peer never answered within TFK8S_PEER_TIMEOUT
 EXIT_LOST_PARAMETER_SERVER = 4  # a ps died during training; restart the chief to resume
+# SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
+# same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
+# of the signal read alike. Not a failure: the launcher restarts the task without counting it.
+EXIT_PREEMPTED = 143
 
 
 class WorkerError(Exception):
