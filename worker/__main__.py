@@ -36,11 +36,12 @@ import sys
 import traceback
 
 from worker import progress  # first: its import time is the process start for timings
-from worker import args, context, errors, peers, shutdown
+from worker import args, context, errors, peers, preemption, shutdown
 
 
 def main(argv: list[str] | None = None):
     """Runs the role and exits the process (see worker/shutdown.py); never returns."""
+    preemption.install()  # SIGTERM while starting up exits at once (worker/preemption.py)
     options = args.parse(argv)  # exits 2 with usage on bad arguments, 0 on --help
     where = "worker"  # becomes the task's name once TF_CONFIG is read
     try:

@@ -21,7 +21,7 @@ import time
 
 import tensorflow as tf
 
-from worker import errors, layout, progress, shutdown, training
+from worker import errors, layout, preemption, progress, shutdown, training
 from worker.args import Options
 from worker.context import TaskContext
 from worker.program import Program
@@ -33,6 +33,8 @@ CLUSTER_ERRORS = (
     tf.errors.CancelledError,
     tf.errors.DeadlineExceededError,
 )
+# Steps scheduled between two looks at a SIGTERM request (about 0.2 s of digits training).
+PREEMPTION_SLICE_STEPS = 10
 
 
 def run(task: TaskContext, options: Options, program: Program, resolver):
@@ -56,10 +58,24 @@ def _custom_loop(task: TaskContext, options: Options, program: Program, strategy
         checkpoint, layout.checkpoint_dir(task.model_dir),
         max_to_keep=options.max_checkpoints, checkpoint_name=layout.CHECKPOINT_PREFIX,
     )
-    restored = manager.restore_or_initialize()
-    step = int(optimizer.iterations.numpy())
-    progress.report("start", step=step, restored_from=restored, target=options.steps)
+    step = 0
+    try:  # the restore already reads the ps: a ps lost here is exit 4 like any other
+        restored = manager.restore_or_initialize()
+        step = int(optimizer.iterations.numpy())
+        progress.report("start", step=step, restored_from=restored, target=options.steps)
+        _train_custom(task, options, program, strategy, coordinator, model, optimizer, manager,
+                      step)
+    except CLUSTER_ERRORS as exc:
+        latest = manager.latest_checkpoint
+        resume = (f"resume from {latest}" if latest
+                  else "start again from step 0 (no checkpoint was written yet)")
+        raise _lost_parameter_server(exc, task, f"step {int(optimizer.iterations.numpy())}",
+                                     resume) from None
+    shutdown.exit_now(0)  # before the coordinator and per-worker datasets are freed
 
+
+def _train_custom(task, options, program, strategy, coordinator, model, optimizer, manager,
+                  step: int) -> None:
     dataset_fn = training.train_dataset_fn(program, options)
 
     @tf.function
@@ -71,34 +87,40 @@ def _custom_loop(task: TaskContext, options: Options, program: Program, strategy
         model, optimizer, program.per_example_loss, options.global_batch_size
     ))
 
+    def save(at_step: int) -> str:
+        latest = manager.latest_checkpoint
+        if latest is not None and _checkpoint_number(latest) == at_step:
+            return latest  # already saved (a preemption right after a periodic checkpoint)
+        path = manager.save(checkpoint_number=at_step)
+        progress.report("checkpoint", step=at_step, path=path)
+        return path
+
     blocks = training.BlockProgress(step)
     next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
-    try:
-        while step < options.steps:
-            count = blocks.steps_to_run(step, next_checkpoint, options.steps)
-            started = time.monotonic()
+    preemption.defer()
+    while step < options.steps:
+        count = blocks.steps_to_run(step, next_checkpoint, options.steps)
+        started = time.monotonic()
+        losses, scheduled = [], 0
+        # Scheduled in short slices, so a SIGTERM is acted on within PREEMPTION_SLICE_STEPS
+        # steps; closures already scheduled cannot be recalled, so each slice is joined first.
+        while scheduled < count and not preemption.requested():
+            size = min(PREEMPTION_SLICE_STEPS, count - scheduled)
             results = [coordinator.schedule(train_step, args=(per_worker_iterator,))
-                       for _ in range(count)]
+                       for _ in range(size)]
             coordinator.join()
-            losses = [result.fetch() for result in results]
-            step = int(optimizer.iterations.numpy())
-            blocks.done(step, count, time.monotonic() - started, losses)
-            if step >= next_checkpoint or step >= options.steps:
-                path = manager.save(checkpoint_number=step)
-                progress.report("checkpoint", step=step, path=path)
-                next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
-        progress.report("trained", step=step)
-        final = manager.latest_checkpoint
-        if final is None or _checkpoint_number(final) != step:
-            final = manager.save(checkpoint_number=step)
-            progress.report("checkpoint", step=step, path=final)
-        training.finish(task, options, program, model, final, step)
-    except CLUSTER_ERRORS as exc:
-        latest = manager.latest_checkpoint
-        resume = (f"resume from {latest}" if latest
-                  else "start again from step 0 (no checkpoint was written yet)")
-        raise _lost_parameter_server(exc, task, f"step {step}", resume) from None
-    shutdown.exit_now(0)  # before the coordinator and per-worker datasets are freed
+            losses += [result.fetch() for result in results]
+            scheduled += size
+        step = int(optimizer.iterations.numpy())
+        if scheduled:
+            blocks.done(step, scheduled, time.monotonic() - started, losses)
+        if preemption.requested():
+            preemption.exit_preempted(step, save(step))
+        if step >= next_checkpoint or step >= options.steps:
+            save(step)
+            next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
+    progress.report("trained", step=step)
+    training.finish(task, options, program, model, save(step), step)
 
 
 def _fit(task: TaskContext, options: Options, program: Program, strategy):
@@ -108,7 +130,7 @@ def _fit(task: TaskContext, options: Options, program: Program, strategy):
             tf.keras.utils.experimental.DatasetCreator(training.train_dataset_fn(program, options)),
             epochs=options.fit_epochs(),
             steps_per_epoch=options.checkpoint_every,
-            callbacks=training.fit_callbacks(task, options),
+            callbacks=training.fit_callbacks(task, options, synchronous=False),
             verbose=2,  # tf_keras rejects verbose=1 (a progress bar) under PS
         )
         step = int(model.optimizer.iterations.numpy())

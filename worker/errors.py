@@ -15,6 +15,7 @@ EXIT_LOST_PARAMETER_SERVER = 4  # a ps died during training; restart the chief t
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
 # of the signal read alike. Not a failure: the launcher restarts the task without counting it.
 EXIT_PREEMPTED = 143
+EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train a wrong model
 
 
 class WorkerError(Exception):
@@ -33,3 +34,7 @@ class PeersUnreachable(WorkerError):
 
 class LostParameterServer(WorkerError):
     exit_code = EXIT_LOST_PARAMETER_SERVER
+
+
+class DivergedRestore(WorkerError):
+    exit_code = EXIT_DIVERGED_RESTORE

@@ -26,4 +26,4 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
     if options.loop == "fit":
         synchronous.fit(task, options, program, strategy)
     else:
-        synchronous.custom_loop(task, options, program, strategy)
+        synchronous.custom_loop(task, options, program, strategy, resolver)

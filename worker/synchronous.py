@@ -16,28 +16,51 @@ import time
 
 import tensorflow as tf
 
-from worker import args, layout, progress, shutdown, training
+from worker import args, errors, layout, preemption, progress, shutdown, training
 from worker.args import Options
 from worker.context import TaskContext
 from worker.program import Program
 
 
-def custom_loop(task: TaskContext, options: Options, program: Program, strategy):
-    """Trains, then exits the process (worker/shutdown.py)."""
+def custom_loop(task: TaskContext, options: Options, program: Program, strategy, resolver=None):
+    """Trains, then exits the process (worker/shutdown.py). `resolver`: MWMS's cluster resolver
+    (None under mirrored, one process)."""
     args.check_divisible(options, strategy.num_replicas_in_sync)
     write_dir = (layout.checkpoint_dir(task.model_dir) if task.is_writer
                  else _temporary_checkpoint_dir(task))
     model, optimizer = training.build_model_and_optimizer(program, strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    # Every worker restores the writer's latest checkpoint: non-writers' own saves are temporary.
-    latest = tf.train.latest_checkpoint(layout.checkpoint_dir(task.model_dir))
-    if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
-    manager = tf.train.CheckpointManager(
+    # Every worker restores the writer's latest checkpoint (shared storage, required for more
+    # than one MWMS worker); non-writers' own saves are temporary.
+    shared = tf.train.CheckpointManager(
+        checkpoint, layout.checkpoint_dir(task.model_dir), max_to_keep=options.max_checkpoints,
+        checkpoint_name=layout.CHECKPOINT_PREFIX,
+    )
+    manager = shared if task.is_writer else tf.train.CheckpointManager(
         checkpoint, write_dir, max_to_keep=options.max_checkpoints,
         checkpoint_name=layout.CHECKPOINT_PREFIX,
     )
+    saved = {"path": None}
+
+    def save_current_step() -> None:
+        """Every worker takes part (saving may all-reduce); only the writer's copy is kept."""
+        at_step = int(optimizer.iterations.numpy())
+        saved["path"] = manager.save(checkpoint_number=at_step)
+        saved["step"] = at_step
+        progress.report("checkpoint", step=at_step, path=saved["path"])
+
+    # TF's handler restores `shared` (restore_or_initialize) and, on a SIGTERM to any worker,
+    # makes all of them agree on a step, save there (save_current_step) and exit.
+    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        resolver, shared, termination_config=tf.distribute.experimental.TerminationConfig(
+            exit_fn=lambda: preemption.exit_preempted(saved.get("step"), saved["path"]),
+            save_fn=save_current_step,
+        ),
+    )
+    latest = shared.latest_checkpoint
     step = int(optimizer.iterations.numpy())
+    if task.strategy == "multi_worker_mirrored":
+        _check_same_restored_step(strategy, task, step, latest)
     saved_step = step if latest else None
     progress.report("start", step=step, restored_from=latest, target=options.steps,
                     replicas=strategy.num_replicas_in_sync)
@@ -54,24 +77,44 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy)
     while step < options.steps:
         count = blocks.steps_to_run(step, next_checkpoint, options.steps)
         started = time.monotonic()
-        losses = [train_step(iterator) for _ in range(count)]
+        losses = [handler.run(train_step, iterator) for _ in range(count)]
         losses = [float(loss) for loss in losses]
         step = int(optimizer.iterations.numpy())
         blocks.done(step, count, time.monotonic() - started, losses)
         if step >= next_checkpoint or step >= options.steps:
-            path = manager.save(checkpoint_number=step)
+            save_current_step()
             saved_step = step
-            progress.report("checkpoint", step=step, path=path)
             next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
     # The decision to save depends only on the step, which all workers agree on.
     if saved_step != step:
-        manager.save(checkpoint_number=step)
+        save_current_step()
     if task.is_writer:
-        final = manager.latest_checkpoint
-        training.finish(task, options, program, model, final, step)
+        training.finish(task, options, program, model, manager.latest_checkpoint, step)
     else:
         shutil.rmtree(write_dir)
     shutdown.exit_now(0)
+
+
+def _check_same_restored_step(strategy, task: TaskContext, step: int, latest: str | None) -> None:
+    """All-gathers every worker's restored step: different steps mean different weights, and
+    all-reducing gradients into them would train a wrong model without any error."""
+
+    @tf.function
+    def gather_steps():
+        own = strategy.run(lambda: tf.constant([step], tf.int64))
+        return strategy.gather(own, axis=0)
+
+    steps = [int(s) for s in gather_steps().numpy()]
+    progress.report("restored_steps", steps=steps)
+    if len(set(steps)) > 1:
+        raise errors.DivergedRestore(
+            f"the workers restored different steps {steps} (this worker, {task.name}: step "
+            f"{step} from {latest or 'no checkpoint'} in {layout.checkpoint_dir(task.model_dir)}); "
+            "training them on would all-reduce gradients into different weights. Every MWMS "
+            "worker must see the same checkpoint directory: use a ReadWriteMany "
+            "PersistentVolumeClaim or a gs:// checkpoint dir. If it is shared, a worker read it "
+            "while worker 0 was still saving; the restart that follows reads it again"
+        )
 
 
 def _temporary_checkpoint_dir(task: TaskContext) -> str:
@@ -91,7 +134,7 @@ def fit(task: TaskContext, options: Options, program: Program, strategy):
         tf.keras.utils.experimental.DatasetCreator(training.train_dataset_fn(program, options)),
         epochs=options.fit_epochs(),
         steps_per_epoch=options.checkpoint_every,
-        callbacks=training.fit_callbacks(task, options),
+        callbacks=training.fit_callbacks(task, options, synchronous=True),
         verbose=2,
     )
     step = int(model.optimizer.iterations.numpy())

@@ -1,0 +1,65 @@
+"""SIGTERM means "save the current step and go": pod deletion, a node drain, a spot reclaim.
+
+Kubernetes sends SIGTERM to the container's PID 1 and SIGKILLs it when the pod's grace period
+(`terminationGracePeriodSeconds`) ends. The built-in worker is PID 1 in its container, and the
+kernel drops a signal whose disposition is the default for PID 1, so without a handler the task
+would train on, unaware, until the SIGKILL (31.7 s, measured on kind), while the Job starts its
+replacement. With this module:
+
+- Until a training loop takes over (`defer()`), SIGTERM ends the process at once with
+  EXIT_PREEMPTED: nothing is lost before the first step.
+- Inside a loop, the handler only records the request; the loop saves a checkpoint of the step
+  it has reached at its next step boundary, reports `tfk8s-progress {"event": "preempted",
+  "step": N, "checkpoint": ...}` and exits EXIT_PREEMPTED (`exit_preempted`). The restarted task
+  restores that checkpoint, so its `start` event reports the same step: no step is lost.
+- Synchronous strategies (MWMS, mirrored) hand SIGTERM to TF's PreemptionCheckpointHandler,
+  which makes every worker agree on the step to save at (worker/synchronous.py).
+
+EXIT_PREEMPTED (143) is not a failure: the launcher restarts the task without counting it
+against backoffLimit (a Job podFailurePolicy rule on Kubernetes, the same rule locally).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+
+from worker import errors, progress, shutdown
+
+_requested = threading.Event()
+_deferred = False
+
+
+def install() -> None:
+    """Called first thing by `python -m worker`: SIGTERM before training ends the task now."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def defer() -> None:
+    """From now on the training loop saves before exiting: SIGTERM only records the request."""
+    global _deferred
+    _deferred = True
+
+
+def restore_default() -> None:
+    """For tasks that block in C++ (a ps/worker server's join()), where a Python handler would
+    never run: SIGTERM kills them outright, which is all they need (they hold no state of
+    their own to save)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def requested() -> bool:
+    return _requested.is_set()
+
+
+def exit_preempted(step: int | None, checkpoint: str | None) -> None:
+    progress.report("preempted", step=step, checkpoint=checkpoint)
+    shutdown.exit_now(errors.EXIT_PREEMPTED)
+
+
+def _on_sigterm(signum, frame) -> None:
+    if _requested.is_set():
+        return
+    _requested.set()
+    if not _deferred:
+        exit_preempted(None, None)
+    progress.report("sigterm", action="saving at the next step boundary, then exiting")
