@@ -16,9 +16,11 @@ import yaml
 
 from launcher import names, podenv, tfconfig
 from launcher.spec import ClusterSpec, success_role, supervised_roles, Strategy
+from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
 
 MANAGED_BY = "tfk8s"
 SUPERVISOR_DIR = "/var/run/tfk8s"
+CONTAINER = "tensorflow"
 INDEX_FIELD_PATH = f"metadata.annotations['{names.INDEX_ANNOTATION}']"
 SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
 LABEL_NAME = "app.kubernetes.io/name"
@@ -128,6 +130,8 @@ def _context(spec: ClusterSpec) -> dict:
         "image": spec.image,
         "image_pull_policy": spec.image_pull_policy,
         "restart_policy": spec.restart_policy,
+        "pod_failure_policy": pod_failure_policy(spec),
+        "termination_grace_period_seconds": spec.termination_grace_period_seconds,
         "backoff_limit": spec.backoff_limit,
         "active_deadline_seconds": spec.active_deadline_seconds,
         "ttl_seconds_after_finished": spec.ttl_seconds_after_finished,
@@ -135,6 +139,30 @@ def _context(spec: ClusterSpec) -> dict:
         "index_field_path": INDEX_FIELD_PATH,
         "address": tfconfig.kubernetes_address(spec),
     }
+
+
+def pod_failure_policy(spec: ClusterSpec) -> dict | None:
+    """Which pod failures count against backoffLimit (restartPolicy Never only: Kubernetes
+    refuses a podFailurePolicy with OnFailure). First matching rule wins.
+
+    - exit EXIT_PREEMPTED (143): SIGTERM; the built-in worker saved a checkpoint of the current
+      step first, and a server (or the supervisor around it) that died of SIGTERM reports the
+      same code. The replacement pod resumes; not a failure.
+    - condition DisruptionTarget: eviction, node drain, preemption; not the task's fault.
+    - built-in worker only, exit EXIT_CONFIG (2): bad arguments or program; a retry fails the
+      same way, so the Job fails at once.
+    """
+    if spec.restart_policy != "Never":
+        return None
+    rules = [
+        {"action": "Ignore", "onExitCodes": {
+            "containerName": CONTAINER, "operator": "In", "values": [EXIT_PREEMPTED]}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    ]
+    if spec.builtin:
+        rules.append({"action": "FailJob", "onExitCodes": {
+            "containerName": CONTAINER, "operator": "In", "values": [EXIT_CONFIG]}})
+    return {"rules": rules}
 
 
 def _job(spec: ClusterSpec, role: str, context: dict) -> dict:
@@ -148,6 +176,7 @@ def _job(spec: ClusterSpec, role: str, context: dict) -> dict:
             "TFK8S_WATCH_JOB": names.job(spec.name, success_role(spec)),
             "TFK8S_NAMESPACE": spec.namespace,
             "TFK8S_GRACE_SECONDS": str(spec.evaluator_grace_seconds if role == "evaluator" else 0),
+            "TFK8S_POD_GRACE_SECONDS": str(spec.termination_grace_period_seconds),
         })
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]

@@ -189,11 +189,19 @@ class ClusterSpec(_Model):
     roles: Roles = Field(default_factory=Roles)
     port: int = Field(default=2222, ge=1024, le=65535)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    restart_policy: Literal["OnFailure", "Never"] = "OnFailure"
+    # Never: a failed task's pod is replaced (same hostname, Indexed Job), counted against
+    # backoffLimit, and the Jobs get a podFailurePolicy that does not count preemptions.
+    # OnFailure: restarts in place; Kubernetes allows no podFailurePolicy with it.
+    restart_policy: Literal["OnFailure", "Never"] = "Never"
     backoff_limit: int = Field(default=6, ge=0, le=1000)
     active_deadline_seconds: int | None = Field(default=None, ge=1)
     ttl_seconds_after_finished: int | None = Field(default=3600, ge=0)
-    # Seconds a bring-your-own evaluator may run after training ended before it is stopped.
+    # Seconds between SIGTERM and SIGKILL for every pod: longer than a checkpoint save (the
+    # built-in worker saves on SIGTERM and exits as soon as the save is done).
+    termination_grace_period_seconds: int = Field(default=120, ge=1)
+    # Seconds the evaluator may run after training succeeded before it is stopped (the
+    # built-in one exits by itself once it has evaluated the final checkpoint). When training
+    # fails the evaluator is stopped at once.
     evaluator_grace_seconds: int = Field(default=600, ge=0)
     # Seconds the built-in chief waits for every peer's DNS name and port before failing.
     peer_timeout_seconds: int = Field(default=300, ge=1)
@@ -249,6 +257,9 @@ class ClusterSpec(_Model):
                 "the evaluator reads the chief's checkpoints: set checkpoint.volume "
                 "(persistentVolumeClaim or hostPath) or a gs:// checkpoint.dir",
             ))
+        problem = mwms_storage_problem(self)
+        if problem:
+            problems.append(("checkpoint.volume", problem))
         if problems:
             raise CrossFieldProblems(problems)
         return self
@@ -325,20 +336,47 @@ def role_count_problems(s: Strategy, counts: dict[str, int]) -> list[tuple[str, 
     return out
 
 
+def mwms_storage_problem(spec: ClusterSpec) -> str | None:
+    """Why this multi_worker_mirrored spec's checkpoints are not shared by its workers, or None.
+
+    Every MWMS worker restores the latest checkpoint it sees when it (re)starts. Workers that
+    see different directories restore different steps and then all-reduce their gradients into
+    different weights, silently. One worker, a PVC (ReadWriteMany when the pods may land on
+    different nodes) and gs:// are safe; an emptyDir (no volume) is per pod, a hostPath per node.
+    """
+    workers = spec.replicas("worker")
+    if spec.strategy is not Strategy.multi_worker_mirrored or workers < 2:
+        return None
+    volume = spec.checkpoint.volume
+    if spec.checkpoint.is_remote or (volume is not None and volume.persistent_volume_claim):
+        return None
+    where = ("a hostPath is a different directory on each node" if volume is not None
+             else "without a volume each pod gets its own emptyDir")
+    return (
+        f"multi_worker_mirrored with {workers} workers needs checkpoint storage that every "
+        f"worker shares ({where}): after a restart each worker would restore a different "
+        "checkpoint and all-reduce gradients into different weights. Set "
+        "checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, or use "
+        "a gs:// checkpoint.dir"
+    )
+
+
 def success_role(spec: ClusterSpec) -> str:
     """The role whose index-0 exit decides success: chief, or worker 0 under MWMS."""
     return "worker" if spec.strategy is Strategy.multi_worker_mirrored else "chief"
 
 
 def supervised_roles(spec: ClusterSpec) -> list[str]:
-    """Roles that never exit by themselves and must be ended when training is over.
+    """Roles that must be ended by the supervisor (launcher/supervise.py) when training is over.
 
-    PS-strategy workers and ps block in server.join() forever; a bring-your-own evaluator
-    may poll checkpoints forever. The built-in evaluator exits after the final checkpoint.
+    PS-strategy workers and ps block in server.join() forever. Any evaluator: a bring-your-own
+    one may poll checkpoints forever, and the built-in one exits only after evaluating the final
+    checkpoint, which a failed training never writes (its Job would hold its CPU/GPU forever).
+    After a success the evaluator gets evaluatorGraceSeconds; after a failure none.
     """
     roles = []
     if spec.strategy is Strategy.parameter_server:
         roles += ["worker", "ps"]
-    if spec.replicas("evaluator") and not spec.builtin:
+    if spec.replicas("evaluator"):
         roles.append("evaluator")
     return roles

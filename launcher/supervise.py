@@ -8,14 +8,21 @@ This script is shipped in the cluster's ConfigMap and wraps such a task:
 
 It runs the task as a child and polls the API server (the pod's service account may only `get`
 the watched Job, by name) until the training Job has finished. Then it stops the child and exits
-0, so the task's Job completes instead of running forever. A child that crashes on its own exits
-with its code, and Kubernetes restarts it as the restart policy says.
+0, so the task's Job completes instead of running forever. After a success the child may run
+TFK8S_GRACE_SECONDS more (the evaluator, evaluating the final checkpoint); after a failure, or
+when the Job is gone, it is stopped at once (there is no final checkpoint to wait for).
+
+A child that exits on its own leaves with its code; one killed by signal N with 128 + N, as a
+shell reports it. Pod deletion sends SIGTERM to us (PID 1): it is passed on, so a server that
+dies of it exits 143, the code the Jobs' podFailurePolicy does not count as a failure.
 
 Environment:
-  TFK8S_WATCH_JOB      the Job whose end ends this task (the chief's, or worker's under MWMS)
-  TFK8S_NAMESPACE      its namespace
-  TFK8S_GRACE_SECONDS  how long the child may keep running after training ended (default 0)
-  TFK8S_POLL_SECONDS   how often to ask the API server (default 5)
+  TFK8S_WATCH_JOB          the Job whose end ends this task (the chief's, or worker's under MWMS)
+  TFK8S_NAMESPACE          its namespace
+  TFK8S_GRACE_SECONDS      how long the child may keep running after training succeeded (default 0)
+  TFK8S_POD_GRACE_SECONDS  the pod's terminationGracePeriodSeconds (default 30): stopping the
+                           child, SIGKILL follows SIGTERM within it, before the kubelet's own
+  TFK8S_POLL_SECONDS       how often to ask the API server (default 5)
 """
 from __future__ import annotations
 
@@ -30,7 +37,8 @@ import urllib.error
 import urllib.request
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-TERMINAL = {"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"}
+SUCCEEDED = {"Complete", "SuccessCriteriaMet"}
+TERMINAL = SUCCEEDED | {"Failed", "FailureTarget"}
 
 
 def log(message: str) -> None:
@@ -63,6 +71,28 @@ def job_state(namespace: str, name: str) -> str | None:
     return "running"
 
 
+def exit_status(returncode: int) -> int:
+    """Popen's returncode as the shell reports it: killed by signal N -> 128 + N.
+
+    A ps/worker server killed by the SIGTERM of a pod deletion must exit 143 (128 + 15), the
+    code the Jobs' podFailurePolicy ignores, like the built-in worker's own EXIT_PREEMPTED; as
+    sys.exit(-15) it would be 241, a failure counted against backoffLimit.
+    """
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def grace_after(state: str, grace: float) -> float:
+    """Seconds the child may go on once the watched Job reached `state` (a TERMINAL condition
+    type, or 'absent' when it was deleted): the grace after a success, none otherwise."""
+    return grace if state in SUCCEEDED else 0.0
+
+
+def stop_timeout(pod_grace: float) -> float:
+    """SIGTERM -> SIGKILL wait when stopping the child: inside the pod's grace period, with up
+    to 5 s left for us to exit, so that the kubelet never has to kill the pod itself."""
+    return max(pod_grace - min(5.0, pod_grace / 2), 0.5)
+
+
 def stop(child: subprocess.Popen, timeout: float = 20.0) -> None:
     if child.poll() is not None:
         return
@@ -83,6 +113,7 @@ def main(argv: list[str]) -> int:
     watched = os.environ["TFK8S_WATCH_JOB"]
     namespace = os.environ["TFK8S_NAMESPACE"]
     grace = float(os.environ.get("TFK8S_GRACE_SECONDS", "0"))
+    timeout = stop_timeout(float(os.environ.get("TFK8S_POD_GRACE_SECONDS", "30")))
     poll = float(os.environ.get("TFK8S_POLL_SECONDS", "5"))
 
     child = subprocess.Popen(command)
@@ -99,7 +130,7 @@ def main(argv: list[str]) -> int:
     ended_at = None
     while True:
         try:
-            code = child.wait(timeout=poll)
+            code = exit_status(child.wait(timeout=poll))
             log(f"task exited with code {code}")
             return code
         except subprocess.TimeoutExpired:
@@ -116,10 +147,11 @@ def main(argv: list[str]) -> int:
             if state == "absent" and not seen:
                 continue  # not created yet (e.g. Helm applies Jobs one by one)
             ended_at = time.monotonic()
+            grace = grace_after(state, grace)
             log(f"job {watched} ended ({state}); stopping the task"
                 + (f" within {grace:.0f}s" if grace else ""))
         if time.monotonic() - ended_at >= grace:
-            stop(child)
+            stop(child, timeout)
             log("task stopped after training ended; exiting 0")
             return 0
 

@@ -285,6 +285,7 @@ def _random_specs():
         "backoffLimit": st.integers(0, 1000), "activeDeadlineSeconds": st.one_of(st.none(), st.integers(1, 10**9)),
         "ttlSecondsAfterFinished": st.one_of(st.none(), st.integers(0, 10**6)),
         "evaluatorGraceSeconds": st.integers(0, 10**6), "peerTimeoutSeconds": st.integers(1, 10**6),
+        "terminationGracePeriodSeconds": st.integers(1, 10**6),
     }
 
     @st.composite
@@ -293,6 +294,11 @@ def _random_specs():
         data = {"name": "r" + draw(st.from_regex(r"\A[a-z0-9]{0,8}\Z")), "namespace": "ns",
                 "strategy": strategy_of(r), "roles": r, "checkpoint": draw(checkpoint),
                 **draw(st.fixed_dictionaries({}, optional=optional))}
+        volume = data["checkpoint"].get("volume") or {}
+        if data["strategy"] == "multi_worker_mirrored" and r["worker"]["replicas"] > 1 \
+                and "hostPath" in volume:
+            # Several MWMS workers need a shared checkpoint dir: a PVC (or gs://), no hostPath.
+            data["checkpoint"]["volume"] = {"persistentVolumeClaim": {"claimName": "c"}}
         if draw(st.booleans()):
             data.update(draw(byo))
         elif (p := draw(program)) is not None:
@@ -396,6 +402,19 @@ REFUSED = [
     ("gpu-requests-ne-limits", {"roles.chief.resources.requests": {"nvidia.com/gpu": "1"},
                                 "roles.chief.resources.limits": {"nvidia.com/gpu": "2"}},
      "nvidia.com/gpu must be set under limits"),
+    ("mwms-workers-hostpath", {"strategy": "multi_worker_mirrored", "roles.chief.replicas": 0,
+                               "roles.ps.replicas": 0, "roles.evaluator.replicas": 0,
+                               "checkpoint.volume": {"hostPath": {"path": "/data"}}},
+     "checkpoint.volume: multi_worker_mirrored with 3 workers needs checkpoint storage that "
+     "every worker shares (a hostPath is a different directory on each node): after a restart "
+     "each worker would restore a different checkpoint and all-reduce gradients into different "
+     "weights. Set checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, "
+     "or use a gs:// checkpoint.dir"),
+    ("mwms-workers-no-volume", {"strategy": "multi_worker_mirrored", "roles.chief.replicas": 0,
+                                "roles.ps.replicas": 0, "roles.evaluator.replicas": 0,
+                                "checkpoint.volume": None},
+     "checkpoint.volume: multi_worker_mirrored with 3 workers needs checkpoint storage that "
+     "every worker shares (without a volume each pod gets its own emptyDir)"),
     ("generated-name-too-long", {"name": "n" * 52},
      "name: generated pod hostname name '" + "n" * 52 + "-evaluator-0' for role evaluator: "
      "64 characters; a DNS-1035 label has at most 63; shorten name"),

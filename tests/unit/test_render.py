@@ -8,6 +8,7 @@ import yaml
 
 from launcher import render
 from launcher.loader import load_file, load_text
+from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
 
 GOLDEN = Path(__file__).parent / "golden"
 EXAMPLES = sorted(Path("examples").glob("*.yaml"))
@@ -63,10 +64,10 @@ def test_rbac_is_least_privilege():
     assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"],
                               "resourceNames": ["mnist-ps-chief"], "verbs": ["get"]}]
     jobs = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
-    # Only the supervised pods (workers, ps) get a token at all.
+    # Only the supervised pods (workers, ps, evaluator) get a token at all.
     tokens = {n: j["spec"]["template"]["spec"]["automountServiceAccountToken"] for n, j in jobs.items()}
     assert tokens == {"mnist-ps-chief": False, "mnist-ps-worker": True, "mnist-ps-ps": True,
-                      "mnist-ps-evaluator": False}
+                      "mnist-ps-evaluator": True}
 
 
 def test_supervisor_wraps_only_servers():
@@ -121,3 +122,76 @@ def test_checkpoint_dir_without_volume_is_an_empty_dir():
                        "checkpoint: {dir: gs://bucket/run}\n")
     [pod] = _pods(render.render(remote))
     assert all(v["name"] != "checkpoint" for v in pod["volumes"])
+
+
+def _jobs(objects):
+    return {o["metadata"]["labels"]["app.kubernetes.io/component"]: o
+            for o in objects if o["kind"] == "Job"}
+
+
+def _env(job):
+    return {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_no_overlapping_pods_and_a_grace_longer_than_a_save(example):
+    for job in _jobs(render.render(load_file(example))).values():
+        # A replacement pod waits until the old one has terminated (two coordinators, or two
+        # tasks with one hostname, never run at once).
+        assert job["spec"]["podReplacementPolicy"] == "Failed"
+        assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 120
+
+
+def test_pod_failure_policy_ignores_preemption_and_fails_fast_on_config_errors():
+    jobs = _jobs(render.render(load_file("examples/ps.yaml")))
+    assert set(jobs) == {"chief", "worker", "ps", "evaluator"}
+    for job in jobs.values():
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+        assert job["spec"]["podFailurePolicy"] == {"rules": [
+            {"action": "Ignore", "onExitCodes": {"containerName": "tensorflow", "operator": "In",
+                                                 "values": [EXIT_PREEMPTED]}},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {"action": "FailJob", "onExitCodes": {"containerName": "tensorflow", "operator": "In",
+                                                  "values": [EXIT_CONFIG]}},
+        ]}
+    assert [c["name"] for c in jobs["chief"]["spec"]["template"]["spec"]["containers"]] == ["tensorflow"]
+
+
+def test_bring_your_own_exit_2_is_an_ordinary_failure():
+    # Exit code 2 means a config error only for the built-in worker.
+    jobs = _jobs(render.render(load_file("examples/byo.yaml")))
+    for job in jobs.values():
+        actions = [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]]
+        assert actions == ["Ignore", "Ignore"]
+
+
+def test_on_failure_restarts_in_place_without_pod_failure_policy():
+    # Kubernetes refuses a podFailurePolicy unless restartPolicy is Never.
+    spec = load_text("name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
+                     "restartPolicy: OnFailure\nterminationGracePeriodSeconds: 300\n")
+    [job] = _jobs(render.render(spec)).values()
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 300
+    assert "podFailurePolicy" not in job["spec"]
+    assert job["spec"]["podReplacementPolicy"] == "Failed"
+
+
+def test_built_in_evaluator_is_supervised():
+    # It exits by itself only after the final checkpoint, which a failed training never writes.
+    spec = load_text("name: mw\nstrategy: multi_worker_mirrored\n"
+                     "roles: {worker: {replicas: 2}, evaluator: {replicas: 1}}\n"
+                     "checkpoint: {dir: gs://b/m}\nevaluatorGraceSeconds: 90\n"
+                     "terminationGracePeriodSeconds: 60\n")
+    objects = render.render(spec)
+    jobs = _jobs(objects)
+    command = jobs["evaluator"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command == ["python3", "/var/run/tfk8s/supervise.py", "--", "python", "-m", "worker"]
+    env = _env(jobs["evaluator"])
+    assert (env["TFK8S_WATCH_JOB"], env["TFK8S_GRACE_SECONDS"], env["TFK8S_POD_GRACE_SECONDS"]) \
+        == ("mw-worker", "90", "60")
+    assert jobs["evaluator"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    assert "TFK8S_WATCH_JOB" not in _env(jobs["worker"])  # MWMS workers end by themselves
+    [role] = [o for o in objects if o["kind"] == "Role"]
+    assert role["rules"][0]["resourceNames"] == ["mw-worker"]
+    [root] = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert root["data"]["supervise.py"] == render.supervisor_source()

@@ -24,7 +24,8 @@ def test_minimal_ps_spec_gets_defaults():
     spec = load_text(PS)
     assert spec.namespace == "default"
     assert spec.port == 2222
-    assert spec.restart_policy == "OnFailure"
+    assert spec.restart_policy == "Never"
+    assert spec.termination_grace_period_seconds == 120
     assert spec.builtin and spec.effective_program.module == "worker.examples.fashion_mnist"
     assert spec.training_roles() == ["chief", "worker", "ps"]
 
@@ -82,7 +83,8 @@ def test_duplicate_keys_are_refused():
 
 
 def test_mwms_rules():
-    spec = load_text("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\n")
+    spec = load_text("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\n"
+                     "checkpoint: {dir: gs://b/m}\n")
     assert spec.training_roles() == ["worker"]
     msgs = problems("name: m\nstrategy: multi_worker_mirrored\n"
                     "roles: {worker: {replicas: 2}, ps: {replicas: 1}}\n")
@@ -146,3 +148,43 @@ def test_replica_rules_are_reported_beside_field_errors():
 def test_replica_rules_are_not_guessed_from_invalid_counts():
     msgs = problems(PS.replace("ps: {replicas: 1}", "ps: {replicas: many}"))
     assert len(msgs) == 1 and "roles.ps.replicas" in msgs[0] and "integer" in msgs[0]
+
+
+MWMS = """\
+name: m
+strategy: multi_worker_mirrored
+roles:
+  worker: {replicas: 3}
+"""
+
+
+@pytest.mark.parametrize("checkpoint,where", [
+    ("", "without a volume each pod gets its own emptyDir"),
+    ("checkpoint:\n  volume:\n    hostPath: {path: /data}\n",
+     "a hostPath is a different directory on each node"),
+])
+def test_mwms_workers_need_shared_checkpoints(checkpoint, where):
+    [msg] = problems(MWMS + checkpoint)
+    # Where, what and why, and how to fix it.
+    assert msg.startswith("cluster.yaml:") and ": checkpoint.volume: " in msg, msg
+    assert f"multi_worker_mirrored with 3 workers needs checkpoint storage that every worker " \
+           f"shares ({where})" in msg
+    assert "each worker would restore a different checkpoint" in msg
+    assert "ReadWriteMany claim, or use a gs:// checkpoint.dir" in msg
+    if checkpoint:
+        assert msg.startswith("cluster.yaml:6: "), msg  # the volume's line
+
+
+@pytest.mark.parametrize("text", [
+    MWMS + "checkpoint: {volume: {persistentVolumeClaim: {claimName: c}}}\n",
+    MWMS + "checkpoint: {dir: gs://bucket/run}\n",
+    MWMS.replace("replicas: 3", "replicas: 1"),  # one worker: nothing to disagree with
+    MWMS.replace("replicas: 3", "replicas: 1") + "checkpoint: {volume: {hostPath: {path: /d}}}\n",
+])
+def test_mwms_shared_checkpoints_accepted(text):
+    assert load_text(text).strategy.value == "multi_worker_mirrored"
+
+
+def test_termination_grace_must_be_positive():
+    [msg] = problems(PS + "terminationGracePeriodSeconds: 0\n")
+    assert "terminationGracePeriodSeconds" in msg and "greater than or equal to 1" in msg

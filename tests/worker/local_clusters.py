@@ -46,7 +46,8 @@ def make_spec(name: str, strategy: str, program_args: list[str], *, evaluator: b
         "roles": {role: {"replicas": count} for role, count in replicas.items()},
         # The spec wants a volume for an evaluator (Kubernetes); LocalBackend ignores it and
         # maps the model dir into its workdir.
-        "checkpoint": {"dir": "/ckpt/model", "volume": {"hostPath": {"path": "/unused"}}},
+        "checkpoint": {"dir": "/ckpt/model",
+                       "volume": {"persistentVolumeClaim": {"claimName": "unused"}}},
         **fields,
     }
     return ClusterSpec.model_validate(data)

@@ -38,7 +38,7 @@ render._context and spec.supervised_roles / success_role / active_roles.
 {{- $builtin := kindIs "invalid" $v.command -}}
 {{- $supervised := list -}}
 {{- if eq $v.strategy "parameter_server" }}{{ $supervised = list "worker" "ps" }}{{ end -}}
-{{- if and (gt (int (get $replicas "evaluator")) 0) (not $builtin) -}}
+{{- if gt (int (get $replicas "evaluator")) 0 -}}
 {{- $supervised = append $supervised "evaluator" -}}
 {{- end -}}
 {{- $successRole := ternary "worker" "chief" (eq $v.strategy "multi_worker_mirrored") -}}

@@ -57,6 +57,17 @@ not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter
 {{- fail (printf "checkpoint: dir '%s' is not under the volume's mountPath '%s'" $dir $mountPath) -}}
 {{- end -}}
 {{- end -}}
+{{- /* multi_worker_mirrored with several workers: checkpoints every worker shares
+       (spec.mwms_storage_problem): a PVC or gs://, not an emptyDir or a hostPath. */ -}}
+{{- $workers := int (dig "worker" "replicas" 0 (default dict $v.roles)) -}}
+{{- if and (eq $v.strategy "multi_worker_mirrored") (gt $workers 1) (not (contains "://" $dir)) -}}
+{{- $shared := false -}}
+{{- if $checkpoint.volume }}{{ if $checkpoint.volume.persistentVolumeClaim }}{{ $shared = true }}{{ end }}{{ end -}}
+{{- if not $shared -}}
+{{- $where := ternary "a hostPath is a different directory on each node" "without a volume each pod gets its own emptyDir" (not (empty $checkpoint.volume)) -}}
+{{- fail (printf "checkpoint.volume: multi_worker_mirrored with %d workers needs checkpoint storage that every worker shares (%s): after a restart each worker would restore a different checkpoint and all-reduce gradients into different weights. Set checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, or use a gs:// checkpoint.dir" $workers $where) -}}
+{{- end -}}
+{{- end -}}
 {{- /* generated names (names.generated_names): the first one that is not a DNS-1035 label */ -}}
 {{- $generated := list (list "-" "Service" $name) (list "-" "ServiceAccount/Role" (printf "%s-supervisor" $name)) -}}
 {{- range $role := list "chief" "worker" "ps" "evaluator" -}}
