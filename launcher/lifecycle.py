@@ -115,7 +115,8 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
         roles.append(rs)
 
     exit_code = None
-    for pod in pods:
+    # restartPolicy Never replaces a failed pod: the newest pod of index 0 has the last word.
+    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
         if _role_of(pod) == success_role and _index_of(pod) == 0:
             term = _terminated(pod)
             if term is not None:

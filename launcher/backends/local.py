@@ -7,12 +7,21 @@ Kubernetes backend:
   checkpoint: the built-in evaluator exits 0 by itself once it has; a bring-your-own evaluator
   is stopped `evaluatorGraceSeconds` after training ended. Then ps and PS workers, which never
   exit, are stopped (SIGTERM, then SIGKILL after a grace) and count as succeeded.
-- restarts: a task that exits non-zero (or is killed) restarts in place with the same TF_CONFIG
-  when restartPolicy is OnFailure, up to `backoffLimit` restarts per role, counted over all of
-  the role's tasks (like one Kubernetes Job per role).
+- restarts (restart_decision): a task that exits non-zero (or is killed) is started again with
+  the same TF_CONFIG, up to `backoffLimit` times per role, counted over all of the role's tasks
+  (like one Kubernetes Job per role): in place under restartPolicy OnFailure, as a replaced pod
+  under Never. Under Never the Jobs' podFailurePolicy applies too: a task preempted by SIGTERM
+  (exit EXIT_PREEMPTED, 143, after the built-in worker saved a checkpoint) is replaced without
+  counting, and a configuration error of the built-in worker (exit EXIT_CONFIG, 2) fails its
+  role at once (retrying a bad argument cannot help).
 - failure: a training task (chief, worker, ps) that failed and may not restart fails the
   cluster; the chief first gets FAILURE_GRACE_SECONDS to notice and exit with its own error.
-  An evaluator failure never fails training: it is reported in the status message.
+  Every other task, the evaluator included, is then stopped at once (on Kubernetes, by the
+  supervisor in its pod). An evaluator failure never fails training: it is reported in the
+  status message.
+- stopping a task: SIGTERM to its process group, SIGKILL after the spec's
+  terminationGracePeriodSeconds (as the kubelet does), unless the backend was given its own
+  stop_grace_seconds.
 - nothing outlives the run: each task runs in its own process group, and every group is ended on
   success, failure, Ctrl-C and SIGTERM. On Linux, tasks also get SIGKILL if the supervising
   thread dies without cleaning up (PR_SET_PDEATHSIG), e.g. when the launcher is SIGKILLed.
@@ -48,10 +57,10 @@ from launcher import names, podenv, tfconfig
 from launcher.backends.base import Backend, ClusterStatus, RoleStatus
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.spec import ClusterSpec, success_role, supervised_roles
+from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
 
 DEFAULT_WORKDIR = Path(".tfk8s")  # the CLI's --workdir default too
 RESTART_DELAY_SECONDS = 1.0
-STOP_GRACE_SECONDS = 10.0  # SIGTERM -> SIGKILL
 FAILURE_GRACE_SECONDS = 20.0  # lets the chief report a dead peer itself before it is stopped
 PEER_EXIT_GRACE_SECONDS = 60.0  # MWMS: other workers finish after worker 0
 POLL_SECONDS = 0.2
@@ -76,11 +85,12 @@ except OSError as exc:
 class LocalBackend(Backend):
     def __init__(self, workdir: str | Path | None = None, *, stream: IO[str] | None = None,
                  restart_delay_seconds: float = RESTART_DELAY_SECONDS,
-                 stop_grace_seconds: float = STOP_GRACE_SECONDS,
+                 stop_grace_seconds: float | None = None,
                  failure_grace_seconds: float = FAILURE_GRACE_SECONDS):
         self.workdir = Path(workdir or DEFAULT_WORKDIR).expanduser().resolve()
         self.stream = stream if stream is not None else sys.stdout
         self.restart_delay_seconds = restart_delay_seconds
+        # SIGTERM -> SIGKILL; None: each spec's terminationGracePeriodSeconds.
         self.stop_grace_seconds = stop_grace_seconds
         self.failure_grace_seconds = failure_grace_seconds
 
@@ -175,7 +185,7 @@ class LocalBackend(Backend):
         pid = record.get("supervisor_pid")
         if record.get("phase") in ("Pending", "Running") and _alive(pid):
             os.kill(pid, signal.SIGTERM)  # the supervisor stops its tasks, then exits
-            deadline = time.monotonic() + self.stop_grace_seconds + 15
+            deadline = time.monotonic() + self._stop_grace(name) + 15
             while _alive(pid) and time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)
             if _alive(pid):
@@ -212,6 +222,15 @@ class LocalBackend(Backend):
         return pid
 
     # --- internals -------------------------------------------------------------------------
+
+    def _stop_grace(self, name: str) -> float:
+        if self.stop_grace_seconds is not None:
+            return self.stop_grace_seconds
+        try:
+            spec = json.loads((self.run_dir(name) / "spec.json").read_text())
+            return float(spec["terminationGracePeriodSeconds"])
+        except (FileNotFoundError, KeyError, ValueError):
+            return float(ClusterSpec.model_fields["termination_grace_period_seconds"].default)
 
     def _read_status(self, name: str) -> dict:
         path = self.run_dir(name) / "status.json"
@@ -372,26 +391,21 @@ class _Supervisor:
             task.state, task.reason = "succeeded", "exited 0"
             self._say(f"{task.name} exited 0")
             return
-        self.failed_attempts[task.role] += 1
-        task.reason = _describe_exit(code)
-        may_restart = (
-            self.spec.restart_policy == "OnFailure"
-            and self.restarts_used[task.role] < self.spec.backoff_limit
-            and (self.training_ended_at is None or task.role == "evaluator")
+        decision = restart_decision(
+            self.spec, task.role, code, self.restarts_used[task.role],
+            training_over=self.training_ended_at is not None and task.role != "evaluator",
         )
-        if may_restart:
-            self.restarts_used[task.role] += 1
+        task.reason = decision.reason
+        if decision.counted:
+            self.failed_attempts[task.role] += 1
+        if decision.restart:
+            if decision.counted:
+                self.restarts_used[task.role] += 1
             task.state = "waiting-restart"
             task.restart_at = time.monotonic() + self.backend.restart_delay_seconds
-            self._say(f"{task.name} {task.reason}; restarting it in place (restart "
-                      f"{self.restarts_used[task.role]} of {self.spec.backoff_limit} for "
-                      f"role {task.role})")
         else:
             task.state, task.failed_at = "failed", time.monotonic()
-            why = ("restartPolicy is Never" if self.spec.restart_policy == "Never"
-                   else f"backoffLimit {self.spec.backoff_limit} reached for role {task.role}"
-                   if self.training_ended_at is None else "training is over")
-            self._say(f"{task.name} {task.reason}; not restarting it ({why})")
+        self._say(f"{task.name} {decision.message}")
 
     def _decide(self, now: float) -> None:
         chief = self.success_task
@@ -499,13 +513,13 @@ class _Supervisor:
         for task in tasks:
             self._say(f"stopping {task.name} ({reason})")
             _signal_group(task.process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.backend.stop_grace_seconds
+        grace = self.backend._stop_grace(self.spec.name)
+        deadline = time.monotonic() + grace
         for task in tasks:
             try:
                 task.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self._say(f"{task.name} ignored SIGTERM for {self.backend.stop_grace_seconds:g} s; "
-                          "sending SIGKILL")
+                self._say(f"{task.name} ignored SIGTERM for {grace:g} s; sending SIGKILL")
                 _signal_group(task.process.pid, signal.SIGKILL)
                 task.process.wait()
             # Anything the task started in its group goes too.
@@ -560,6 +574,58 @@ class _Supervisor:
     def _restore_signal_handlers(previous) -> None:
         for sig, handler in (previous or {}).items():
             signal.signal(sig, handler)
+
+
+# --- restart policy ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RestartDecision:
+    restart: bool  # start the task again (same TF_CONFIG)
+    counted: bool  # a failure counted against backoffLimit
+    reason: str  # the task's state, e.g. "exited 3"
+    message: str  # what happens next, for the log
+
+
+def restart_decision(spec: ClusterSpec, role: str, code: int, restarts_used: int,
+                     training_over: bool = False) -> RestartDecision:
+    """What Kubernetes would do about a task (pod) that exited with `code` (Popen's
+    returncode, non-zero), given `restarts_used` counted restarts of its role so far.
+
+    restartPolicy Never (render.pod_failure_policy): EXIT_PREEMPTED is ignored (the pod is
+    replaced, not counted); the built-in worker's EXIT_CONFIG fails the Job at once; anything
+    else replaces the pod, counted against backoffLimit. OnFailure: every failure restarts in
+    place, counted, preemptions included (no podFailurePolicy there).
+    """
+    status = _exit_code(code)
+    limit = spec.backoff_limit
+    never = spec.restart_policy == "Never"
+    described = _describe_exit(code)
+    if status == EXIT_PREEMPTED:
+        described = f"was preempted ({described}: SIGTERM)"
+    if training_over:
+        return RestartDecision(False, True, described, f"{described}; not restarting it "
+                               "(training is over)")
+    if never and status == EXIT_PREEMPTED:
+        return RestartDecision(True, False, described, (
+            f"{described}; replacing it like a replaced pod (a preemption is not counted against "
+            f"backoffLimit; {restarts_used} of {limit} used for role {role})"))
+    if never and spec.builtin and status == EXIT_CONFIG:
+        return RestartDecision(False, True, f"{described} (a configuration error)", (
+            f"{described}, a configuration error of the built-in worker (see its log); not "
+            "restarting it, the same arguments would fail again (podFailurePolicy FailJob)"))
+    if restarts_used >= limit:
+        return RestartDecision(False, True, described, (
+            f"{described}; not restarting it (backoffLimit {limit} reached for role {role})"))
+    if never:
+        how = "replacing it (restartPolicy Never: a new pod"
+    elif status == EXIT_PREEMPTED:
+        how = ("restarting it in place (restartPolicy OnFailure has no podFailurePolicy, so a "
+               "preemption counts")
+    else:
+        how = "restarting it in place (restartPolicy OnFailure"
+    return RestartDecision(True, True, described, (
+        f"{described}; {how}, failure {restarts_used + 1} of backoffLimit {limit} for role "
+        f"{role})"))
 
 
 # --- helpers -------------------------------------------------------------------------------

@@ -74,3 +74,16 @@ def test_unschedulable_is_stuck():
                                   "message": "0/1 nodes are available: 1 Insufficient memory."}]
     s = compute_status("c", "ns", [job("chief", active=1)], [p])
     assert s.phase == "Stuck" and "Insufficient memory" in s.message
+
+
+def test_replaced_chief_pods_the_newest_decides_the_exit_code():
+    # restartPolicy Never: each failure is a new pod; a preempted one (143) came first here,
+    # then a config error failed the Job (podFailurePolicy FailJob).
+    preempted = pod("chief", phase="Failed", exit_code=143)
+    failed = pod("chief", phase="Failed", exit_code=2)
+    failed["metadata"]["creationTimestamp"] = "2026-01-01T00:05:00Z"
+    chief = job("chief", condition="Failed")
+    chief["status"]["conditions"][0].update(reason="PodFailurePolicy", message="exit code 2 matching FailJob rule")
+    for pods in ([preempted, failed], [failed, preempted]):
+        s = compute_status("c", "ns", [chief], pods)
+        assert s.phase == "Failed" and s.exit_code == 2 and "PodFailurePolicy" in s.message

@@ -12,8 +12,11 @@ import time
 
 import pytest
 
-from local_clusters import REPO_ROOT, LocalBackend, assert_no_task_processes, make_spec, wait_until
+from local_clusters import (
+    REPO_ROOT, LocalBackend, Submission, assert_no_task_processes, make_spec, wait_until,
+)
 from launcher.errors import SubmitRefused
+from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
 
 # A task that prints its TF_CONFIG, then fails on its first `fail_times` attempts.
 FLAKY = """
@@ -69,10 +72,113 @@ def test_backoff_limit_exhausted_fails_with_the_chief_exit_code(backend, workdir
     assert status.roles[0].failed == 2  # the first attempt and one restart
 
 
-def test_never_restart_policy(backend, workdir):
-    spec = byo_spec("never", [FLAKY, "1"], restartPolicy="Never")
+def test_never_replaces_a_failed_task_counted_against_backoff_limit(backend, workdir, tmp_path):
+    # restartPolicy Never: like a Job, a failed pod is replaced and counted against backoffLimit.
+    spec = byo_spec("never", [FLAKY, "1"], restartPolicy="Never", backoffLimit=1)
+    assert backend.submit(spec, wait=True) == 0
+    status = backend.status("never")
+    assert status.phase == "Succeeded" and status.roles[0].failed == 1
+    log = (tmp_path / "cluster-output.log").read_text()
+    assert "chief-0 exited 3; replacing it (restartPolicy Never: a new pod, failure 1 of " \
+           "backoffLimit 1 for role chief)" in log
+
+
+def test_never_with_backoff_limit_0_fails_on_the_first_failure(backend, workdir):
+    spec = byo_spec("never0", [FLAKY, "1"], restartPolicy="Never", backoffLimit=0)
     assert backend.submit(spec, wait=True) == 3
-    assert backend.status("never").roles[0].failed == 1
+    status = backend.status("never0")
+    assert status.phase == "Failed" and status.roles[0].failed == 1
+
+
+# Preempted on its first attempt: SIGTERM arrives, the task saves and exits 143 (EXIT_PREEMPTED).
+PREEMPTED_ONCE = """
+import os, pathlib, signal, sys, time
+marker = pathlib.Path(os.environ["TFK8S_MODEL_DIR"]) / "attempts"
+count = int(marker.read_text()) + 1 if marker.exists() else 1
+marker.write_text(str(count))
+if count > 1:
+    print("resumed", flush=True)
+    sys.exit(0)
+if sys.argv[1] == "save":  # else it dies of SIGTERM, like a ps/worker server
+    signal.signal(signal.SIGTERM, lambda *_: (print("saved", flush=True), sys.exit(143)))
+print("training", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("handles_sigterm", [True, False], ids=["exits-143", "killed-by-sigterm"])
+def test_preempted_task_is_replaced_without_counting(backend, workdir, tmp_path, handles_sigterm):
+    """restartPolicy Never, backoffLimit 0: a preemption (SIGTERM -> 143, or a task that simply
+    dies of SIGTERM) is not a failure, as under the Jobs' podFailurePolicy."""
+    spec = byo_spec("preempt", [PREEMPTED_ONCE, "save" if handles_sigterm else "die"],
+                    restartPolicy="Never", backoffLimit=0)
+    run = Submission(backend, spec)
+    wait_until(lambda: backend.log_path("preempt", "chief", 0).exists()
+               and "training" in backend.log_path("preempt", "chief", 0).read_text(), 60,
+               "the chief to train")
+    backend.kill("preempt", "chief", 0, signal.SIGTERM)
+    assert run.wait(60) == 0
+    status = backend.status("preempt")
+    assert status.phase == "Succeeded" and status.roles[0].failed == 0
+    log = backend.log_path("preempt", "chief", 0).read_text()
+    assert log.count("=== tfk8s: chief-0 attempt") == 2 and "resumed" in log
+    assert ("saved" in log) == handles_sigterm
+    said = (tmp_path / "cluster-output.log").read_text()
+    how = "exited 143" if handles_sigterm else "was killed by SIGTERM"
+    assert f"chief-0 was preempted ({how}: SIGTERM); replacing it like a replaced pod (a " \
+           "preemption is not counted against backoffLimit" in said
+
+
+def test_preemption_counts_under_on_failure(backend, workdir):
+    # OnFailure has no podFailurePolicy on Kubernetes: a preemption is an ordinary failure.
+    spec = byo_spec("preempt-of", [PREEMPTED_ONCE, "save"], restartPolicy="OnFailure",
+                    backoffLimit=0)
+    run = Submission(backend, spec)
+    wait_until(lambda: backend.log_path("preempt-of", "chief", 0).exists()
+               and "training" in backend.log_path("preempt-of", "chief", 0).read_text(), 60,
+               "the chief to train")
+    backend.kill("preempt-of", "chief", 0, signal.SIGTERM)
+    assert run.wait(60) == EXIT_PREEMPTED
+    status = backend.status("preempt-of")
+    assert status.phase == "Failed" and "preempted" in status.message
+    assert status.roles[0].failed == 1
+
+
+def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
+    """The built-in worker exits EXIT_CONFIG (2) on a bad argument: the Job's FailJob rule, so
+    no retry even with backoffLimit 6 (no TensorFlow: arguments are checked before it loads)."""
+    spec = make_spec("badarg", "mirrored", ["--steps", "nope"], evaluator=False,
+                     restartPolicy="Never", backoffLimit=6)
+    started = time.monotonic()
+    assert backend.submit(spec, wait=True) == EXIT_CONFIG
+    assert time.monotonic() - started < 60
+    status = backend.status("badarg")
+    assert status.phase == "Failed" and "configuration error" in status.message
+    log = backend.log_path("badarg", "chief", 0).read_text()
+    assert log.count("=== tfk8s: chief-0 attempt") == 1
+    assert "argument --steps: 'nope' is not an integer" in log
+
+
+@pytest.mark.process
+def test_built_in_evaluator_ends_when_training_fails(backend, workdir):
+    """The built-in evaluator exits by itself only after the final checkpoint: when the chief
+    fails (here: a program module that does not exist, found after TensorFlow loaded), the
+    evaluator is stopped with the cluster instead of waiting forever."""
+    spec = make_spec("evalfail", "mirrored", ["--steps", "20"], evaluator=True,
+                     roles={"chief": 1})
+    data = spec.model_dump(by_alias=True)
+    data["roles"]["chief"]["env"] = {"TFK8S_PROGRAM": "no.such.module"}
+    spec = type(spec).model_validate(data)
+    run = Submission(backend, spec)
+    wait_until(lambda: backend.pid("evalfail", "evaluator", 0), 60, "the evaluator to start")
+    assert run.wait(600) == EXIT_CONFIG
+    status = backend.status("evalfail")
+    assert status.phase == "Failed" and "no.such.module" in \
+        backend.log_path("evalfail", "chief", 0).read_text()
+    record = json.loads((workdir / "evalfail" / "status.json").read_text())
+    evaluator = next(t for t in record["tasks"] if t["task"] == "evaluator-0")
+    assert evaluator["state"] == "stopped" and evaluator["pid"] is None, evaluator
+    assert_no_task_processes(workdir)
 
 
 def test_bring_your_own_evaluator_is_stopped_after_the_grace(backend, workdir):
