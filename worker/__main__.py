@@ -92,6 +92,7 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
 
         ps_server.run(task, _resolver(task))  # never returns
 
+    training.set_precision_policy(options, task.strategy)  # before any model is built (evaluator too)
     program = program_module.load(task.program_module)
     if task.role == "evaluator":
         from worker import evaluator

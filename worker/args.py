@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from worker import errors
 
 LOOPS = ("custom", "fit")
+COLLECTIVES = ("auto", "ring", "nccl")
 DATA_HELP = (
     "training data, passed to the program's build_dataset(data=...). The built-in program "
     "accepts: digits (scikit-learn's bundled 8x8 digits resized to 28x28, works offline; the "
@@ -45,6 +46,8 @@ class Options:
     checkpoint_every: int
     data: str
     max_checkpoints: int
+    mixed_precision: bool = False
+    collective: str = "auto"
 
     def uses_legacy_keras(self, strategy: str) -> bool:
         """tf_keras (TF_USE_LEGACY_KERAS=1) for Model.fit and for everything under PS.
@@ -102,6 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoints kept in <model dir>/checkpoints; older ones are deleted, so an "
         "evaluator slower than training skips some (default: 10)",
     )
+    parser.add_argument(
+        "--mixed-precision", action="store_true",
+        help="compute in 16 bits, keep variables in float32: mixed_float16 on GPUs (with "
+        "dynamic loss scaling), mixed_bfloat16 on CPUs (no loss scaling needed)",
+    )
+    parser.add_argument(
+        "--collective", choices=COLLECTIVES, default="auto",
+        help="multi_worker_mirrored all-reduce: auto (NCCL when this task sees a GPU, ring "
+        "otherwise), ring or nccl (default: auto)",
+    )
     return parser
 
 
@@ -114,6 +127,8 @@ def parse(argv: list[str] | None = None) -> Options:
         checkpoint_every=namespace.checkpoint_every,
         data=namespace.data,
         max_checkpoints=namespace.max_checkpoints,
+        mixed_precision=namespace.mixed_precision,
+        collective=namespace.collective,
     )
 
 

@@ -46,7 +46,7 @@ class Evaluator:
 
         @tf.function
         def evaluate_batch(images, labels):
-            logits = model(images, training=False)
+            logits = tf.cast(model(images, training=False), tf.float32)  # mixed precision
             labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
             predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
             return (
@@ -90,6 +90,12 @@ class Evaluator:
         try:
             step = _step_of(path)
             self._restore(path)
+        except tf.errors.DataLossError as exc:
+            # Network storage can show a checkpoint before all of its bytes: skip it now; the
+            # final one is read again once FINAL.json names it.
+            print(f"tfk8s: checkpoint {path} is not readable yet ({exc.message.splitlines()[0]}); "
+                  "skipping it", flush=True)
+            return
         except tf.errors.NotFoundError:
             print(
                 f"tfk8s: checkpoint {path} was deleted before it could be evaluated (the chief "

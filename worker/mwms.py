@@ -18,8 +18,13 @@ from worker.program import Program
 
 def run(task: TaskContext, options: Options, program: Program, resolver):
     """Trains, then exits the process (worker/shutdown.py)."""
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        cluster_resolver=resolver,
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=_collective(options.collective)),
+    )
     progress.report("connected", workers=len(task.cluster.get("worker", [])),
+                    collective=_collective(options.collective).name,
                     replicas=strategy.num_replicas_in_sync, writer=task.is_writer)
     if task.is_writer:
         training.forget_stale_marker(task, options)
@@ -27,3 +32,12 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
         synchronous.fit(task, options, program, strategy)
     else:
         synchronous.custom_loop(task, options, program, strategy, resolver)
+
+
+def _collective(choice: str):
+    """--collective: auto is NCCL when this task sees a GPU (TF's own AUTO does not pick it on
+    its own for MWMS), ring otherwise."""
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    if choice == "auto":
+        return implementation.NCCL if tf.config.list_physical_devices("GPU") else implementation.RING
+    return {"ring": implementation.RING, "nccl": implementation.NCCL}[choice]

@@ -13,21 +13,40 @@ from worker.context import TaskContext
 from worker.program import Program
 
 
-def scaled_loss_and_gradients(model, per_example_loss, images, labels, global_batch_size: int):
+def scaled_loss_and_gradients(model, per_example_loss, images, labels, global_batch_size: int,
+                              optimizer=None):
     """One replica's share of the loss and its gradients.
 
     The loss is divided by the GLOBAL batch size, not this replica's batch: the strategy sums
     gradients over replicas, and sum over replicas of (sum of losses / global batch) is the
     mean over the global batch, the same value one replica would get for the whole batch.
+
+    A LossScaleOptimizer (mixed_float16, or the program's own) gets the loss scaled before the
+    gradients are taken and the gradients unscaled after: without that, float16 gradients
+    underflow, and tf_keras's apply_gradients would divide unscaled gradients by 2^15.
     """
     with tf.GradientTape() as tape:
-        logits = model(images, training=True)
-        loss = tf.nn.compute_average_loss(
-            per_example_loss(labels, logits), global_batch_size=global_batch_size
-        )
+        # float32 logits: a 16-bit softmax cross-entropy loses precision (mixed precision).
+        logits = tf.cast(model(images, training=True), tf.float32)
+        per_example = per_example_loss(labels, logits)
+        if per_example.shape.rank == 0:
+            raise errors.ConfigError(
+                "the program's per_example_loss returned a scalar: it must return one loss per "
+                "example (shape [batch]), which the worker averages over the global batch; with "
+                "a Keras loss pass reduction='none' (worker/program.py)"
+            )
+        loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
         if model.losses:  # regularisation losses are per replica: scale them the same way
             loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-    return loss, tape.gradient(loss, model.trainable_variables)
+        scaled = loss
+        if hasattr(optimizer, "get_scaled_loss"):  # tf_keras LossScaleOptimizer
+            scaled = optimizer.get_scaled_loss(loss)
+        elif hasattr(optimizer, "scale_loss"):  # Keras 3 (its apply() unscales by itself)
+            scaled = optimizer.scale_loss(loss)
+    gradients = tape.gradient(scaled, model.trainable_variables)
+    if hasattr(optimizer, "get_unscaled_gradients"):
+        gradients = optimizer.get_unscaled_gradients(gradients)
+    return loss, gradients
 
 
 def make_replica_step(model, optimizer, per_example_loss, global_batch_size: int):
@@ -35,12 +54,47 @@ def make_replica_step(model, optimizer, per_example_loss, global_batch_size: int
 
     def replica_step(images, labels):
         loss, gradients = scaled_loss_and_gradients(
-            model, per_example_loss, images, labels, global_batch_size
+            model, per_example_loss, images, labels, global_batch_size, optimizer
         )
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         return loss
 
     return replica_step
+
+
+def set_precision_policy(options: Options, strategy: str) -> str | None:
+    """Before any model is built: mixed_float16 on a GPU, mixed_bfloat16 on a CPU and under
+    parameter_server, where tf_keras refuses loss scaling (float16 would need it)."""
+    if not options.mixed_precision:
+        return None
+    gpu = tf.config.list_physical_devices("GPU")
+    policy = "mixed_float16" if gpu and strategy != "parameter_server" else "mixed_bfloat16"
+    tf.keras.mixed_precision.set_global_policy(policy)
+    progress.report("precision", policy=policy)
+    return policy
+
+
+def build_optimizer(program: Program):
+    """The program's optimizer (in the strategy's scope), loss-scaled under mixed_float16."""
+    try:
+        return wrap_for_mixed_precision(program.build_optimizer())
+    except ValueError as exc:
+        if "Loss scaling is not supported" not in str(exc):
+            raise
+        raise errors.ConfigError(
+            f"{program.name}.build_optimizer() returned a LossScaleOptimizer, which tf_keras "
+            "does not support under parameter_server; return the plain optimizer and use "
+            "--mixed-precision (mixed_bfloat16 there, which needs no loss scaling)"
+        ) from None
+
+
+def wrap_for_mixed_precision(optimizer):
+    """mixed_float16 needs dynamic loss scaling; a program's own LossScaleOptimizer is kept."""
+    policy = tf.keras.mixed_precision.global_policy().name
+    if policy == "mixed_float16" and not isinstance(
+            optimizer, tf.keras.mixed_precision.LossScaleOptimizer):
+        return tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+    return optimizer
 
 
 def make_train_step(strategy, replica_step):
@@ -60,7 +114,7 @@ def build_model_and_optimizer(program: Program, strategy):
     """In the strategy's scope, with the optimizer's slots created now so a restore fills them."""
     with strategy.scope():
         model = program.build_model()
-        optimizer = program.build_optimizer()
+        optimizer = build_optimizer(program)
         if not model.built:
             raise errors.ConfigError(
                 f"{program.name}.build_model() returned an unbuilt model: start it with "
@@ -89,7 +143,7 @@ def build_compiled_model(program: Program, strategy):
     with strategy.scope():
         model = program.build_model()
         model.compile(
-            optimizer=program.build_optimizer(),
+            optimizer=build_optimizer(program),
             loss=program.per_example_loss,
             metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         )

@@ -1,0 +1,81 @@
+"""Numerics a user can get silently wrong: loss scaling with a LossScaleOptimizer, mixed
+precision, a scalar "per-example" loss. Real TF processes through LocalBackend."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from local_clusters import (
+    Submission, assert_no_task_processes, events, make_spec, measure, metrics,
+)
+
+pytestmark = pytest.mark.process
+
+PROBES = Path(__file__).parent / "probes"
+ARGS = ["--steps", "200", "--checkpoint-every", "50", "--global-batch-size", "64",
+        "--data", "digits"]
+MIN_ACCURACY = 0.8  # 200 steps on digits reach 0.95-0.98 in float32
+TIMEOUT = 420
+
+
+@pytest.fixture(autouse=True)
+def probe_programs_importable(monkeypatch):
+    """The probe programs are modules in tests/worker/probes (LocalBackend passes its own
+    PYTHONPATH on to the tasks, with this one in it)."""
+    monkeypatch.syspath_prepend(str(PROBES))
+    monkeypatch.setenv("PYTHONPATH", str(PROBES))
+
+
+def run(backend, name, strategy, args, **fields):
+    spec = make_spec(name, strategy, args, **fields)
+    submission = Submission(backend, spec)
+    return submission.wait(TIMEOUT), submission
+
+
+def steps_per_s(backend, name, role) -> float:
+    blocks = [b for b in events(backend, name, role, 0, "block") if b["steps"] > 1]
+    return sum(b["steps"] for b in blocks) / sum(b["seconds"] for b in blocks)
+
+
+def test_a_programs_loss_scale_optimizer_learns(backend, workdir):
+    code, _ = run(backend, "lso", "mirrored", ARGS,
+                  program={"module": "loss_scale_program", "args": ARGS})
+    assert code == 0, backend.status("lso")
+    final = [r for r in metrics(backend, "lso") if r["final"]][0]
+    # Unscaled, the optimizer divides every gradient by 2^15: accuracy stays near chance.
+    assert final["accuracy"] > MIN_ACCURACY, final
+    measure(f"LossScaleOptimizer from the program, mirrored: accuracy {final['accuracy']:.3f}")
+
+
+def test_a_loss_scale_optimizer_under_parameter_server_is_a_clear_error(backend, workdir):
+    """tf_keras refuses loss scaling under ParameterServerStrategy: say so, and what to do."""
+    code, _ = run(backend, "lso-ps", "parameter_server", ARGS, evaluator=False, backoffLimit=0,
+                  program={"module": "loss_scale_program", "args": ARGS})
+    assert code == 2, backend.status("lso-ps")
+    log = backend.log_path("lso-ps", "chief", 0).read_text()
+    assert "does not support under parameter_server" in log and "--mixed-precision" in log
+
+
+def test_mixed_precision_on_cpu_learns(backend, workdir):
+    code, _ = run(backend, "mp", "mirrored", [*ARGS, "--mixed-precision"])
+    assert code == 0, backend.status("mp")
+    policy = events(backend, "mp", "chief", 0, "precision")[0]["policy"]
+    assert policy == "mixed_bfloat16"  # no GPU here; mixed_float16 on a GPU
+    final = [r for r in metrics(backend, "mp") if r["final"]][0]
+    assert final["accuracy"] > MIN_ACCURACY, final
+    code, _ = run(backend, "fp32", "mirrored", ARGS)
+    assert code == 0
+    fp32 = [r for r in metrics(backend, "fp32") if r["final"]][0]
+    measure(f"mixed precision ({policy}, mirrored, CPU): accuracy {final['accuracy']:.3f} vs "
+            f"float32 {fp32['accuracy']:.3f}; {steps_per_s(backend, 'mp', 'chief'):.1f} vs "
+            f"{steps_per_s(backend, 'fp32', 'chief'):.1f} steps/s")
+    assert_no_task_processes(workdir)
+
+
+def test_a_scalar_per_example_loss_is_a_clear_error(backend, workdir):
+    code, _ = run(backend, "scalar", "mirrored", ARGS, evaluator=False, backoffLimit=0,
+                  program={"module": "scalar_loss_program", "args": ARGS})
+    assert code == 2, backend.status("scalar")
+    log = backend.log_path("scalar", "chief", 0).read_text()
+    assert "per_example_loss returned a scalar" in log and "reduction='none'" in log
