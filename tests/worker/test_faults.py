@@ -144,6 +144,9 @@ def test_killed_mwms_worker_restarts_every_worker_from_the_checkpoint(backend, w
         assert len(restarted) == 2, f"worker-{index} ran {len(restarted)} times"
         resumed = [r for r in restarted[1] if r["event"] == "start"][0]
         assert resumed["step"] >= 100 and resumed["restored_from"].endswith(f"ckpt-{resumed['step']}")
+        # The workers checked with a collective that they all restored this same step.
+        gathered = [r for r in restarted[1] if r["event"] == "restored_steps"][0]["steps"]
+        assert gathered == [resumed["step"], resumed["step"]], gathered
     assert final_marker(backend, name)["step"] == STEPS
     first_step = [r for r in attempts(backend, name, "worker", 0)[1] if r["event"] == "first_step"][0]
     measure(f"fault: SIGKILL MWMS worker-1: worker-0 failed too, both restarted and resumed at "

@@ -1,0 +1,123 @@
+"""SIGTERM (pod deletion, drain, spot reclaim) to a training task: it saves the step it has
+reached, exits EXIT_PREEMPTED, and its restart resumes at exactly that step (0 lost steps).
+
+Real TensorFlow clusters run by LocalBackend; the signal is what Kubernetes sends.
+"""
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from local_clusters import (
+    Submission, assert_no_task_processes, attempts, final_marker, make_spec, measure, wait_until,
+)
+from worker.errors import EXIT_PREEMPTED
+
+pytestmark = pytest.mark.process
+
+STEPS = 400
+EVERY = 100  # periodic checkpoints far apart, so a save at the SIGTERM step is visibly extra
+TIMEOUT = 420
+
+
+def args(loop: str) -> list[str]:
+    return ["--loop", loop, "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
+            "--global-batch-size", "64", "--data", "digits"]
+
+
+def progress_step(backend, name, role, index) -> int:
+    """The highest step the task's current attempt has reported."""
+    runs = attempts(backend, name, role, index)
+    steps = [r["step"] for r in (runs[-1] if runs else [])
+             if r["event"] in ("first_step", "block", "epoch") and r.get("step") is not None]
+    return max(steps, default=0)
+
+
+CASES = {
+    # name: (strategy, loop, role, index that gets SIGTERM, the trainers that restart)
+    "ps-custom": ("parameter_server", "custom", "chief", 0, [("chief", 0)]),
+    "ps-fit": ("parameter_server", "fit", "chief", 0, [("chief", 0)]),
+    "mwms-custom-w0": ("multi_worker_mirrored", "custom", "worker", 0, [("worker", 0), ("worker", 1)]),
+    "mwms-custom-w1": ("multi_worker_mirrored", "custom", "worker", 1, [("worker", 0), ("worker", 1)]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_sigterm_saves_the_current_step_and_the_restart_resumes_there(backend, workdir, case):
+    strategy, loop, role, index, trainers = CASES[case]
+    name = f"term-{case}"
+    # backoffLimit 0: a preemption must not count as a failure, or this cluster would fail.
+    spec = make_spec(name, strategy, args(loop), evaluator=False, backoffLimit=0)
+    run = Submission(backend, spec)
+    # Past the first periodic checkpoint and some way into the next interval.
+    wait_until(lambda: progress_step(backend, name, trainers[0][0], trainers[0][1]) >= EVERY + 30,
+               TIMEOUT, f"{name} past step {EVERY + 30}")
+    backend.kill(name, role, index, signal.SIGTERM)
+    sigterm_at = time.time()
+    assert run.wait(TIMEOUT) == 0, backend.status(name)
+    assert_no_task_processes(workdir)
+
+    status = backend.status(name)
+    assert status.phase == "Succeeded", status
+    assert all(r.failed == 0 for r in status.roles), status.roles
+    assert final_marker(backend, name)["step"] == STEPS
+
+    preempted_steps = set()
+    for trainer_role, trainer_index in trainers:
+        runs = attempts(backend, name, trainer_role, trainer_index)
+        assert len(runs) == 2, f"{trainer_role}-{trainer_index} ran {len(runs)} times"
+        first, second = runs
+        preempted = [r for r in first if r["event"] == "preempted"]
+        assert preempted, f"{trainer_role}-{trainer_index} did not save on preemption"
+        exit_record = [r for r in first if r["event"] == "exit"][-1]
+        assert exit_record["code"] == EXIT_PREEMPTED
+        reached = max(r["step"] for r in first
+                      if r["event"] in ("first_step", "block", "epoch", "checkpoint"))
+        start = [r for r in second if r["event"] == "start"][0]
+        # Zero lost steps: the restart starts where the preempted attempt had got to.
+        assert start["step"] == preempted[0]["step"] == reached, (start, preempted, reached)
+        preempted_steps.add(preempted[0]["step"])
+        if (trainer_role, trainer_index) == (role, index):
+            stopped_after = exit_record["wall"] - sigterm_at
+            first_step = [r for r in second if r["event"] in ("first_step", "epoch")][0]
+            resumed_after = first_step["wall"] - sigterm_at
+    assert len(preempted_steps) == 1, f"the workers saved different steps: {preempted_steps}"
+    step = preempted_steps.pop()
+    measure(f"preemption {case}: SIGTERM to {role}-{index} at step ~{step}: saved step {step} "
+            f"(last periodic checkpoint {step // EVERY * EVERY}), exited {EXIT_PREEMPTED} "
+            f"{stopped_after:.1f} s after the signal; restarted at step {step} (0 lost steps), "
+            f"next step {resumed_after:.1f} s after the signal; cluster took {run.seconds:.1f} s")
+
+
+def test_fit_resumes_and_never_retrains(backend, workdir):
+    """A chief that died after fit returned but before FINAL.json (what a lost ps does right
+    there) comes back to a model dir with every checkpoint and no marker: it must finish from
+    the backup, not train again from epoch 0 with fresh weights. A larger --steps continues."""
+    name = "fit-resume"
+    fit_args = ["--loop", "fit", "--steps", "200", "--checkpoint-every", "50",
+                "--global-batch-size", "64", "--data", "digits", "--max-checkpoints", "2"]
+    spec = make_spec(name, "parameter_server", fit_args, evaluator=False)
+    assert Submission(backend, spec).wait(TIMEOUT) == 0, backend.status(name)
+    model = Path(backend.run_dir(name)) / "model"
+    checkpoints = sorted(p.name for p in (model / "checkpoints").glob("ckpt-*.index"))
+    assert checkpoints == ["ckpt-3.index", "ckpt-4.index"]  # --max-checkpoints 2 honoured
+    (model / "FINAL.json").unlink()
+
+    assert Submission(backend, spec, replace=True).wait(TIMEOUT) == 0, backend.status(name)
+    again = attempts(backend, name, "chief", 0)[-1]
+    assert [r["step"] for r in again if r["event"] == "start"] == [200]
+    assert not [r for r in again if r["event"] == "epoch"], "fit trained again"
+    assert final_marker(backend, name)["step"] == 200
+
+    longer = make_spec(name, "parameter_server",
+                       [a if a != "200" else "300" for a in fit_args], evaluator=False)
+    assert Submission(backend, longer, replace=True).wait(TIMEOUT) == 0, backend.status(name)
+    more = attempts(backend, name, "chief", 0)[-1]
+    assert [r["step"] for r in more if r["event"] == "start"] == [200]
+    assert [r["step"] for r in more if r["event"] == "epoch"] == [250, 300]
+    assert final_marker(backend, name)["step"] == 300
+    measure("fit resume: chief back after fit returned: 0 epochs retrained, FINAL at step 200; "
+            "rerun with --steps 300 continued from step 200 (epochs at 250, 300)")
