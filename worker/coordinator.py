@@ -58,24 +58,25 @@ def _custom_loop(task: TaskContext, options: Options, program: Program, strategy
         checkpoint, layout.checkpoint_dir(task.model_dir),
         max_to_keep=options.max_checkpoints, checkpoint_name=layout.CHECKPOINT_PREFIX,
     )
-    step = 0
+    reached = {"step": 0}  # the last step read from the ps: it cannot be read once it is lost
     try:  # the restore already reads the ps: a ps lost here is exit 4 like any other
         restored = manager.restore_or_initialize()
-        step = int(optimizer.iterations.numpy())
-        progress.report("start", step=step, restored_from=restored, target=options.steps)
+        reached["step"] = int(optimizer.iterations.numpy())
+        progress.report("start", step=reached["step"], restored_from=restored,
+                        target=options.steps)
         _train_custom(task, options, program, strategy, coordinator, model, optimizer, manager,
-                      step)
+                      reached)
     except CLUSTER_ERRORS as exc:
         latest = manager.latest_checkpoint
         resume = (f"resume from {latest}" if latest
                   else "start again from step 0 (no checkpoint was written yet)")
-        raise _lost_parameter_server(exc, task, f"step {int(optimizer.iterations.numpy())}",
-                                     resume) from None
+        raise _lost_parameter_server(exc, task, f"step {reached['step']}", resume) from None
     shutdown.exit_now(0)  # before the coordinator and per-worker datasets are freed
 
 
 def _train_custom(task, options, program, strategy, coordinator, model, optimizer, manager,
-                  step: int) -> None:
+                  reached: dict) -> None:
+    step = reached["step"]
     dataset_fn = training.train_dataset_fn(program, options)
 
     @tf.function
@@ -111,7 +112,7 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
             coordinator.join()
             losses += [result.fetch() for result in results]
             scheduled += size
-        step = int(optimizer.iterations.numpy())
+        step = reached["step"] = int(optimizer.iterations.numpy())
         if scheduled:
             blocks.done(step, scheduled, time.monotonic() - started, losses)
         if preemption.requested():

@@ -96,7 +96,8 @@ def test_killed_chief_restarts_and_resumes_from_checkpoint(backend, workdir):
 
 def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workdir):
     name = "kill-ps"
-    spec = make_spec(name, "parameter_server", ARGS, evaluator=False, restartPolicy="Never")
+    spec = make_spec(name, "parameter_server", ARGS, evaluator=False, restartPolicy="Never",
+                     backoffLimit=0)  # no replacement: the chief's exit 4 ends the cluster
     run = Submission(backend, spec)
     wait_until(lambda: checkpointed_step(backend, name) >= 100, TIMEOUT, "a checkpoint >= 100")
     backend.kill(name, "ps", 0)
