@@ -330,6 +330,7 @@ class _Supervisor:
         for (role, index), config in tfconfig.all_tf_configs(spec, address).items():
             env = {
                 **os.environ,
+                **gpu_env(spec.strategy.value, role),  # the spec's env may still override it
                 **podenv.launcher_env(spec, role, self.model_dir),
                 "TF_CONFIG": json.dumps(config),
                 names.INDEX_ENV: str(index),
@@ -723,3 +724,13 @@ def _supervise_main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_supervise_main(sys.argv[1:]))
+
+
+def gpu_env(strategy: str, role: str) -> dict[str, str]:
+    """Up to five TF processes share this host's GPUs, and each would take nearly all of their
+    memory at start-up: only the tasks that compute see the GPUs, and grow their share as
+    needed. ps, the PS coordinator and the evaluator run on the CPU."""
+    computes = role == "worker" or (role == "chief" and strategy != "parameter_server")
+    if computes:
+        return {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    return {"CUDA_VISIBLE_DEVICES": ""}
