@@ -3,7 +3,8 @@
 Lifecycle (README "Lifecycle"):
 - Succeeded: the chief's Job (MWMS: the worker Job, whose success policy is worker 0) completed,
   the evaluator (if any) has finished, and the supervised workers/ps have been ended.
-- Failed: the chief's Job failed (backoff exhausted, or deadline passed).
+- Failed: the chief's Job failed (backoff exhausted, a podFailurePolicy FailJob rule, or
+  deadline passed).
 - Evaluator failure never fails training: it is reported in the message only.
 """
 from __future__ import annotations

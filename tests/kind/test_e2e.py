@@ -184,6 +184,85 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     assert objects(kind_cluster, namespace, "ps") == []
 
 
+def _conditions(job: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"}
+
+
+def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, checkpoint_pvc,
+                                     tmp_path):
+    """A PS cluster whose chief crashes after start ends completely: the chief's Job fails, and
+    every other pod, the built-in evaluator's included (it used to wait forever for a final
+    checkpoint), has ended within 60 s. The crash is a program module that does not exist,
+    found once the peers answered and TensorFlow loaded: the built-in worker's config error,
+    exit 2, which the podFailurePolicy turns into FailJob at once despite backoffLimit 1."""
+    name = "chieffail"
+    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
+                      backoffLimit=1,
+                      roles={"chief": {"replicas": 1, "env": {"TFK8S_PROGRAM": "no.such.module"}},
+                             "worker": {"replicas": 2}, "ps": {"replicas": 1},
+                             "evaluator": {"replicas": 1}})
+    proc = submit_in_background(kind_cluster, spec)
+    try:
+        def jobs() -> dict[str, dict]:
+            items = kind_cluster.get_json("jobs", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
+            return {j["metadata"]["labels"]["app.kubernetes.io/component"]: j for j in items}
+
+        def pods() -> list[dict]:
+            return kind_cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
+
+        seen_running: set[str] = set()
+
+        def chief_failed():
+            for pod in pods():
+                if pod["status"].get("phase") == "Running":
+                    seen_running.add(pod["metadata"]["labels"]["app.kubernetes.io/component"])
+            chief = jobs().get("chief")
+            return chief is not None and "Failed" in _conditions(chief)
+
+        wait_for(chief_failed, 600, "the chief's Job to fail", interval=0.5)
+        failed_at = time.monotonic()
+
+        def every_pod_ended():
+            current = pods()
+            return current and all(p["status"].get("phase") in ("Succeeded", "Failed")
+                                   for p in current)
+
+        wait_for(every_pod_ended, 120, "every pod to end", interval=0.5)
+        cleanup = time.monotonic() - failed_at
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(output[-3000:])
+    print(f"MEASURE failed chief: every pod (evaluator included) ended {cleanup:.1f}s after the "
+          f"chief's Job failed (Running before: {sorted(seen_running)})")
+    assert "evaluator" in seen_running and "ps" in seen_running, seen_running
+    assert cleanup <= 60, f"pods still running {cleanup:.1f}s after the chief's Job failed"
+    assert proc.returncode == 2, output[-2000:]  # the chief's exit code
+
+    # The supervisor stopped the others and exited 0: their Jobs complete (the Job controller
+    # adds the condition shortly after the pods ended), nothing holds a CPU.
+    final = wait_for(lambda: (lambda js: js if all("Complete" in _conditions(js[r])
+                                                   for r in ("worker", "ps", "evaluator"))
+                              else None)(jobs()),
+                     60, "the worker, ps and evaluator Jobs to complete")
+    failed = _conditions(final["chief"])["Failed"]
+    assert failed["reason"] == "PodFailurePolicy", failed  # FailJob: no retry despite backoffLimit 1
+    chief_pods = [p for p in pods() if p["metadata"]["labels"]["app.kubernetes.io/component"] == "chief"]
+    assert len(chief_pods) == 1, [p["metadata"]["name"] for p in chief_pods]
+    chief_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "chief").stdout
+    assert "program module 'no.such.module'" in chief_log
+    evaluator_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "evaluator").stdout
+    assert "ended (Failed" in evaluator_log or "ended (FailureTarget" in evaluator_log, \
+        evaluator_log[-2000:]
+
+    status = cli(kind_cluster, "status", name, "-n", namespace, "-o", "json", check=True)
+    data = json.loads(status.stdout)
+    assert data["phase"] == "Failed" and data["exitCode"] == 2, data
+    assert "chief failed" in data["message"], data
+
+
 def test_mwms_training_succeeds(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
     spec = write_spec(tmp_path, "mw", namespace, checkpoint_pvc.claim_name, worker_image,
                       strategy="multi_worker_mirrored")
