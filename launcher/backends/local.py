@@ -722,10 +722,6 @@ def _supervise_main(argv: list[str]) -> int:
     return _Supervisor(backend, spec, sys.stdout).run()
 
 
-if __name__ == "__main__":
-    sys.exit(_supervise_main(sys.argv[1:]))
-
-
 def gpu_env(strategy: str, role: str) -> dict[str, str]:
     """Up to five TF processes share this host's GPUs, and each would take nearly all of their
     memory at start-up: only the tasks that compute see the GPUs, and grow their share as
@@ -734,3 +730,7 @@ def gpu_env(strategy: str, role: str) -> dict[str, str]:
     if computes:
         return {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     return {"CUDA_VISIBLE_DEVICES": ""}
+
+
+if __name__ == "__main__":
+    sys.exit(_supervise_main(sys.argv[1:]))
