@@ -40,7 +40,7 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
         checkpoint, write_dir, max_to_keep=options.max_checkpoints,
         checkpoint_name=layout.CHECKPOINT_PREFIX,
     )
-    saved = {"path": None}
+    saved = {"path": None, "step": None}  # the last save, for the preemption exit's report
 
     def save_current_step() -> None:
         """Every worker takes part (saving may all-reduce); only the writer's copy is kept."""
@@ -53,7 +53,7 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
     # makes all of them agree on a step, save there (save_current_step) and exit.
     handler = tf.distribute.experimental.PreemptionCheckpointHandler(
         resolver, shared, termination_config=tf.distribute.experimental.TerminationConfig(
-            exit_fn=lambda: preemption.exit_preempted(saved.get("step"), saved["path"]),
+            exit_fn=lambda: preemption.exit_preempted(saved["step"], saved["path"]),
             save_fn=save_current_step,
         ),
     )

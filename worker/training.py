@@ -235,8 +235,8 @@ def _prune_checkpoints_callback(task: TaskContext, options: Options):
     return PruneCheckpoints()
 
 
-def prune_checkpoints(directory: str, keep: int) -> list[int]:
-    """Deletes all but the `keep` highest-numbered ckpt-<n> files; returns the numbers kept."""
+def prune_checkpoints(directory: str, keep: int) -> None:
+    """Deletes all but the `keep` highest-numbered ckpt-<n> files."""
     prefix = layout.join(directory, layout.CHECKPOINT_PREFIX + "-")
     numbers = sorted({
         int(path[len(prefix):].split(".", 1)[0])
@@ -245,7 +245,6 @@ def prune_checkpoints(directory: str, keep: int) -> list[int]:
     for number in numbers[:-keep]:
         for path in tf.io.gfile.glob(f"{prefix}{number}.*"):
             tf.io.gfile.remove(path)
-    return numbers[-keep:]
 
 
 def _preemption_callback(task: TaskContext, synchronous: bool):
@@ -262,7 +261,7 @@ def _preemption_callback(task: TaskContext, synchronous: bool):
         def on_train_begin(self, logs=None):
             handler = getattr(self.model, "_preemption_handler", None)
             if synchronous and handler is not None:
-                handler._exit_fn = self._exit  # private in tf_keras 2.21; see test_training
+                handler._exit_fn = self._exit  # private attribute of TF 2.21's handler
             elif not synchronous:
                 preemption.defer()
 

@@ -224,6 +224,7 @@ class LocalBackend(Backend):
     # --- internals -------------------------------------------------------------------------
 
     def _stop_grace(self, name: str) -> float:
+        """For `delete`, which has only the name: the grace of the spec the run recorded."""
         if self.stop_grace_seconds is not None:
             return self.stop_grace_seconds
         try:
@@ -514,7 +515,8 @@ class _Supervisor:
         for task in tasks:
             self._say(f"stopping {task.name} ({reason})")
             _signal_group(task.process.pid, signal.SIGTERM)
-        grace = self.backend._stop_grace(self.spec.name)
+        grace = (self.backend.stop_grace_seconds if self.backend.stop_grace_seconds is not None
+                 else self.spec.termination_grace_period_seconds)
         deadline = time.monotonic() + grace
         for task in tasks:
             try:

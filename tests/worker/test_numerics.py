@@ -48,13 +48,20 @@ def test_a_programs_loss_scale_optimizer_learns(backend, workdir):
     measure(f"LossScaleOptimizer from the program, mirrored: accuracy {final['accuracy']:.3f}")
 
 
+def assert_config_error(backend, name, strategy, module, *phrases) -> None:
+    """The chief exits 2 (a configuration error, never retried) with every phrase in its log."""
+    code, _ = run(backend, name, strategy, ARGS, evaluator=False, backoffLimit=0,
+                  program={"module": module, "args": ARGS})
+    assert code == 2, backend.status(name)
+    log = backend.log_path(name, "chief", 0).read_text()
+    for phrase in phrases:
+        assert phrase in log
+
+
 def test_a_loss_scale_optimizer_under_parameter_server_is_a_clear_error(backend, workdir):
     """tf_keras refuses loss scaling under ParameterServerStrategy: say so, and what to do."""
-    code, _ = run(backend, "lso-ps", "parameter_server", ARGS, evaluator=False, backoffLimit=0,
-                  program={"module": "loss_scale_program", "args": ARGS})
-    assert code == 2, backend.status("lso-ps")
-    log = backend.log_path("lso-ps", "chief", 0).read_text()
-    assert "does not support under parameter_server" in log and "--mixed-precision" in log
+    assert_config_error(backend, "lso-ps", "parameter_server", "loss_scale_program",
+                        "does not support under parameter_server", "--mixed-precision")
 
 
 def test_mixed_precision_on_cpu_learns(backend, workdir):
@@ -74,8 +81,5 @@ def test_mixed_precision_on_cpu_learns(backend, workdir):
 
 
 def test_a_scalar_per_example_loss_is_a_clear_error(backend, workdir):
-    code, _ = run(backend, "scalar", "mirrored", ARGS, evaluator=False, backoffLimit=0,
-                  program={"module": "scalar_loss_program", "args": ARGS})
-    assert code == 2, backend.status("scalar")
-    log = backend.log_path("scalar", "chief", 0).read_text()
-    assert "per_example_loss returned a scalar" in log and "reduction='none'" in log
+    assert_config_error(backend, "scalar", "mirrored", "scalar_loss_program",
+                        "per_example_loss returned a scalar", "reduction='none'")
