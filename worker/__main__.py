@@ -36,7 +36,8 @@ import sys
 import traceback
 
 from worker import progress  # first: its import time is the process start for timings
-from worker import args, context, errors, peers, preemption, shutdown
+from worker import args, context, contract, errors, peers, preemption, shutdown
+from worker.contract import Role, Strategy
 
 
 def main(argv: list[str] | None = None):
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None):
     try:
         task = context.from_environment()
         where = task.name
-        os.environ["GRPC_FAIL_FAST"] = "use_caller"
+        os.environ[contract.GRPC_FAIL_FAST] = contract.GRPC_FAIL_FAST_VALUE
         if options.uses_legacy_keras(task.strategy):
             os.environ["TF_USE_LEGACY_KERAS"] = "1"
         _wait_for_peers(task)
@@ -87,14 +88,14 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
         training.require_legacy_keras(f"--loop {options.loop} under {task.strategy}")
     progress.report("tensorflow_imported", task=task.name, strategy=task.strategy,
                     keras=tf.keras.__name__)
-    if task.role in ("worker", "ps") and task.strategy == "parameter_server":
+    if contract.is_server(task.strategy, task.role):
         from worker import ps_server
 
         ps_server.run(task, _resolver(task))  # never returns
 
     training.set_precision_policy(options, task.strategy)  # before any model is built (evaluator too)
     program = program_module.load(task.program_module)
-    if task.role == "evaluator":
+    if task.role is Role.EVALUATOR:
         from worker import evaluator
 
         return evaluator.run(task, options, program)
@@ -108,9 +109,9 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
               "to do. Delete FINAL.json or use another model dir to train again.", flush=True)
         return errors.EXIT_OK
     resolver = _resolver(task)
-    if task.strategy == "parameter_server":
+    if task.strategy is Strategy.PARAMETER_SERVER:
         from worker import coordinator as role_module
-    elif task.strategy == "multi_worker_mirrored":
+    elif task.strategy is Strategy.MULTI_WORKER_MIRRORED:
         from worker import mwms as role_module
     else:
         from worker import mirrored as role_module

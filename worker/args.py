@@ -10,6 +10,7 @@ import argparse
 from dataclasses import dataclass
 
 from worker import errors
+from worker.contract import Strategy
 
 LOOPS = ("custom", "fit")
 COLLECTIVES = ("auto", "ring", "nccl")
@@ -23,7 +24,7 @@ DATA_HELP = (
 )
 
 EPILOG = """\
-environment (set by the launcher; see launcher/podenv.py):
+environment (set by the launcher; see worker/contract.py):
   TF_CONFIG            cluster and this task's role/index
   TFK8S_STRATEGY       parameter_server | multi_worker_mirrored | mirrored
   TFK8S_MODEL_DIR      checkpoints, final SavedModel, FINAL.json marker, eval/ (local path or gs://)
@@ -60,7 +61,7 @@ class Options:
         AssignAdd/AssignSub ops. Every role decides alike (the evaluator must restore what the
         chief saved), from the loop and the strategy, which all tasks share.
         """
-        return self.loop == "fit" or strategy == "parameter_server"
+        return self.loop == "fit" or strategy == Strategy.PARAMETER_SERVER
 
     def fit_epochs(self) -> int:
         """Model.fit trains whole epochs of `checkpoint_every` steps: --steps rounded up."""

@@ -10,41 +10,32 @@ import json
 import os
 from dataclasses import dataclass
 
-from launcher import podenv
-from launcher.spec import BUILTIN_PROGRAM, Strategy
-from worker import errors
+from worker import contract, errors
+from worker.contract import Role, Strategy
 
-# Roles that run under each strategy; the launcher's spec validation allows exactly these.
-ROLES_BY_STRATEGY = {
-    Strategy.parameter_server.value: ("chief", "worker", "ps", "evaluator"),
-    Strategy.multi_worker_mirrored.value: ("worker", "evaluator"),
-    Strategy.mirrored.value: ("chief", "evaluator"),
-}
-DEFAULT_PEER_TIMEOUT_SECONDS = 300
+STRATEGIES = ", ".join(s.value for s in Strategy)
 
 
 @dataclass(frozen=True)
 class TaskContext:
-    strategy: str
-    role: str
+    strategy: Strategy
+    role: Role
     index: int
     cluster: dict[str, list[str]]  # the training cluster from TF_CONFIG (empty for the evaluator)
     model_dir: str
     program_module: str
     peer_timeout_seconds: float
-    cluster_name: str = "tfk8s"  # TFK8S_CLUSTER: the spec's name
+    cluster_name: str = contract.DEFAULT_CLUSTER_NAME  # TFK8S_CLUSTER: the spec's name
 
     @property
     def name(self) -> str:
         """`worker-1`: how the launcher's log prefixes and error messages name a task."""
-        return f"{self.role}-{self.index}"
+        return contract.task_name(self.role, self.index)
 
     @property
     def is_writer(self) -> bool:
         """The one task that writes the real checkpoints, SavedModel and FINAL marker."""
-        if self.strategy == Strategy.multi_worker_mirrored.value:
-            return self.role == "worker" and self.index == 0
-        return self.role == "chief"
+        return contract.is_writer(self.strategy, self.role, self.index)
 
     def address(self, role: str, index: int) -> str:
         return self.cluster[role][index]
@@ -54,29 +45,30 @@ def from_environment(environ: dict[str, str] | None = None) -> TaskContext:
     env = os.environ if environ is None else environ
     problems: list[str] = []
 
-    strategy = env.get(podenv.STRATEGY, "")
-    if strategy not in ROLES_BY_STRATEGY:
+    strategy_text = env.get(contract.STRATEGY, "")
+    strategy = next((s for s in Strategy if s.value == strategy_text), None)
+    if strategy is None:
         problems.append(
-            f"{podenv.STRATEGY}={strategy!r}: set it to one of {', '.join(ROLES_BY_STRATEGY)} "
+            f"{contract.STRATEGY}={strategy_text!r}: set it to one of {STRATEGIES} "
             "(the launcher sets it from the spec's strategy)"
         )
-    model_dir = env.get(podenv.MODEL_DIR, "")
+    model_dir = env.get(contract.MODEL_DIR, "")
     if not model_dir:
         problems.append(
-            f"{podenv.MODEL_DIR} is not set: set it to the checkpoint directory (a local path "
+            f"{contract.MODEL_DIR} is not set: set it to the checkpoint directory (a local path "
             "or gs:// URL shared by the chief and the evaluator)"
         )
-    timeout_text = env.get(podenv.PEER_TIMEOUT, str(DEFAULT_PEER_TIMEOUT_SECONDS))
+    timeout_text = env.get(contract.PEER_TIMEOUT, str(contract.DEFAULT_PEER_TIMEOUT_SECONDS))
     try:
         peer_timeout = float(timeout_text)
         if peer_timeout <= 0:
             raise ValueError
     except ValueError:
-        problems.append(f"{podenv.PEER_TIMEOUT}={timeout_text!r} must be a positive number of seconds")
-        peer_timeout = DEFAULT_PEER_TIMEOUT_SECONDS
+        problems.append(f"{contract.PEER_TIMEOUT}={timeout_text!r} must be a positive number of seconds")
+        peer_timeout = contract.DEFAULT_PEER_TIMEOUT_SECONDS
 
     role, index, cluster = "", 0, {}
-    raw = env.get("TF_CONFIG", "")
+    raw = env.get(contract.TF_CONFIG, "")
     if not raw:
         problems.append("TF_CONFIG is not set: it names this task's role and the cluster")
     else:
@@ -84,10 +76,10 @@ def from_environment(environ: dict[str, str] | None = None) -> TaskContext:
             role, index, cluster = _parse_tf_config(raw)
         except ValueError as exc:
             problems.append(f"TF_CONFIG: {exc}")
-    if role and strategy in ROLES_BY_STRATEGY and role not in ROLES_BY_STRATEGY[strategy]:
+    if role and strategy is not None and role not in contract.allowed_roles(strategy):
         problems.append(
-            f"TF_CONFIG task type {role!r} does not run under {strategy} (allowed: "
-            f"{', '.join(ROLES_BY_STRATEGY[strategy])})"
+            f"TF_CONFIG task type {role.value!r} does not run under {strategy} (allowed: "
+            f"{', '.join(r.value for r in contract.allowed_roles(strategy))})"
         )
     if problems:
         raise errors.ConfigError("; ".join(problems))
@@ -97,13 +89,13 @@ def from_environment(environ: dict[str, str] | None = None) -> TaskContext:
         index=index,
         cluster=cluster,
         model_dir=model_dir.rstrip("/"),
-        program_module=env.get(podenv.PROGRAM) or BUILTIN_PROGRAM,
+        program_module=env.get(contract.PROGRAM) or contract.BUILTIN_PROGRAM,
         peer_timeout_seconds=peer_timeout,
-        cluster_name=env.get(podenv.CLUSTER_NAME) or "tfk8s",
+        cluster_name=env.get(contract.CLUSTER_NAME) or contract.DEFAULT_CLUSTER_NAME,
     )
 
 
-def _parse_tf_config(raw: str) -> tuple[str, int, dict[str, list[str]]]:
+def _parse_tf_config(raw: str) -> tuple[Role, int, dict[str, list[str]]]:
     try:
         config = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -113,7 +105,10 @@ def _parse_tf_config(raw: str) -> tuple[str, int, dict[str, list[str]]]:
     task = config.get("task")
     if not isinstance(task, dict) or "type" not in task:
         raise ValueError('missing "task": {"type": ..., "index": ...}')
-    role = str(task["type"])
+    role = next((r for r in Role if r.value == str(task["type"])), None)
+    if role is None:
+        raise ValueError(f"task type {task['type']!r} is not one of "
+                         f"{', '.join(r.value for r in Role)}")
     try:
         index = int(task.get("index", 0))
     except (TypeError, ValueError):
@@ -121,8 +116,8 @@ def _parse_tf_config(raw: str) -> tuple[str, int, dict[str, list[str]]]:
     cluster = config.get("cluster") or {}
     if not isinstance(cluster, dict) or not all(isinstance(v, list) for v in cluster.values()):
         raise ValueError('"cluster" must map each role to a list of "host:port" addresses')
-    if role != "evaluator":
-        members = cluster.get(role, [])
+    if role in contract.TRAINING_ROLES:
+        members = cluster.get(role.value, [])
         if index < 0 or index >= len(members):
             raise ValueError(
                 f"task {role}-{index} is not in the cluster ({role} has {len(members)} addresses)"

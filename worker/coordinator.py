@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from worker import errors, layout, preemption, progress, shutdown, training
 from worker.args import Options
+from worker.contract import Role
 from worker.context import TaskContext
 from worker.program import Program
 
@@ -41,7 +42,8 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
     """Trains, then exits the process (worker/shutdown.py)."""
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     progress.report(
-        "connected", workers=len(task.cluster.get("worker", [])), ps=len(task.cluster.get("ps", []))
+        "connected", workers=len(task.cluster.get(Role.WORKER.value, [])),
+        ps=len(task.cluster.get(Role.PS.value, []))
     )
     training.forget_stale_marker(task, options)
     if options.loop == "fit":
@@ -163,7 +165,7 @@ def _first_informative_line(message: str) -> str:
 def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
                            resume: str) -> errors.LostParameterServer:
     indices = sorted({int(i) for i in re.findall(r"/job:ps/replica:\d+/task:(\d+)", str(exc))})
-    ps_addresses = task.cluster.get("ps", [])
+    ps_addresses = task.cluster.get(Role.PS.value, [])
     if indices:
         who = ", ".join(
             f"ps-{i} ({ps_addresses[i]})" if i < len(ps_addresses) else f"ps-{i}" for i in indices

@@ -5,17 +5,12 @@ failure class keeps its own number. Every message says what went wrong, where, a
 """
 from __future__ import annotations
 
-# Exit codes of `python -m worker` (documented in `python -m worker --help`).
-EXIT_OK = 0
-EXIT_UNEXPECTED = 1  # an unexpected exception; its traceback is in the log
-EXIT_CONFIG = 2  # bad arguments, environment, TF_CONFIG or program module
-EXIT_PEERS_UNREACHABLE = 3  # a peer never answered within TFK8S_PEER_TIMEOUT
-EXIT_LOST_PARAMETER_SERVER = 4  # a ps died during training; restart the chief to resume
-# SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
-# same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
-# of the signal read alike. Not a failure: the launcher restarts the task without counting it.
-EXIT_PREEMPTED = 143
-EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train a wrong model
+# Exit codes of `python -m worker` (documented in `python -m worker --help`); the numbers live
+# in the contract, which the launcher reads them from too.
+from worker.contract import (  # noqa: F401  (re-exported: the worker raises by these names)
+    EXIT_CONFIG, EXIT_DIVERGED_RESTORE, EXIT_LOST_PARAMETER_SERVER, EXIT_OK, EXIT_PEERS_UNREACHABLE,
+    EXIT_PREEMPTED, EXIT_UNEXPECTED,
+)
 
 
 class WorkerError(Exception):

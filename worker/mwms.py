@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from worker import progress, synchronous, training
 from worker.args import Options
+from worker.contract import Role
 from worker.context import TaskContext
 from worker.program import Program
 
@@ -23,7 +24,7 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
         communication_options=tf.distribute.experimental.CommunicationOptions(
             implementation=_collective(options.collective)),
     )
-    progress.report("connected", workers=len(task.cluster.get("worker", [])),
+    progress.report("connected", workers=len(task.cluster.get(Role.WORKER.value, [])),
                     collective=_collective(options.collective).name,
                     replicas=strategy.num_replicas_in_sync, writer=task.is_writer)
     if task.is_writer:

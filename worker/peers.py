@@ -25,8 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from launcher.spec import Strategy
-from worker import errors
+from worker import contract, errors
 from worker.context import TaskContext
 
 POLL_SECONDS = 1.0
@@ -52,23 +51,17 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 def peers_needed(task: TaskContext) -> list[Peer]:
-    if task.strategy == Strategy.parameter_server.value and task.role == "chief":
-        roles = ("worker", "ps")
-    elif task.strategy == Strategy.multi_worker_mirrored.value and task.role == "worker":
-        roles = ("worker",)
-    else:
-        return []
     return [
-        Peer(f"{role}-{i}", address)
-        for role in roles
-        for i, address in enumerate(task.cluster.get(role, []))
+        Peer(contract.task_name(role, i), address)
+        for role in contract.awaited_peers(task.strategy, task.role)
+        for i, address in enumerate(task.cluster.get(role.value, []))
         if (role, i) != (task.role, task.index)
     ]
 
 
 def holds_own_port(task: TaskContext) -> bool:
     """MWMS workers hold their port while waiting (see the module docstring)."""
-    return task.strategy == Strategy.multi_worker_mirrored.value and task.role == "worker"
+    return task.strategy is contract.Strategy.MULTI_WORKER_MIRRORED and task.role is contract.Role.WORKER
 
 
 def problem(peer: Peer) -> str | None:

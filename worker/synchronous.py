@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from worker import args, errors, layout, preemption, progress, shutdown, training
 from worker.args import Options
+from worker.contract import Strategy
 from worker.context import TaskContext
 from worker.program import Program
 
@@ -59,7 +60,7 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
     )
     latest = shared.latest_checkpoint
     step = int(optimizer.iterations.numpy())
-    if task.strategy == "multi_worker_mirrored":
+    if task.strategy is Strategy.MULTI_WORKER_MIRRORED:
         _check_same_restored_step(strategy, task, step, latest)
     saved_step = step if latest else None
     progress.report("start", step=step, restored_from=latest, target=options.steps,

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from worker import errors, layout, preemption, progress
 from worker.args import Options
+from worker.contract import Strategy
 from worker.context import TaskContext
 from worker.program import Program
 
@@ -68,7 +69,7 @@ def set_precision_policy(options: Options, strategy: str) -> str | None:
     if not options.mixed_precision:
         return None
     gpu = tf.config.list_physical_devices("GPU")
-    policy = "mixed_float16" if gpu and strategy != "parameter_server" else "mixed_bfloat16"
+    policy = "mixed_float16" if gpu and strategy != Strategy.PARAMETER_SERVER else "mixed_bfloat16"
     tf.keras.mixed_precision.set_global_policy(policy)
     progress.report("precision", policy=policy)
     return policy

@@ -1,0 +1,202 @@
+"""The rules the launcher, the chart and every task share, each written once (standard library only).
+
+Every pod imports this, so it stays free of pydantic, jinja2 and the Kubernetes client. The
+launcher validates specs and plans objects with it, the worker checks its TF_CONFIG against it,
+and scripts/gen_chart.py writes it into the chart (templates/_contract.tpl) for Helm.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Strategy(str, Enum):
+    PARAMETER_SERVER = "parameter_server"
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+    MIRRORED = "mirrored"
+
+    def __str__(self) -> str:  # the value in f-strings and messages on every Python version
+        return self.value
+
+
+class Role(str, Enum):
+    """TF_CONFIG task types. Declaration order is the order objects are created and listed in."""
+
+    CHIEF = "chief"
+    WORKER = "worker"
+    PS = "ps"
+    EVALUATOR = "evaluator"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ROLES: tuple[Role, ...] = tuple(Role)
+# TF_CONFIG's `cluster`: never the evaluator, or a PSv2 coordinator waits for it forever
+# (tensorflow/tensorflow#46169); the evaluator needs no peers.
+TRAINING_ROLES: tuple[Role, ...] = (Role.CHIEF, Role.WORKER, Role.PS)
+
+# --- environment ---------------------------------------------------------------------------
+TF_CONFIG = "TF_CONFIG"
+TASK_INDEX = "TFK8S_TASK_INDEX"  # the pod's index; TF_CONFIG refers to it as $(TFK8S_TASK_INDEX)
+# Without it a PS coordinator stalls on a dead worker instead of moving its closures to the
+# survivors (TF PS tutorial); every task gets it.
+GRPC_FAIL_FAST = "GRPC_FAIL_FAST"
+GRPC_FAIL_FAST_VALUE = "use_caller"
+STRATEGY = "TFK8S_STRATEGY"
+MODEL_DIR = "TFK8S_MODEL_DIR"
+PROGRAM = "TFK8S_PROGRAM"
+PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
+CLUSTER_NAME = "TFK8S_CLUSTER"
+# Set by the launcher for every pod; a user value would silently break the cluster.
+RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST)
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+
+# --- defaults ------------------------------------------------------------------------------
+BUILTIN_PROGRAM = "worker.examples.fashion_mnist"
+MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+DEFAULT_PEER_TIMEOUT_SECONDS = 300
+DEFAULT_CLUSTER_NAME = "tfk8s"
+
+# --- labels and names on Kubernetes objects -------------------------------------------------
+MANAGED_BY = "tfk8s"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_STRATEGY = "tfk8s.io/strategy"
+SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
+# The Job controller stamps each Indexed Job pod with its index in this annotation.
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+CONTAINER = "tensorflow"
+SUPERVISOR_DIR = "/var/run/tfk8s"
+DNS1035_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_LABEL = 63
+
+# --- exit codes of `python -m worker` (and what the launcher makes of them) -----------------
+EXIT_OK = 0
+EXIT_UNEXPECTED = 1  # an unexpected exception; its traceback is in the log
+EXIT_CONFIG = 2  # bad arguments, environment, TF_CONFIG or program module: a retry fails alike
+EXIT_PEERS_UNREACHABLE = 3  # a peer never answered within TFK8S_PEER_TIMEOUT
+EXIT_LOST_PARAMETER_SERVER = 4  # a ps died during training; restart the chief to resume
+EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train a wrong model
+# SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
+# same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
+# of the signal read alike. Not a failure: the task is replaced without counting it.
+EXIT_PREEMPTED = 143
+
+
+# --- which roles a strategy runs -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Count:
+    """How many replicas of a role a strategy allows; `message` says why, `{n}` the count given."""
+
+    minimum: int
+    maximum: int | None  # None: no upper bound
+    message: str
+
+    def allows(self, n: int) -> bool:
+        return n >= self.minimum and (self.maximum is None or n <= self.maximum)
+
+
+_ONE_EVALUATOR = Count(0, 1, "at most one evaluator is supported, got {n}")
+ROLE_COUNTS: dict[Strategy, dict[Role, Count]] = {
+    Strategy.PARAMETER_SERVER: {
+        Role.EVALUATOR: _ONE_EVALUATOR,
+        Role.CHIEF: Count(1, 1, "parameter_server needs exactly 1 chief (the coordinator), got {n}"),
+        Role.WORKER: Count(1, None, "parameter_server needs at least 1 worker, got 0"),
+        Role.PS: Count(1, None, "parameter_server needs at least 1 ps, got 0"),
+    },
+    Strategy.MULTI_WORKER_MIRRORED: {
+        Role.EVALUATOR: _ONE_EVALUATOR,
+        Role.PS: Count(0, 0, "multi_worker_mirrored has no ps; set 0"),
+        Role.CHIEF: Count(0, 0, "multi_worker_mirrored uses worker 0 as chief (an explicit chief "
+                                "breaks checkpointing, tensorflow#35705); set 0 and add a worker"),
+        Role.WORKER: Count(1, None, "multi_worker_mirrored needs at least 1 worker"),
+    },
+    Strategy.MIRRORED: {
+        Role.EVALUATOR: _ONE_EVALUATOR,
+        Role.CHIEF: Count(1, 1, "mirrored runs in one pod: set 1, got {n}"),
+        Role.WORKER: Count(0, 0, "mirrored runs in one pod: set 0"),
+        Role.PS: Count(0, 0, "mirrored runs in one pod: set 0"),
+    },
+}
+
+
+def role_count_problems(strategy: Strategy, counts: dict[str, int]) -> list[tuple[str, str]]:
+    """(field path, message) for each replica count `strategy` cannot run with."""
+    return [
+        (f"roles.{role.value}.replicas", rule.message.format(n=counts.get(role.value, 0)))
+        for role, rule in ROLE_COUNTS[Strategy(strategy)].items()
+        if not rule.allows(counts.get(role.value, 0))
+    ]
+
+
+def allowed_roles(strategy: Strategy) -> tuple[Role, ...]:
+    """Roles that may have replicas under `strategy`, in ROLES order."""
+    rules = ROLE_COUNTS[Strategy(strategy)]
+    return tuple(r for r in ROLES if rules[r].maximum != 0)
+
+
+# --- who decides, who writes, who must be ended --------------------------------------------
+
+SUCCESS_INDEX = 0
+
+
+def success_role(strategy: Strategy) -> Role:
+    """The role whose index-0 exit decides success: chief, or worker 0 under MWMS."""
+    return Role.WORKER if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else Role.CHIEF
+
+
+def is_writer(strategy: Strategy, role: Role, index: int) -> bool:
+    """The one task that writes the real checkpoints, SavedModel and FINAL marker."""
+    return role == success_role(strategy) and index == SUCCESS_INDEX
+
+
+def supervised_roles(strategy: Strategy, has_evaluator: bool) -> tuple[Role, ...]:
+    """Roles that never end by themselves and are ended when training is over.
+
+    PS-strategy workers and ps block in server.join() forever. Any evaluator: a bring-your-own
+    one may poll checkpoints forever, and the built-in one exits only after evaluating the
+    final checkpoint, which a failed training never writes. After a success the evaluator gets
+    evaluatorGraceSeconds; after a failure none.
+    """
+    roles: tuple[Role, ...] = ()
+    if Strategy(strategy) is Strategy.PARAMETER_SERVER:
+        roles = (Role.WORKER, Role.PS)
+    return roles + ((Role.EVALUATOR,) if has_evaluator else ())
+
+
+def is_server(strategy: Strategy, role: Role) -> bool:
+    """Tasks that only serve variables/ops to the PS coordinator: tf.distribute.Server().join()."""
+    return Strategy(strategy) is Strategy.PARAMETER_SERVER and Role(role) in (Role.WORKER, Role.PS)
+
+
+def computes(strategy: Strategy, role: Role) -> bool:
+    """Tasks that run the model's computation (and so want the GPUs): workers, and the chief
+    unless it only coordinates (parameter_server)."""
+    role = Role(role)
+    return role is Role.WORKER or (
+        role is Role.CHIEF and Strategy(strategy) is not Strategy.PARAMETER_SERVER)
+
+
+def awaited_peers(strategy: Strategy, role: Role) -> tuple[Role, ...]:
+    """Roles whose tasks this one waits for before starting TensorFlow."""
+    strategy, role = Strategy(strategy), Role(role)
+    if strategy is Strategy.PARAMETER_SERVER and role is Role.CHIEF:
+        return (Role.WORKER, Role.PS)
+    if strategy is Strategy.MULTI_WORKER_MIRRORED and role is Role.WORKER:
+        return (Role.WORKER,)
+    return ()
+
+
+def task_name(role: str, index: int) -> str:
+    """`worker-1`: how logs, files and messages name a task."""
+    return f"{Role(role).value}-{index}"
+
+
+def matches(pattern: str, value: str) -> bool:
+    return re.match(pattern, value) is not None
