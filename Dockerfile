@@ -14,11 +14,14 @@
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE}
 
-# Dependency versions live in one place, pyproject.toml: [project].dependencies plus the
-# `worker` extra (which pins tensorflow-cpu). TF_PACKAGE, when set, replaces that TensorFlow
-# requirement, e.g. for the CUDA build. tf-keras is then installed to match whatever TensorFlow
-# got installed, with --no-deps: it depends on `tensorflow`, which pip would otherwise download
-# and write over tensorflow-cpu. The base image needs Python >= 3.11 (tomllib reads pyproject).
+# Only what `python -m worker` needs: the `worker` extra of pyproject.toml (which pins
+# tensorflow-cpu) plus tf-keras, and the worker/ package. Not [project].dependencies (kubernetes,
+# jinja2, pydantic, PyYAML): those are the launcher's, which runs outside the cluster; the pods'
+# other program, supervise.py (mounted from a ConfigMap), needs only the standard library.
+# TF_PACKAGE, when set, replaces the extra's TensorFlow requirement, e.g. for the CUDA build.
+# tf-keras is then installed to match whatever TensorFlow got installed, with --no-deps: it
+# depends on `tensorflow`, which pip would otherwise download and write over tensorflow-cpu.
+# The base image needs Python >= 3.11 (tomllib reads pyproject).
 ARG TF_PACKAGE=
 
 ENV VIRTUAL_ENV=/opt/venv \
@@ -42,21 +45,27 @@ WORKDIR /tmp/tfk8s-src
 COPY pyproject.toml ./
 RUN --mount=type=secret,id=pipcert,required=false \
     if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi \
- && python -c "import os, tomllib; project = tomllib.load(open('pyproject.toml', 'rb'))['project']; tf = os.environ.get('TF_PACKAGE'); deps = project['dependencies'] + project['optional-dependencies']['worker']; print('\n'.join([d for d in deps if not (tf and d.startswith('tensorflow'))] + ([tf] if tf else [])))" > requirements.txt \
+ && python -c "import os, tomllib; project = tomllib.load(open('pyproject.toml', 'rb'))['project']; tf = os.environ.get('TF_PACKAGE'); deps = project['optional-dependencies']['worker']; print('\n'.join([d for d in deps if not (tf and d.startswith('tensorflow'))] + ([tf] if tf else [])))" > requirements.txt \
  && pip install -r requirements.txt \
  && tf_minor=$(python -c "import tensorflow as tf; print(tf.__version__.rsplit('.', 1)[0])") \
  && pip install --no-deps "tf-keras==$tf_minor.*" \
  && python -c "import tensorflow as tf, tf_keras; print('TensorFlow', tf.__version__, '+ tf_keras', tf_keras.__version__)"
 
-# Our package (launcher, worker, manifests) without dependencies: they are all installed above.
-COPY README.md ./
-COPY launcher ./launcher
-COPY manifests ./manifests
-COPY worker ./worker
-RUN --mount=type=secret,id=pipcert,required=false \
-    if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi \
- && pip install --no-deps . \
- && cd / && rm -rf /tmp/tfk8s-src \
+# The worker package alone, as source: no pip install of the project, which would bring the
+# launcher and its templates along. A .pth file in the venv puts /opt/tfk8s on sys.path, so
+# `python -m worker` works from any directory and for any user, and survives a PYTHONPATH the
+# pod sets for its own program (an ENV PYTHONPATH would be replaced by it). compileall writes
+# the bytecode now: PYTHONDONTWRITEBYTECODE keeps pods from writing it, so without it every
+# pod would compile the worker on start. The checks prove the image holds none of the
+# launcher's stack (find_spec: absent, not merely failing to import) and that the worker starts.
+WORKDIR /
+COPY worker /opt/tfk8s/worker
+RUN rm -rf /tmp/tfk8s-src \
+ && chmod -R a+rX /opt/tfk8s \
+ && python -c "import sysconfig; open(sysconfig.get_paths()['purelib'] + '/tfk8s-worker.pth', 'w').write('/opt/tfk8s\n')" \
+ && python -m compileall -q /opt/tfk8s/worker \
+ && python -c "import importlib.util, sys; found = [m for m in sys.argv[1:] if importlib.util.find_spec(m)]; sys.exit(f'the worker image must not contain {found}' if found else 0)" \
+      pydantic jinja2 kubernetes launcher \
  && python -m worker --help > /dev/null
 
 WORKDIR /home/tfk8s

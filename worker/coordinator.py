@@ -21,7 +21,7 @@ import time
 
 import tensorflow as tf
 
-from worker import errors, layout, preemption, progress, shutdown, training
+from worker import errors, fit_loop, layout, preemption, progress, shutdown, training
 from worker.args import Options
 from worker.contract import Role
 from worker.context import TaskContext
@@ -127,13 +127,13 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
 
 
 def _fit(task: TaskContext, options: Options, program: Program, strategy):
-    model = training.build_compiled_model(program, strategy)
+    model = fit_loop.build_compiled_model(program, strategy)
     try:
         model.fit(
             tf.keras.utils.experimental.DatasetCreator(training.train_dataset_fn(program, options)),
             epochs=options.fit_epochs(),
             steps_per_epoch=options.checkpoint_every,
-            callbacks=training.fit_callbacks(task, options, synchronous=False),
+            callbacks=fit_loop.fit_callbacks(task, options, synchronous=False),
             verbose=2,  # tf_keras rejects verbose=1 (a progress bar) under PS
         )
         step = int(model.optimizer.iterations.numpy())

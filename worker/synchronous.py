@@ -16,7 +16,7 @@ import time
 
 import tensorflow as tf
 
-from worker import args, errors, layout, preemption, progress, shutdown, training
+from worker import args, errors, fit_loop, layout, preemption, progress, shutdown, training
 from worker.args import Options
 from worker.contract import Strategy
 from worker.context import TaskContext
@@ -130,12 +130,12 @@ def _temporary_checkpoint_dir(task: TaskContext) -> str:
 def fit(task: TaskContext, options: Options, program: Program, strategy):
     """Trains, then exits the process (worker/shutdown.py)."""
     args.check_divisible(options, strategy.num_replicas_in_sync)
-    model = training.build_compiled_model(program, strategy)
+    model = fit_loop.build_compiled_model(program, strategy)
     model.fit(
         tf.keras.utils.experimental.DatasetCreator(training.train_dataset_fn(program, options)),
         epochs=options.fit_epochs(),
         steps_per_epoch=options.checkpoint_every,
-        callbacks=training.fit_callbacks(task, options, synchronous=True),
+        callbacks=fit_loop.fit_callbacks(task, options, synchronous=True),
         verbose=2,
     )
     step = int(model.optimizer.iterations.numpy())

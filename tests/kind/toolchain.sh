@@ -538,10 +538,9 @@ worker_src_hash() {
     cd "$REPO"
     {
       docker image inspect --format '{{.Id}}' "$PYTHON_BASE_IMAGE"
-      for f in Dockerfile .dockerignore pyproject.toml README.md; do [ -f "$f" ] && sha "$f"; done
-      for d in worker launcher manifests; do
-        [ -d "$d" ] && find "$d" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 -r sha256sum
-      done
+      # exactly what the image is built from (.dockerignore lets in pyproject.toml and worker/)
+      for f in Dockerfile .dockerignore pyproject.toml; do [ -f "$f" ] && sha "$f"; done
+      find worker -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 -r sha256sum
     } | sha256sum | awk '{print $1}'
   )
 }

@@ -1,0 +1,142 @@
+"""Model.fit's setup for --loop fit (always tf_keras): the compiled model and the callbacks that
+give fit the checkpoints, pruning, progress lines and preemption exit the custom loops have.
+Separate from worker/training.py (the pieces both loops share) so that each module holds one
+topic and stays under the 350-line limit; the custom loops never call into it.
+"""
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+from worker import layout, preemption, progress, training
+from worker.args import Options
+from worker.context import TaskContext
+from worker.program import Program
+
+
+def build_compiled_model(program: Program, strategy):
+    """For Model.fit: Keras scales the loss by the global batch itself under a strategy."""
+    with strategy.scope():
+        model = program.build_model()
+        model.compile(
+            optimizer=training.build_optimizer(program),
+            loss=program.per_example_loss,
+            metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        )
+    return model
+
+
+def fit_progress_callback(task: TaskContext, options: Options):
+    """Epoch-level progress lines (batch-level callbacks are not supported under PS fit).
+
+    Built on demand so roles that never fit do not load Keras's callback machinery.
+    """
+
+    class FitProgressCallback(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self._epoch_start = time.monotonic()
+            self._first = True
+            # After BackupAndRestore's on_train_begin: the step training resumes from.
+            progress.report("start", step=int(self.model.optimizer.iterations.numpy()),
+                            restored_from=layout.backup_dir(task.model_dir), target=options.steps)
+
+        def on_train_end(self, logs=None):
+            progress.report("train_end", step=int(self.model.optimizer.iterations.numpy()))
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._epoch_start = time.monotonic()
+
+        def on_epoch_end(self, epoch, logs=None):
+            seconds = time.monotonic() - self._epoch_start
+            step = int(self.model.optimizer.iterations.numpy())
+            fields = {k: round(float(v), 5) for k, v in (logs or {}).items()}
+            if self._first:
+                progress.report("first_epoch", step=step)
+                self._first = False
+            progress.report(
+                "epoch", epoch=epoch + 1, step=step,
+                steps_per_s=round(options.checkpoint_every / seconds, 2), **fields,
+            )
+
+    return FitProgressCallback()
+
+
+def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
+    """Model.fit's callbacks, in order: restore/backup, evaluator checkpoints, their pruning,
+    progress, and (last, after every save) the preemption exit."""
+    model_dir = task.model_dir
+    return [
+        # Restores the model, optimizer and epoch after a restart of the chief (or all MWMS
+        # workers); tf_keras gives non-chief MWMS workers their own temporary folders. The
+        # backup is never deleted: a chief restarted after fit returned (a lost ps exits 4
+        # right there) or a rerun with a larger --steps resumes from it instead of training
+        # again from fresh weights and overwriting ckpt-1, ckpt-2, ...
+        tf.keras.callbacks.BackupAndRestore(
+            backup_dir=layout.backup_dir(model_dir), delete_checkpoint=False,
+            # MWMS/mirrored: TF's PreemptionCheckpointHandler saves the exact batch on
+            # SIGTERM, every worker at the same step. Not available under PS (MWMS-only).
+            save_before_preemption=synchronous,
+        ),
+        # The evaluator's checkpoints: SidecarEvaluator-compatible names ckpt-<epoch>.
+        tf.keras.callbacks.ModelCheckpoint(
+            filepath=layout.join(layout.checkpoint_dir(model_dir), layout.CHECKPOINT_PREFIX + "-{epoch}"),
+            save_weights_only=True,
+        ),
+        _prune_checkpoints_callback(task, options),
+        fit_progress_callback(task, options),
+        _preemption_callback(task, synchronous),
+    ]
+
+
+def _prune_checkpoints_callback(task: TaskContext, options: Options):
+    """ModelCheckpoint keeps every epoch's checkpoint: keep the newest --max-checkpoints."""
+    directory = layout.checkpoint_dir(task.model_dir)
+
+    class PruneCheckpoints(tf.keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if task.is_writer:
+                prune_checkpoints(directory, options.max_checkpoints)
+
+    return PruneCheckpoints()
+
+
+def prune_checkpoints(directory: str, keep: int) -> None:
+    """Deletes all but the `keep` highest-numbered ckpt-<n> files."""
+    prefix = layout.join(directory, layout.CHECKPOINT_PREFIX + "-")
+    numbers = sorted({
+        int(path[len(prefix):].split(".", 1)[0])
+        for path in tf.io.gfile.glob(prefix + "*.index")
+    })
+    for number in numbers[:-keep]:
+        for path in tf.io.gfile.glob(f"{prefix}{number}.*"):
+            tf.io.gfile.remove(path)
+
+
+def _preemption_callback(task: TaskContext, synchronous: bool):
+    """Ends the task after a SIGTERM, once its progress is saved.
+
+    PS: batch-level callbacks do not exist under ParameterServerStrategy, so the chief finishes
+    the current epoch (--checkpoint-every steps; it must fit in the pod's grace period), whose
+    backup BackupAndRestore has just written, and exits. MWMS/mirrored: TF's handler (created by
+    BackupAndRestore) saves and then calls its exit function, which would be sys.exit(42), a
+    failure to Kubernetes: it is replaced by ours.
+    """
+
+    class PreemptionExit(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            handler = getattr(self.model, "_preemption_handler", None)
+            if synchronous and handler is not None:
+                handler._exit_fn = self._exit  # private attribute of TF 2.21's handler
+            elif not synchronous:
+                preemption.defer()
+
+        def on_epoch_end(self, epoch, logs=None):
+            if not synchronous and preemption.requested():
+                self._exit()
+
+        def _exit(self):
+            preemption.exit_preempted(int(self.model.optimizer.iterations.numpy()),
+                                      layout.backup_dir(task.model_dir))
+
+    return PreemptionExit()
