@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib.util
+import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,16 +33,32 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from launcher import helm_schema, render
+from launcher import render
 from launcher.loader import load_file
 from launcher.spec import ClusterSpec
+from worker import contract
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tfk8s"
-SPECS = sorted((REPO / "examples").glob("*.yaml")) + sorted((Path(__file__).parent / "specs").glob("*.yaml"))
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+if not EXAMPLES:  # an empty parametrize would pass by testing nothing
+    raise FileNotFoundError(f"no example specs in {REPO / 'examples'}")
+SPECS = EXAMPLES + sorted((Path(__file__).parent / "specs").glob("*.yaml"))
 # Labels/annotations Helm charts conventionally add; ignored if present (this chart adds none).
 HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/version"}
 HELM_ANNOTATION_PREFIXES = ("meta.helm.sh/", "helm.sh/")
+
+
+def _load_gen_chart():
+    """scripts/gen_chart.py, the developer tool that writes the chart's generated files."""
+    path = REPO / "scripts" / "gen_chart.py"
+    module_spec = importlib.util.spec_from_file_location("gen_chart", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+gen_chart = _load_gen_chart()
 
 
 def in_ci() -> bool:
@@ -482,8 +501,59 @@ def test_notes_tell_how_to_watch_and_read_logs(helm, tmp_path):
 
 # ------------------------------------------------------------------------------ generated files
 def test_generated_chart_files_are_current():
-    stale = [str(p.relative_to(REPO)) for p in helm_schema.stale_files()]
-    assert not stale, f"{stale} out of date: run python -m launcher.helm_schema --write"
+    generated = set(gen_chart.expected_files())
+    assert generated == {CHART / "values.schema.json", CHART / "templates" / "_contract.tpl"}
+    stale = [str(p.relative_to(REPO)) for p in gen_chart.stale_files()]
+    assert not stale, f"{stale} out of date: run python scripts/gen_chart.py --write"
+
+
+def test_gen_chart_check_runs_from_anywhere(tmp_path):
+    """The script finds the repository from its own path, whatever the working directory."""
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_chart.py"), "--check"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    stale = gen_chart.stale_files()
+    assert r.returncode == (1 if stale else 0), r.stderr
+    assert r.stderr.count("run python scripts/gen_chart.py --write") == len(stale), r.stderr
+
+
+def _template_code(path: Path) -> str:
+    """A template's text without its {{/* comments */}}."""
+    return re.sub(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", "", path.read_text(), flags=re.DOTALL)
+
+
+def test_templates_take_the_contracts_constants_from_contract_tpl():
+    """The templates read the launcher's constants from the generated _contract.tpl: none is
+    written out again (prose in messages and NOTES may name roles and strategies)."""
+    constants = [
+        "TFK8S_", '"chief" "worker"', f'"{contract.GRPC_FAIL_FAST_VALUE}"', contract.BUILTIN_PROGRAM,
+        contract.LABEL_NAME, contract.LABEL_INSTANCE, contract.LABEL_COMPONENT,
+        contract.LABEL_MANAGED_BY, contract.LABEL_STRATEGY, contract.INDEX_ANNOTATION,
+        contract.SUPERVISOR_DIR, contract.DNS1035_PATTERN, f'"{contract.CONTAINER}"',
+        f": {contract.CONTAINER}", f"[{contract.EXIT_PREEMPTED}]", f"[{contract.EXIT_CONFIG}]",
+        f" {contract.MAX_LABEL}",
+    ]
+    templates = [p for p in (CHART / "templates").iterdir() if p.name != "_contract.tpl"]
+    assert templates
+    found = [(p.name, c) for p in templates for c in constants if c in _template_code(p)]
+    assert not found, f"constants written out in templates (use $c from tfk8s.contract): {found}"
+
+
+def test_schema_role_counts_are_the_contracts():
+    """values.schema.json refuses exactly the replica counts contract.ROLE_COUNTS refuses."""
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(json.loads((CHART / "values.schema.json").read_text()))
+    base = yaml.safe_load((CHART / "values.yaml").read_text())
+    base["checkpoint"] = {"dir": "gs://bucket/run"}  # an evaluator needs shared storage
+    roles = [r.value for r in contract.ROLES]
+    for strategy in contract.Strategy:
+        for counts in itertools.product(range(3), repeat=len(roles)):
+            values = copy.deepcopy(base)
+            values["strategy"] = strategy.value
+            for role, n in zip(roles, counts):
+                values["roles"][role]["replicas"] = n
+            problems = contract.role_count_problems(strategy, dict(zip(roles, counts)))
+            errors = [e.message for e in validator.iter_errors(values)]
+            assert bool(errors) == bool(problems), (strategy.value, counts, problems, errors)
 
 
 def test_chart_supervisor_is_the_launchers():

@@ -3,14 +3,16 @@ The launcher's rules that values.schema.json cannot state, with the launcher's m
 (launcher/spec.py, launcher/names.py). Everything else is refused by the schema first.
 */}}
 {{- define "tfk8s.dns1035Problem" -}}
-{{- if gt (len .) 63 -}}
-{{ len . }} characters; a DNS-1035 label has at most 63
-{{- else if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" .) -}}
+{{- $c := include "tfk8s.contract" . | fromJson -}}
+{{- if gt (len .) (int $c.maxLabel) -}}
+{{ len . }} characters; a DNS-1035 label has at most {{ int $c.maxLabel }}
+{{- else if not (regexMatch $c.dns1035Pattern .) -}}
 not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter, end with a letter or digit
 {{- end -}}
 {{- end }}
 
 {{- define "tfk8s.validate" -}}
+{{- $c := include "tfk8s.contract" . | fromJson -}}
 {{- $v := .Values -}}
 {{- $name := include "tfk8s.name" . -}}
 {{- /* name: the release name stands in when empty, and must make valid object names too. */ -}}
@@ -26,9 +28,8 @@ not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter
 {{- fail (printf "namespace: the values say %q but the release namespace is %q; the pods' TF_CONFIG addresses contain it: install with --namespace %s, or set namespace to \"\" (the release namespace)" $v.namespace .Release.Namespace $v.namespace) -}}
 {{- end -}}
 {{- /* Reserved env names. */ -}}
-{{- $reserved := list "TF_CONFIG" "TFK8S_TASK_INDEX" "GRPC_FAIL_FAST" -}}
 {{- $envs := list (list "env" (default dict $v.env)) -}}
-{{- range $role := list "chief" "worker" "ps" "evaluator" -}}
+{{- range $role := $c.roles -}}
 {{- $cfg := get (default dict $v.roles) $role | default dict -}}
 {{- $envs = append $envs (list (printf "roles.%s.env" $role) (default dict $cfg.env)) -}}
 {{- /* nvidia.com/gpu: requests == limits */ -}}
@@ -42,7 +43,7 @@ not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter
 {{- end -}}
 {{- end -}}
 {{- range $pair := $envs -}}
-{{- range $key := $reserved -}}
+{{- range $key := $c.reservedEnv -}}
 {{- if hasKey (last $pair) $key -}}
 {{- fail (printf "%s: %s is set by the launcher for every pod; remove it" (first $pair) $key) -}}
 {{- end -}}
@@ -50,17 +51,17 @@ not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter
 {{- end -}}
 {{- /* checkpoint.dir under the volume's mountPath */ -}}
 {{- $checkpoint := default dict $v.checkpoint -}}
-{{- $dir := default "/ckpt/model" $checkpoint.dir -}}
+{{- $dir := default $c.defaults.checkpointDir $checkpoint.dir -}}
 {{- if and $checkpoint.volume (not (contains "://" $dir)) -}}
-{{- $mountPath := default "/ckpt" $checkpoint.volume.mountPath -}}
+{{- $mountPath := default $c.defaults.mountPath $checkpoint.volume.mountPath -}}
 {{- if not (hasPrefix (printf "%s/" (regexReplaceAll "/+$" $mountPath "")) (printf "%s/" (regexReplaceAll "/+$" $dir ""))) -}}
 {{- fail (printf "checkpoint: dir '%s' is not under the volume's mountPath '%s'" $dir $mountPath) -}}
 {{- end -}}
 {{- end -}}
 {{- /* multi_worker_mirrored with several workers: checkpoints every worker shares
        (spec.mwms_storage_problem): a PVC or gs://, not an emptyDir or a hostPath. */ -}}
-{{- $workers := int (dig "worker" "replicas" 0 (default dict $v.roles)) -}}
-{{- if and (eq $v.strategy "multi_worker_mirrored") (gt $workers 1) (not (contains "://" $dir)) -}}
+{{- $workers := int (dig $c.role.worker "replicas" 0 (default dict $v.roles)) -}}
+{{- if and (eq $v.strategy $c.strategy.multiWorkerMirrored) (gt $workers 1) (not (contains "://" $dir)) -}}
 {{- $shared := false -}}
 {{- if $checkpoint.volume }}{{ if $checkpoint.volume.persistentVolumeClaim }}{{ $shared = true }}{{ end }}{{ end -}}
 {{- if not $shared -}}
@@ -70,7 +71,7 @@ not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter
 {{- end -}}
 {{- /* generated names (names.generated_names): the first one that is not a DNS-1035 label */ -}}
 {{- $generated := list (list "-" "Service" $name) (list "-" "ServiceAccount/Role" (printf "%s-supervisor" $name)) -}}
-{{- range $role := list "chief" "worker" "ps" "evaluator" -}}
+{{- range $role := $c.roles -}}
 {{- $n := int (dig $role "replicas" 0 (default dict $v.roles)) -}}
 {{- if gt $n 0 -}}
 {{- $generated = append $generated (list $role "Job" (printf "%s-%s" $name $role)) -}}
