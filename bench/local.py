@@ -87,7 +87,8 @@ class MemorySampler:
 def run_once(backend: LocalBackend, spec: ClusterSpec) -> dict:
     submitted = time.time()
     with MemorySampler(backend, spec) as memory:
-        exit_code = backend.submit(spec, wait=True, replace=True)
+        backend.submit(spec, replace=True)
+        exit_code = backend.wait(spec.name)
     if exit_code != 0:
         raise SystemExit(f"{spec.name} failed with exit code {exit_code}; see "
                          f"{backend.log_path(spec.name, 'chief', 0)}")

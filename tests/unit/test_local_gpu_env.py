@@ -1,5 +1,5 @@
-"""Which local tasks see the GPUs (launcher/backends/local.py gpu_env)."""
-from launcher.backends.local import gpu_env
+"""Which local tasks see the GPUs (launcher/backends/local/policy.py gpu_env)."""
+from launcher.backends.local.policy import gpu_env
 
 
 def test_only_computing_tasks_see_the_gpus_and_grow_their_memory():

@@ -1,7 +1,9 @@
-"""LocalBackend's restart policy (restart_decision) follows the Jobs the launcher renders.
+"""LocalBackend's policy (launcher/backends/local/policy.py), pure: no process is started.
 
-Each case is checked against the rendered Job too: where the local run does not count a failure,
-the Job's podFailurePolicy ignores that exit code; where it gives up at once, FailJob.
+restart_decision follows the Jobs the launcher renders: each case is checked against the
+rendered Job too (where the local run does not count a failure, the Job's podFailurePolicy
+ignores that exit code; where it gives up at once, FailJob). decide() is the end of a run from
+task snapshots and the clock, like launcher.lifecycle.compute_status on Kubernetes.
 """
 from __future__ import annotations
 
@@ -9,9 +11,14 @@ import signal
 
 import pytest
 
-from launcher import render
-from launcher.backends.local import restart_decision
+from launcher import plan, render
+from launcher.backends.local import policy
+from launcher.backends.local.policy import (
+    TaskSnapshot, TaskState, decide, evaluator_outcome, interrupted,
+)
 from launcher.loader import load_text
+from launcher.status import Phase
+from worker.contract import Role
 from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
 
 PS = """\
@@ -26,6 +33,10 @@ def spec(extra: str = "", byo: bool = False):
     if byo:
         text += "image: me/train:1\ncommand: [python, train.py]\n"
     return load_text(text)
+
+
+def decision(s, role: str, code: int, **kwargs) -> policy.RestartDecision:
+    return policy.restart_decision(plan.failure_policy(s), role, code, **kwargs)
 
 
 def job_action(s, role: str, exit_code: int) -> str:
@@ -44,7 +55,7 @@ def job_action(s, role: str, exit_code: int) -> str:
 @pytest.mark.parametrize("code", [EXIT_PREEMPTED, -signal.SIGTERM])
 def test_never_preemption_is_replaced_without_counting(role, code):
     s = spec("backoffLimit: 0\n")
-    d = restart_decision(s, role, code, restarts_used=0)
+    d = decision(s, role, code, restarts_used=0)
     assert d.restart and not d.counted
     assert "preempted" in d.reason and "not counted against backoffLimit" in d.message
     assert job_action(s, role, EXIT_PREEMPTED) == "Ignore"
@@ -52,10 +63,10 @@ def test_never_preemption_is_replaced_without_counting(role, code):
 
 def test_never_failure_replaces_the_task_counted_until_backoff_limit():
     s = spec("backoffLimit: 2\n")
-    first = restart_decision(s, "chief", 3, restarts_used=0)
+    first = decision(s, "chief", 3, restarts_used=0)
     assert first.restart and first.counted
     assert "replacing it (restartPolicy Never: a new pod, failure 1 of backoffLimit 2" in first.message
-    last = restart_decision(s, "chief", -signal.SIGKILL, restarts_used=2)
+    last = decision(s, "chief", -signal.SIGKILL, restarts_used=2)
     assert not last.restart and last.counted
     assert last.reason == "was killed by SIGKILL"
     assert "backoffLimit 2 reached for role chief" in last.message
@@ -64,7 +75,7 @@ def test_never_failure_replaces_the_task_counted_until_backoff_limit():
 
 def test_built_in_config_error_fails_at_once():
     s = spec("backoffLimit: 6\n")
-    d = restart_decision(s, "chief", EXIT_CONFIG, restarts_used=0)
+    d = decision(s, "chief", EXIT_CONFIG, restarts_used=0)
     assert not d.restart and d.counted
     assert "configuration error" in d.message and "FailJob" in d.message
     assert job_action(s, "chief", EXIT_CONFIG) == "FailJob"
@@ -72,24 +83,201 @@ def test_built_in_config_error_fails_at_once():
 
 def test_bring_your_own_exit_2_is_an_ordinary_failure():
     s = spec("backoffLimit: 6\n", byo=True)
-    d = restart_decision(s, "chief", EXIT_CONFIG, restarts_used=0)
+    d = decision(s, "chief", EXIT_CONFIG, restarts_used=0)
     assert d.restart and d.counted
     assert job_action(s, "chief", EXIT_CONFIG) == "Count"
     # A preempted bring-your-own task (killed by SIGTERM: 143) is not counted either.
-    assert not restart_decision(s, "worker", -signal.SIGTERM, restarts_used=0).counted
+    assert not decision(s, "worker", -signal.SIGTERM, restarts_used=0).counted
     assert job_action(s, "worker", EXIT_PREEMPTED) == "Ignore"
 
 
 def test_on_failure_restarts_in_place_and_counts_preemptions():
     s = spec("restartPolicy: OnFailure\nbackoffLimit: 1\n")
-    d = restart_decision(s, "chief", EXIT_PREEMPTED, restarts_used=0)
+    d = decision(s, "chief", EXIT_PREEMPTED, restarts_used=0)
     assert d.restart and d.counted and "in place" in d.message and "preempted" in d.reason
-    assert not restart_decision(s, "chief", EXIT_PREEMPTED, restarts_used=1).restart
+    assert not decision(s, "chief", EXIT_PREEMPTED, restarts_used=1).restart
     # A config error restarts in place too: no podFailurePolicy with OnFailure.
-    assert restart_decision(s, "chief", EXIT_CONFIG, restarts_used=0).restart
+    assert decision(s, "chief", EXIT_CONFIG, restarts_used=0).restart
     assert job_action(s, "chief", EXIT_PREEMPTED) == job_action(s, "chief", EXIT_CONFIG) == "Count"
 
 
 def test_no_restart_once_training_is_over():
-    d = restart_decision(spec(), "worker", EXIT_PREEMPTED, restarts_used=0, training_over=True)
+    d = decision(spec(), "worker", EXIT_PREEMPTED, restarts_used=0, training_over=True)
     assert not d.restart and "training is over" in d.message
+
+
+# --- the end of a run (policy.decide): snapshots in, decision out, no processes ---------------
+
+EVALUATOR = """\
+checkpoint: {volume: {persistentVolumeClaim: {claimName: ckpt}}}
+evaluatorGraceSeconds: 30
+"""
+MWMS = """\
+name: m
+strategy: multi_worker_mirrored
+roles: {worker: {replicas: 2}}
+checkpoint: {dir: "gs://bucket/m"}
+"""
+T0 = 1000.0  # the monotonic clock when the chief ended
+
+
+def plan_of(text: str = PS, byo: bool = False) -> plan.ClusterPlan:
+    if byo:
+        text += "image: me/train:1\ncommand: [python, train.py]\n"
+    return plan.plan(load_text(text))
+
+
+def with_evaluator(text: str = PS) -> str:
+    return text.replace("roles: {", "roles: {evaluator: {replicas: 1}, ", 1) + EVALUATOR
+
+
+def task(name: str, state: str = "running", code: int | None = None, reason: str = "",
+         ended_at: float | None = None) -> TaskSnapshot:
+    role, index = name.rsplit("-", 1)
+    if state in ("succeeded", "failed") and ended_at is None:
+        ended_at = T0
+    if code is not None and not reason:
+        reason = policy.describe_exit(code)
+    return TaskSnapshot(Role(role), int(index), TaskState(state), code, reason, ended_at)
+
+
+def ps_tasks(chief: str = "running", **states) -> list[TaskSnapshot]:
+    """chief-0, worker-0, worker-1, ps-0 (and evaluator-0 if given), running unless given."""
+    tasks = [task("chief-0", chief)] if isinstance(chief, str) else [chief]
+    for name in ("worker-0", "worker-1", "ps-0", "evaluator-0"):
+        given = states.get(name.replace("-", "_"))
+        if given is None and name == "evaluator-0":
+            continue
+        tasks.append(given if isinstance(given, TaskSnapshot) else task(name, given or "running"))
+    return tasks
+
+
+def stopped(d) -> dict[str, tuple[str, str | None]]:
+    return {f"{s.role}-{s.index}": (s.state.value, s.reason) for s in d.stop}
+
+
+def test_running_while_the_chief_runs():
+    d = decide(plan_of(), ps_tasks(), now=T0)
+    assert d.phase is Phase.RUNNING and not d.finished and d.stop == () and d.exit_code is None
+
+
+def test_chief_exit_0_stops_the_servers_which_count_as_succeeded():
+    d = decide(plan_of(), ps_tasks(task("chief-0", "succeeded", 0)), now=T0)
+    assert d.phase is Phase.SUCCEEDED and d.exit_code == 0 and d.message == ""
+    never_exits = ("succeeded", "stopped after training (never exits)")
+    assert stopped(d) == {"worker-0": never_exits, "worker-1": never_exits, "ps-0": never_exits}
+    assert d.stop_reason == "training is over"
+    assert d.notes == ("training ended: chief-0 exited 0",)
+
+
+def test_a_server_waiting_to_restart_is_stopped_too():
+    d = decide(plan_of(), ps_tasks(task("chief-0", "succeeded", 0), worker_1="waiting-restart"),
+               now=T0)
+    assert d.phase is Phase.SUCCEEDED and "worker-1" in stopped(d)
+
+
+def test_ps_failed_for_good_gives_the_running_chief_the_failure_grace():
+    dead_ps = task("ps-0", "failed", -signal.SIGKILL, ended_at=T0)
+    d = decide(plan_of(), ps_tasks(ps_0=dead_ps), now=T0 + 5, failure_grace_seconds=20)
+    assert d.phase is Phase.RUNNING and d.stop == ()
+    assert d.notes == ("ps-0 cannot restart; giving chief-0 20 s to exit by itself",)
+
+    d = decide(plan_of(), ps_tasks(ps_0=dead_ps), now=T0 + 20, failure_grace_seconds=20)
+    assert d.phase is Phase.FAILED and d.exit_code == 1
+    assert d.message == "ps-0 was killed by SIGKILL; chief-0 was stopped"
+    assert stopped(d) == {n: ("stopped", None) for n in ("chief-0", "worker-0", "worker-1")}
+    assert d.stop_reason == "cluster ended"
+
+
+def test_chief_that_is_not_running_gets_no_failure_grace():
+    dead_ps = task("ps-0", "failed", 3)
+    d = decide(plan_of(), ps_tasks("waiting-restart", ps_0=dead_ps), now=T0 + 1)
+    assert d.phase is Phase.FAILED and d.message == "ps-0 exited 3; chief-0 was stopped"
+
+
+def test_chief_failure_fails_with_its_exit_code_and_the_first_dead_peer():
+    first = task("ps-0", "failed", -signal.SIGKILL, ended_at=T0)
+    later = task("worker-1", "failed", 3, ended_at=T0 + 1)
+    chief = task("chief-0", "failed", 4, ended_at=T0 + 2)
+    d = decide(plan_of(), ps_tasks(chief, ps_0=first, worker_1=later), now=T0 + 2)
+    assert d.phase is Phase.FAILED and d.exit_code == 4
+    assert d.message == "chief-0 exited 4 after ps-0 was killed by SIGKILL"
+    assert set(stopped(d)) == {"worker-0"}
+
+
+@pytest.mark.parametrize("code, status", [(-signal.SIGKILL, 137), (-signal.SIGTERM, 143),
+                                          (3, 3)])
+def test_chief_killed_by_a_signal_exits_128_plus_n(code, status):
+    d = decide(plan_of(), ps_tasks(task("chief-0", "failed", code)), now=T0)
+    assert d.phase is Phase.FAILED and d.exit_code == status
+
+
+def test_a_failed_chief_stops_the_evaluator_at_once():
+    text = with_evaluator()
+    d = decide(plan_of(text), ps_tasks(task("chief-0", "failed", 4), evaluator_0="running"),
+               now=T0)
+    assert d.phase is Phase.FAILED and stopped(d)["evaluator-0"] == ("stopped", None)
+
+
+def test_mwms_worker_0_done_waits_for_its_peers_up_to_the_peer_grace():
+    p = plan_of(MWMS)
+    tasks = [task("worker-0", "succeeded", 0), task("worker-1")]
+    d = decide(p, tasks, now=T0 + 59, peer_exit_grace_seconds=60)
+    assert d.phase is Phase.FINISHING and not d.finished and d.stop == ()
+    assert "worker-1" in d.message and d.notes == ("training ended: worker-0 exited 0",)
+    d = decide(p, tasks, now=T0 + 60, peer_exit_grace_seconds=60)
+    assert d.phase is Phase.SUCCEEDED and stopped(d) == {"worker-1": ("stopped", None)}
+    done = [task("worker-0", "succeeded", 0), task("worker-1", "succeeded", 0)]
+    assert decide(p, done, now=T0).phase is Phase.SUCCEEDED
+
+
+def test_mwms_worker_1_success_alone_is_not_the_end():
+    p = plan_of(MWMS)
+    d = decide(p, [task("worker-0"), task("worker-1", "succeeded", 0)], now=T0 + 100)
+    assert d.phase is Phase.RUNNING
+
+
+@pytest.mark.parametrize("byo", [False, True], ids=["builtin", "byo"])
+def test_evaluator_gets_its_grace_after_training(byo):
+    p = plan_of(with_evaluator(), byo=byo)
+    tasks = ps_tasks(task("chief-0", "succeeded", 0), evaluator_0="running")
+    d = decide(p, tasks, now=T0 + 29)
+    assert d.phase is Phase.FINISHING and "evaluatorGraceSeconds" in d.message and d.stop == ()
+    d = decide(p, tasks, now=T0 + 30)
+    assert d.phase is Phase.SUCCEEDED and d.exit_code == 0
+    assert stopped(d)["evaluator-0"] == ("succeeded", "stopped after training (never exits)")
+    if byo:
+        assert d.message == "evaluator stopped 30 s (evaluatorGraceSeconds) after training ended"
+    else:
+        assert d.message == ("training succeeded; the evaluator had not evaluated the final "
+                             "checkpoint 30 s (evaluatorGraceSeconds) after training ended and "
+                             "was stopped")
+
+
+@pytest.mark.parametrize("byo, message", [(False, ""), (True, "evaluator exited by itself")])
+def test_evaluator_that_exited_by_itself(byo, message):
+    p = plan_of(with_evaluator(), byo=byo)
+    evaluator = task("evaluator-0", "succeeded", 0)
+    assert evaluator_outcome(p, evaluator, elapsed=0) == message
+    d = decide(p, ps_tasks(task("chief-0", "succeeded", 0), evaluator_0=evaluator), now=T0)
+    assert d.phase is Phase.SUCCEEDED and d.message == message
+
+
+def test_evaluator_failure_is_a_note_not_a_failure():
+    p = plan_of(with_evaluator())
+    evaluator = task("evaluator-0", "failed", 7)
+    d = decide(p, ps_tasks(task("chief-0", "succeeded", 0), evaluator_0=evaluator), now=T0)
+    assert d.phase is Phase.SUCCEEDED and d.exit_code == 0
+    assert d.message == "training succeeded; the evaluator failed (exited 7)"
+    # ... and does not fail a running training either.
+    assert decide(p, ps_tasks(evaluator_0=evaluator), now=T0 + 100).phase is Phase.RUNNING
+
+
+def test_no_evaluator_no_note():
+    assert evaluator_outcome(plan_of(), None, elapsed=0) == ""
+
+
+def test_interrupted_fails_with_128_plus_the_signal_and_stops_everything():
+    d = interrupted(ps_tasks(worker_1="waiting-restart"), signal.SIGTERM)
+    assert d.phase is Phase.FAILED and d.exit_code == 143 and d.message == "interrupted by SIGTERM"
+    assert set(stopped(d)) == {"chief-0", "worker-0", "worker-1", "ps-0"}

@@ -54,7 +54,7 @@ def make_spec(name: str, strategy: str, program_args: list[str], *, evaluator: b
 
 
 class Submission:
-    """submit(spec, wait=True) in a thread, so a test can watch and inject faults meanwhile."""
+    """submit(spec) and wait(name) in a thread, so a test can watch and inject faults meanwhile."""
 
     def __init__(self, backend: LocalBackend, spec: ClusterSpec, replace: bool = False):
         self.backend, self.spec = backend, spec
@@ -66,7 +66,8 @@ class Submission:
 
     def _run(self, replace: bool) -> None:
         try:
-            self.exit_code = self.backend.submit(self.spec, wait=True, replace=replace)
+            self.backend.submit(self.spec, replace=replace)
+            self.exit_code = self.backend.wait(self.spec.name)
         except BaseException as exc:  # re-raised in wait()
             self.error = exc
 

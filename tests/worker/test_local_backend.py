@@ -54,7 +54,8 @@ def _by_role(chief_code: str, evaluator_code: str) -> str:
 
 def test_failed_task_restarts_in_place_with_the_same_tf_config(backend, workdir):
     spec = byo_spec("flaky", [FLAKY, "2"], restartPolicy="OnFailure", backoffLimit=2)
-    assert backend.submit(spec, wait=True) == 0
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 0
     log = backend.log_path("flaky", "chief", 0).read_text()
     configs = [line for line in log.splitlines() if line.startswith("TF_CONFIG=")]
     assert len(configs) == 3 and len(set(configs)) == 1
@@ -66,7 +67,8 @@ def test_failed_task_restarts_in_place_with_the_same_tf_config(backend, workdir)
 
 def test_backoff_limit_exhausted_fails_with_the_chief_exit_code(backend, workdir):
     spec = byo_spec("broken", [FLAKY, "99"], restartPolicy="OnFailure", backoffLimit=1)
-    assert backend.submit(spec, wait=True) == 3
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 3
     status = backend.status("broken")
     assert status.phase == "Failed" and "chief-0 exited 3" in status.message
     assert status.roles[0].failed == 2  # the first attempt and one restart
@@ -75,7 +77,8 @@ def test_backoff_limit_exhausted_fails_with_the_chief_exit_code(backend, workdir
 def test_never_replaces_a_failed_task_counted_against_backoff_limit(backend, workdir, tmp_path):
     # restartPolicy Never: like a Job, a failed pod is replaced and counted against backoffLimit.
     spec = byo_spec("never", [FLAKY, "1"], restartPolicy="Never", backoffLimit=1)
-    assert backend.submit(spec, wait=True) == 0
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 0
     status = backend.status("never")
     assert status.phase == "Succeeded" and status.roles[0].failed == 1
     log = (tmp_path / "cluster-output.log").read_text()
@@ -85,7 +88,8 @@ def test_never_replaces_a_failed_task_counted_against_backoff_limit(backend, wor
 
 def test_never_with_backoff_limit_0_fails_on_the_first_failure(backend, workdir):
     spec = byo_spec("never0", [FLAKY, "1"], restartPolicy="Never", backoffLimit=0)
-    assert backend.submit(spec, wait=True) == 3
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 3
     status = backend.status("never0")
     assert status.phase == "Failed" and status.roles[0].failed == 1
 
@@ -150,7 +154,8 @@ def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
     spec = make_spec("badarg", "mirrored", ["--steps", "nope"], evaluator=False,
                      restartPolicy="Never", backoffLimit=6)
     started = time.monotonic()
-    assert backend.submit(spec, wait=True) == EXIT_CONFIG
+    backend.submit(spec)
+    assert backend.wait(spec.name) == EXIT_CONFIG
     assert time.monotonic() - started < 60
     status = backend.status("badarg")
     assert status.phase == "Failed" and "configuration error" in status.message
@@ -185,7 +190,8 @@ def test_bring_your_own_evaluator_is_stopped_after_the_grace(backend, workdir):
     spec = byo_spec("grace", ["print('trained')"], evaluator_command=SLEEP,
                     evaluatorGraceSeconds=2)
     started = time.monotonic()
-    assert backend.submit(spec, wait=True) == 0
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 0
     assert time.monotonic() - started < 30
     status = backend.status("grace")
     assert status.phase == "Succeeded" and "evaluatorGraceSeconds" in status.message
@@ -195,14 +201,40 @@ def test_bring_your_own_evaluator_is_stopped_after_the_grace(backend, workdir):
 def test_evaluator_failure_does_not_fail_training(backend, workdir):
     spec = byo_spec("evalfails", ["print('trained')"],
                     evaluator_command="import sys; sys.exit(7)", restartPolicy="Never")
-    assert backend.submit(spec, wait=True) == 0
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 0
     status = backend.status("evalfails")
     assert status.phase == "Succeeded" and "evaluator failed" in status.message
 
 
-def test_detached_run_status_logs_list_delete_leave_no_process(backend, workdir):
+@pytest.fixture
+def detached(workdir, tmp_path):
+    """A backend whose runs are supervised by a detached process (the CLI without --wait)."""
+    with (tmp_path / "waiter-output.log").open("w") as stream:
+        backend = LocalBackend(workdir, stream=stream, foreground=False)
+        assert not backend.runs_in_foreground
+        yield backend
+    assert_no_task_processes(workdir)
+
+
+def test_detached_wait_polls_until_the_end_and_returns_the_chief_exit_code(detached, tmp_path):
+    detached.submit(byo_spec("bg-ok", ["print('trained')"]))
+    assert detached.wait("bg-ok") == 0
+    detached.submit(byo_spec("bg-fails", [FLAKY, "99"], restartPolicy="Never", backoffLimit=0))
+    assert detached.wait("bg-fails") == 3
+    shown = (tmp_path / "waiter-output.log").read_text().splitlines()
+    assert shown[-1].startswith("[Failed] chief 0 active/0 succeeded/1 failed of 1 - chief-0 "
+                                "exited 3"), shown
+    assert any(line.startswith("[Succeeded] chief 0 active/1 succeeded") for line in shown)
+    # A foreground backend that did not submit it only reads how it ended.
+    assert LocalBackend(detached.workdir).wait("bg-fails") == 3
+    assert "chief-0 exited 3" in (detached.run_dir("bg-fails") / "supervisor.log").read_text()
+
+
+def test_detached_run_status_logs_list_delete_leave_no_process(detached, workdir):
+    backend = detached
     spec = byo_spec("detached", [SLEEP])
-    assert backend.submit(spec, wait=False) == 0
+    backend.submit(spec)
     pid = wait_until(lambda: backend.pid("detached", "chief", 0), 60, "the chief to start")
     wait_until(lambda: backend.status("detached").phase == "Running", 30, "Running")
     wait_until(lambda: "sleeping" in backend.log_path("detached", "chief", 0).read_text(), 30,
@@ -210,7 +242,7 @@ def test_detached_run_status_logs_list_delete_leave_no_process(backend, workdir)
     assert [c.name for c in backend.list()] == ["detached"]
     assert "sleeping\n" in list(backend.logs("detached", "chief", 0))
     with pytest.raises(SubmitRefused, match="is running"):
-        backend.submit(spec, wait=True)
+        LocalBackend(workdir).submit(spec)
     (workdir / "detached" / "model" / "keep-me").write_text("checkpoint")
     backend.delete("detached")
     assert_no_task_processes(workdir)
@@ -221,14 +253,16 @@ def test_detached_run_status_logs_list_delete_leave_no_process(backend, workdir)
 
 
 def test_sigterm_to_the_launcher_stops_every_task(tmp_path):
-    """The CLI's path: submit(wait=True) in the main thread of a process that gets SIGTERM."""
+    """The CLI's path: submit() and wait() in the main thread of a process that gets SIGTERM."""
     workdir = tmp_path / "work"
     script = f"""
 import sys
 sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'worker')!r})
 from test_local_backend import byo_spec, SLEEP
 from launcher.backends.local import LocalBackend
-sys.exit(LocalBackend({str(workdir)!r}).submit(byo_spec("sigterm", [SLEEP]), wait=True))
+backend = LocalBackend({str(workdir)!r})
+backend.submit(byo_spec("sigterm", [SLEEP]))
+sys.exit(backend.wait("sigterm"))
 """
     launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -254,7 +288,9 @@ import sys
 sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'worker')!r})
 from test_local_backend import byo_spec, SLEEP
 from launcher.backends.local import LocalBackend
-LocalBackend({str(workdir)!r}).submit(byo_spec("sigkill", [SLEEP]), wait=True)
+backend = LocalBackend({str(workdir)!r})
+backend.submit(byo_spec("sigkill", [SLEEP]))
+backend.wait("sigkill")
 """
     launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

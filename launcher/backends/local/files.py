@@ -1,0 +1,100 @@
+"""The files of one local run, under `<workdir>/<name>/` (layout in the package docstring)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from launcher.errors import LauncherError
+from launcher.spec import ClusterSpec
+from worker.contract import task_name
+
+
+class RunFiles:
+    def __init__(self, workdir: Path, name: str):
+        self.workdir = workdir
+        self.name = name
+        self.dir = workdir / name
+
+    @property
+    def spec_path(self) -> Path:
+        return self.dir / "spec.json"
+
+    @property
+    def status_path(self) -> Path:
+        return self.dir / "status.json"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.dir / "supervisor.log"
+
+    @property
+    def default_model_dir(self) -> Path:
+        return self.dir / "model"
+
+    def log_path(self, role: str, index: int) -> Path:
+        return self.dir / "logs" / f"{task_name(role, index)}.log"
+
+    def pid_path(self, role: str, index: int) -> Path:
+        return self.dir / "pids" / f"{task_name(role, index)}.pid"
+
+    # --- spec ------------------------------------------------------------------------------
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        """Create logs/ and pids/ and record the spec."""
+        for sub in ("logs", "pids"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self.spec_path.write_text(
+            json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2) + "\n"
+        )
+
+    def read_spec(self) -> ClusterSpec:
+        try:
+            return ClusterSpec.model_validate(json.loads(self.spec_path.read_text()))
+        except FileNotFoundError:
+            raise LauncherError(f"no local cluster {self.name!r} in {self.workdir}") from None
+
+    def recorded_stop_grace(self) -> float:
+        """The terminationGracePeriodSeconds of the spec the run recorded."""
+        try:
+            spec = json.loads(self.spec_path.read_text())
+            return float(spec["terminationGracePeriodSeconds"])
+        except (FileNotFoundError, KeyError, ValueError):
+            return float(ClusterSpec.model_fields["termination_grace_period_seconds"].default)
+
+    # --- status ----------------------------------------------------------------------------
+
+    def has_status(self) -> bool:
+        return self.status_path.exists()
+
+    def read_status(self) -> dict:
+        try:
+            return json.loads(self.status_path.read_text())
+        except FileNotFoundError:
+            raise LauncherError(f"no local cluster {self.name!r} in {self.workdir}") from None
+
+    def write_status(self, record: dict) -> None:
+        write_json(self.status_path, record)
+
+    # --- pids ------------------------------------------------------------------------------
+
+    def write_pid(self, role: str, index: int, pid: int) -> None:
+        path = self.pid_path(role, index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{pid}\n")
+
+    def read_pid(self, role: str, index: int) -> int | None:
+        try:
+            return int(self.pid_path(role, index).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def remove_pid(self, role: str, index: int) -> None:
+        self.pid_path(role, index).unlink(missing_ok=True)
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Atomically: a reader sees the old record or the new one, never half of one."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(temporary, path)

@@ -1,0 +1,244 @@
+"""The local Job-controller rules, pure: what to do about an exit, and when the run is over.
+
+The supervisor (supervisor.py) feeds these functions immutable snapshots of its tasks and the
+clock; they start, stop and signal nothing, so every rule is tested without processes
+(tests/unit/test_local_policy.py), like launcher.lifecycle.compute_status on Kubernetes.
+"""
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
+
+from launcher.plan import ClusterPlan, FailurePolicy
+from launcher.status import Phase
+from worker import contract
+from worker.contract import Role, Strategy
+
+FAILURE_GRACE_SECONDS = 20.0  # lets the chief report a dead peer itself before it is stopped
+PEER_EXIT_GRACE_SECONDS = 60.0  # MWMS: other workers finish after worker 0
+
+
+class TaskState(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING_RESTART = "waiting-restart"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # for good: it may not restart
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+LIVE = (TaskState.RUNNING, TaskState.WAITING_RESTART)
+
+
+# --- one task's exit -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RestartDecision:
+    restart: bool  # start the task again (same TF_CONFIG)
+    counted: bool  # a failure counted against backoffLimit
+    reason: str  # the task's state, e.g. "exited 3"
+    message: str  # what happens next, for the log
+
+
+def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used: int,
+                     training_over: bool = False) -> RestartDecision:
+    """What Kubernetes would do about a task (pod) that exited with `code` (Popen's
+    returncode, non-zero), given `restarts_used` counted restarts of its role so far.
+
+    restartPolicy Never (plan.failure_policy, rendered as the Jobs' podFailurePolicy): an exit
+    in ignored_exit_codes (a preemption) replaces the pod without counting; one in
+    fatal_exit_codes (the built-in worker's configuration error) fails the role at once;
+    anything else replaces the pod, counted against backoffLimit. OnFailure: every failure
+    restarts in place, counted, preemptions included (no podFailurePolicy there).
+    """
+    status = shell_status(code)
+    limit = failure.backoff_limit
+    in_place = failure.restart_policy == "OnFailure"
+    described = describe_exit(code)
+    preempted = status == contract.EXIT_PREEMPTED
+    if preempted:
+        described = f"was preempted ({described}: SIGTERM)"
+    if training_over:
+        return RestartDecision(False, True, described, f"{described}; not restarting it "
+                               "(training is over)")
+    if status in failure.ignored_exit_codes:
+        return RestartDecision(True, False, described, (
+            f"{described}; replacing it like a replaced pod (a preemption is not counted against "
+            f"backoffLimit; {restarts_used} of {limit} used for role {role})"))
+    if status in failure.fatal_exit_codes:
+        return RestartDecision(False, True, f"{described} (a configuration error)", (
+            f"{described}, a configuration error of the built-in worker (see its log); not "
+            "restarting it, the same arguments would fail again (podFailurePolicy FailJob)"))
+    if restarts_used >= limit:
+        return RestartDecision(False, True, described, (
+            f"{described}; not restarting it (backoffLimit {limit} reached for role {role})"))
+    if not in_place:
+        how = f"replacing it (restartPolicy {failure.restart_policy}: a new pod"
+    elif preempted:
+        how = (f"restarting it in place (restartPolicy {failure.restart_policy} has no "
+               "podFailurePolicy, so a preemption counts")
+    else:
+        how = f"restarting it in place (restartPolicy {failure.restart_policy}"
+    return RestartDecision(True, True, described, (
+        f"{described}; {how}, failure {restarts_used + 1} of backoffLimit {limit} for role "
+        f"{role})"))
+
+
+# --- the run as a whole --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskSnapshot:
+    """One task as the supervisor sees it at one poll."""
+
+    role: Role
+    index: int
+    state: TaskState
+    exit_code: int | None = None  # Popen's returncode of the last attempt (-N: signal N)
+    reason: str = ""  # e.g. "exited 3", "was killed by SIGKILL"
+    ended_at: float | None = None  # monotonic time it succeeded or failed for good
+
+    @property
+    def name(self) -> str:
+        return contract.task_name(self.role, self.index)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A task to stop now, and the state it is left in."""
+
+    role: Role
+    index: int
+    state: TaskState
+    reason: str | None = None  # None: "stopped (<Decision.stop_reason>)" if it was running
+
+
+@dataclass(frozen=True)
+class Decision:
+    phase: Phase  # RUNNING, FINISHING (training succeeded), SUCCEEDED or FAILED
+    message: str = ""
+    exit_code: int | None = None  # once finished: the CLI's exit code
+    stop: tuple[Stop, ...] = ()
+    stop_reason: str = ""  # for the log: "stopping worker-1 (training is over)"
+    notes: tuple[str, ...] = ()  # for the log; the supervisor says each distinct note once
+
+    @property
+    def finished(self) -> bool:
+        return self.phase.finished
+
+
+def decide(plan: ClusterPlan, tasks: Sequence[TaskSnapshot], now: float, *,
+           failure_grace_seconds: float = FAILURE_GRACE_SECONDS,
+           peer_exit_grace_seconds: float = PEER_EXIT_GRACE_SECONDS) -> Decision:
+    """The run's phase after a poll, and what to stop. `now` and every `ended_at` come from one
+    monotonic clock.
+
+    - the chief (MWMS: worker 0) failed for good: Failed with its exit code (signal N: 128+N).
+    - another training task failed for good: a running chief gets `failure_grace_seconds` to
+      exit with its own error, then Failed (exit code 1).
+    - the chief exited 0: MWMS peers get `peer_exit_grace_seconds` to finish, the evaluator
+      (see evaluator_outcome) its grace; then Succeeded, and what still runs is stopped:
+      supervised tasks (ps, PS workers, the evaluator) count as succeeded.
+    """
+    chief = next(t for t in tasks if (t.role, t.index) == (plan.success_role,
+                                                            contract.SUCCESS_INDEX))
+    training = [t for t in tasks if t.role in contract.TRAINING_ROLES]
+    dead_peers = sorted((t for t in training if t.state is TaskState.FAILED and t is not chief),
+                        key=lambda t: t.ended_at or 0.0)
+    cause = f" after {dead_peers[0].name} {dead_peers[0].reason}" if dead_peers else ""
+    if chief.state is TaskState.FAILED:
+        return _failed(tasks, f"{chief.name} {chief.reason}{cause}", shell_status(chief.exit_code))
+    if dead_peers and chief.state is not TaskState.SUCCEEDED:
+        first = dead_peers[0]
+        if chief.state is TaskState.RUNNING and now - first.ended_at < failure_grace_seconds:
+            note = (f"{first.name} cannot restart; giving {chief.name} "
+                    f"{failure_grace_seconds:g} s to exit by itself")
+            return Decision(Phase.RUNNING, note, notes=(note,))
+        return _failed(tasks, f"{first.name} {first.reason}; {chief.name} was stopped", 1)
+    if chief.state is not TaskState.SUCCEEDED:
+        return Decision(Phase.RUNNING)
+    ended = f"training ended: {chief.name} exited 0"
+    elapsed = now - chief.ended_at
+    # MWMS: the other workers finish on their own shortly after worker 0.
+    supervised = plan.supervised
+    peers = [t for t in training if t.role not in supervised and t is not chief
+             and t.state in LIVE]
+    if peers and elapsed < peer_exit_grace_seconds:
+        return Decision(Phase.FINISHING, (
+            f"training succeeded; waiting up to {peer_exit_grace_seconds:g} s for "
+            + ", ".join(t.name for t in peers) + " to exit"), notes=(ended,))
+    evaluator_note = evaluator_outcome(plan, _find(tasks, Role.EVALUATOR), elapsed)
+    if evaluator_note is None:
+        grace = plan.role(Role.EVALUATOR).supervision.grace_seconds
+        return Decision(Phase.FINISHING, (
+            f"training succeeded; waiting up to {grace} s (evaluatorGraceSeconds) for the "
+            "evaluator"), notes=(ended,))
+    stop = tuple(
+        Stop(t.role, t.index, TaskState.SUCCEEDED, "stopped after training (never exits)")
+        if t.role in supervised else Stop(t.role, t.index, TaskState.STOPPED)
+        for t in tasks if t.state in LIVE)
+    return Decision(Phase.SUCCEEDED, evaluator_note, 0, stop, "training is over", (ended,))
+
+
+def evaluator_outcome(plan: ClusterPlan, evaluator: TaskSnapshot | None,
+                      elapsed: float) -> str | None:
+    """'' or a note once the evaluator is done with, `elapsed` s after training ended; None
+    while it is still needed. The built-in evaluator exits 0 by itself once it has evaluated
+    the final checkpoint; a bring-your-own one is stopped after evaluatorGraceSeconds."""
+    if evaluator is None:
+        return ""
+    builtin = plan.spec.builtin
+    grace = plan.role(Role.EVALUATOR).supervision.grace_seconds
+    if evaluator.state is TaskState.SUCCEEDED:
+        return "" if builtin else "evaluator exited by itself"
+    if evaluator.state is TaskState.FAILED:
+        return f"training succeeded; the evaluator failed ({evaluator.reason})"
+    if elapsed < grace:
+        return None
+    if builtin:
+        return (f"training succeeded; the evaluator had not evaluated the final checkpoint "
+                f"{grace} s (evaluatorGraceSeconds) after training ended and was stopped")
+    return f"evaluator stopped {grace} s (evaluatorGraceSeconds) after training ended"
+
+
+def interrupted(tasks: Sequence[TaskSnapshot], signum: int) -> Decision:
+    """Ctrl-C or SIGTERM to the supervisor: every task is stopped, the run failed."""
+    name = signal.Signals(signum).name
+    return _failed(tasks, f"interrupted by {name}", 128 + signum)
+
+
+def _failed(tasks: Sequence[TaskSnapshot], message: str, exit_code: int) -> Decision:
+    stop = tuple(Stop(t.role, t.index, TaskState.STOPPED) for t in tasks if t.state in LIVE)
+    return Decision(Phase.FAILED, message, exit_code, stop, "cluster ended")
+
+
+def _find(tasks: Sequence[TaskSnapshot], role: Role) -> TaskSnapshot | None:
+    return next((t for t in tasks if t.role == role), None)
+
+
+# --- small rules ---------------------------------------------------------------------------
+
+def gpu_env(strategy: str, role: str) -> dict[str, str]:
+    """Up to five TF processes share this host's GPUs, and each would take nearly all of their
+    memory at start-up: only the tasks that compute see the GPUs, and grow their share as
+    needed. ps, the PS coordinator and the evaluator run on the CPU."""
+    if contract.computes(Strategy(strategy), Role(role)):
+        return {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    return {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited {code}"
+
+
+def shell_status(code: int | None) -> int:
+    """A process's return code as a shell exit status (killed by signal N -> 128 + N)."""
+    if code is None:
+        return 1
+    return 128 - code if code < 0 else code

@@ -1,0 +1,137 @@
+"""Task processes: start one in its own process group, copy its output, stop groups, check pids.
+
+Mechanics only: which task starts or stops when is decided in policy.py.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, IO
+
+# Runs before the task's command: asks Linux to SIGKILL the task when the supervising thread
+# dies, then execs the command (so `pgrep -f "python -m worker"` sees the task itself).
+_EXEC_WITH_PARENT_DEATH_SIGNAL = """\
+import ctypes, os, signal, sys
+PR_SET_PDEATHSIG = 1
+if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+    sys.exit("tfk8s: prctl(PR_SET_PDEATHSIG) failed: errno %d" % ctypes.get_errno())
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("tfk8s: the launcher exited before this task started")
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write("tfk8s: cannot run %r: %s\\n" % (sys.argv[2], exc))
+    sys.exit(127)
+"""
+
+
+class Output:
+    """Where task output goes: each line to the task's log and, prefixed, to one shared stream."""
+
+    def __init__(self, stream: IO[str]):
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def say(self, text: str) -> None:
+        self.line(f"[tfk8s] {text}")
+
+    def line(self, text: str) -> None:
+        with self.lock:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+
+def start(argv: list[str], env: dict[str, str], *, name: str, log_path: Path,
+          header: Callable[[int], str],
+          output: Output) -> tuple[subprocess.Popen, threading.Thread]:
+    """Start `argv` in a new session (its own process group); a thread copies its output to
+    `log_path`, behind the line header(pid), and to `output` prefixed with `[name] `."""
+    if sys.platform.startswith("linux"):
+        argv = [sys.executable, "-c", _EXEC_WITH_PARENT_DEATH_SIGNAL, str(os.getpid()), *argv]
+    process = subprocess.Popen(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    reader = threading.Thread(
+        target=_copy_output, args=(process, log_path, header(process.pid), f"[{name}] ", output),
+        name=f"log-{name}", daemon=True,
+    )
+    reader.start()
+    return process, reader
+
+
+def _copy_output(process: subprocess.Popen, log_path: Path, header: str, prefix: str,
+                 output: Output) -> None:
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(header + "\n")
+        log.flush()
+        for raw in process.stdout:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            log.write(line + "\n")
+            log.flush()
+            output.line(prefix + line)
+    process.stdout.close()
+
+
+def stop(processes: dict[str, subprocess.Popen], grace: float,
+         say: Callable[[str], None]) -> None:
+    """SIGTERM each process group (by task name), SIGKILL what is left after `grace` s."""
+    for process in processes.values():
+        signal_group(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for name, process in processes.items():
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say(f"{name} ignored SIGTERM for {grace:g} s; sending SIGKILL")
+            signal_group(process.pid, signal.SIGKILL)
+            process.wait()
+        # Anything the task started in its group goes too.
+        signal_group(process.pid, signal.SIGKILL)
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass  # the whole group is gone already
+
+
+def alive(pid) -> bool:
+    """Whether `pid` runs; a zombie (exited, not yet reaped by its parent) does not."""
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        # No /proc (macOS): trust kill(0). On Linux, the process has just gone.
+        return not sys.platform.startswith("linux")
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def pythonpath() -> str:
+    """Tasks import `worker` and `launcher` from the same checkout as this launcher."""
+    root = str(Path(__file__).resolve().parents[3])
+    existing = os.environ.get("PYTHONPATH")
+    return root + (os.pathsep + existing if existing else "")
+
+
+def start_detached(argv: list[str], log_path: Path) -> int:
+    """A process in its own session that outlives this one; returns its pid."""
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, "PYTHONPATH": pythonpath()},
+        )
+    return process.pid

@@ -1,0 +1,218 @@
+"""The supervisor loop of one local run: poll the tasks, apply policy.py's decisions, write
+status.json, and end every task when the run ends (success, failure, Ctrl-C, SIGTERM)."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO
+
+from launcher.backends.local import policy, runner
+from launcher.backends.local.files import RunFiles
+from launcher.backends.local.policy import Decision, TaskState
+from launcher.backends.local.tasks import Task, plan_tasks
+from launcher.plan import plan as make_plan
+from launcher.spec import ClusterSpec
+from launcher.status import Phase, RoleStatus
+from worker.contract import SUCCESS_INDEX, Role
+
+POLL_SECONDS = 0.2
+RESTART_DELAY_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    restart_delay_seconds: float = RESTART_DELAY_SECONDS
+    stop_grace_seconds: float | None = None  # None: the spec's terminationGracePeriodSeconds
+    failure_grace_seconds: float = policy.FAILURE_GRACE_SECONDS
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the tasks of one local cluster."""
+
+    def __init__(self, files: RunFiles, spec: ClusterSpec, model_dir: str, stream: IO[str],
+                 timing: Timing = Timing()):
+        self.files = files
+        self.spec = spec
+        self.model_dir = model_dir
+        self.timing = timing
+        self.output = runner.Output(stream)
+        self.plan = make_plan(spec, model_dir)
+        self.restarts_used = {role: 0 for role in spec.active_roles()}
+        self.failed_attempts = {role: 0 for role in spec.active_roles()}
+        self.decision = Decision(Phase.PENDING)
+        self.said: set[str] = set()  # notes of the decisions, each said once
+        if not spec.checkpoint.is_remote:
+            Path(model_dir).mkdir(parents=True, exist_ok=True)
+        self.tasks = plan_tasks(self.plan)
+        self.chief = next(t for t in self.tasks
+                          if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
+
+    # --- main loop -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        previous = self._install_signal_handlers()
+        try:
+            self.decision = Decision(Phase.RUNNING)
+            for task in self.tasks:
+                self._start(task)
+            self._write_status()
+            while not self.decision.finished:
+                self._poll()
+                self._write_status()
+                time.sleep(POLL_SECONDS)
+        except (_Interrupted, KeyboardInterrupt) as exc:
+            signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
+            self._say(f"interrupted by {signal.Signals(signum).name}: stopping every task")
+            self._apply(policy.interrupted(self._snapshots(), signum))
+        finally:
+            self._stop([t for t in self.tasks if t.running], reason="cluster ended")
+            for task in self.tasks:
+                if task.reader is not None:
+                    task.reader.join(timeout=5)
+            self._write_status()
+            self._restore_signal_handlers(previous)
+        d = self.decision
+        self._say(f"cluster {self.spec.name}: {d.phase}" + (f": {d.message}" if d.message else "")
+                  + f" (exit code {d.exit_code})")
+        return d.exit_code
+
+    def _poll(self) -> None:
+        now = time.monotonic()
+        for task in self.tasks:
+            if task.process is not None and task.state is TaskState.RUNNING:
+                code = task.process.poll()
+                if code is not None:
+                    self._exited(task, code, now)
+            if task.state is TaskState.WAITING_RESTART and task.restart_at <= now:
+                self._start(task)
+        self._apply(policy.decide(self.plan, self._snapshots(), now,
+                                  failure_grace_seconds=self.timing.failure_grace_seconds))
+
+    def _exited(self, task: Task, code: int, now: float) -> None:
+        self.files.remove_pid(task.role, task.index)
+        task.last_exit_code = code
+        task.exit_history.append(code)
+        if code == 0:
+            task.state, task.reason, task.ended_at = TaskState.SUCCEEDED, "exited 0", now
+            self._say(f"{task.name} exited 0")
+            return
+        # After training, only the evaluator may still be restarted.
+        training_over = self.chief.state is TaskState.SUCCEEDED and task.role is not Role.EVALUATOR
+        decision = policy.restart_decision(self.plan.failure, task.role, code,
+                                           self.restarts_used[task.role], training_over)
+        task.reason = decision.reason
+        if decision.counted:
+            self.failed_attempts[task.role] += 1
+        if decision.restart:
+            if decision.counted:
+                self.restarts_used[task.role] += 1
+            task.state = TaskState.WAITING_RESTART
+            task.restart_at = time.monotonic() + self.timing.restart_delay_seconds
+        else:
+            task.state, task.ended_at = TaskState.FAILED, now
+        self._say(f"{task.name} {decision.message}")
+
+    def _apply(self, decision: Decision) -> None:
+        for note in decision.notes:
+            if note not in self.said:
+                self.said.add(note)
+                self._say(note)
+        by_key = {(t.role, t.index): t for t in self.tasks}
+        stopping = [by_key[(s.role, s.index)] for s in decision.stop]
+        self._stop(stopping, reason=decision.stop_reason)
+        for stop in decision.stop:
+            task = by_key[(stop.role, stop.index)]
+            task.state = stop.state
+            if stop.reason is not None:
+                task.reason = stop.reason
+        self.decision = decision
+
+    def _snapshots(self):
+        return [t.snapshot() for t in self.tasks]
+
+    # --- processes -------------------------------------------------------------------------
+
+    def _start(self, task: Task) -> None:
+        task.attempts += 1
+        attempt = task.attempts
+
+        def header(pid: int) -> str:
+            return (f"=== tfk8s: {task.name} attempt {attempt}, pid {pid}, "
+                    f"started {time.strftime('%Y-%m-%d %H:%M:%S')} ===")
+
+        task.process, task.reader = runner.start(
+            task.argv, task.env, name=task.name, header=header, output=self.output,
+            log_path=self.files.log_path(task.role, task.index),
+        )
+        task.state, task.restart_at = TaskState.RUNNING, None
+        task.reason = f"running (attempt {task.attempts})"
+        self.files.write_pid(task.role, task.index, task.process.pid)
+
+    def _stop(self, tasks: list[Task], reason: str) -> None:
+        """SIGTERM each running task's process group, SIGKILL what is left after the grace."""
+        tasks = [t for t in tasks if t.running]
+        for task in tasks:
+            self._say(f"stopping {task.name} ({reason})")
+        grace = (self.timing.stop_grace_seconds if self.timing.stop_grace_seconds is not None
+                 else self.spec.termination_grace_period_seconds)
+        runner.stop({t.name: t.process for t in tasks}, grace, self._say)
+        for task in tasks:
+            task.last_exit_code = task.process.returncode
+            if task.state is TaskState.RUNNING:
+                task.state, task.reason = TaskState.STOPPED, f"stopped ({reason})"
+            self.files.remove_pid(task.role, task.index)
+
+    # --- status, output, signals -----------------------------------------------------------
+
+    def _write_status(self) -> None:
+        roles = []
+        for role in self.spec.active_roles():
+            tasks = [t for t in self.tasks if t.role == role]
+            last = max(tasks, key=lambda t: t.attempts)
+            roles.append(asdict(RoleStatus(
+                role=role.value, replicas=len(tasks),
+                active=sum(1 for t in tasks if t.running),
+                succeeded=sum(1 for t in tasks if t.state is TaskState.SUCCEEDED),
+                failed=self.failed_attempts[role],
+                last_exit_code=last.last_exit_code,
+                reason="; ".join(f"{t.name}: {t.reason}" for t in tasks if t.reason) or None,
+            )))
+        d = self.decision
+        self.files.write_status({
+            "phase": d.phase.value, "message": d.message, "exit_code": d.exit_code,
+            "supervisor_pid": os.getpid(), "model_dir": self.model_dir, "roles": roles,
+            "tasks": [{"task": t.name, "state": t.state.value, "attempts": t.attempts,
+                       "pid": t.process.pid if t.running else None, "exit_codes": t.exit_history}
+                      for t in self.tasks],
+        })
+
+    def _say(self, text: str) -> None:
+        self.output.say(text)
+
+    def _install_signal_handlers(self):
+        if threading.current_thread() is not threading.main_thread():
+            return None  # only the main thread may; the caller owns signals then
+
+        def interrupt(signum, frame):
+            # Once: a second Ctrl-C must not cut the cleanup short (tasks would be orphaned
+            # until the parent-death signal got them).
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
+            raise _Interrupted(signum)
+
+        return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    @staticmethod
+    def _restore_signal_handlers(previous) -> None:
+        for sig, handler in (previous or {}).items():
+            signal.signal(sig, handler)

@@ -1,0 +1,93 @@
+"""The tasks of one local run: each one's command, environment and TF_CONFIG from the plan, on
+free 127.0.0.1 ports, and its state between polls."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+
+from launcher.backends.local import runner
+from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env
+from launcher.plan import ClusterPlan
+from worker import contract
+from worker.contract import Role
+
+
+@dataclass
+class Task:
+    role: Role
+    index: int
+    argv: list[str]
+    env: dict[str, str]
+    state: TaskState = TaskState.PENDING
+    process: subprocess.Popen | None = None
+    reader: threading.Thread | None = None
+    attempts: int = 0
+    last_exit_code: int | None = None
+    restart_at: float | None = None
+    reason: str = ""
+    exit_history: list[int] = field(default_factory=list)
+    ended_at: float | None = None  # when it succeeded or failed for good
+
+    @property
+    def name(self) -> str:
+        return contract.task_name(self.role, self.index)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    def snapshot(self) -> TaskSnapshot:
+        return TaskSnapshot(self.role, self.index, self.state, self.last_exit_code, self.reason,
+                            self.ended_at)
+
+
+def plan_tasks(plan: ClusterPlan) -> list[Task]:
+    """One Task per (role, index) of the plan, in creation order. The plan's env carries the
+    model dir it was planned with (the run's model/ unless checkpoint.dir is remote)."""
+    ports = free_ports(sum(r.replicas for r in plan.training_roles))
+    port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles
+               for i in range(r.replicas)}
+
+    def address(role: str, index: int) -> str:
+        return f"127.0.0.1:{port_of[(Role(role).value, index)]}"
+
+    tasks = []
+    for role, index in plan.tasks():
+        role_plan = plan.role(role)
+        argv = list(role_plan.command)
+        if plan.spec.builtin:
+            argv = [sys.executable, *argv[1:]]  # "python" -> this interpreter and its packages
+        env = {
+            **os.environ,
+            **gpu_env(plan.strategy, role),  # the spec's env may still override it
+            **role_plan.env,
+            contract.TF_CONFIG: json.dumps(plan.tf_config(role, index, address)),
+            contract.TASK_INDEX: str(index),
+            "PYTHONUNBUFFERED": "1",  # lines reach the log as they are printed
+            "PYTHONPATH": runner.pythonpath(),
+        }
+        tasks.append(Task(role=role, index=index, argv=argv, env=env))
+    return tasks
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel just handed out; all held open together so they differ.
+
+    Another process could take one between close and the task's bind (a small race, as with
+    any port picker); the task would then fail to start its server and be restarted.
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
