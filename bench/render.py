@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from launcher import names, render, tfconfig  # noqa: E402
+from launcher import names, plan, render, tfconfig  # noqa: E402
+from worker import contract  # noqa: E402
 from launcher.loader import load_text  # noqa: E402
 
 SPEC = """\
@@ -40,9 +41,10 @@ def ours(spec) -> list[dict]:
 
 def tfjob_style(spec) -> list[dict]:
     """One Pod + one Service per task, each Pod carrying its own expanded TF_CONFIG."""
-    jobs = {o["metadata"]["labels"].get(render.LABEL_COMPONENT): o
+    jobs = {o["metadata"]["labels"].get(contract.LABEL_COMPONENT): o
             for o in render.render(spec) if o["kind"] == "Job"}
-    address = tfconfig.kubernetes_address(spec)
+    cluster = plan.plan(spec)
+    address = tfconfig.kubernetes_address(cluster)
     out = []
     for role in spec.active_roles():
         template = jobs[role]["spec"]["template"]
@@ -51,8 +53,8 @@ def tfjob_style(spec) -> list[dict]:
             pod_spec = copy.deepcopy(template["spec"])
             env = pod_spec["containers"][0]["env"]
             for var in env:
-                if var["name"] == "TF_CONFIG":
-                    var["value"] = json.dumps(tfconfig.tf_config(spec, role, index, address),
+                if var["name"] == contract.TF_CONFIG:
+                    var["value"] = json.dumps(cluster.tf_config(role, index, address),
                                               separators=(",", ":"))
             out.append({"apiVersion": "v1", "kind": "Pod",
                         "metadata": {"name": name, "namespace": spec.namespace,
@@ -62,7 +64,7 @@ def tfjob_style(spec) -> list[dict]:
             out.append({"apiVersion": "v1", "kind": "Service",
                         "metadata": {"name": name, "namespace": spec.namespace},
                         "spec": {"clusterIP": "None",
-                                 "selector": {"app.kubernetes.io/instance": spec.name,
+                                 "selector": {contract.LABEL_INSTANCE: spec.name,
                                               "tfk8s.io/index": str(index)},
                                  "ports": [{"port": spec.port}]}})
     return out

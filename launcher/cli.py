@@ -11,8 +11,10 @@ from importlib import resources
 from pathlib import Path
 
 from launcher import loader, render
+from launcher.backends.base import Backend
 from launcher.errors import LauncherError, SpecError
 from launcher.spec import ClusterSpec
+from worker.contract import ROLES
 
 DEFAULT_SPEC = "embedded default (launcher/default-cluster.yaml)"
 
@@ -72,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("logs", help="print a task's log")
     p.add_argument("name")
     _add_cluster_flags(p)
-    p.add_argument("--role", required=True, choices=["chief", "worker", "ps", "evaluator"])
+    p.add_argument("--role", required=True, choices=[r.value for r in ROLES])
     p.add_argument("--index", type=int, default=0)
     p.add_argument("-f", "--follow", action="store_true")
 
@@ -85,16 +87,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _backend(args):
+def _backend(args, namespace: str | None = None) -> Backend:
+    """The one place that knows which backend: everything after it calls the Backend API."""
+    dry_run = getattr(args, "dry_run", "none") == "server"
     if args.local:
+        if dry_run:
+            raise LauncherError("--dry-run=server needs a cluster; drop --local")
         from launcher.backends.local import LocalBackend
 
         return LocalBackend(workdir=Path(args.workdir))
     from launcher.backends.kubernetes import KubernetesBackend
 
-    stuck = getattr(args, "stuck_timeout", 120.0)
     return KubernetesBackend(kubeconfig=args.kubeconfig, context=args.context,
-                             namespace=args.namespace, stuck_seconds=stuck)
+                             namespace=namespace or args.namespace, dry_run=dry_run,
+                             stuck_seconds=getattr(args, "stuck_timeout", 120.0))
 
 
 def cmd_render(args) -> int:
@@ -121,27 +127,17 @@ def cmd_submit(args) -> int:
     if args.dry_run == "client":
         sys.stdout.write(render.to_yaml(render.render(spec)))
         return 0
-    backend = _backend(args)
-    if args.local:
-        if args.dry_run == "server":
-            raise LauncherError("--dry-run=server needs a cluster; drop --local")
-        return backend.submit(spec, wait=True, replace=args.replace)
-    return backend.submit(spec, wait=args.wait, replace=args.replace,
-                          dry_run=args.dry_run == "server")
-
-
-def _status_dict(status) -> dict:
-    return {
-        "name": status.name, "namespace": status.namespace, "phase": status.phase,
-        "message": status.message, "exitCode": status.exit_code,
-        "roles": [vars(r) for r in status.roles],
-    }
+    backend = _backend(args, namespace=spec.namespace)
+    backend.submit(spec, replace=args.replace)
+    if args.dry_run == "server" or not (args.wait or backend.runs_in_foreground):
+        return 0
+    return backend.wait(spec.name)
 
 
 def cmd_status(args) -> int:
     status = _backend(args).status(args.name)
     if args.output == "json":
-        print(json.dumps(_status_dict(status), indent=2))
+        print(json.dumps(status.to_dict(), indent=2))
         return 0
     print(f"cluster {status.namespace}/{status.name}: {status.phase}"
           + (f" - {status.message}" if status.message else ""))

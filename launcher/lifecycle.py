@@ -9,10 +9,9 @@ Lifecycle (README "Lifecycle"):
 """
 from __future__ import annotations
 
-from launcher import names
-from launcher.backends.base import ClusterStatus, RoleStatus
-from launcher.render import LABEL_COMPONENT, LABEL_STRATEGY
-from launcher.spec import ROLES
+from launcher.status import ClusterStatus, Phase, RoleStatus
+from worker import contract
+from worker.contract import ROLES, Role, Strategy
 
 # Waiting reasons that will not fix themselves: report them instead of waiting forever.
 STUCK_REASONS = {
@@ -38,13 +37,13 @@ def job_condition(job: dict) -> tuple[str | None, str]:
 
 
 def _role_of(obj: dict) -> str | None:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT)
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(contract.LABEL_COMPONENT)
 
 
 def _index_of(pod: dict) -> int:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     try:
-        return int(annotations.get(names.INDEX_ANNOTATION, 0))
+        return int(annotations.get(contract.INDEX_ANNOTATION, 0))
     except ValueError:
         return 0
 
@@ -81,9 +80,13 @@ def pod_problem(pod: dict) -> str | None:
 def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]) -> ClusterStatus:
     by_role = {_role_of(j): j for j in jobs if _role_of(j)}
     strategy = next(
-        (((j.get("metadata") or {}).get("labels") or {}).get(LABEL_STRATEGY) for j in jobs), None
+        (((j.get("metadata") or {}).get("labels") or {}).get(contract.LABEL_STRATEGY) for j in jobs),
+        None,
     )
-    success_role = "worker" if strategy == "multi_worker_mirrored" else "chief"
+    if strategy not in {s.value for s in Strategy}:
+        return ClusterStatus(name, namespace, Phase.UNKNOWN,
+                             f"no Job carries a known {contract.LABEL_STRATEGY} label", None)
+    success_role = contract.success_role(strategy).value
     roles: list[RoleStatus] = []
     problems: list[str] = []
     for role in ROLES:
@@ -125,25 +128,25 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
 
     main = by_role.get(success_role)
     if main is None:
-        return ClusterStatus(name, namespace, "Unknown", f"no {success_role} Job found", None, roles)
+        return ClusterStatus(name, namespace, Phase.UNKNOWN, f"no {success_role} Job found", None, roles)
     outcome, why = job_condition(main)
     if outcome == "Failed":
-        return ClusterStatus(name, namespace, "Failed", f"{success_role} failed: {why}",
+        return ClusterStatus(name, namespace, Phase.FAILED, f"{success_role} failed: {why}",
                              exit_code if exit_code not in (None, 0) else 1, roles)
     if outcome == "Complete":
         waiting = [r for r, j in by_role.items() if r != success_role and job_condition(j)[0] is None]
         notes = []
-        evaluator = by_role.get("evaluator")
+        evaluator = by_role.get(Role.EVALUATOR)
         if evaluator is not None and job_condition(evaluator)[0] == "Failed":
             notes.append("evaluator failed (training is not affected)")
         if waiting:
-            return ClusterStatus(name, namespace, "Finishing",
+            return ClusterStatus(name, namespace, Phase.FINISHING,
                                  f"training done; waiting for {', '.join(waiting)} to end",
                                  0, roles)
-        return ClusterStatus(name, namespace, "Succeeded", "; ".join(notes), 0, roles)
+        return ClusterStatus(name, namespace, Phase.SUCCEEDED, "; ".join(notes), 0, roles)
     if problems:
-        return ClusterStatus(name, namespace, "Stuck", "; ".join(problems), None, roles)
+        return ClusterStatus(name, namespace, Phase.STUCK, "; ".join(problems), None, roles)
     running = any(
         (p.get("status") or {}).get("phase") == "Running" for p in pods
     )
-    return ClusterStatus(name, namespace, "Running" if running else "Pending", "", None, roles)
+    return ClusterStatus(name, namespace, Phase.RUNNING if running else Phase.PENDING, "", None, roles)

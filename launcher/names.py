@@ -4,15 +4,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator
 
+from worker.contract import DNS1035_PATTERN, DNS1123_LABEL_PATTERN, MAX_LABEL, Role, task_name
+
 if TYPE_CHECKING:
     from launcher.spec import ClusterSpec
 
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-MAX_LABEL = 63
-INDEX_ENV = "TFK8S_TASK_INDEX"
-# The Job controller stamps each Indexed Job pod with its index in this annotation.
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+_DNS1035 = re.compile(DNS1035_PATTERN)
+_DNS1123 = re.compile(DNS1123_LABEL_PATTERN)
 
 
 def dns1035_problem(value: str) -> str | None:
@@ -40,12 +38,12 @@ def service(name: str) -> str:
 
 
 def job(name: str, role: str) -> str:
-    return f"{name}-{role}"
+    return f"{name}-{Role(role).value}"
 
 
 def hostname(name: str, role: str, index: int) -> str:
     """Indexed Job pods get hostname `<job>-<index>` from the Job controller."""
-    return f"{job(name, role)}-{index}"
+    return f"{name}-{task_name(role, index)}"
 
 
 def root(name: str) -> str:

@@ -14,20 +14,14 @@ from importlib import resources
 import jinja2
 import yaml
 
-from launcher import names, podenv, tfconfig
-from launcher.spec import ClusterSpec, success_role, supervised_roles, Strategy
-from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
+from launcher import names, tfconfig
+from launcher.plan import ClusterPlan, FailurePolicy, RolePlan, SUPERVISOR_SCRIPT, plan
+from launcher.spec import ClusterSpec
+from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, WATCH_JOB_ENV)
+from worker import contract
+from worker.contract import Role, Strategy
 
-MANAGED_BY = "tfk8s"
-SUPERVISOR_DIR = "/var/run/tfk8s"
-CONTAINER = "tensorflow"
-INDEX_FIELD_PATH = f"metadata.annotations['{names.INDEX_ANNOTATION}']"
-SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
-LABEL_NAME = "app.kubernetes.io/name"
-LABEL_INSTANCE = "app.kubernetes.io/instance"
-LABEL_COMPONENT = "app.kubernetes.io/component"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_STRATEGY = "tfk8s.io/strategy"
+INDEX_FIELD_PATH = f"metadata.annotations['{contract.INDEX_ANNOTATION}']"
 try:
     _YamlLoader = yaml.CSafeLoader
 except AttributeError:  # PyYAML built without libyaml: slower, same result
@@ -70,7 +64,7 @@ def yaml_json(value) -> str:
 
 
 def supervisor_source() -> str:
-    return resources.files("launcher").joinpath("supervise.py").read_text()
+    return resources.files("launcher").joinpath(SUPERVISOR_SCRIPT).read_text()
 
 
 def spec_hash(spec: ClusterSpec) -> str:
@@ -79,38 +73,38 @@ def spec_hash(spec: ClusterSpec) -> str:
 
 
 def selector_labels(name: str) -> dict[str, str]:
-    return {LABEL_NAME: MANAGED_BY, LABEL_INSTANCE: name}
+    return {contract.LABEL_NAME: contract.MANAGED_BY, contract.LABEL_INSTANCE: name}
 
 
 def render(spec: ClusterSpec) -> list[dict]:
     """The cluster's objects as plain dicts, ready for server-side apply."""
-    context = _context(spec)
+    cluster = plan(spec)
+    context = _context(cluster)
     out: list[dict] = []
-    for template, extra in _documents(spec, context):
+    for template, extra in _documents(cluster, context):
         text = _environment().get_template(template).render(**context, **extra)
         out.extend(doc for doc in yaml.load_all(text, Loader=_YamlLoader) if doc)
     return out
 
 
-def _documents(spec: ClusterSpec, context: dict):
+def _documents(cluster: ClusterPlan, context: dict):
     yield "root.yaml.j2", {}
     yield "service.yaml.j2", {}
     if context["watched_jobs"]:
         yield "rbac.yaml.j2", {}
-    for role in spec.active_roles():
-        yield "job.yaml.j2", {"job": _job(spec, role, context)}
+    for role in cluster.roles:
+        yield "job.yaml.j2", {"job": _job(cluster, role, context)}
 
 
-def _context(spec: ClusterSpec) -> dict:
+def _context(cluster: ClusterPlan) -> dict:
+    spec = cluster.spec
     labels = {
         **spec.labels, **selector_labels(spec.name),
-        LABEL_MANAGED_BY: MANAGED_BY, LABEL_STRATEGY: spec.strategy.value,
+        contract.LABEL_MANAGED_BY: contract.MANAGED_BY, contract.LABEL_STRATEGY: spec.strategy.value,
     }
-    supervised = supervised_roles(spec)
-    watched = [names.job(spec.name, success_role(spec))] if supervised else []
-    root_data = {}
-    if supervised:
-        root_data["supervise.py"] = supervisor_source()
+    supervised = cluster.supervised
+    watched = [names.job(spec.name, cluster.success_role)] if supervised else []
+    root_data = {SUPERVISOR_SCRIPT: supervisor_source()} if supervised else {}
     return {
         "names": {
             "root": names.root(spec.name),
@@ -124,60 +118,87 @@ def _context(spec: ClusterSpec) -> dict:
         "selector": selector_labels(spec.name),
         "port": spec.port,
         "watched_jobs": watched,
-        "supervised": supervised,
-        "create_service_account": bool(supervised) and spec.service_account_name is None,
+        "create_service_account": cluster.create_service_account,
         "service_account": spec.service_account_name or names.supervisor_account(spec.name),
         "image": spec.image,
         "image_pull_policy": spec.image_pull_policy,
         "restart_policy": spec.restart_policy,
-        "pod_failure_policy": pod_failure_policy(spec),
+        "pod_failure_policy": pod_failure_policy(cluster.failure),
         "termination_grace_period_seconds": spec.termination_grace_period_seconds,
         "backoff_limit": spec.backoff_limit,
         "active_deadline_seconds": spec.active_deadline_seconds,
         "ttl_seconds_after_finished": spec.ttl_seconds_after_finished,
         "security": spec.security_context,
+        "container": contract.CONTAINER,
+        "index_env": contract.TASK_INDEX,
+        "tf_config_env": contract.TF_CONFIG,
         "index_field_path": INDEX_FIELD_PATH,
-        "address": tfconfig.kubernetes_address(spec),
+        "address": tfconfig.kubernetes_address(cluster),
     }
 
 
-def pod_failure_policy(spec: ClusterSpec) -> dict | None:
-    """Which pod failures count against backoffLimit (restartPolicy Never only: Kubernetes
-    refuses a podFailurePolicy with OnFailure). First matching rule wins.
-
-    - exit EXIT_PREEMPTED (143): SIGTERM; the built-in worker saved a checkpoint of the current
-      step first, and a server (or the supervisor around it) that died of SIGTERM reports the
-      same code. The replacement pod resumes; not a failure.
-    - condition DisruptionTarget: eviction, node drain, preemption; not the task's fault.
-    - built-in worker only, exit EXIT_CONFIG (2): bad arguments or program; a retry fails the
-      same way, so the Job fails at once.
-    """
-    if spec.restart_policy != "Never":
+def pod_failure_policy(failure: FailurePolicy) -> dict | None:
+    """The plan's failure rules as a Job podFailurePolicy (first matching rule wins). None under
+    OnFailure: Kubernetes refuses a podFailurePolicy there."""
+    if failure.restart_policy != "Never":
         return None
-    rules = [
-        {"action": "Ignore", "onExitCodes": {
-            "containerName": CONTAINER, "operator": "In", "values": [EXIT_PREEMPTED]}},
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-    ]
-    if spec.builtin:
+    rules = []
+    if failure.ignored_exit_codes:
+        rules.append({"action": "Ignore", "onExitCodes": {
+            "containerName": contract.CONTAINER, "operator": "In",
+            "values": list(failure.ignored_exit_codes)}})
+    if failure.ignores_disruptions:
+        rules.append({"action": "Ignore",
+                      "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
+    if failure.fatal_exit_codes:
         rules.append({"action": "FailJob", "onExitCodes": {
-            "containerName": CONTAINER, "operator": "In", "values": [EXIT_CONFIG]}})
+            "containerName": contract.CONTAINER, "operator": "In",
+            "values": list(failure.fatal_exit_codes)}})
     return {"rules": rules}
 
 
-def _job(spec: ClusterSpec, role: str, context: dict) -> dict:
-    cfg = spec.roles.get(role)
-    supervised = role in context["supervised"]
-    command = podenv.command(spec)
-    env = {**podenv.launcher_env(spec, role), "HOME": "/tmp"}
-    if supervised:
-        command = ["python3", f"{SUPERVISOR_DIR}/supervise.py", "--", *command]
+def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
+    spec = cluster.spec
+    cfg = spec.roles.get(role.role)
+    command = list(role.command)
+    env = {**role.env, "HOME": "/tmp"}
+    supervision = role.supervision
+    if supervision is not None:
+        command = ["python3", f"{contract.SUPERVISOR_DIR}/{SUPERVISOR_SCRIPT}", "--", *command]
         env.update({
-            "TFK8S_WATCH_JOB": names.job(spec.name, success_role(spec)),
-            "TFK8S_NAMESPACE": spec.namespace,
-            "TFK8S_GRACE_SECONDS": str(spec.evaluator_grace_seconds if role == "evaluator" else 0),
-            "TFK8S_POD_GRACE_SECONDS": str(spec.termination_grace_period_seconds),
+            WATCH_JOB_ENV: supervision.watch_job,
+            NAMESPACE_ENV: spec.namespace,
+            GRACE_ENV: str(supervision.grace_seconds),
+            POD_GRACE_ENV: str(supervision.stop_grace_seconds),
         })
+    mounts, volumes = _volumes(spec, supervised=supervision is not None)
+    resources_ = {k: v for k, v in (("requests", cfg.resources.requests),
+                                     ("limits", cfg.resources.limits)) if v}
+    success_policy = None
+    if role.role is cluster.success_role and role.role is not Role.CHIEF:
+        # Worker 0 is the chief under MWMS: its success is the Job's success.
+        success_policy = {"rules": [{"succeededIndexes": str(contract.SUCCESS_INDEX)}]}
+    return {
+        "name": role.job_name,
+        "replicas": role.replicas,
+        "labels": {**context["labels"], contract.LABEL_COMPONENT: role.role.value},
+        "command": command,
+        "env": env,
+        "tf_config": tfconfig.tf_config_template(cluster, role.role, context["address"]),
+        "in_training_cluster": role.in_training_cluster,
+        "resources": resources_,
+        "node_selector": cfg.node_selector,
+        "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in cfg.tolerations],
+        "volume_mounts": mounts,
+        "volumes": volumes,
+        "supervised": supervision is not None,
+        "service_account": role.service_account,
+        "success_policy": success_policy,
+    }
+
+
+def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict]]:
+    """(volumeMounts, volumes): /tmp, the checkpoint dir, the supervisor script."""
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]
     volume = spec.checkpoint.volume
@@ -195,36 +216,12 @@ def _job(spec: ClusterSpec, role: str, context: dict) -> dict:
         mounts.append({"name": "checkpoint", "mountPath": spec.checkpoint.dir})
         volumes.append({"name": "checkpoint", "emptyDir": {}})
     if supervised:
-        mounts.append({"name": "supervisor", "mountPath": SUPERVISOR_DIR, "readOnly": True})
+        mounts.append({"name": "supervisor", "mountPath": contract.SUPERVISOR_DIR, "readOnly": True})
         volumes.append({"name": "supervisor", "configMap": {
-            "name": names.root(spec.name), "items": [{"key": "supervise.py", "path": "supervise.py"}],
+            "name": names.root(spec.name),
+            "items": [{"key": SUPERVISOR_SCRIPT, "path": SUPERVISOR_SCRIPT}],
         }})
-    resources_ = {k: v for k, v in (("requests", cfg.resources.requests),
-                                     ("limits", cfg.resources.limits)) if v}
-    success_policy = None
-    if spec.strategy is Strategy.multi_worker_mirrored and role == "worker":
-        # Worker 0 is the chief under MWMS: its success is the Job's success.
-        success_policy = {"rules": [{"succeededIndexes": "0"}]}
-    service_account = spec.service_account_name or (
-        names.supervisor_account(spec.name) if supervised else None
-    )
-    return {
-        "name": names.job(spec.name, role),
-        "replicas": cfg.replicas,
-        "labels": {**context["labels"], LABEL_COMPONENT: role},
-        "command": command,
-        "env": env,
-        "tf_config": tfconfig.tf_config_template(spec, role, context["address"]),
-        "in_training_cluster": role != "evaluator",
-        "resources": resources_,
-        "node_selector": cfg.node_selector,
-        "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in cfg.tolerations],
-        "volume_mounts": mounts,
-        "volumes": volumes,
-        "supervised": supervised,
-        "service_account": service_account,
-        "success_policy": success_policy,
-    }
+    return mounts, volumes
 
 
 def pod_tf_configs(spec: ClusterSpec, objects: list[dict]) -> dict[str, dict]:

@@ -6,29 +6,20 @@ Validation here is structural and cross-field; where a problem sits in the YAML 
 from __future__ import annotations
 
 import re
-from enum import Enum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from launcher import names
+from worker import contract
+from worker.contract import ROLES, Role, Strategy, role_count_problems  # noqa: F401 (re-exported)
 
-BUILTIN_PROGRAM = "worker.examples.fashion_mnist"
 DEFAULT_IMAGE = "tfk8s/worker:dev"
-ROLES = ("chief", "worker", "ps", "evaluator")
 # Resource names a TF pod may ask for; anything else is most likely a typo.
 KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu")
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-# Env names the launcher sets itself; a user value would silently break the cluster.
-RESERVED_ENV = ("TF_CONFIG", "TFK8S_TASK_INDEX", "GRPC_FAIL_FAST")
-
-
-class Strategy(str, Enum):
-    parameter_server = "parameter_server"
-    multi_worker_mirrored = "multi_worker_mirrored"
-    mirrored = "mirrored"
+_ENV_NAME = re.compile(contract.ENV_NAME_PATTERN)
 
 
 class _Model(BaseModel):
@@ -75,7 +66,7 @@ class Toleration(_Model):
     toleration_seconds: int | None = None
 
 
-class Role(_Model):
+class RoleSpec(_Model):
     replicas: int = Field(default=0, ge=0, le=10000)
     resources: Resources = Field(default_factory=Resources)
     env: dict[str, str] = Field(default_factory=dict)
@@ -92,31 +83,31 @@ def _check_env(value: dict[str, str]) -> dict[str, str]:
     for key in value:
         if not _ENV_NAME.match(key):
             raise ValueError(f"{key!r} is not a valid environment variable name")
-        if key in RESERVED_ENV:
+        if key in contract.RESERVED_ENV:
             raise ValueError(f"{key} is set by the launcher for every pod; remove it")
     return {k: str(v) for k, v in value.items()}
 
 
 class Roles(_Model):
-    chief: Role = Field(default_factory=Role)
-    worker: Role = Field(default_factory=Role)
-    ps: Role = Field(default_factory=Role)
-    evaluator: Role = Field(default_factory=Role)
+    chief: RoleSpec = Field(default_factory=RoleSpec)
+    worker: RoleSpec = Field(default_factory=RoleSpec)
+    ps: RoleSpec = Field(default_factory=RoleSpec)
+    evaluator: RoleSpec = Field(default_factory=RoleSpec)
 
-    def get(self, role: str) -> Role:
-        return getattr(self, role)
+    def get(self, role: str) -> RoleSpec:
+        return getattr(self, Role(role).value)
 
 
 class Program(_Model):
     """The built-in worker's training program: a module with builders (see worker/program.py)."""
 
-    module: str = BUILTIN_PROGRAM
+    module: str = contract.BUILTIN_PROGRAM
     args: list[str] = Field(default_factory=list)
 
     @field_validator("module")
     @classmethod
     def _dotted(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", value):
+        if not contract.matches(contract.MODULE_NAME_PATTERN, value):
             raise ValueError(f"{value!r} is not a dotted Python module name")
         return value
 
@@ -251,7 +242,7 @@ class ClusterSpec(_Model):
                     f"generated {kind} name {name!r} for role {role}: {problem}; shorten name",
                 ))
                 break
-        if self.replicas("evaluator") and self.checkpoint.volume is None and not self.checkpoint.is_remote:
+        if self.replicas(Role.EVALUATOR) and self.checkpoint.volume is None and not self.checkpoint.is_remote:
             problems.append((
                 "checkpoint.volume",
                 "the evaluator reads the chief's checkpoints: set checkpoint.volume "
@@ -276,12 +267,8 @@ class ClusterSpec(_Model):
     def replicas(self, role: str) -> int:
         return self.roles.get(role).replicas
 
-    def active_roles(self) -> list[str]:
+    def active_roles(self) -> list[Role]:
         return [r for r in ROLES if self.replicas(r) > 0]
-
-    def training_roles(self) -> list[str]:
-        """Roles in the training cluster (TF_CONFIG `cluster`): never the evaluator."""
-        return [r for r in ("chief", "worker", "ps") if self.replicas(r) > 0]
 
 
 class CrossFieldProblems(ValueError):
@@ -293,47 +280,7 @@ class CrossFieldProblems(ValueError):
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
-    return role_count_problems(spec.strategy, {r: spec.replicas(r) for r in ROLES})
-
-
-def role_count_problems(s: Strategy, counts: dict[str, int]) -> list[tuple[str, str]]:
-    """(field path, message) for replica counts the strategy cannot run with.
-
-    Separate from the model so the loader can also check the counts of a spec that has other
-    errors: a user should see every problem at once, not one per attempt.
-    """
-    chief, worker, ps, evaluator = (counts.get(r, 0) for r in ROLES)
-    out = []
-    if evaluator > 1:
-        out.append(("roles.evaluator.replicas", f"at most one evaluator is supported, got {evaluator}"))
-    if s is Strategy.parameter_server:
-        if chief != 1:
-            out.append((
-                "roles.chief.replicas",
-                f"parameter_server needs exactly 1 chief (the coordinator), got {chief}",
-            ))
-        if worker < 1:
-            out.append(("roles.worker.replicas", "parameter_server needs at least 1 worker, got 0"))
-        if ps < 1:
-            out.append(("roles.ps.replicas", "parameter_server needs at least 1 ps, got 0"))
-    elif s is Strategy.multi_worker_mirrored:
-        if ps:
-            out.append(("roles.ps.replicas", "multi_worker_mirrored has no ps; set 0"))
-        if chief:
-            out.append((
-                "roles.chief.replicas",
-                "multi_worker_mirrored uses worker 0 as chief (an explicit chief breaks "
-                "checkpointing, tensorflow#35705); set 0 and add a worker",
-            ))
-        if worker < 1:
-            out.append(("roles.worker.replicas", "multi_worker_mirrored needs at least 1 worker"))
-    elif s is Strategy.mirrored:
-        if chief != 1:
-            out.append(("roles.chief.replicas", f"mirrored runs in one pod: set 1, got {chief}"))
-        for role, count in (("worker", worker), ("ps", ps)):
-            if count:
-                out.append((f"roles.{role}.replicas", "mirrored runs in one pod: set 0"))
-    return out
+    return role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in ROLES})
 
 
 def mwms_storage_problem(spec: ClusterSpec) -> str | None:
@@ -344,8 +291,8 @@ def mwms_storage_problem(spec: ClusterSpec) -> str | None:
     different weights, silently. One worker, a PVC (ReadWriteMany when the pods may land on
     different nodes) and gs:// are safe; an emptyDir (no volume) is per pod, a hostPath per node.
     """
-    workers = spec.replicas("worker")
-    if spec.strategy is not Strategy.multi_worker_mirrored or workers < 2:
+    workers = spec.replicas(Role.WORKER)
+    if spec.strategy is not Strategy.MULTI_WORKER_MIRRORED or workers < 2:
         return None
     volume = spec.checkpoint.volume
     if spec.checkpoint.is_remote or (volume is not None and volume.persistent_volume_claim):
@@ -359,24 +306,3 @@ def mwms_storage_problem(spec: ClusterSpec) -> str | None:
         "checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, or use "
         "a gs:// checkpoint.dir"
     )
-
-
-def success_role(spec: ClusterSpec) -> str:
-    """The role whose index-0 exit decides success: chief, or worker 0 under MWMS."""
-    return "worker" if spec.strategy is Strategy.multi_worker_mirrored else "chief"
-
-
-def supervised_roles(spec: ClusterSpec) -> list[str]:
-    """Roles that must be ended by the supervisor (launcher/supervise.py) when training is over.
-
-    PS-strategy workers and ps block in server.join() forever. Any evaluator: a bring-your-own
-    one may poll checkpoints forever, and the built-in one exits only after evaluating the final
-    checkpoint, which a failed training never writes (its Job would hold its CPU/GPU forever).
-    After a success the evaluator gets evaluatorGraceSeconds; after a failure none.
-    """
-    roles = []
-    if spec.strategy is Strategy.parameter_server:
-        roles += ["worker", "ps"]
-    if spec.replicas("evaluator"):
-        roles.append("evaluator")
-    return roles

@@ -37,6 +37,13 @@ import urllib.error
 import urllib.request
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# This script's interface (it runs alone in the pod, so it cannot import the contract; the
+# renderer imports these names from here).
+WATCH_JOB_ENV = "TFK8S_WATCH_JOB"
+NAMESPACE_ENV = "TFK8S_NAMESPACE"
+GRACE_ENV = "TFK8S_GRACE_SECONDS"
+POD_GRACE_ENV = "TFK8S_POD_GRACE_SECONDS"
+POLL_ENV = "TFK8S_POLL_SECONDS"
 SUCCEEDED = {"Complete", "SuccessCriteriaMet"}
 TERMINAL = SUCCEEDED | {"Failed", "FailureTarget"}
 
@@ -110,11 +117,11 @@ def main(argv: list[str]) -> int:
         log("usage: supervise.py -- <command...>")
         return 2
     command = argv[argv.index("--") + 1:]
-    watched = os.environ["TFK8S_WATCH_JOB"]
-    namespace = os.environ["TFK8S_NAMESPACE"]
-    grace = float(os.environ.get("TFK8S_GRACE_SECONDS", "0"))
-    timeout = stop_timeout(float(os.environ.get("TFK8S_POD_GRACE_SECONDS", "30")))
-    poll = float(os.environ.get("TFK8S_POLL_SECONDS", "5"))
+    watched = os.environ[WATCH_JOB_ENV]
+    namespace = os.environ[NAMESPACE_ENV]
+    grace = float(os.environ.get(GRACE_ENV, "0"))
+    timeout = stop_timeout(float(os.environ.get(POD_GRACE_ENV, "30")))
+    poll = float(os.environ.get(POLL_ENV, "5"))
 
     child = subprocess.Popen(command)
 

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywhere
     sys.path.insert(0, str(REPO))
 
-from launcher import spec  # noqa: E402
+from launcher import spec, supervise  # noqa: E402
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 
@@ -47,13 +47,13 @@ CONTRACT_FILE = CHART_DIR / "templates" / "_contract.tpl"
 COMMAND = "python scripts/gen_chart.py --write"
 GPU = "nvidia.com/gpu"
 
-# The supervisor's interface (launcher/supervise.py reads these; launcher/render.py sets them).
-# Not in worker.contract: no task process reads them, only the supervisor around it.
+# The supervisor's interface: launcher/supervise.py defines these names (it runs alone in the
+# pod and cannot import the contract); no task process reads them.
 SUPERVISOR_ENV = {
-    "watchJob": "TFK8S_WATCH_JOB",
-    "namespace": "TFK8S_NAMESPACE",
-    "graceSeconds": "TFK8S_GRACE_SECONDS",
-    "podGraceSeconds": "TFK8S_POD_GRACE_SECONDS",
+    "watchJob": supervise.WATCH_JOB_ENV,
+    "namespace": supervise.NAMESPACE_ENV,
+    "graceSeconds": supervise.GRACE_ENV,
+    "podGraceSeconds": supervise.POD_GRACE_ENV,
 }
 
 

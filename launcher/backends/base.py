@@ -1,51 +1,49 @@
-"""One backend interface; Kubernetes and local processes implement it."""
+"""One backend interface; Kubernetes and local processes implement it exactly.
+
+Where and how a backend works (kubeconfig, namespace, work directory, server dry run, output
+stream, timeouts) is fixed at construction; the methods take only what names a cluster. So the
+CLI chooses a backend once and then calls the same methods whatever it chose.
+"""
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 from typing import Iterator
 
 from launcher.spec import ClusterSpec
-
-
-@dataclass
-class RoleStatus:
-    role: str
-    replicas: int
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0  # failed attempts, restarts in place included
-    last_exit_code: int | None = None
-    reason: str | None = None  # why the last attempt ended or why a task waits
-
-
-@dataclass
-class ClusterStatus:
-    name: str
-    namespace: str
-    phase: str  # Pending | Running | Succeeded | Failed | Unknown
-    message: str = ""
-    exit_code: int | None = None  # the chief's (MWMS: worker 0's) exit code, once known
-    roles: list[RoleStatus] = field(default_factory=list)
-
-    @property
-    def finished(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
+from launcher.status import ClusterStatus, Phase, RoleStatus  # noqa: F401 (re-exported)
 
 
 class Backend(abc.ABC):
+    # True when the cluster runs inside the process that waits for it (local processes in the
+    # foreground): submit() only prepares it and wait() must follow.
+    runs_in_foreground: bool = False
+
     @abc.abstractmethod
-    def submit(self, spec: ClusterSpec, *, wait: bool = False, replace: bool = False) -> int:
-        """Create the cluster; with wait, block until it ends. Returns the CLI exit code."""
+    def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
+        """Create the cluster (a no-op when the same spec already runs); refuse to clobber a
+        different one unless `replace`."""
+
+    @abc.abstractmethod
+    def wait(self, name: str) -> int:
+        """Block until the cluster ends, reporting progress; the CLI exit code (the chief's)."""
 
     @abc.abstractmethod
     def status(self, name: str) -> ClusterStatus: ...
 
     @abc.abstractmethod
-    def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]: ...
+    def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
+        """Lines of one task's log, each ending in a newline; with follow, until it ends."""
 
     @abc.abstractmethod
-    def delete(self, name: str) -> None: ...
+    def delete(self, name: str) -> None:
+        """Stop the cluster and remove its objects; returns once everything is gone."""
 
     @abc.abstractmethod
     def list(self) -> list[ClusterStatus]: ...
+
+
+def exit_code(status: ClusterStatus) -> int:
+    """The CLI exit code of a finished cluster: 0, or the chief's non-zero code (1 if unknown)."""
+    if status.phase is Phase.SUCCEEDED:
+        return 0
+    return status.exit_code if status.exit_code not in (None, 0) else 1

@@ -87,7 +87,7 @@ def test_examples_validate_against_kubernetes_openapi(example, schemas):
 
 
 def test_validator_catches_a_misspelled_field(schemas):
-    [job] = [o for o in render.render(load_file("examples/mirrored.yaml")) if o["kind"] == "Job"]
+    [job] = [o for o in render.render(load_file(EXAMPLES_DIR / "mirrored.yaml")) if o["kind"] == "Job"]
     job["spec"]["template"]["spec"]["restartPolcy"] = "Never"
     with pytest.raises(jsonschema.ValidationError, match="restartPolcy"):
         validate(job, schemas)

@@ -62,7 +62,7 @@ def test_labels_and_valid_json_tf_config(example):
 
 
 def test_rbac_is_least_privilege():
-    objects = render.render(load_file("examples/ps.yaml"))
+    objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"],
                               "resourceNames": ["mnist-ps-chief"], "verbs": ["get"]}]
@@ -74,7 +74,7 @@ def test_rbac_is_least_privilege():
 
 
 def test_supervisor_wraps_only_servers():
-    objects = render.render(load_file("examples/ps.yaml"))
+    objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
     commands = {o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["command"]
                 for o in objects if o["kind"] == "Job"}
     assert commands["mnist-ps-chief"][:3] == ["python", "-m", "worker"]
@@ -82,7 +82,7 @@ def test_supervisor_wraps_only_servers():
 
 
 def test_mwms_success_is_worker_zero():
-    objects = render.render(load_file("examples/mwms.yaml"))
+    objects = render.render(load_file(EXAMPLES_DIR / "mwms.yaml"))
     [job] = [o for o in objects if o["kind"] == "Job"]
     assert job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
     assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding", "ServiceAccount")]
@@ -107,7 +107,7 @@ def test_object_count_is_constant_and_bytes_grow_linearly():
 
 
 def test_yaml_output_round_trips():
-    objects = render.render(load_file("examples/ps.yaml"))
+    objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
     assert list(yaml.safe_load_all(render.to_yaml(objects))) == objects
     assert json.loads(render.to_json(objects))["items"] == objects
 
@@ -146,7 +146,7 @@ def test_no_overlapping_pods_and_a_grace_longer_than_a_save(example):
 
 
 def test_pod_failure_policy_ignores_preemption_and_fails_fast_on_config_errors():
-    jobs = _jobs(render.render(load_file("examples/ps.yaml")))
+    jobs = _jobs(render.render(load_file(EXAMPLES_DIR / "ps.yaml")))
     assert set(jobs) == {"chief", "worker", "ps", "evaluator"}
     for job in jobs.values():
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
@@ -162,7 +162,7 @@ def test_pod_failure_policy_ignores_preemption_and_fails_fast_on_config_errors()
 
 def test_bring_your_own_exit_2_is_an_ordinary_failure():
     # Exit code 2 means a config error only for the built-in worker.
-    jobs = _jobs(render.render(load_file("examples/byo.yaml")))
+    jobs = _jobs(render.render(load_file(EXAMPLES_DIR / "byo.yaml")))
     for job in jobs.values():
         actions = [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]]
         assert actions == ["Ignore", "Ignore"]

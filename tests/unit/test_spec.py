@@ -3,6 +3,7 @@ import pytest
 
 from launcher.errors import SpecError
 from launcher.loader import load_text
+from launcher.plan import plan
 
 PS = """\
 name: demo
@@ -27,7 +28,7 @@ def test_minimal_ps_spec_gets_defaults():
     assert spec.restart_policy == "Never"
     assert spec.termination_grace_period_seconds == 120
     assert spec.builtin and spec.effective_program.module == "worker.examples.fashion_mnist"
-    assert spec.training_roles() == ["chief", "worker", "ps"]
+    assert [r.role for r in plan(spec).training_roles] == ["chief", "worker", "ps"]
 
 
 def test_unknown_key_names_line_and_suggests():
@@ -85,7 +86,7 @@ def test_duplicate_keys_are_refused():
 def test_mwms_rules():
     spec = load_text("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\n"
                      "checkpoint: {dir: gs://b/m}\n")
-    assert spec.training_roles() == ["worker"]
+    assert [r.role for r in plan(spec).training_roles] == ["worker"]
     msgs = problems("name: m\nstrategy: multi_worker_mirrored\n"
                     "roles: {worker: {replicas: 2}, ps: {replicas: 1}}\n")
     assert any("has no ps" in m for m in msgs)

@@ -1,14 +1,18 @@
 """TF_CONFIG checked through TensorFlow's own TFConfigClusterResolver: real TF, no mocks."""
 import json
 import os
+from pathlib import Path
 
 import pytest
 
-from launcher import render, tfconfig
+from launcher import plan, render, tfconfig
 from launcher.loader import load_file
+from worker.contract import TRAINING_ROLES
 
 tf = pytest.importorskip("tensorflow")
-EXAMPLES = sorted(p for p in os.listdir("examples") if p.endswith(".yaml"))
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = sorted(p.name for p in EXAMPLES_DIR.glob("*.yaml"))
+assert EXAMPLES, f"no example specs in {EXAMPLES_DIR}"
 
 
 def resolve(config: dict):
@@ -26,13 +30,13 @@ def resolve(config: dict):
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_pod_resolves_to_its_task(example):
-    spec = load_file(f"examples/{example}")
+    spec = load_file(EXAMPLES_DIR / example)
     objects = render.render(spec)
     pods = render.pod_tf_configs(spec, objects)
     expected_cluster = {
         role: [f"{spec.name}-{role}-{i}.{spec.name}.{spec.namespace}.svc:{spec.port}"
                for i in range(spec.replicas(role))]
-        for role in spec.training_roles()
+        for role in spec.active_roles() if role in TRAINING_ROLES
     }
     assert sorted(pods) == sorted(
         f"{spec.name}-{role}-{i}" for role in spec.active_roles()
@@ -50,9 +54,9 @@ def test_every_pod_resolves_to_its_task(example):
 
 
 def test_template_expands_like_kubernetes():
-    spec = load_file("examples/ps.yaml")
-    address = tfconfig.kubernetes_address(spec)
-    template = tfconfig.tf_config_template(spec, "worker", address)
+    cluster = plan.plan(load_file(EXAMPLES_DIR / "ps.yaml"))
+    address = tfconfig.kubernetes_address(cluster)
+    template = tfconfig.tf_config_template(cluster, "worker", address)
     assert template.count(tfconfig.INDEX_PLACEHOLDER) == 1
     for i in range(2):
-        assert tfconfig.expand_template(template, i) == tfconfig.tf_config(spec, "worker", i, address)
+        assert tfconfig.expand_template(template, i) == cluster.tf_config("worker", i, address)

@@ -1,0 +1,116 @@
+"""`submit` as small steps, each one unit (kind's create/actions style), run in order by run():
+
+1. preflight: the namespace exists.
+2. idempotency: an identical spec already applied is a no-op; a different one, or objects this
+   launcher did not create, are refused unless --replace (Job pod templates are immutable).
+3. apply: the root ConfigMap first, then every other object owned by it.
+4. rollback: if any apply fails, whatever this submit created is deleted again, so a failed
+   submit never leaves half a cluster.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from launcher import names, render
+from launcher.backends.kubernetes.api import OWNED_KINDS, Api, api_message
+from launcher.backends.kubernetes.cleanup import delete_cluster
+from launcher.errors import LauncherError, SubmitRefused
+from launcher.spec import ClusterSpec
+from worker import contract
+
+
+@dataclass
+class Submission:
+    api: Api
+    spec: ClusterSpec
+    replace: bool
+    dry_run: bool
+    delete_timeout: float
+    say: Callable[[str], None]
+
+    @property
+    def namespace(self) -> str:
+        return self.spec.namespace
+
+
+def run(sub: Submission) -> bool:
+    """Submit; True when objects were applied, False when the same spec was already there."""
+    preflight(sub)
+    if not make_room(sub):
+        return False
+    objects = render.render(sub.spec)
+    apply_all(sub, objects)
+    if sub.dry_run:
+        sub.say(f"server dry run: {len(objects)} objects accepted by the API server")
+    else:
+        sub.say(f"created cluster {sub.namespace}/{sub.spec.name}: "
+                + ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects))
+    return True
+
+
+def preflight(sub: Submission) -> None:
+    ns = sub.namespace
+    if sub.api.get("v1", "Namespace", None, ns) is None:
+        raise LauncherError(
+            f"namespace {ns!r} does not exist (create it: kubectl create namespace {ns})")
+
+
+def make_room(sub: Submission) -> bool:
+    """False when the same spec is already applied; otherwise clears the way (or refuses)."""
+    spec, ns = sub.spec, sub.namespace
+    root = sub.api.get("v1", "ConfigMap", ns, names.root(spec.name))
+    existing = [f"{kind}/{o['metadata']['name']}" for api_version, kind in OWNED_KINDS
+                for o in sub.api.list(api_version, kind, ns, spec.name)]
+    if root is None and not existing:
+        return True
+    old = ((root or {}).get("metadata", {}).get("annotations") or {}).get(
+        contract.SPEC_HASH_ANNOTATION)
+    if root is not None and old == render.spec_hash(spec) and not sub.replace:
+        sub.say(f"cluster {ns}/{spec.name} is unchanged; nothing applied")
+        return False
+    if not sub.replace:
+        what = ("exists with a different spec" if root is not None and old
+                else "exists but was not created by this launcher (Helm?)")
+        raise SubmitRefused(
+            f"cluster {ns}/{spec.name} {what}; Job pod templates are immutable, so "
+            "rerun with --replace to delete and recreate it, or choose another name")
+    if not sub.dry_run:
+        sub.say(f"replacing cluster {ns}/{spec.name}")
+        delete_cluster(sub.api, ns, spec.name, sub.delete_timeout)
+    return True
+
+
+def apply_all(sub: Submission, objects: list[dict]) -> None:
+    """The root (stamped with the spec hash) first, then the rest with the root as owner."""
+    root, rest = objects[0], objects[1:]
+    root = {**root, "metadata": {
+        **root["metadata"],
+        "annotations": {**root["metadata"].get("annotations", {}),
+                        contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec)},
+    }}
+    current = root
+    created_root = False
+    try:
+        applied = sub.api.apply(root, sub.dry_run)
+        created_root = not sub.dry_run
+        owner = {
+            "apiVersion": "v1", "kind": "ConfigMap", "name": root["metadata"]["name"],
+            "uid": applied["metadata"].get("uid"), "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        for obj in rest:
+            current = obj
+            if not sub.dry_run:
+                obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [owner]}}
+            sub.api.apply(obj, sub.dry_run)
+    except Exception as exc:
+        where = f"{current['kind']}/{current['metadata']['name']}"
+        left = rollback(sub) if created_root else "nothing was created"
+        raise LauncherError(f"submit failed at {where}: {api_message(exc)}; {left}") from None
+
+
+def rollback(sub: Submission) -> str:
+    """No half-created clusters: take back what this submit created."""
+    delete_cluster(sub.api, sub.namespace, sub.spec.name, sub.delete_timeout)
+    return "everything created so far was deleted again"

@@ -1,0 +1,171 @@
+"""spec -> plan: what every task gets and which rules apply, decided once (pure, no I/O).
+
+Every projection renders from a ClusterPlan: the Kubernetes Jobs (launcher/render.py), the
+local processes (launcher/backends/local/), and the Helm values. A projection only adds its own
+mechanics (pod templates, ports on 127.0.0.1, a supervisor process); it decides nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from launcher import names
+from launcher.spec import ClusterSpec
+from worker import contract
+from worker.contract import Role, Strategy
+
+# (role, index) -> "host:port"
+AddressFn = Callable[[str, int], str]
+SUPERVISOR_SCRIPT = "supervise.py"
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """What a failed task means; Kubernetes: the Jobs' podFailurePolicy, local: the restarts.
+
+    restartPolicy Never: a failed task is replaced (a new pod, same hostname), counted against
+    backoffLimit, except exits in `ignored_exit_codes` and disruptions (eviction, drain,
+    preemption), which are not the task's fault; an exit in `fatal_exit_codes` fails the role at
+    once. OnFailure restarts in place and counts every failure (Kubernetes allows no
+    podFailurePolicy with it).
+    """
+
+    restart_policy: str  # Never | OnFailure
+    backoff_limit: int
+    ignored_exit_codes: tuple[int, ...] = ()
+    fatal_exit_codes: tuple[int, ...] = ()
+    ignores_disruptions: bool = False
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """A task that never ends by itself and is ended when training is over (launcher/supervise.py)."""
+
+    watch_job: str  # the Job whose end ends the task
+    grace_seconds: int  # how long it may run on after training succeeded (0 after a failure)
+    stop_grace_seconds: int  # SIGTERM -> SIGKILL when it is stopped
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    role: Role
+    replicas: int
+    job_name: str
+    command: tuple[str, ...]  # the task's own command line
+    env: dict[str, str]  # launcher values first, then the user's (TF_CONFIG and index apart)
+    supervision: Supervision | None
+    service_account: str | None
+
+    @property
+    def in_training_cluster(self) -> bool:
+        return self.role in contract.TRAINING_ROLES
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    spec: ClusterSpec
+    strategy: Strategy
+    success_role: Role
+    roles: tuple[RolePlan, ...]  # roles with replicas, in contract.ROLES order
+    failure: FailurePolicy
+    # The service account pods run as: the user's, or the one created so the supervisor may
+    # read the watched Job (None: neither is needed).
+    create_service_account: bool
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def role(self, role: str) -> RolePlan:
+        return next(r for r in self.roles if r.role == role)
+
+    @property
+    def supervised(self) -> tuple[Role, ...]:
+        return tuple(r.role for r in self.roles if r.supervision is not None)
+
+    @property
+    def training_roles(self) -> tuple[RolePlan, ...]:
+        return tuple(r for r in self.roles if r.in_training_cluster)
+
+    def tf_config(self, role: str, index: int, address: AddressFn) -> dict:
+        """The TF_CONFIG one task sees. The evaluator's lists no cluster: a PSv2 coordinator
+        that sees an evaluator in the cluster waits for it forever (tensorflow#46169)."""
+        if Role(role) not in contract.TRAINING_ROLES:
+            return {"cluster": {}, "task": {"type": Role(role).value, "index": index}}
+        cluster = {r.role.value: [address(r.role.value, i) for i in range(r.replicas)]
+                   for r in self.training_roles}
+        return {"cluster": cluster, "task": {"type": Role(role).value, "index": index}}
+
+    def tasks(self):
+        """(role, index) of every task, in creation order."""
+        return [(r.role, i) for r in self.roles for i in range(r.replicas)]
+
+
+def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
+    """The plan of `spec`; `model_dir` replaces checkpoint.dir (local runs keep it in their dir)."""
+    strategy = Strategy(spec.strategy)
+    success = contract.success_role(strategy)
+    supervised = contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0)
+    watch_job = names.job(spec.name, success)
+    roles = []
+    for role in spec.active_roles():
+        supervision = None
+        if role in supervised:
+            supervision = Supervision(
+                watch_job=watch_job,
+                grace_seconds=spec.evaluator_grace_seconds if role is Role.EVALUATOR else 0,
+                stop_grace_seconds=spec.termination_grace_period_seconds,
+            )
+        account = spec.service_account_name or (
+            names.supervisor_account(spec.name) if supervision else None)
+        roles.append(RolePlan(
+            role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role),
+            command=tuple(task_command(spec)), env=task_env(spec, role, model_dir),
+            supervision=supervision, service_account=account,
+        ))
+    return ClusterPlan(
+        spec=spec, strategy=strategy, success_role=success, roles=tuple(roles),
+        failure=failure_policy(spec),
+        create_service_account=bool(supervised) and spec.service_account_name is None,
+    )
+
+
+def failure_policy(spec: ClusterSpec) -> FailurePolicy:
+    if spec.restart_policy != "Never":
+        return FailurePolicy(spec.restart_policy, spec.backoff_limit)
+    return FailurePolicy(
+        spec.restart_policy, spec.backoff_limit,
+        # SIGTERM: the built-in worker saved the current step first; a server (or the
+        # supervisor around it) that died of SIGTERM reports the same code. Not a failure.
+        ignored_exit_codes=(contract.EXIT_PREEMPTED,),
+        # The built-in worker's bad arguments or program: a retry fails the same way.
+        fatal_exit_codes=(contract.EXIT_CONFIG,) if spec.builtin else (),
+        ignores_disruptions=True,
+    )
+
+
+def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None) -> dict[str, str]:
+    """What every task process gets besides TF_CONFIG and its index, on Kubernetes and locally.
+
+    User values last, so they cannot be mistaken for ours; sorted, because Helm values are maps
+    and the chart can only emit them in name order too.
+    """
+    env = {
+        contract.GRPC_FAIL_FAST: contract.GRPC_FAIL_FAST_VALUE,
+        contract.STRATEGY: Strategy(spec.strategy).value,
+        contract.MODEL_DIR: model_dir or spec.checkpoint.dir,
+        contract.PEER_TIMEOUT: str(spec.peer_timeout_seconds),
+        contract.CLUSTER_NAME: spec.name,
+    }
+    if spec.builtin:
+        env[contract.PROGRAM] = spec.effective_program.module
+    env.update(sorted(spec.env.items()))
+    env.update(sorted(spec.roles.get(role).env.items()))
+    return env
+
+
+def task_command(spec: ClusterSpec) -> list[str]:
+    """The built-in worker with the program's args, or the user's own command."""
+    if spec.builtin:
+        return ["python", "-m", "worker", *spec.effective_program.args]
+    return [*spec.command, *(spec.args or [])]

@@ -1,0 +1,96 @@
+"""The contract (worker/contract.py) and the plan (launcher/plan.py): every rule written once."""
+import re
+from pathlib import Path
+
+import pytest
+
+from launcher.loader import load_text
+from launcher.plan import plan
+from worker import contract
+from worker.contract import Role, Strategy
+
+REPO = Path(__file__).resolve().parents[2]
+# Where rules could be copied by hand: the runtime code and the chart's templates.
+SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
+           *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]
+DEFINED_IN = {REPO / "worker" / "contract.py",
+              REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl"}  # generated from it
+
+
+def spec(text: str):
+    return load_text("name: t\n" + text)
+
+
+PS = "strategy: parameter_server\nroles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n"
+MWMS = "strategy: multi_worker_mirrored\nroles: {worker: {replicas: 1}}\n"
+EVALUATOR = "roles: {evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
+
+
+@pytest.mark.parametrize("literal", [
+    contract.STRATEGY, contract.MODEL_DIR, contract.PROGRAM, contract.PEER_TIMEOUT,
+    contract.CLUSTER_NAME, contract.TASK_INDEX, contract.BUILTIN_PROGRAM,
+    contract.LABEL_COMPONENT, contract.LABEL_STRATEGY, contract.LABEL_INSTANCE,
+    contract.INDEX_ANNOTATION, contract.SPEC_HASH_ANNOTATION, contract.SUPERVISOR_DIR,
+    contract.DNS1035_PATTERN,
+])
+def test_each_constant_is_written_once(literal):
+    quoted = re.compile(re.escape(f'"{literal}"') + "|" + re.escape(f"'{literal}'"))
+    copies = [str(p.relative_to(REPO)) for p in SOURCES
+              if p not in DEFINED_IN and p.is_file() and quoted.search(p.read_text())]
+    assert not copies, f"{literal!r} is repeated in {copies}: use worker/contract.py"
+
+
+def test_role_lists_are_not_repeated():
+    listed = re.compile(r'"chief",\s*"worker",\s*"ps"|"chief" "worker" "ps"')
+    copies = [str(p.relative_to(REPO)) for p in SOURCES
+              if p not in DEFINED_IN and p.is_file() and listed.search(p.read_text())]
+    assert not copies, f"role lists repeated in {copies}: use contract.ROLES / TRAINING_ROLES"
+
+
+def test_allowed_roles_follow_the_counts():
+    assert contract.allowed_roles(Strategy.PARAMETER_SERVER) == tuple(Role)
+    assert contract.allowed_roles(Strategy.MULTI_WORKER_MIRRORED) == (Role.WORKER, Role.EVALUATOR)
+    assert contract.allowed_roles(Strategy.MIRRORED) == (Role.CHIEF, Role.EVALUATOR)
+    assert contract.role_count_problems(Strategy.MIRRORED, {"chief": 2}) == [
+        ("roles.chief.replicas", "mirrored runs in one pod: set 1, got 2")]
+
+
+def test_ps_plan():
+    cluster = plan(spec("strategy: parameter_server\nroles: {chief: {replicas: 1}, worker: "
+                        "{replicas: 2}, ps: {replicas: 1}, evaluator: {replicas: 1}}\n"
+                        "checkpoint: {dir: gs://b/m}\n"))
+    assert cluster.success_role is Role.CHIEF
+    assert cluster.supervised == (Role.WORKER, Role.PS, Role.EVALUATOR)
+    assert [r.role for r in cluster.training_roles] == [Role.CHIEF, Role.WORKER, Role.PS]
+    assert cluster.role(Role.EVALUATOR).supervision.grace_seconds == 600
+    assert cluster.role(Role.PS).supervision.grace_seconds == 0
+    assert cluster.role(Role.PS).service_account == "t-supervisor"
+    assert cluster.role(Role.CHIEF).supervision is None
+    assert cluster.role(Role.CHIEF).service_account is None
+    assert cluster.failure.ignored_exit_codes == (contract.EXIT_PREEMPTED,)
+    assert cluster.failure.fatal_exit_codes == (contract.EXIT_CONFIG,)
+    address = lambda role, i: f"{role}-{i}:1"  # noqa: E731
+    assert cluster.tf_config("evaluator", 0, address) == {
+        "cluster": {}, "task": {"type": "evaluator", "index": 0}}
+    assert cluster.tf_config("worker", 1, address)["cluster"] == {
+        "chief": ["chief-0:1"], "worker": ["worker-0:1", "worker-1:1"], "ps": ["ps-0:1"]}
+
+
+def test_mwms_plan_and_user_env_comes_last():
+    cluster = plan(spec(MWMS + "env: {B: b, A: a}\n"))
+    assert cluster.success_role is Role.WORKER
+    assert cluster.supervised == ()
+    env = cluster.role(Role.WORKER).env
+    assert list(env)[:2] == [contract.GRPC_FAIL_FAST, contract.STRATEGY]
+    assert list(env)[-2:] == ["A", "B"]
+    assert env[contract.STRATEGY] == "multi_worker_mirrored"
+
+
+def test_bring_your_own_command_has_no_fatal_exit_and_on_failure_no_policy():
+    byo = plan(spec(PS + "command: [python, train.py]\n"))
+    assert byo.failure.fatal_exit_codes == ()
+    assert byo.role(Role.CHIEF).command == ("python", "train.py")
+    assert contract.PROGRAM not in byo.role(Role.CHIEF).env
+    on_failure = plan(spec(PS + "restartPolicy: OnFailure\n"))
+    assert on_failure.failure.ignored_exit_codes == ()
+    assert not on_failure.failure.ignores_disruptions
