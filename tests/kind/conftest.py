@@ -31,6 +31,8 @@ from typing import Iterator, Sequence
 
 import pytest
 
+from support import in_ci
+
 HERE = Path(__file__).resolve().parent
 KIND_CONFIG = HERE / "kind-config.yaml"
 TOOLCHAIN = HERE / "toolchain.sh"
@@ -60,10 +62,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # --------------------------------------------------------------------------- helpers
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
 def _env_file_vars() -> dict[str, str]:
     """The exports of the toolchain's env.sh (PATH, TFK8S_KIND_NODE_IMAGE), if it ran."""
     env_sh = CACHE / "env.sh"

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support import REPO, wait_until
+
 pytestmark = pytest.mark.kind
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 LABEL = "app.kubernetes.io/instance"
 STEPS = 200
 PROGRESS = "tfk8s-progress "
@@ -74,13 +76,8 @@ def objects(cluster, namespace: str, name: str) -> list[str]:
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 2.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    """support.wait_until, polling the API server every 2 s unless told otherwise."""
+    return wait_until(predicate, timeout, what, interval)
 
 
 def submit_in_background(cluster, spec: Path) -> subprocess.Popen:

@@ -24,13 +24,14 @@ import pytest
 import yaml
 
 from launcher import render
+from support import in_ci
 from launcher.loader import load_file
 from launcher.spec import ClusterSpec
 from worker import progress
 
 pytestmark = pytest.mark.kind
 
-REPO = Path(__file__).resolve().parents[2]
+from support import REPO  # noqa: E402
 CHART = REPO / "charts" / "tfk8s"
 EXAMPLE = REPO / "examples" / "ps.yaml"
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
@@ -40,10 +41,6 @@ STEPS, CHECKPOINT_EVERY = 40, 10
 # EndpointSlices that copy the Service's labels.
 KINDS = ("jobs,pods,services,configmaps,serviceaccounts,roles,rolebindings,"
          "endpointslices.discovery.k8s.io")
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 class Helm:
@@ -68,7 +65,7 @@ def helm(kind_cluster, tmp_path) -> Helm:
               or (str(CACHE / "bin" / "helm") if os.access(CACHE / "bin" / "helm", os.X_OK) else None))
     if not binary:
         why = "no helm binary (env HELM, PATH, or $TFK8S_CACHE/bin/helm from tests/kind/toolchain.sh)"
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"{why}, and CI is set", pytrace=False)
         pytest.skip(why)
     return Helm(binary, kind_cluster, tmp_path / "helm-home")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import psutil
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from support import REPO as REPO_ROOT, wait_until  # noqa: F401 (re-exported to the tests)
+
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
@@ -100,16 +101,6 @@ def attempts(backend: LocalBackend, name: str, role: str, index: int) -> list[li
 def events(backend: LocalBackend, name: str, role: str, index: int, event: str) -> list[dict]:
     return [r for attempt in attempts(backend, name, role, index) for r in attempt
             if r["event"] == event]
-
-
-def wait_until(condition, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def task_processes(workdir: Path) -> list[psutil.Process]:

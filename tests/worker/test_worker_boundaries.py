@@ -6,16 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from support import REPO as REPO_ROOT
 
 # Top-level packages the worker must never import: the launcher, and what only it depends on.
 LAUNCHER_ONLY_PACKAGES = ("launcher", "pydantic", "pydantic_core", "jinja2", "kubernetes")
 
-# The trees whose modules must stay under MAX_MODULE_LINES. launcher/ joins once its large
-# modules are split.
-LINE_LIMITED_TREES = ("worker",)
+# The trees whose modules must stay under MAX_MODULE_LINES: a module that grows past it mixes
+# concerns (issue 10).
+LINE_LIMITED_TREES = ("launcher", "worker")
 MAX_MODULE_LINES = 350
 
 

@@ -1,6 +1,6 @@
 """charts/tfk8s launches the same objects as the launcher's renderer, and refuses the same specs.
 
-For every example spec (and tests/unit/specs/*.yaml), and for random valid specs (hypothesis):
+For every example spec (and tests/charts/specs/*.yaml), and for random valid specs (hypothesis):
 `helm template` with the values that `render.helm_values(spec)` produces yields exactly the
 objects of `render.render(spec)`, parsed (only Helm's own release labels/annotations would be
 ignored; the chart adds none). Env order and TF_CONFIG text are compared as they are. The
@@ -36,14 +36,13 @@ from pydantic import ValidationError
 from launcher import render
 from launcher.loader import load_file
 from launcher.spec import ClusterSpec
+from support import REPO, example_specs, find_helm, in_ci
 from worker import contract
 
-REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tfk8s"
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
-if not EXAMPLES:  # an empty parametrize would pass by testing nothing
-    raise FileNotFoundError(f"no example specs in {REPO / 'examples'}")
-SPECS = EXAMPLES + sorted((Path(__file__).parent / "specs").glob("*.yaml"))
+EXAMPLES = example_specs()
+SPECS_DIR = Path(__file__).parent / "specs"
+SPECS = EXAMPLES + sorted(SPECS_DIR.glob("*.yaml"))
 # Labels/annotations Helm charts conventionally add; ignored if present (this chart adds none).
 HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/version"}
 HELM_ANNOTATION_PREFIXES = ("meta.helm.sh/", "helm.sh/")
@@ -59,20 +58,6 @@ def _load_gen_chart():
 
 
 gen_chart = _load_gen_chart()
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def find_helm() -> str | None:
-    if os.environ.get("HELM"):
-        return os.environ["HELM"]
-    if shutil.which("helm"):
-        return shutil.which("helm")
-    cache = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
-    candidate = cache / "bin" / "helm"
-    return str(candidate) if os.access(candidate, os.X_OK) else None
 
 
 @pytest.fixture(scope="session")
@@ -215,7 +200,7 @@ def test_non_bmp_characters(helm):
 
 @pytest.mark.helm
 def test_release_name_and_namespace_stand_in_when_empty(helm):
-    spec = load_file(REPO / "tests" / "unit" / "specs" / "ps-evaluator-pvc.yaml")
+    spec = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml")
     values = {**render.helm_values(spec), "name": "", "namespace": ""}
     actual = helm.objects(spec.name, spec.namespace, values)
     assert_same_objects(render.render(spec), actual)
@@ -223,7 +208,7 @@ def test_release_name_and_namespace_stand_in_when_empty(helm):
 
 @pytest.mark.helm
 def test_values_name_wins_over_release_name(helm):
-    spec = load_file(REPO / "tests" / "unit" / "specs" / "mwms.yaml")
+    spec = load_file(SPECS_DIR / "mwms.yaml")
     actual = helm.objects("some-release", spec.namespace, render.helm_values(spec))
     assert_same_objects(render.render(spec), actual)
 
@@ -361,7 +346,7 @@ def test_helm_lint_strict(helm, spec_file):
 
 # ------------------------------------------------------------------------------ refusals
 def _base_values() -> dict:
-    return render.helm_values(load_file(REPO / "tests" / "unit" / "specs" / "ps-evaluator-pvc.yaml"))
+    return render.helm_values(load_file(SPECS_DIR / "ps-evaluator-pvc.yaml"))
 
 
 def _set(values: dict, dotted: str, value) -> dict:
@@ -486,7 +471,7 @@ def test_notes_tell_how_to_watch_and_read_logs(helm, tmp_path):
     (chart / "templates" / "notes-check.yaml").write_text(
         'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n'
         'data: {notes: {{ tpl (.Files.Get "files/NOTES.txt") . | toJson }}}\n')
-    spec = load_file(REPO / "tests" / "unit" / "specs" / "ps-evaluator-pvc.yaml")
+    spec = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml")
     r = helm.run("template", "rel", str(chart), "-n", spec.namespace, "--show-only",
                  "templates/notes-check.yaml", "-f", str(helm.values_file(render.helm_values(spec))))
     assert r.returncode == 0, r.stderr

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -257,7 +258,7 @@ def test_sigterm_to_the_launcher_stops_every_task(tmp_path):
     workdir = tmp_path / "work"
     script = f"""
 import sys
-sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'worker')!r})
+sys.path[:0] = [{str(REPO_ROOT / 'tests')!r}, {str(Path(__file__).parent)!r}]
 from test_local_backend import byo_spec, SLEEP
 from launcher.backends.local import LocalBackend
 backend = LocalBackend({str(workdir)!r})
@@ -285,7 +286,7 @@ def test_sigkill_to_the_launcher_takes_its_tasks_along(tmp_path):
     workdir = tmp_path / "work"
     script = f"""
 import sys
-sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'worker')!r})
+sys.path[:0] = [{str(REPO_ROOT / 'tests')!r}, {str(Path(__file__).parent)!r}]
 from test_local_backend import byo_spec, SLEEP
 from launcher.backends.local import LocalBackend
 backend = LocalBackend({str(workdir)!r})
