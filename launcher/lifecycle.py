@@ -121,7 +121,7 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
     exit_code = None
     # restartPolicy Never replaces a failed pod: the newest pod of index 0 has the last word.
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
-        if _role_of(pod) == success_role and _index_of(pod) == 0:
+        if _role_of(pod) == success_role and _index_of(pod) == contract.SUCCESS_INDEX:
             term = _terminated(pod)
             if term is not None:
                 exit_code = term.get("exitCode")

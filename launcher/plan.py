@@ -68,13 +68,15 @@ class ClusterPlan:
     success_role: Role
     roles: tuple[RolePlan, ...]  # roles with replicas, in contract.ROLES order
     failure: FailurePolicy
-    # The service account pods run as: the user's, or the one created so the supervisor may
-    # read the watched Job (None: neither is needed).
+    # Whether to create the supervisor's service account (allowed to read the watched Job):
+    # some role is supervised and the spec names no account of its own.
     create_service_account: bool
+    supervisor_account: str  # the account supervised pods run as: the spec's, or the created one
 
     @property
     def name(self) -> str:
         return self.spec.name
+
 
     def role(self, role: str) -> RolePlan:
         return next(r for r in self.roles if r.role == role)
@@ -107,6 +109,7 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
     success = contract.success_role(strategy)
     supervised = contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0)
     watch_job = names.job(spec.name, success)
+    supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
     roles = []
     for role in spec.active_roles():
         supervision = None
@@ -116,17 +119,18 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
                 grace_seconds=spec.evaluator_grace_seconds if role is Role.EVALUATOR else 0,
                 stop_grace_seconds=spec.termination_grace_period_seconds,
             )
-        account = spec.service_account_name or (
-            names.supervisor_account(spec.name) if supervision else None)
         roles.append(RolePlan(
             role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role),
             command=tuple(task_command(spec)), env=task_env(spec, role, model_dir),
-            supervision=supervision, service_account=account,
+            supervision=supervision,
+            # The spec's account for every pod; otherwise only supervised pods need one.
+            service_account=supervisor_account if supervision or spec.service_account_name else None,
         ))
     return ClusterPlan(
         spec=spec, strategy=strategy, success_role=success, roles=tuple(roles),
         failure=failure_policy(spec),
         create_service_account=bool(supervised) and spec.service_account_name is None,
+        supervisor_account=supervisor_account,
     )
 
 

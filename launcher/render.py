@@ -19,7 +19,6 @@ from launcher.plan import ClusterPlan, FailurePolicy, RolePlan, SUPERVISOR_SCRIP
 from launcher.spec import ClusterSpec
 from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, WATCH_JOB_ENV)
 from worker import contract
-from worker.contract import Role, Strategy
 
 INDEX_FIELD_PATH = f"metadata.annotations['{contract.INDEX_ANNOTATION}']"
 try:
@@ -119,7 +118,7 @@ def _context(cluster: ClusterPlan) -> dict:
         "port": spec.port,
         "watched_jobs": watched,
         "create_service_account": cluster.create_service_account,
-        "service_account": spec.service_account_name or names.supervisor_account(spec.name),
+        "service_account": cluster.supervisor_account,
         "image": spec.image,
         "image_pull_policy": spec.image_pull_policy,
         "restart_policy": spec.restart_policy,
@@ -175,7 +174,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     resources_ = {k: v for k, v in (("requests", cfg.resources.requests),
                                      ("limits", cfg.resources.limits)) if v}
     success_policy = None
-    if role.role is cluster.success_role and role.role is not Role.CHIEF:
+    if role.role is cluster.success_role and contract.success_needs_index_policy(cluster.strategy):
         # Worker 0 is the chief under MWMS: its success is the Job's success.
         success_policy = {"rules": [{"succeededIndexes": str(contract.SUCCESS_INDEX)}]}
     return {

@@ -151,6 +151,13 @@ def success_role(strategy: Strategy) -> Role:
     return Role.WORKER if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else Role.CHIEF
 
 
+def success_needs_index_policy(strategy: Strategy) -> bool:
+    """Whether the success role may have several replicas, so that its Job must succeed when
+    index SUCCESS_INDEX does (a Job's successPolicy), not when every index does: MWMS workers."""
+    strategy = Strategy(strategy)
+    return ROLE_COUNTS[strategy][success_role(strategy)].maximum != 1
+
+
 def is_writer(strategy: Strategy, role: Role, index: int) -> bool:
     """The one task that writes the real checkpoints, SavedModel and FINAL marker."""
     return role == success_role(strategy) and index == SUCCESS_INDEX

@@ -10,7 +10,7 @@ import abc
 from typing import Iterator
 
 from launcher.spec import ClusterSpec
-from launcher.status import ClusterStatus, Phase, RoleStatus  # noqa: F401 (re-exported)
+from launcher.status import ClusterStatus, Phase
 
 
 class Backend(abc.ABC):

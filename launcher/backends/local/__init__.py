@@ -56,7 +56,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from launcher.backends.base import Backend, ClusterStatus, Phase, RoleStatus, exit_code
+from launcher.backends.base import Backend, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import RunFiles
 from launcher.backends.local.policy import FAILURE_GRACE_SECONDS
@@ -65,6 +65,7 @@ from launcher.backends.local.supervisor import (
 )
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.spec import ClusterSpec
+from launcher.status import ClusterStatus, Phase, RoleStatus
 
 DEFAULT_WORKDIR = Path(".tfk8s")  # the CLI's --workdir default too
 _LIVE = (Phase.PENDING, Phase.RUNNING, Phase.FINISHING)

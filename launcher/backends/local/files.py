@@ -56,11 +56,7 @@ class RunFiles:
 
     def recorded_stop_grace(self) -> float:
         """The terminationGracePeriodSeconds of the spec the run recorded."""
-        try:
-            spec = json.loads(self.spec_path.read_text())
-            return float(spec["terminationGracePeriodSeconds"])
-        except (FileNotFoundError, KeyError, ValueError):
-            return float(ClusterSpec.model_fields["termination_grace_period_seconds"].default)
+        return float(self.read_spec().termination_grace_period_seconds)
 
     # --- status ----------------------------------------------------------------------------
 
