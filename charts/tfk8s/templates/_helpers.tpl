@@ -1,6 +1,6 @@
 {{/*
 The chart mirrors launcher/render.py and manifests/*.yaml.j2 object for object; the unit test
-tests/unit/test_helm_parity.py compares both. Every value goes in as JSON (toJson), like the
+tests/charts/test_helm_parity.py compares both. Every value goes in as JSON (toJson), like the
 `| j` filter of the jinja2 templates, so nothing depends on YAML quoting rules.
 */}}
 
