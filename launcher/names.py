@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator
 
-from worker.contract import DNS1035_PATTERN, DNS1123_LABEL_PATTERN, MAX_LABEL, Role, task_name
+from worker.contract import (DNS1035_PATTERN, DNS1123_LABEL_PATTERN, JOBSET_JOB_INDEX, MAX_LABEL,
+                             Role, Workload, task_name)
 
 if TYPE_CHECKING:
     from launcher.spec import ClusterSpec
@@ -37,12 +38,18 @@ def service(name: str) -> str:
     return name
 
 
-def job(name: str, role: str) -> str:
+def job(name: str, role: str, workload: Workload = Workload.JOBS) -> str:
+    """A role's Job: ours is `<name>-<role>`; a JobSet names its child `<set>-<replicatedJob>-0`
+    (one Job per role, the replicatedJob named after the role)."""
+    if Workload(workload) is Workload.JOBSET:
+        return f"{name}-{Role(role).value}-{JOBSET_JOB_INDEX}"
     return f"{name}-{Role(role).value}"
 
 
-def hostname(name: str, role: str, index: int) -> str:
-    """Indexed Job pods get hostname `<job>-<index>` from the Job controller."""
+def hostname(name: str, role: str, index: int, workload: Workload = Workload.JOBS) -> str:
+    """Indexed Job pods get hostname `<job>-<index>` from the Job controller (JobSet's too)."""
+    if Workload(workload) is Workload.JOBSET:
+        return f"{job(name, role, workload)}-{index}"
     return f"{name}-{task_name(role, index)}"
 
 
@@ -60,6 +67,6 @@ def generated_names(spec: "ClusterSpec") -> Iterator[tuple[str, str, str]]:
     yield ("-", "Service", service(spec.name))
     yield ("-", "ServiceAccount/Role", supervisor_account(spec.name))
     for role in spec.active_roles():
-        yield (role, "Job", job(spec.name, role))
+        yield (role, "Job", job(spec.name, role, spec.workload))
         # The longest hostname is the one with the highest index.
-        yield (role, "pod hostname", hostname(spec.name, role, spec.replicas(role) - 1))
+        yield (role, "pod hostname", hostname(spec.name, role, spec.replicas(role) - 1, spec.workload))

@@ -77,6 +77,9 @@ class ClusterPlan:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def workload(self) -> contract.Workload:
+        return self.spec.workload
 
     def role(self, role: str) -> RolePlan:
         return next(r for r in self.roles if r.role == role)
@@ -107,8 +110,9 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
     """The plan of `spec`; `model_dir` replaces checkpoint.dir (local runs keep it in their dir)."""
     strategy = Strategy(spec.strategy)
     success = contract.success_role(strategy)
-    supervised = contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0)
-    watch_job = names.job(spec.name, success)
+    workload = spec.workload
+    supervised = contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0, workload)
+    watch_job = names.job(spec.name, success, workload)
     supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
     roles = []
     for role in spec.active_roles():
@@ -120,7 +124,7 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
                 stop_grace_seconds=spec.termination_grace_period_seconds,
             )
         roles.append(RolePlan(
-            role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role),
+            role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role, workload),
             command=tuple(task_command(spec)), env=task_env(spec, role, model_dir),
             supervision=supervision,
             # The spec's account for every pod; otherwise only supervised pods need one.

@@ -1,7 +1,10 @@
 """Render a spec into Kubernetes objects with the jinja2 templates in manifests/. Pure: no cluster.
 
-Objects, in apply order: the root ConfigMap, the headless Service, the supervisor's RBAC (only
-when some role must be ended by it), and one Indexed Job per role with replicas.
+Objects, in apply order (the first is the root, which owns the rest):
+- workload jobs: the root ConfigMap, the headless Service, the supervisor's RBAC (only when some
+  role must be ended by it), and one Indexed Job per role with replicas.
+- workload jobset: one JobSet (one replicatedJob per role, each the same Indexed Job; JobSet's
+  own headless Service), then the ConfigMap and RBAC only when the evaluator is supervised.
 """
 from __future__ import annotations
 
@@ -76,23 +79,69 @@ def selector_labels(name: str) -> dict[str, str]:
 
 
 def render(spec: ClusterSpec) -> list[dict]:
-    """The cluster's objects as plain dicts, ready for server-side apply."""
+    """The cluster's objects as plain dicts, ready for server-side apply; the root first."""
     cluster = plan(spec)
     context = _context(cluster)
+    if cluster.workload is contract.Workload.JOBSET:
+        jobs = _render_all(context, [("job.yaml.j2", {"job": _job(cluster, role, context)})
+                                     for role in cluster.roles])
+        documents = [("jobset.yaml.j2", {"jobset": _jobset(cluster, jobs, context)})]
+        if context["watched_jobs"]:  # the supervised evaluator's script and RBAC
+            documents += [("root.yaml.j2", {}), ("rbac.yaml.j2", {})]
+        return _render_all(context, documents)
+    documents = [("root.yaml.j2", {}), ("service.yaml.j2", {})]
+    if context["watched_jobs"]:
+        documents.append(("rbac.yaml.j2", {}))
+    documents += [("job.yaml.j2", {"job": _job(cluster, role, context)}) for role in cluster.roles]
+    return _render_all(context, documents)
+
+
+def _render_all(context: dict, documents: list[tuple[str, dict]]) -> list[dict]:
     out: list[dict] = []
-    for template, extra in _documents(cluster, context):
+    for template, extra in documents:
         text = _environment().get_template(template).render(**context, **extra)
         out.extend(doc for doc in yaml.load_all(text, Loader=_YamlLoader) if doc)
     return out
 
 
-def _documents(cluster: ClusterPlan, context: dict):
-    yield "root.yaml.j2", {}
-    yield "service.yaml.j2", {}
-    if context["watched_jobs"]:
-        yield "rbac.yaml.j2", {}
-    for role in cluster.roles:
-        yield "job.yaml.j2", {"job": _job(cluster, role, context)}
+def _jobset(cluster: ClusterPlan, jobs: list[dict], context: dict) -> dict:
+    """The JobSet projection: each role's Indexed Job as one replicatedJob, with the plan's
+    success rule (the success role and the evaluator) and failure rule (contract)."""
+    spec = cluster.spec
+    has_evaluator = any(r.role is contract.Role.EVALUATOR for r in cluster.roles)
+    replicated = []
+    for role, job in zip(cluster.roles, jobs):
+        job_spec = dict(job["spec"])
+        # The set's TTL governs: a child Job deleted before the set finished would be recreated.
+        job_spec.pop("ttlSecondsAfterFinished", None)
+        replicated.append({
+            "name": role.role.value,
+            "replicas": 1,
+            "template": {"metadata": {"labels": job["metadata"]["labels"],
+                                      "annotations": job["metadata"]["annotations"]},
+                         "spec": job_spec},
+        })
+    labels = dict(context["labels"])
+    if spec.queue is not None:
+        labels[contract.QUEUE_LABEL] = spec.queue
+    return {
+        "labels": labels,
+        # Created suspended when queued: Kueue resumes it once the whole set is admitted.
+        "suspend": spec.queue is not None,
+        "success_policy": {
+            "operator": "All",
+            "targetReplicatedJobs": [r.value for r in contract.set_success_roles(
+                cluster.strategy, has_evaluator)],
+        },
+        "failure_policy": {
+            "maxRestarts": contract.set_max_restarts(cluster.strategy),
+            "rules": [{"name": "failOnUnrecoverableJob", "action": "FailJobSet",
+                       "onJobFailureReasons": list(contract.FATAL_JOB_FAILURE_REASONS)}],
+        },
+        "network": {"enableDNSHostnames": True, "subdomain": names.service(spec.name),
+                    "publishNotReadyAddresses": True},
+        "replicated_jobs": replicated,
+    }
 
 
 def _context(cluster: ClusterPlan) -> dict:
@@ -102,7 +151,7 @@ def _context(cluster: ClusterPlan) -> dict:
         contract.LABEL_MANAGED_BY: contract.MANAGED_BY, contract.LABEL_STRATEGY: spec.strategy.value,
     }
     supervised = cluster.supervised
-    watched = [names.job(spec.name, cluster.success_role)] if supervised else []
+    watched = [names.job(spec.name, cluster.success_role, spec.workload)] if supervised else []
     root_data = {SUPERVISOR_SCRIPT: supervisor_source()} if supervised else {}
     return {
         "names": {
@@ -119,6 +168,8 @@ def _context(cluster: ClusterPlan) -> dict:
         "watched_jobs": watched,
         "create_service_account": cluster.create_service_account,
         "service_account": cluster.supervisor_account,
+        "jobset_api_version": contract.JOBSET_API_VERSION,
+        "priority_class_name": spec.priority_class_name,
         "image": spec.image,
         "image_pull_policy": spec.image_pull_policy,
         "restart_policy": spec.restart_policy,
@@ -223,16 +274,26 @@ def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict
     return mounts, volumes
 
 
+def job_specs(objects: list[dict]) -> list[tuple[str, dict]]:
+    """(Job name, Job spec) of every Job the objects make: our Jobs, or a JobSet's children."""
+    out = []
+    for obj in objects:
+        if obj["kind"] == "Job":
+            out.append((obj["metadata"]["name"], obj["spec"]))
+        elif obj["kind"] == "JobSet":
+            out += [(f"{obj['metadata']['name']}-{rj['name']}-{contract.JOBSET_JOB_INDEX}",
+                     rj["template"]["spec"]) for rj in obj["spec"]["replicatedJobs"]]
+    return out
+
+
 def pod_tf_configs(spec: ClusterSpec, objects: list[dict]) -> dict[str, dict]:
     """Every pod's TF_CONFIG as Kubernetes will resolve it, read back from the rendered Jobs."""
     out = {}
-    for obj in objects:
-        if obj["kind"] != "Job":
-            continue
-        container = obj["spec"]["template"]["spec"]["containers"][0]
-        template = next(e["value"] for e in container["env"] if e["name"] == "TF_CONFIG")
-        for index in range(obj["spec"]["completions"]):
-            out[f"{obj['metadata']['name']}-{index}"] = tfconfig.expand_template(template, index)
+    for job_name, job_spec in job_specs(objects):
+        container = job_spec["template"]["spec"]["containers"][0]
+        template = next(e["value"] for e in container["env"] if e["name"] == contract.TF_CONFIG)
+        for index in range(job_spec["completions"]):
+            out[f"{job_name}-{index}"] = tfconfig.expand_template(template, index)
     return out
 
 

@@ -13,7 +13,7 @@ from pydantic.alias_generators import to_camel
 
 from launcher import names
 from worker import contract
-from worker.contract import ROLES, Role, Strategy, role_count_problems  # noqa: F401 (re-exported)
+from worker.contract import ROLES, Role, Strategy, Workload, role_count_problems  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
 # Resource names a TF pod may ask for; anything else is most likely a typo.
@@ -172,6 +172,11 @@ class ClusterSpec(_Model):
     image: str = DEFAULT_IMAGE
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     strategy: Strategy
+    # jobs: one Indexed Job per role (nothing to install). jobset: one JobSet (needs JobSet in the
+    # cluster), which Kueue admits as one unit: required for `queue`.
+    workload: Workload = Workload.JOBS
+    queue: str | None = None  # a Kueue LocalQueue in the cluster's namespace
+    priority_class_name: str | None = None  # every pod's PriorityClass (Kueue reads it too)
     # Built-in worker program, or bring-your-own: command (+ args) run in `image` instead.
     program: Program | None = None
     command: list[str] | None = None
@@ -214,6 +219,15 @@ class ClusterSpec(_Model):
             raise ValueError(problem)
         return value
 
+    @field_validator("queue", "priority_class_name")
+    @classmethod
+    def _object_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = names.dns1123_label_problem(value)
+            if problem:
+                raise ValueError(problem)
+        return value
+
     @field_validator("namespace")
     @classmethod
     def _namespace_is_label(cls, value: str) -> str:
@@ -234,6 +248,8 @@ class ClusterSpec(_Model):
                 "entrypoint), not both",
             ))
         problems += _role_problems(self)
+        if self.queue is not None and self.workload is not Workload.JOBSET:
+            problems.append(("queue", QUEUE_NEEDS_JOBSET))
         for role, kind, name in names.generated_names(self):
             problem = names.dns1035_problem(name)
             if problem:
@@ -269,6 +285,14 @@ class ClusterSpec(_Model):
 
     def active_roles(self) -> list[Role]:
         return [r for r in ROLES if self.replicas(r) > 0]
+
+
+QUEUE_NEEDS_JOBSET = (
+    "a queue needs workload: jobset. Kueue admits every batch/v1 Job as its own Workload, so "
+    "the Jobs of one cluster would be admitted one by one: the chief could start while its ps "
+    "wait for quota, and give up after peerTimeoutSeconds holding its resources. Set "
+    "workload: jobset (needs JobSet installed in the cluster), or remove queue"
+)
 
 
 class CrossFieldProblems(ValueError):

@@ -17,7 +17,7 @@ def kubernetes_address(plan: ClusterPlan) -> AddressFn:
     spec = plan.spec
 
     def address(role: str, index: int) -> str:
-        host = names.hostname(spec.name, role, index)
+        host = names.hostname(spec.name, role, index, spec.workload)
         return f"{host}.{names.service(spec.name)}.{spec.namespace}.svc:{spec.port}"
 
     return address

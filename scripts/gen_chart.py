@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywh
 
 from launcher import spec, supervise  # noqa: E402
 from worker import contract  # noqa: E402
-from worker.contract import Role, Strategy  # noqa: E402
+from worker.contract import Role, Strategy, Workload  # noqa: E402
 
 CHART_DIR = REPO / "charts" / "tfk8s"
 SCHEMA_FILE = CHART_DIR / "values.schema.json"
@@ -239,6 +239,9 @@ def generate_schema() -> dict:
         *_role_count_rules(),
         # args without command: set command too, or use program.args
         {"if": _is_set("args", "array"), "then": _is_set("command", "array")},
+        # spec.QUEUE_NEEDS_JOBSET: Kueue admits a cluster as one unit only as a JobSet
+        {"if": _is_set("queue", "string"), "then": {
+            "required": ["workload"], "properties": {"workload": {"const": Workload.JOBSET.value}}}},
         # command (bring-your-own) and program (built-in worker) exclude each other
         {"if": _is_set("command", "array"), "then": {"properties": {"program": {"type": "null"}}}},
         {   # the evaluator reads the chief's checkpoints: shared volume or gs://
@@ -284,12 +287,22 @@ def generate_contract() -> dict:
                 "allowedRoles": [r.value for r in contract.allowed_roles(s)],
                 "successRole": contract.success_role(s).value,
                 # The evaluator, when it has replicas, is supervised too (the templates add it).
-                "supervisedRoles": [r.value for r in contract.supervised_roles(s, False)],
+                "supervisedRoles": {
+                    w.value: [r.value for r in contract.supervised_roles(s, False, w)]
+                    for w in Workload},
                 "successPolicy": contract.success_needs_index_policy(s),
+                # A JobSet's success roles (the templates add the evaluator) and restarts.
+                "setSuccessRoles": [r.value for r in contract.set_success_roles(s, False)],
+                "setMaxRestarts": contract.set_max_restarts(s),
             }
             for s in Strategy
         },
         "successIndex": contract.SUCCESS_INDEX,
+        "workload": _names(Workload),
+        "queueLabel": contract.QUEUE_LABEL,
+        "jobsetApiVersion": contract.JOBSET_API_VERSION,
+        "jobsetJobIndex": contract.JOBSET_JOB_INDEX,
+        "fatalJobFailureReasons": list(contract.FATAL_JOB_FAILURE_REASONS),
         "env": {
             "tfConfig": contract.TF_CONFIG,
             "taskIndex": contract.TASK_INDEX,

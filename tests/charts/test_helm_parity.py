@@ -303,6 +303,14 @@ def _random_specs():
                 and "hostPath" in volume:
             # Several MWMS workers need a shared checkpoint dir: a PVC (or gs://), no hostPath.
             data["checkpoint"]["volume"] = {"persistentVolumeClaim": {"claimName": "c"}}
+        # the JobSet projection, queued through Kueue or not, with a PriorityClass or not
+        workload = draw(st.sampled_from(["jobs", "jobset", None]))
+        if workload is not None:
+            data["workload"] = workload
+        if workload == "jobset" and draw(st.booleans()):
+            data["queue"] = draw(st.sampled_from(["q", "team-a"]))
+        if draw(st.booleans()):
+            data["priorityClassName"] = "high"
         if draw(st.booleans()):
             data.update(draw(byo))
         elif (p := draw(program)) is not None:
@@ -422,6 +430,11 @@ REFUSED = [
     ("generated-name-too-long", {"name": "n" * 52},
      "name: generated pod hostname name '" + "n" * 52 + "-evaluator-0' for role evaluator: "
      "64 characters; a DNS-1035 label has at most 63; shorten name"),
+    ("generated-jobset-name-too-long", {"name": "n" * 50, "workload": "jobset"},
+     "name: generated pod hostname name '" + "n" * 50 + "-evaluator-0-0' for role evaluator: "
+     "64 characters; a DNS-1035 label has at most 63; shorten name"),
+    ("queue-without-jobset", {"queue": "q"}, "at '/workload'"),
+    ("unknown-workload", {"workload": "pods"}, "at '/workload'"),
 ]
 
 

@@ -19,8 +19,12 @@ def run(*args, cwd=ROOT):
 def test_render_examples(example):
     result = run("render", f"examples/{example}")
     assert result.returncode == 0, result.stderr
-    kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout)]
-    assert kinds[:2] == ["ConfigMap", "Service"] and "Job" in kinds
+    docs = list(yaml.safe_load_all(result.stdout))
+    kinds = [d["kind"] for d in docs]
+    if "workload: jobset" in (ROOT / "examples" / example).read_text():
+        assert kinds[0] == "JobSet" and kinds.count("JobSet") == 1 and "Job" not in kinds
+    else:
+        assert kinds[:2] == ["ConfigMap", "Service"] and "Job" in kinds
     as_json = json.loads(run("render", f"examples/{example}", "-o", "json").stdout)
     assert [o["kind"] for o in as_json["items"]] == kinds
 

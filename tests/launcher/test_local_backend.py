@@ -307,3 +307,25 @@ def _task_processes_left(workdir) -> bool:
     from local_clusters import task_processes
 
     return bool(task_processes(workdir))
+
+
+def test_local_run_says_it_ignores_the_kubernetes_workload(tmp_path):
+    """workload/queue/priorityClassName mean nothing to local processes: the run says so and
+    plans plain tasks (PS servers supervised as under `workload: jobs`)."""
+    import io
+
+    from launcher.backends.local import LocalBackend
+    from launcher.loader import load_file
+    from launcher.plan import plan
+    from support import REPO
+
+    out = io.StringIO()
+    backend = LocalBackend(workdir=tmp_path, stream=out)
+    spec = backend._as_processes(load_file(REPO / "examples" / "ps-queued.yaml"))
+    assert out.getvalue().startswith(
+        "note: --local ignores workload: jobset, queue: tfk8s-queue (Kubernetes only)")
+    assert spec.workload.value == "jobs" and spec.queue is None
+    assert set(plan(spec).supervised) == {"worker", "ps", "evaluator"}
+    quiet = io.StringIO()
+    LocalBackend(workdir=tmp_path, stream=quiet)._as_processes(load_file(REPO / "examples" / "ps.yaml"))
+    assert quiet.getvalue() == ""

@@ -12,12 +12,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from launcher import render
 from launcher.loader import load_file
 
 jsonschema = pytest.importorskip("jsonschema")
 K8S_MODULE = "k8s.io/kubernetes@v1.34.4"
+# The JobSet the kind tier installs (tests/kind/toolchain.sh TFK8S_JOBSET_VERSION); its CRD's
+# schema comes from the same module download.
+JOBSET_MODULE = f"sigs.k8s.io/jobset@{os.environ.get('TFK8S_JOBSET_VERSION', 'v0.11.0')}"
+JOBSET_CRD = "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
 GROUP_FILES = {
     "v1": "api__v1_openapi.json",
     "batch/v1": "apis__batch__v1_openapi.json",
@@ -31,21 +36,26 @@ if not EXAMPLES:  # an empty parametrize would pass by testing nothing
     raise FileNotFoundError(f"no example specs in {EXAMPLES_DIR}")
 
 
-def openapi_dir() -> Path | None:
-    if os.environ.get("TFK8S_OPENAPI_DIR"):
-        return Path(os.environ["TFK8S_OPENAPI_DIR"])
+def module_dir(module: str) -> Path | None:
+    """The Go module's directory in the module cache (downloading it), or None without Go."""
     go = shutil.which("go") or "/usr/local/go/bin/go"
     if not os.path.exists(go):
         return None
     cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True).stdout.strip()
-    found = sorted(glob.glob(f"{cache}/k8s.io/kubernetes@v1.34.*/api/openapi-spec/v3"))
-    if found:
-        return Path(found[-1])
-    result = subprocess.run([go, "mod", "download", "-json", K8S_MODULE],
+    if (Path(cache) / module).is_dir():
+        return Path(cache) / module
+    result = subprocess.run([go, "mod", "download", "-json", module],
                             capture_output=True, text=True, timeout=900)
     if result.returncode == 0:
-        return Path(json.loads(result.stdout)["Dir"]) / "api/openapi-spec/v3"
+        return Path(json.loads(result.stdout)["Dir"])
     return None
+
+
+def openapi_dir() -> Path | None:
+    if os.environ.get("TFK8S_OPENAPI_DIR"):
+        return Path(os.environ["TFK8S_OPENAPI_DIR"])
+    directory = module_dir(K8S_MODULE)
+    return directory / "api/openapi-spec/v3" if directory else None
 
 
 def _strict(node):
@@ -70,10 +80,25 @@ def schemas():
     out = {}
     for group, filename in GROUP_FILES.items():
         out[group] = _strict(json.loads((directory / filename).read_text()))
+    jobset = module_dir(JOBSET_MODULE)
+    if jobset is None:
+        pytest.fail(f"{JOBSET_MODULE} not downloadable: its CRD schema validates the JobSet projection")
+    crd = yaml.safe_load((jobset / JOBSET_CRD).read_text())
+    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha2"]
+    out[JOBSET_API] = _strict(version["schema"]["openAPIV3Schema"])
     return out
 
 
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+
+
 def validate(obj: dict, schemas: dict) -> None:
+    if obj["apiVersion"] == JOBSET_API:
+        jsonschema.Draft7Validator(schemas[JOBSET_API]).validate(obj)
+        # each replicatedJob's template is a batch/v1 Job: the strict Kubernetes schema too
+        for rj in obj["spec"]["replicatedJobs"]:
+            validate({"apiVersion": "batch/v1", "kind": "Job", **rj["template"]}, schemas)
+        return
     document = schemas[obj["apiVersion"]]
     name = f"{GVK_PREFIX[obj['apiVersion']]}.{obj['kind']}"
     schema = {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
@@ -84,6 +109,18 @@ def validate(obj: dict, schemas: dict) -> None:
 def test_examples_validate_against_kubernetes_openapi(example, schemas):
     for obj in render.render(load_file(example)):
         validate(obj, schemas)
+
+
+def test_jobset_validator_catches_a_misspelled_field(schemas):
+    [jobset] = [o for o in render.render(load_file(EXAMPLES_DIR / "ps-queued.yaml")) if o["kind"] == "JobSet"]
+    bad = json.loads(json.dumps(jobset))
+    bad["spec"]["successPolicy"]["targetReplicatedJob"] = ["chief"]
+    with pytest.raises(jsonschema.ValidationError, match="targetReplicatedJob"):
+        validate(bad, schemas)
+    bad = json.loads(json.dumps(jobset))
+    bad["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolcy"] = "Never"
+    with pytest.raises(jsonschema.ValidationError, match="restartPolcy"):
+        validate(bad, schemas)
 
 
 def test_validator_catches_a_misspelled_field(schemas):

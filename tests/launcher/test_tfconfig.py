@@ -33,16 +33,18 @@ def test_every_pod_resolves_to_its_task(example):
     spec = load_file(EXAMPLES_DIR / example)
     objects = render.render(spec)
     pods = render.pod_tf_configs(spec, objects)
+    # pod hostnames: <job>-<index>; a JobSet's child Job of a role is <name>-<role>-0
+    job = {"jobs": "{name}-{role}", "jobset": "{name}-{role}-0"}[spec.workload.value]
     expected_cluster = {
-        role: [f"{spec.name}-{role}-{i}.{spec.name}.{spec.namespace}.svc:{spec.port}"
+        role: [f"{job.format(name=spec.name, role=role)}-{i}.{spec.name}.{spec.namespace}.svc:{spec.port}"
                for i in range(spec.replicas(role))]
         for role in spec.active_roles() if role in TRAINING_ROLES
     }
-    assert sorted(pods) == sorted(
-        f"{spec.name}-{role}-{i}" for role in spec.active_roles()
-        for i in range(spec.replicas(role)))
+    hosts = {f"{job.format(name=spec.name, role=role)}-{i}": (role.value, i)
+             for role in spec.active_roles() for i in range(spec.replicas(role))}
+    assert sorted(pods) == sorted(hosts)
     for pod, config in pods.items():
-        role, index = pod[len(spec.name) + 1:].rsplit("-", 1)
+        role, index = hosts[pod]
         task_type, task_id, cluster = resolve(config)
         assert (task_type, task_id) == (role, int(index))
         if role == "evaluator":

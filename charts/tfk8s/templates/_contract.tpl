@@ -39,11 +39,18 @@ Numbers come back as floats: compare them with `int`.
         "evaluator"
       ],
       "successRole": "chief",
-      "supervisedRoles": [
-        "worker",
-        "ps"
+      "supervisedRoles": {
+        "jobs": [
+          "worker",
+          "ps"
+        ],
+        "jobset": []
+      },
+      "successPolicy": false,
+      "setSuccessRoles": [
+        "chief"
       ],
-      "successPolicy": false
+      "setMaxRestarts": 0
     },
     "multi_worker_mirrored": {
       "allowedRoles": [
@@ -51,8 +58,15 @@ Numbers come back as floats: compare them with `int`.
         "evaluator"
       ],
       "successRole": "worker",
-      "supervisedRoles": [],
-      "successPolicy": true
+      "supervisedRoles": {
+        "jobs": [],
+        "jobset": []
+      },
+      "successPolicy": true,
+      "setSuccessRoles": [
+        "worker"
+      ],
+      "setMaxRestarts": 1
     },
     "mirrored": {
       "allowedRoles": [
@@ -60,11 +74,29 @@ Numbers come back as floats: compare them with `int`.
         "evaluator"
       ],
       "successRole": "chief",
-      "supervisedRoles": [],
-      "successPolicy": false
+      "supervisedRoles": {
+        "jobs": [],
+        "jobset": []
+      },
+      "successPolicy": false,
+      "setSuccessRoles": [
+        "chief"
+      ],
+      "setMaxRestarts": 0
     }
   },
   "successIndex": 0,
+  "workload": {
+    "jobs": "jobs",
+    "jobset": "jobset"
+  },
+  "queueLabel": "kueue.x-k8s.io/queue-name",
+  "jobsetApiVersion": "jobset.x-k8s.io/v1alpha2",
+  "jobsetJobIndex": 0,
+  "fatalJobFailureReasons": [
+    "PodFailurePolicy",
+    "DeadlineExceeded"
+  ],
   "env": {
     "tfConfig": "TF_CONFIG",
     "taskIndex": "TFK8S_TASK_INDEX",

@@ -74,8 +74,9 @@ not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter
 {{- range $role := $c.roles -}}
 {{- $n := int (dig $role "replicas" 0 (default dict $v.roles)) -}}
 {{- if gt $n 0 -}}
-{{- $generated = append $generated (list $role "Job" (printf "%s-%s" $name $role)) -}}
-{{- $generated = append $generated (list $role "pod hostname" (printf "%s-%s-%d" $name $role (sub $n 1))) -}}
+{{- $job := get (include "tfk8s.model" $ | fromJson).jobNames $role -}}
+{{- $generated = append $generated (list $role "Job" $job) -}}
+{{- $generated = append $generated (list $role "pod hostname" (printf "%s-%d" $job (sub $n 1))) -}}
 {{- end -}}
 {{- end -}}
 {{- $failed := "" -}}

@@ -64,7 +64,7 @@ from launcher.backends.local.supervisor import (
     POLL_SECONDS, RESTART_DELAY_SECONDS, Supervisor, Timing,
 )
 from launcher.errors import LauncherError, SubmitRefused
-from launcher.spec import ClusterSpec
+from launcher.spec import ClusterSpec, Workload
 from launcher.status import ClusterStatus, Phase, RoleStatus
 
 DEFAULT_WORKDIR = Path(".tfk8s")  # the CLI's --workdir default too
@@ -108,6 +108,7 @@ class LocalBackend(Backend):
     def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
         """Prepare the run; in the background, also start its detached supervisor, which writes
         its output to <workdir>/<name>/supervisor.log. In the foreground, wait() runs it."""
+        spec = self._as_processes(spec)
         files = self.files(spec.name)
         if files.has_status():
             current = self.status(spec.name)
@@ -128,6 +129,20 @@ class LocalBackend(Backend):
                                 "message": "submitted; its tasks start when it is waited for"})
         else:
             self._start_detached_supervisor(spec)
+
+    def _as_processes(self, spec: ClusterSpec) -> ClusterSpec:
+        """Local processes are neither Jobs nor a JobSet, and no Kueue queues them: say that
+        workload, queue and priorityClassName are ignored, and plan the run as plain tasks."""
+        ignored = {k: v for k, v in (("workload", spec.workload.value), ("queue", spec.queue),
+                                     ("priorityClassName", spec.priority_class_name))
+                   if v is not None and not (k == "workload" and v == Workload.JOBS.value)}
+        if not ignored:
+            return spec
+        print("note: --local ignores " + ", ".join(f"{k}: {v}" for k, v in ignored.items())
+              + " (Kubernetes only); the tasks run as local processes now",
+              file=self.stream, flush=True)
+        return spec.model_copy(update={"workload": Workload.JOBS, "queue": None,
+                                       "priority_class_name": None})
 
     def wait(self, name: str) -> int:
         """Foreground, after submit(): supervise the run here (task output on the stream;
