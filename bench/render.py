@@ -5,7 +5,12 @@ count and total bytes (compact JSON of every object). The TFJob-style layout is 
 same rendered pod template: one Pod and one Service per task, each pod with its own fully
 expanded TF_CONFIG, as the Kubeflow training operator creates them.
 
-    python bench/render.py [--repeat 5] [--markdown]
+    python bench/render.py [--repeat 5] [--sizes 1,10,100,1000]
+    python bench/render.py --jobset     # the Jobs projection beside the JobSet one
+
+--jobset prints, for the same N, objects and bytes of `workload: jobs` (ConfigMap, Service,
+RBAC, one Job per role) beside `workload: jobset` (one JobSet, plus the evaluator's supervisor
+ConfigMap and RBAC).
 """
 from __future__ import annotations
 
@@ -80,12 +85,33 @@ def measure(layout, spec, repeat: int) -> tuple[float, int, int]:
     return statistics.median(times) * 1000, len(objects), size
 
 
+def jobset(spec) -> list[dict]:
+    return render.render(spec.model_copy(update={"workload": contract.Workload.JOBSET}))
+
+
+def compare_projections(sizes, repeat: int) -> None:
+    print("| workers | jobs ms | jobs objects | jobs bytes | jobset ms | jobset objects "
+          "| jobset bytes | bytes jobset/jobs |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        spec = load_text(SPEC.format(n=n))
+        a = measure(ours, spec, repeat)
+        b = measure(jobset, spec, repeat)
+        print(f"| {n} | {a[0]:.1f} | {a[1]} | {a[2]:,} | {b[0]:.1f} | {b[1]} | {b[2]:,} "
+              f"| {b[2] / a[2]:.2f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--sizes", default="1,10,100,1000")
+    parser.add_argument("--jobset", action="store_true",
+                        help="compare the Jobs projection with the JobSet projection")
     args = parser.parse_args()
     render.render(load_text(SPEC.format(n=1)))  # warm the template cache
+    if args.jobset:
+        compare_projections([int(s) for s in args.sizes.split(",")], args.repeat)
+        return
     print("| workers | ours ms | ours objects | ours bytes | tfjob-style ms | tfjob-style objects "
           "| tfjob-style bytes | bytes ratio |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")

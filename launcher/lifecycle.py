@@ -6,6 +6,8 @@ Lifecycle (README "Lifecycle"):
 - Failed: the chief's Job failed (backoff exhausted, a podFailurePolicy FailJob rule, or
   deadline passed).
 - Evaluator failure never fails training: it is reported in the message only.
+- A JobSet (workload jobset) decides Succeeded/Failed itself (its success and failure
+  policies); while suspended it is Queued, with Kueue's reason from its Workload.
 """
 from __future__ import annotations
 
@@ -150,3 +152,65 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
         (p.get("status") or {}).get("phase") == "Running" for p in pods
     )
     return ClusterStatus(name, namespace, Phase.RUNNING if running else Phase.PENDING, "", None, roles)
+
+
+# JobSet conditions (jobset.x-k8s.io/v1alpha2 JobSetConditionType)
+JOBSET_COMPLETED, JOBSET_FAILED = "Completed", "Failed"
+
+
+def _true_conditions(obj: dict | None) -> dict[str, dict]:
+    return {c.get("type"): c for c in ((obj or {}).get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"}
+
+
+def admission_message(queue: str | None, workload: dict | None) -> str:
+    """Why a suspended JobSet waits, from its Kueue Workload (kueue.x-k8s.io Workload)."""
+    if queue is None:
+        return "suspended (no queue label: something other than Kueue suspended it)"
+    if workload is None:
+        return (f"waiting for Kueue to create its Workload in queue {queue} "
+                "(is Kueue installed, and does the LocalQueue exist?)")
+    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+    parts = []
+    evicted = conditions.get("Evicted")
+    if evicted is not None and evicted.get("status") == "True":
+        parts.append(f"preempted ({evicted.get('reason', '')}: {evicted.get('message', '')}); "
+                     "requeued, resumes from its last checkpoint when readmitted")
+    reserved = conditions.get("QuotaReserved")
+    admitted = conditions.get("Admitted")
+    if admitted is not None and admitted.get("status") == "True":
+        parts.append(f"admitted by queue {queue}; starting")
+    elif reserved is not None and reserved.get("status") == "False":
+        parts.append(f"waiting for quota in queue {queue}: {reserved.get('message', '')}")
+    else:
+        parts.append(f"waiting for queue {queue} to admit it")
+    return "; ".join(parts)
+
+
+def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[dict],
+                          pods: list[dict], workload: dict | None) -> ClusterStatus:
+    """Status of a cluster projected as one JobSet: its terminal conditions first, Kueue's
+    admission while it is suspended, otherwise the Jobs' own rules (compute_status)."""
+    base = compute_status(name, namespace, jobs, pods) if jobs else None
+    roles = base.roles if base else []
+    conditions = _true_conditions(jobset)
+    if JOBSET_COMPLETED in conditions:
+        notes = base.message if base is not None and base.phase is Phase.SUCCEEDED else ""
+        return ClusterStatus(name, namespace, Phase.SUCCEEDED, notes, 0, roles)
+    if JOBSET_FAILED in conditions:
+        failed = conditions[JOBSET_FAILED]
+        code = base.exit_code if base is not None else None
+        return ClusterStatus(name, namespace, Phase.FAILED,
+                             f"JobSet failed: {failed.get('reason', '')}: {failed.get('message', '')}",
+                             code if code not in (None, 0) else 1, roles)
+    if (jobset.get("spec") or {}).get("suspend"):
+        queue = ((jobset.get("metadata") or {}).get("labels") or {}).get(contract.QUEUE_LABEL)
+        return ClusterStatus(name, namespace, Phase.QUEUED, admission_message(queue, workload),
+                             None, roles)
+    if base is None or base.phase is Phase.UNKNOWN:
+        return ClusterStatus(name, namespace, Phase.PENDING, "the JobSet's Jobs are being created",
+                             None, roles)
+    if base.phase is Phase.SUCCEEDED:  # every Job ended, the set not yet marked: a moment
+        return ClusterStatus(name, namespace, Phase.FINISHING, "waiting for the JobSet to complete",
+                             0, roles)
+    return base

@@ -6,6 +6,7 @@ from enum import Enum
 
 
 class Phase(str, Enum):
+    QUEUED = "Queued"  # waiting for Kueue to admit it (quota), or suspended after a preemption
     PENDING = "Pending"  # created; no task runs yet
     RUNNING = "Running"
     STUCK = "Stuck"  # a task cannot make progress by itself (image pull error, unschedulable)

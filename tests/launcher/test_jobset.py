@@ -144,3 +144,12 @@ def test_jobset_names_must_fit():
     long = "n" * 55  # the pod hostname <name>-chief-0-0 is 65 characters
     with pytest.raises(SpecError, match="shorten name"):
         load_text(f"name: {long}\nstrategy: mirrored\nworkload: jobset\nroles: {{chief: {{replicas: 1}}}}\n")
+
+
+def test_install_hints_name_the_versions_the_kind_tier_tests():
+    from launcher.backends.kubernetes import submit
+
+    toolchain = (REPO / "tests" / "kind" / "toolchain.sh").read_text()
+    assert f"JOBSET_VERSION=${{TFK8S_JOBSET_VERSION:-{submit.JOBSET_VERSION}}}" in toolchain
+    assert f"KUEUE_VERSION=${{TFK8S_KUEUE_VERSION:-{submit.KUEUE_VERSION}}}" in toolchain
+    assert submit.JOBSET_VERSION in submit.JOBSET_INSTALL and submit.KUEUE_VERSION in submit.KUEUE_INSTALL

@@ -87,3 +87,63 @@ def test_replaced_chief_pods_the_newest_decides_the_exit_code():
     for pods in ([preempted, failed], [failed, preempted]):
         s = compute_status("c", "ns", [chief], pods)
         assert s.phase == "Failed" and s.exit_code == 2 and "PodFailurePolicy" in s.message
+
+
+# --------------------------------------------------------------------- workload jobset
+from launcher.lifecycle import compute_jobset_status  # noqa: E402
+
+
+def jobset(*conditions, suspend=False, queue="q"):
+    return {"metadata": {"name": "c", "labels": {"kueue.x-k8s.io/queue-name": queue} if queue else {}},
+            "spec": {"suspend": suspend},
+            "status": {"conditions": [{"type": t, "status": "True", "reason": r, "message": m}
+                                      for t, r, m in conditions]}}
+
+
+def workload(*conditions):
+    return {"status": {"conditions": [{"type": t, "status": s, "reason": r, "message": m}
+                                      for t, s, r, m in conditions]}}
+
+
+def test_suspended_jobset_is_queued_with_kueues_reason():
+    w = workload(("QuotaReserved", "False", "Pending",
+                  "couldn't assign flavors to pod set chief: insufficient unused quota for cpu in "
+                  "flavor default-flavor, 1 more needed"))
+    s = compute_jobset_status("c", "ns", jobset(suspend=True), [job("chief")], [], w)
+    assert s.phase == "Queued"
+    assert s.message == ("waiting for quota in queue q: couldn't assign flavors to pod set chief: "
+                         "insufficient unused quota for cpu in flavor default-flavor, 1 more needed")
+    assert not s.finished
+
+
+def test_queued_before_kueue_made_a_workload_names_the_queue():
+    s = compute_jobset_status("c", "ns", jobset(suspend=True), [], [], None)
+    assert s.phase == "Queued" and "create its Workload in queue q" in s.message
+
+
+def test_preempted_jobset_says_it_resumes():
+    w = workload(("Evicted", "True", "Preempted", "Preempted to accommodate a higher priority Workload"),
+                 ("QuotaReserved", "False", "Pending", "insufficient unused quota"))
+    s = compute_jobset_status("c", "ns", jobset(suspend=True), [job("chief")], [], w)
+    assert s.phase == "Queued"
+    assert s.message.startswith("preempted (Preempted: Preempted to accommodate")
+    assert "resumes from its last checkpoint" in s.message and "insufficient unused quota" in s.message
+
+
+def test_jobset_conditions_decide_the_end():
+    done = compute_jobset_status("c", "ns", jobset(("Completed", "AllJobsCompleted", "")),
+                                 [job("chief", condition="Complete")],
+                                 [pod("chief", phase="Succeeded", exit_code=0)], None)
+    assert done.phase == "Succeeded" and done.exit_code == 0
+    failed = compute_jobset_status("c", "ns", jobset(("Failed", "FailedJobs", "jobset failed due to one or more job failures")),
+                                   [job("chief", condition="Failed")],
+                                   [pod("chief", phase="Failed", exit_code=3)], None)
+    assert failed.phase == "Failed" and failed.exit_code == 3 and "FailedJobs" in failed.message
+
+
+def test_running_jobset_follows_the_job_rules():
+    s = compute_jobset_status("c", "ns", jobset(), [job("chief", condition="Complete"), job("evaluator", active=1)],
+                              [pod("chief", phase="Succeeded", exit_code=0), pod("evaluator")], None)
+    assert s.phase == "Finishing" and "evaluator" in s.message
+    s = compute_jobset_status("c", "ns", jobset(), [], [], None)
+    assert s.phase == "Pending"

@@ -15,13 +15,14 @@ import pytest
 import yaml
 
 from launcher import render
+from launcher.backends.kubernetes import submit
 from launcher.loader import load_file
 
 jsonschema = pytest.importorskip("jsonschema")
 K8S_MODULE = "k8s.io/kubernetes@v1.34.4"
 # The JobSet the kind tier installs (tests/kind/toolchain.sh TFK8S_JOBSET_VERSION); its CRD's
 # schema comes from the same module download.
-JOBSET_MODULE = f"sigs.k8s.io/jobset@{os.environ.get('TFK8S_JOBSET_VERSION', 'v0.11.0')}"
+JOBSET_MODULE = f"sigs.k8s.io/jobset@{os.environ.get('TFK8S_JOBSET_VERSION', submit.JOBSET_VERSION)}"
 JOBSET_CRD = "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
 GROUP_FILES = {
     "v1": "api__v1_openapi.json",

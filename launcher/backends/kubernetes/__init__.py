@@ -1,7 +1,7 @@
 """Kubernetes backend: server-side apply of the rendered objects, status, logs, delete, list.
 
-Ownership: the root ConfigMap owns every other object (ownerReferences are added once the
-root's UID exists), so deleting it removes the cluster. `delete` also removes everything
+Ownership: the root (the ConfigMap; under workload jobset the JobSet) owns every other object
+(ownerReferences are added once the root's UID exists), so deleting it removes the cluster. `delete` also removes everything
 carrying the instance label, which covers clusters installed by Helm (no ownerReferences there).
 Submit's steps are in submit.py, the API calls in api.py, the phase in launcher/lifecycle.py.
 """
@@ -11,10 +11,10 @@ import sys
 import time
 from typing import Iterator, TextIO
 
-from launcher import lifecycle, names
+from launcher import lifecycle
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import submit as submit_steps
-from launcher.backends.kubernetes.api import Api
+from launcher.backends.kubernetes.api import JOBSET, Api
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError
 from launcher.spec import ClusterSpec
@@ -75,9 +75,15 @@ class KubernetesBackend(Backend):
 
     def status(self, name: str) -> ClusterStatus:
         ns = self.namespace
+        root = submit_steps.find_root(self.api, ns, name)
         jobs = self.api.list("batch/v1", "Job", ns, name)
+        if root is not None and root["kind"] == JOBSET[1]:
+            pods = self.api.list("v1", "Pod", ns, name)
+            suspended = (root.get("spec") or {}).get("suspend")
+            workload = self.api.workload_of(ns, root["metadata"]["uid"]) if suspended else None
+            return lifecycle.compute_jobset_status(name, ns, root, jobs, pods, workload)
         if not jobs:
-            if self.api.get("v1", "ConfigMap", ns, names.root(name)) is None:
+            if root is None:
                 raise LauncherError(f"no cluster named {name!r} in namespace {ns!r}")
             return ClusterStatus(name, ns, Phase.UNKNOWN, "no Jobs left (deleted after their TTL?)")
         pods = self.api.list("v1", "Pod", ns, name)
@@ -112,8 +118,10 @@ class KubernetesBackend(Backend):
     def list(self) -> list[ClusterStatus]:
         ns = self.namespace
         out = []
-        for root in self.api.list_roots(ns):
-            name = root["metadata"]["labels"][contract.LABEL_INSTANCE]
+        # A JobSet cluster may also have a ConfigMap (its evaluator's supervisor): once each.
+        instances = dict.fromkeys(root["metadata"]["labels"][contract.LABEL_INSTANCE]
+                                  for root in self.api.list_roots(ns))
+        for name in instances:
             try:
                 out.append(self.status(name))
             except LauncherError as exc:

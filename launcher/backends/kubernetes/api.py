@@ -11,8 +11,16 @@ from launcher.errors import ClusterUnreachable
 from worker import contract
 
 FIELD_MANAGER = "tfk8s"
-# Everything a cluster may consist of, in delete-and-check order (pods last: Jobs own them).
+JOBSET = (contract.JOBSET_API_VERSION, "JobSet")
+# Kueue's Workload, newest served version first (v1beta2 from Kueue 0.15, v1beta1 before).
+WORKLOAD_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
+LOCAL_QUEUE_VERSIONS = WORKLOAD_VERSIONS
+# Kueue labels a Workload with the UID of the job object it admits.
+WORKLOAD_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+# Everything a cluster may consist of, in delete-and-check order (pods last: Jobs own them; the
+# JobSet first, or it would recreate the Jobs deleted under it).
 KINDS = [
+    JOBSET,
     ("batch/v1", "Job"),
     ("v1", "Service"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
@@ -22,6 +30,10 @@ KINDS = [
     ("v1", "Pod"),
 ]
 OWNED_KINDS = KINDS[:-1]  # what a cluster's objects are; pods come and go with their Jobs
+# Kinds that exist only where an add-on is installed: absent means "none of them".
+OPTIONAL_KINDS = {JOBSET}
+# The objects that can be a cluster's root (the one carrying the spec hash, owner of the rest).
+ROOT_KINDS = [JOBSET, ("v1", "ConfigMap")]
 
 
 def instance_selector(name: str) -> str:
@@ -82,16 +94,42 @@ class Api:
         self.connect()
         return self._dyn.resources.get(api_version=api_version, kind=kind)
 
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether the API server knows this kind (a CRD such as JobSet may be missing)."""
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        try:
+            self.resource(api_version, kind)
+            return True
+        except ResourceNotFoundError:
+            return False
+
+    def first_served(self, versions, kind: str) -> str | None:
+        return next((v for v in versions if self.served(v, kind)), None)
+
     def list(self, api_version: str, kind: str, namespace: str, name: str) -> list[dict]:
-        """Objects of one kind that belong to cluster `name`."""
-        result = self.resource(api_version, kind).get(
-            namespace=namespace, label_selector=instance_selector(name))
+        """Objects of one kind that belong to cluster `name` (none of a kind not installed)."""
+        return self.select(api_version, kind, namespace, instance_selector(name))
+
+    def select(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict]:
+        if (api_version, kind) in OPTIONAL_KINDS and not self.served(api_version, kind):
+            return []
+        result = self.resource(api_version, kind).get(namespace=namespace, label_selector=selector)
         return [item.to_dict() for item in result.items]
 
     def list_roots(self, namespace: str) -> list[dict]:
-        result = self.resource("v1", "ConfigMap").get(
-            namespace=namespace, label_selector=f"{contract.LABEL_NAME}={contract.MANAGED_BY}")
-        return [item.to_dict() for item in result.items]
+        """Every cluster's root object in the namespace (ConfigMaps and JobSets)."""
+        return [obj for api_version, kind in ROOT_KINDS for obj in self.select(
+            api_version, kind, namespace, f"{contract.LABEL_NAME}={contract.MANAGED_BY}")]
+
+    def workload_of(self, namespace: str, owner_uid: str) -> dict | None:
+        """The Kueue Workload that admits the object with this UID, if Kueue made one."""
+        version = self.first_served(WORKLOAD_VERSIONS, "Workload")
+        if version is None:
+            return None
+        found = self.resource(version, "Workload").get(
+            namespace=namespace, label_selector=f"{WORKLOAD_JOB_UID_LABEL}={owner_uid}").items
+        return found[0].to_dict() if found else None
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
         from kubernetes.dynamic.exceptions import NotFoundError

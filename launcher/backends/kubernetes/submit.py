@@ -1,9 +1,9 @@
 """`submit` as small steps, each one unit (kind's create/actions style), run in order by run():
 
-1. preflight: the namespace exists.
+1. preflight: the namespace exists; for a JobSet its API, for a queue Kueue's LocalQueue.
 2. idempotency: an identical spec already applied is a no-op; a different one, or objects this
    launcher did not create, are refused unless --replace (Job pod templates are immutable).
-3. apply: the root ConfigMap first, then every other object owned by it.
+3. apply: the root (ConfigMap, or the JobSet) first, then every other object owned by it.
 4. rollback: if any apply fails, whatever this submit created is deleted again, so a failed
    submit never leaves half a cluster.
 """
@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from launcher import names, render
-from launcher.backends.kubernetes.api import OWNED_KINDS, Api, api_message
+from launcher.backends.kubernetes.api import (JOBSET, LOCAL_QUEUE_VERSIONS, OPTIONAL_KINDS,
+                                              OWNED_KINDS, ROOT_KINDS, Api, api_message)
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.spec import ClusterSpec
 from worker import contract
+from worker.contract import Workload
 
 
 @dataclass
@@ -49,17 +51,43 @@ def run(sub: Submission) -> bool:
     return True
 
 
+# The versions the kind tier installs (tests/kind/toolchain.sh; a unit test keeps them equal).
+JOBSET_VERSION = "v0.11.1"
+KUEUE_VERSION = "v0.16.2"
+JOBSET_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
+                  f"releases/download/{JOBSET_VERSION}/manifests.yaml")
+KUEUE_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
+                 f"releases/download/{KUEUE_VERSION}/manifests.yaml")
+
+
 def preflight(sub: Submission) -> None:
-    ns = sub.namespace
+    """What must exist before anything is created: the namespace, and for a JobSet the JobSet
+    API, and for a queue Kueue's LocalQueue (else the set would wait suspended forever)."""
+    ns, spec = sub.namespace, sub.spec
     if sub.api.get("v1", "Namespace", None, ns) is None:
         raise LauncherError(
             f"namespace {ns!r} does not exist (create it: kubectl create namespace {ns})")
+    if spec.workload is Workload.JOBSET and not sub.api.served(*JOBSET):
+        raise LauncherError(
+            f"workload: jobset, but this cluster has no JobSet API ({contract.JOBSET_API_VERSION}): "
+            f"install JobSet ({JOBSET_INSTALL}), or use workload: jobs")
+    if spec.queue is not None:
+        version = sub.api.first_served(LOCAL_QUEUE_VERSIONS, "LocalQueue")
+        if version is None:
+            raise LauncherError(
+                f"queue: {spec.queue}, but this cluster has no Kueue (no LocalQueue API): install "
+                f"Kueue ({KUEUE_INSTALL}), or remove queue")
+        if sub.api.get(version, "LocalQueue", ns, spec.queue) is None:
+            raise LauncherError(
+                f"queue: there is no LocalQueue {spec.queue!r} in namespace {ns!r} (kubectl get "
+                f"localqueues -n {ns} lists them; an administrator creates one that points at a "
+                "ClusterQueue)")
 
 
 def make_room(sub: Submission) -> bool:
     """False when the same spec is already applied; otherwise clears the way (or refuses)."""
     spec, ns = sub.spec, sub.namespace
-    root = sub.api.get("v1", "ConfigMap", ns, names.root(spec.name))
+    root = find_root(sub.api, ns, spec.name)
     existing = [f"{kind}/{o['metadata']['name']}" for api_version, kind in OWNED_KINDS
                 for o in sub.api.list(api_version, kind, ns, spec.name)]
     if root is None and not existing:
@@ -81,6 +109,17 @@ def make_room(sub: Submission) -> bool:
     return True
 
 
+def find_root(api: Api, namespace: str, name: str) -> dict | None:
+    """The cluster's root object: its JobSet (workload jobset), else its ConfigMap."""
+    for api_version, kind in ROOT_KINDS:
+        if (api_version, kind) in OPTIONAL_KINDS and not api.served(api_version, kind):
+            continue
+        root = api.get(api_version, kind, namespace, names.root(name))
+        if root is not None:
+            return root
+    return None
+
+
 def apply_all(sub: Submission, objects: list[dict]) -> None:
     """The root (stamped with the spec hash) first, then the rest with the root as owner."""
     root, rest = objects[0], objects[1:]
@@ -95,7 +134,7 @@ def apply_all(sub: Submission, objects: list[dict]) -> None:
         applied = sub.api.apply(root, sub.dry_run)
         created_root = not sub.dry_run
         owner = {
-            "apiVersion": "v1", "kind": "ConfigMap", "name": root["metadata"]["name"],
+            "apiVersion": root["apiVersion"], "kind": root["kind"], "name": root["metadata"]["name"],
             "uid": applied["metadata"].get("uid"), "controller": True,
             "blockOwnerDeletion": True,
         }
