@@ -195,6 +195,13 @@ def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[di
     roles = base.roles if base else []
     conditions = _true_conditions(jobset)
     if JOBSET_COMPLETED in conditions:
+        # JobSet deletes the Jobs still running (ps, PS workers): done once their pods are gone.
+        ending = [p["metadata"].get("name", "?") for p in pods
+                  if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+        if ending:
+            return ClusterStatus(name, namespace, Phase.FINISHING,
+                                 f"training done; waiting for {len(ending)} pods to end: "
+                                 + ", ".join(sorted(ending)), 0, roles)
         notes = base.message if base is not None and base.phase is Phase.SUCCEEDED else ""
         return ClusterStatus(name, namespace, Phase.SUCCEEDED, notes, 0, roles)
     if JOBSET_FAILED in conditions:

@@ -20,6 +20,7 @@ against backoffLimit (a Job podFailurePolicy rule on Kubernetes, the same rule l
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -40,11 +41,28 @@ def defer() -> None:
     _deferred = True
 
 
-def restore_default() -> None:
-    """For tasks that block in C++ (a ps/worker server's join()), where a Python handler would
-    never run: SIGTERM kills them outright, which is all they need (they hold no state of
-    their own to save)."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+def exit_on_sigterm_from_a_thread() -> None:
+    """For tasks that block in C++ (a ps/worker server's join()), where a Python handler never
+    runs: SIGTERM ends them with EXIT_PREEMPTED from a thread (they hold no state of their own
+    to save).
+
+    Not SIG_DFL: as PID 1 of its container (a JobSet's ps and workers run without our
+    supervisor), the kernel drops a SIGTERM whose disposition is the default, and the pod
+    would live on until the SIGKILL at the end of its grace period. So a handler stays
+    installed, and Python's C-level handler, which runs whatever the main thread is doing,
+    writes the signal number to the wakeup fd that the thread reads.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, lambda *_: None)
+
+    def exit_on_sigterm() -> None:
+        while signal.SIGTERM not in os.read(read_fd, 64):
+            pass
+        exit_preempted(None, None)
+
+    threading.Thread(target=exit_on_sigterm, name="tfk8s-sigterm", daemon=True).start()
 
 
 def requested() -> bool:

@@ -1,10 +1,11 @@
 """ps and worker tasks under parameter_server: serve variables and closures until killed.
 
-`server.join()` never returns: the launcher ends these tasks (SIGTERM) once training is over,
-and counts them as completed. SIGTERM gets its default action back before `join()`: a Python
-handler would never run while `join()` blocks in C++, so SIGTERM would be ignored and only
-SIGKILL would work. A server holds nothing of its own to save (the chief checkpoints the
-variables), so dying of the signal (exit status 143) is a clean preemption.
+`server.join()` never returns: the launcher ends these tasks (SIGTERM) once training is over
+(as Jobs, through the supervisor; in a JobSet, JobSet deletes their Jobs), and counts them as
+completed. A Python handler would never run while `join()` blocks in C++, so SIGTERM is
+answered from a thread (preemption.exit_on_sigterm_from_a_thread), also when this process is
+PID 1. A server holds nothing of its own to save (the chief checkpoints the variables), so
+exiting 143 at once is a clean preemption.
 """
 from __future__ import annotations
 
@@ -23,6 +24,6 @@ def run(task: TaskContext, resolver) -> int:
         start=True,
     )
     progress.report("serving", task=task.name, address=task.address(task.role, task.index))
-    preemption.restore_default()
+    preemption.exit_on_sigterm_from_a_thread()
     server.join()
     return 0  # not reached: join() blocks until the process is killed

@@ -135,6 +135,10 @@ def test_jobset_conditions_decide_the_end():
                                  [job("chief", condition="Complete")],
                                  [pod("chief", phase="Succeeded", exit_code=0)], None)
     assert done.phase == "Succeeded" and done.exit_code == 0
+    ending = compute_jobset_status("c", "ns", jobset(("Completed", "AllJobsCompleted", "")),
+                                   [job("chief", condition="Complete")],
+                                   [pod("chief", phase="Succeeded", exit_code=0), pod("ps")], None)
+    assert ending.phase == "Finishing" and "waiting for 1 pods to end: c-ps-0-x" in ending.message
     failed = compute_jobset_status("c", "ns", jobset(("Failed", "FailedJobs", "jobset failed due to one or more job failures")),
                                    [job("chief", condition="Failed")],
                                    [pod("chief", phase="Failed", exit_code=3)], None)

@@ -121,3 +121,56 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
     assert final_marker(backend, name)["step"] == 300
     measure("fit resume: chief back after fit returned: 0 epochs retrained, FINAL at step 200; "
             "rerun with --steps 300 continued from step 200 (epochs at 250, 300)")
+
+
+def test_ps_server_as_pid_1_exits_143_on_sigterm(tmp_path):
+    """In a JobSet a ps (or PS worker) runs without our supervisor: it is PID 1 of its container,
+    where the kernel drops a SIGTERM whose disposition is the default. The server must still end
+    at once with EXIT_PREEMPTED, not live on to the SIGKILL. Run as PID 1 of a new PID namespace
+    (unshare, as root), the way a container runs it."""
+    import json
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    import psutil
+
+    from launcher.loader import load_text
+    from launcher.plan import task_env
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a PID namespace")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec = load_text("name: pid1\nstrategy: parameter_server\nworkload: jobset\n"
+                     "roles: {chief: {replicas: 1}, worker: {replicas: 1}, ps: {replicas: 1}}\n")
+    env = {**os.environ, **task_env(spec, "ps", str(tmp_path / "model")),
+           "TF_CONFIG": json.dumps({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"],
+                                                "ps": [f"127.0.0.1:{port}"]},
+                                    "task": {"type": "ps", "index": 0}}),
+           "TFK8S_TASK_INDEX": "0"}
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-m", "worker"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if '"event": "serving"' in line:
+                break
+        assert any('"serving"' in line for line in lines), "".join(lines)[-3000:]
+        [server] = psutil.Process(proc.pid).children()  # PID 1 inside the namespace
+        sent = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        seconds = time.monotonic() - sent
+        rest = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == EXIT_PREEMPTED, rest[-3000:]
+    assert '"event": "preempted"' in rest
+    measure(f"ps server as PID 1: SIGTERM -> exit {code} in {seconds:.2f} s")
