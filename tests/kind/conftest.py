@@ -71,7 +71,8 @@ def _env_file_vars() -> dict[str, str]:
         ["bash", "-c", f". {shlex.quote(str(env_sh))} && env -0"],
         capture_output=True, check=True,
     ).stdout.decode()
-    wanted = ("PATH", "TFK8S_KIND_NODE_IMAGE", "TFK8S_CACHE", "TFK8S_K8S_VERSION")
+    wanted = ("PATH", "TFK8S_KIND_NODE_IMAGE", "TFK8S_CACHE", "TFK8S_K8S_VERSION",
+              "TFK8S_JOBSET_MANIFEST", "TFK8S_JOBSET_IMAGE", "TFK8S_KUEUE_MANIFEST", "TFK8S_KUEUE_IMAGE")
     return {k: v for k, _, v in (e.partition("=") for e in out.split("\0") if e) if k in wanted}
 
 
@@ -358,3 +359,32 @@ def make_restricted_pod(name: str, image: str, command: list[str], **spec_extra)
 def restricted_pod():
     """make_restricted_pod(name, image, command, **spec_extra) -> a pod manifest (dict)."""
     return make_restricted_pod
+
+
+def _install_addon(cluster: KindCluster, name: str):
+    """addons.install_<name>(cluster), failing with the toolchain's name when it is not built."""
+    import addons
+
+    try:
+        done = getattr(addons, f"install_{name}")(cluster)
+    except addons.AddonMissing as e:
+        pytest.fail(f"{name} is not built: {e} (tests/kind/toolchain.sh builds it)", pytrace=False)
+    print(f"\n[kind] {name} {done.image}: {'already installed' if done.already else 'installed'}, "
+          f"ready in {done.seconds:.0f}s")
+    return done
+
+
+@pytest.fixture(scope="session")
+def jobset_installed(kind_cluster: KindCluster):
+    """The JobSet controller (built by toolchain.sh) installed, its webhooks answering.
+
+    -> addons.Installed (name, image, manifest, namespace, deployment, seconds, already)."""
+    return _install_addon(kind_cluster, "jobset")
+
+
+@pytest.fixture(scope="session")
+def kueue_installed(kind_cluster: KindCluster, jobset_installed):
+    """Kueue (built by toolchain.sh; JobSet integration on) installed, its webhooks answering.
+
+    -> addons.Installed. Only objects labelled kueue.x-k8s.io/queue-name are queued."""
+    return _install_addon(kind_cluster, "kueue")

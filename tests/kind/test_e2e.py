@@ -270,10 +270,27 @@ def test_mwms_training_succeeds(kind_cluster, worker_image, namespace, checkpoin
 
 
 def test_server_dry_run_of_every_example(kind_cluster, namespace):
+    # the queued JobSet example needs JobSet, Kueue and a LocalQueue: test_jobset.py
     for example in sorted((ROOT / "examples").glob("*.yaml")):
+        if "workload: jobset" in example.read_text():
+            continue
         result = cli(kind_cluster, "submit", str(example), "-n", namespace, "--dry-run=server")
         assert result.returncode == 0, (example.name, result.stderr)
         assert "accepted by the API server" in result.stderr
+    assert cluster_is_empty(kind_cluster, namespace)
+
+
+def test_jobset_without_the_jobset_api_is_one_clear_line(kind_cluster, worker_image, namespace,
+                                                        tmp_path):
+    if kind_cluster.kubectl("get", "crd", "jobsets.jobset.x-k8s.io", check=False).returncode == 0:
+        pytest.skip("JobSet is installed on this reused cluster (a fresh one has none)")
+    spec = write_spec(tmp_path, "nojs", namespace, None, worker_image, workload="jobset")
+    result = cli(kind_cluster, "submit", str(spec))
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: workload: jobset, but this cluster has no JobSet API (jobset.x-k8s.io/v1alpha2): "
+        "install JobSet (kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
+        "releases/download/v0.11.1/manifests.yaml), or use workload: jobs")
     assert cluster_is_empty(kind_cluster, namespace)
 
 

@@ -6,6 +6,9 @@
 # pause, crictl, the control-plane images with the exact tags kubeadm asks for, and a
 # kind node image assembled from them. Also builds a Debian Python base image and, when
 # the repository has a Dockerfile, the worker image tfk8s/worker:dev on top of it.
+# Also the JobSet and Kueue controllers (manager binaries, images tfk8s/jobset-controller
+# and tfk8s/kueue-controller, install manifests rendered from the modules' config/default
+# into $CACHE/addons/; tests/kind/addons.py installs them).
 #
 # Everything is cached by version under ${TFK8S_CACHE:-$HOME/.cache/tfk8s}; a warm run
 # only checks. Usage:
@@ -13,13 +16,22 @@
 #     . "${TFK8S_CACHE:-$HOME/.cache/tfk8s}/env.sh"
 #
 # Knobs (env): TFK8S_K8S_VERSION, TFK8S_KIND_VERSION, TFK8S_HELM_VERSION,
-# TFK8S_CRICTL_VERSION, TFK8S_DEBIAN_MIRROR, TFK8S_CACHE, TFK8S_SKIP_WORKER_IMAGE=1.
+# TFK8S_CRICTL_VERSION, TFK8S_DEBIAN_MIRROR, TFK8S_CACHE, TFK8S_SKIP_WORKER_IMAGE=1,
+# TFK8S_JOBSET_VERSION, TFK8S_KUEUE_VERSION, TFK8S_KUEUE_FRAMEWORKS.
 set -euo pipefail
 
 K8S_VERSION=${TFK8S_K8S_VERSION:-v1.34.4}
 KIND_VERSION=${TFK8S_KIND_VERSION:-v0.30.0}
 HELM_VERSION=${TFK8S_HELM_VERSION:-v3.19.5}
 CRICTL_VERSION=${TFK8S_CRICTL_VERSION:-v1.34.0}
+# JobSet v0.11.1 and Kueue v0.16.2: newest patches the module proxy here serves with
+# checksums (jobset v0.10.0/v0.10.2/v0.11.2 and kueue v0.14.1-4/v0.15.3/v0.16.3 answer 403,
+# kueue v0.17.0 has no sum.golang.org entry); both are built against k8s.io/* v0.35.
+JOBSET_VERSION=${TFK8S_JOBSET_VERSION:-v0.11.1}
+KUEUE_VERSION=${TFK8S_KUEUE_VERSION:-v0.16.2}
+# Kueue integrations left enabled (upstream enables 16, including pod/deployment/statefulset,
+# whose failurePolicy=Fail webhooks would then gate every pod created in the test namespaces).
+KUEUE_FRAMEWORKS=${TFK8S_KUEUE_FRAMEWORKS:-batch/job,jobset.x-k8s.io/jobset}
 SUITE=bookworm
 MIRROR=${TFK8S_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE=${TFK8S_CACHE:-$HOME/.cache/tfk8s}
@@ -27,11 +39,15 @@ CACHE=${TFK8S_CACHE:-$HOME/.cache/tfk8s}
 BASE_REV=1
 NODE_REV=2
 PYBASE_REV=1
+ADDON_REV=1
 
 NODE_IMAGE=tfk8s/kind-node:$K8S_VERSION
 COMPONENT_BASE_IMAGE=tfk8s/k8s-base:$SUITE-r$BASE_REV
 PYTHON_BASE_IMAGE=tfk8s/python-base:3.11-$SUITE
 WORKER_IMAGE=${TFK8S_WORKER_IMAGE:-tfk8s/worker:dev}
+JOBSET_IMAGE=tfk8s/jobset-controller:$JOBSET_VERSION
+KUEUE_IMAGE=tfk8s/kueue-controller:$KUEUE_VERSION
+ADDONS=$CACHE/addons
 POD_CIDR=10.244.0.0/24 # kind's default podSubnet is 10.244.0.0/16; one node gets .0/24
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -102,6 +118,17 @@ mod_dir() { # mod_dir MODULE@VERSION -> directory in the module cache (downloads
   go mod download -json "$1" | jq -r .Dir
 }
 
+yaml_python() { # a python3 that can import yaml (PyYAML), or fail
+  local py
+  for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import yaml' >/dev/null 2>&1; then
+      command -v "$py"
+      return 0
+    fi
+  done
+  return 1
+}
+
 debootstrap_rootfs() { # debootstrap_rootfs DIR LOGNAME PKG,PKG,...
   local dir=$1 log=$2 include=$3
   need_root "debootstrap"
@@ -119,6 +146,7 @@ step_packages() {
   fi
   command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
   command -v jq >/dev/null 2>&1 || missing+=(jq)
+  yaml_python >/dev/null || missing+=(python3-yaml) # renders the addon manifests
   command -v git >/dev/null 2>&1 || missing+=(git)
   command -v gcc >/dev/null 2>&1 || missing+=(gcc)
   [ -e "$(gcc -print-file-name=libc.a 2>/dev/null || echo none)" ] || missing+=(libc6-dev)
@@ -581,6 +609,172 @@ buildkit_docker() { # a docker client whose `docker build` speaks BuildKit
   return 1
 }
 
+# ---------------------------------------------------------- JobSet and Kueue controllers
+manager_current() { # manager_current MODULE VERSION BINARY: whether BINARY was built from MODULE@VERSION
+  [ -x "$3" ] && prints "$1"$'\t'"$2" go version -m "$3"
+}
+
+go_manager() { # go_manager LOGNAME MODULE VERSION PKG OUT: build a controller's manager binary
+  local log=$1 module=$2 ver=$3 pkg=$4 out=$5
+  local dir info ld
+  dir=$(dirname "$out")
+  info=$(go list -m -json "$module@$ver") || die "go list -m $module@$ver failed (is $ver served?)"
+  # both projects set their version like this (Makefile LD_FLAGS); it shows in the startup log
+  ld="-s -w -X $module/pkg/version.GitVersion=$ver"
+  ld="$ld -X $module/pkg/version.GitCommit=$(jq -r '.Origin.Hash // "unknown"' <<<"$info")"
+  ld="$ld -X $module/pkg/version.BuildDate=$(jq -r '.Time // "unknown"' <<<"$info")" # kueue only
+  # Not `go install PKG@VERSION`: it asks the proxy for the module's version list (to look
+  # for deprecations), which this mirror answers 403. A wrapper module that requires it
+  # builds the same build list (neither module has replace directives).
+  rm -rf "$dir/mod" "$dir/gobin"
+  mkdir -p "$dir/mod" "$dir/gobin"
+  (
+    cd "$dir/mod"
+    logged "$log" go mod init "local/tfk8s-$log-wrapper"
+    logged "$log" go get "$pkg@$ver"
+    logged "$log" env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ld" -o "$dir/gobin/" "$pkg"
+  )
+  mv "$dir/gobin/$(basename "$pkg")" "$out"
+  rm -rf "$dir/gobin" "$dir/mod"
+}
+
+JOBSET_BIN=$CACHE/tools/jobset-$JOBSET_VERSION/jobset
+KUEUE_BIN=$CACHE/tools/kueue-$KUEUE_VERSION/kueue
+
+step_jobset() {
+  if manager_current sigs.k8s.io/jobset "$JOBSET_VERSION" "$JOBSET_BIN"; then STATUS="cached"; return; fi
+  # the manager is the module's root package (main.go)
+  go_manager jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset "$JOBSET_BIN"
+  STATUS="built $JOBSET_BIN ($(du -h "$JOBSET_BIN" | cut -f1))"
+}
+
+step_kueue() {
+  if manager_current sigs.k8s.io/kueue "$KUEUE_VERSION" "$KUEUE_BIN"; then STATUS="cached"; return; fi
+  go_manager kueue sigs.k8s.io/kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue "$KUEUE_BIN"
+  STATUS="built $KUEUE_BIN ($(du -h "$KUEUE_BIN" | cut -f1))"
+}
+
+step_addon_images() {
+  local built=() base_id ref bin
+  base_id=$(docker image inspect --format '{{.Id}}' "$COMPONENT_BASE_IMAGE")
+  # The Deployments run `/manager` (upstream images are distroless); 65532 = distroless nonroot.
+  for ref in "$JOBSET_IMAGE=$JOBSET_BIN" "$KUEUE_IMAGE=$KUEUE_BIN"; do
+    bin=${ref#*=}
+    ref=${ref%%=*}
+    if component_image "$ref" "$bin" "$(printf 'FROM %s\n# base %s\nCOPY %s /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]' \
+      "$COMPONENT_BASE_IMAGE" "$base_id" "$(basename "$bin")")"; then
+      built+=("$ref")
+    fi
+  done
+  if [ ${#built[@]} -eq 0 ]; then STATUS="cached"; else STATUS="built ${#built[@]}: ${built[*]}"; fi
+}
+
+addon_postprocess() { # addon_postprocess NAME IMAGE IN OUT HEADER: make the release manifest fit kind
+  "$(yaml_python)" - "$@" "$KUEUE_FRAMEWORKS" <<'PY'
+import sys
+import yaml
+
+name, image, src, dst, header, frameworks = sys.argv[1:7]
+docs = [d for d in yaml.safe_load_all(open(src)) if d]
+for d in docs:
+    group = d["apiVersion"].rpartition("/")[0]
+    if group in ("cert-manager.io", "monitoring.coreos.com"):
+        sys.exit(f"{name}: {d['kind']} {d['metadata']['name']} needs {group}, which kind has not")
+    ann = d["metadata"].get("annotations") or {}
+    for k in [k for k in ann if k.startswith("cert-manager.io/")]:  # the CRD's inject-ca-from
+        del ann[k]
+    if not ann:
+        d["metadata"].pop("annotations", None)
+
+deps = [d for d in docs if d["kind"] == "Deployment"]
+if len(deps) != 1:
+    sys.exit(f"{name}: expected one Deployment, got {[d['metadata']['name'] for d in deps]}")
+dep = deps[0]
+(c,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "manager"]
+c["image"] = image
+c["imagePullPolicy"] = "IfNotPresent"
+res = c.setdefault("resources", {})
+# the kind node has 2 CPUs and the training pods need them
+res["requests"] = {"cpu": "10m", "memory": "64Mi"}
+res.get("limits", {}).pop("cpu", None)
+if not res.get("limits"):
+    res.pop("limits", None)
+
+if name == "kueue":
+    keep = [f for f in frameworks.split(",") if f]
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and "controller_manager_config.yaml" in d.get("data", {})]
+    cfg = yaml.safe_load(cm["data"]["controller_manager_config.yaml"])
+    upstream = cfg["integrations"]["frameworks"]
+    missing = [f for f in keep if f not in upstream]
+    if missing:
+        sys.exit(f"kueue: integrations {missing} are not in upstream's list {upstream}")
+    if cfg.get("manageJobsWithoutQueueName"):
+        sys.exit("kueue: upstream config sets manageJobsWithoutQueueName")
+    cfg["integrations"]["frameworks"] = keep
+    cfg["manageJobsWithoutQueueName"] = False  # only objects labelled kueue.x-k8s.io/queue-name
+    # No visibility API server (pending-workloads listing, an aggregated API): while its
+    # APIServices are unavailable (each controller restart) API discovery fails, which stalls
+    # namespace deletion; here a restart also left kube-apiserver's kept-alive connection to
+    # the ClusterIP un-NATed (answered 404 by this VM's egress proxy), so it stayed failed.
+    cfg.setdefault("featureGates", {})["VisibilityOnDemand"] = False
+    docs = [d for d in docs if not (
+        d["kind"] == "APIService"
+        or (d["kind"] == "Service" and d["metadata"]["name"].endswith("-visibility-server"))
+        or (d["kind"] == "RoleBinding" and d["metadata"]["name"].endswith("-visibility-server-auth-reader")))]
+    c["ports"] = [p for p in c.get("ports", []) if p.get("name") != "visibility"]
+    cm["data"]["controller_manager_config.yaml"] = yaml.safe_dump(cfg, sort_keys=False)
+    # webhooks of the integrations left out that would see every pod/deployment/statefulset
+    core = {"pods": "pod", "deployments": "deployment", "statefulsets": "statefulset"}
+    for d in docs:
+        if d["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            d["webhooks"] = [w for w in d["webhooks"]
+                             if not any(core.get(r) and core[r] not in keep
+                                        for rule in w.get("rules", []) for r in rule["resources"])]
+
+with open(dst, "w") as f:
+    f.write(f"{header}\n")
+    yaml.safe_dump_all(docs, f, sort_keys=False)
+ns = dep["metadata"]["namespace"]
+print(f"{len(docs)} objects, deployment {ns}/{dep['metadata']['name']}")
+PY
+}
+
+addon_key() { # addon_key IMAGE: the recipe of a rendered manifest (first line of the file)
+  echo "# tfk8s.recipe=$( (echo "rev=$ADDON_REV $1 $KUEUE_FRAMEWORKS"; declare -f addon_postprocess) | sha256sum | awk '{print $1}')"
+}
+
+addon_current() { # addon_current NAME VERSION IMAGE: whether $ADDONS/NAME-VERSION.yaml is up to date
+  local out=$ADDONS/$1-$2.yaml
+  [ -s "$out" ] && [ "$(head -n1 "$out")" = "$(addon_key "$3")" ]
+}
+
+addon_manifest() { # addon_manifest NAME VERSION IMAGE -> $ADDONS/NAME-VERSION.yaml
+  local name=$1 ver=$2 image=$3 out=$ADDONS/$1-$2.yaml src summary
+  yaml_python >/dev/null || die "no python3 with PyYAML (apt-get install python3-yaml)"
+  src=$(mod_dir "sigs.k8s.io/$name@$ver")/config/default # what the release's manifests.yaml is built from
+  mkdir -p "$ADDONS"
+  logged "$name-manifest" "$CACHE/bin/kubectl" kustomize "$src" -o "$WORK/$name-$ver.raw.yaml"
+  summary=$(addon_postprocess "$name" "$image" "$WORK/$name-$ver.raw.yaml" "$out.tmp" "$(addon_key "$image")" 2>>"$LOGS/$name-manifest.log") ||
+    { tail -n 20 "$LOGS/$name-manifest.log" >&2; die "post-processing the $name manifest failed"; }
+  mv "$out.tmp" "$out"
+  rm -f "$WORK/$name-$ver.raw.yaml"
+  say "  ... $out: $summary"
+}
+
+step_addon_manifests() {
+  local built=()
+  [ -x "$CACHE/bin/kubectl" ] || die "no $CACHE/bin/kubectl (the kubernetes step builds it)"
+  if ! addon_current jobset "$JOBSET_VERSION" "$JOBSET_IMAGE"; then
+    addon_manifest jobset "$JOBSET_VERSION" "$JOBSET_IMAGE"
+    built+=(jobset)
+  fi
+  if ! addon_current kueue "$KUEUE_VERSION" "$KUEUE_IMAGE"; then
+    addon_manifest kueue "$KUEUE_VERSION" "$KUEUE_IMAGE"
+    built+=(kueue)
+  fi
+  if [ ${#built[@]} -eq 0 ]; then STATUS="cached"; else STATUS="rendered ${built[*]} into $ADDONS"; fi
+}
+
 step_env() {
   cat >"$CACHE/env.sh" <<EOF
 # generated by tests/kind/toolchain.sh: puts kind/helm/kubectl on PATH
@@ -588,13 +782,17 @@ export TFK8S_CACHE="$CACHE"
 export PATH="$CACHE/bin:\$PATH"
 export TFK8S_KIND_NODE_IMAGE="$NODE_IMAGE"
 export TFK8S_K8S_VERSION="$K8S_VERSION"
+export TFK8S_JOBSET_IMAGE="$JOBSET_IMAGE"
+export TFK8S_JOBSET_MANIFEST="$ADDONS/jobset-$JOBSET_VERSION.yaml"
+export TFK8S_KUEUE_IMAGE="$KUEUE_IMAGE"
+export TFK8S_KUEUE_MANIFEST="$ADDONS/kueue-$KUEUE_VERSION.yaml"
 EOF
   STATUS="wrote $CACHE/env.sh"
 }
 
 main() {
   local t0=$EPOCHREALTIME
-  say "cache: $CACHE  kubernetes $K8S_VERSION  kind $KIND_VERSION  helm $HELM_VERSION"
+  say "cache: $CACHE  kubernetes $K8S_VERSION  kind $KIND_VERSION  helm $HELM_VERSION  jobset $JOBSET_VERSION  kueue $KUEUE_VERSION"
   step "packages" step_packages
   step "go" step_go
   step "docker" step_docker
@@ -608,6 +806,10 @@ main() {
   step "component base image" step_component_base
   step "component images" step_component_images
   step "kind node image" step_node_image
+  step "jobset $JOBSET_VERSION" step_jobset
+  step "kueue $KUEUE_VERSION" step_kueue
+  step "addon images" step_addon_images
+  step "addon manifests" step_addon_manifests
   step "env" step_env
   step "python base image" step_python_base
   step "worker image" step_worker_image

@@ -77,6 +77,9 @@ class Api:
             ) from None
         self._api = api
         self._dyn = DynamicClient(api)
+        # Discovery is cached in a file shared by every process for this host: a CRD installed
+        # or removed since (JobSet, Kueue) would be missed, or found where it is gone.
+        self._dyn.resources.invalidate_cache()
 
     def default_namespace(self) -> str:
         """The kubeconfig context's namespace, like kubectl; `default` without one."""

@@ -1,0 +1,209 @@
+"""workload: jobset on a real kind cluster with JobSet and Kueue (built offline by toolchain.sh):
+training to success, all-or-nothing admission through a queue, and priority preemption that
+loses no steps."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from support import REPO
+from test_e2e import (
+    LABEL, checkpointed_step, cli, evaluated_steps, progress, submit_in_background, wait_for,
+    write_spec,
+)
+
+pytestmark = pytest.mark.kind
+STEPS = 200
+# Small requests so that one cluster fits a quota that the second cannot share, and both fit
+# the 2-CPU kind node beside the control plane.
+REQUESTS = {"requests": {"cpu": "100m", "memory": "200Mi"}}
+PS_ROLES = {role: {"replicas": n, "resources": REQUESTS}
+            for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))}
+PS_CPU_MILLI = 5 * 100
+
+
+def jobset_of(cluster, namespace: str, name: str) -> dict:
+    return cluster.get_json("jobsets.jobset.x-k8s.io", name, "-n", namespace)
+
+
+def live_pods(cluster, namespace: str, name: str) -> list[dict]:
+    pods = cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
+    return [p for p in pods if p["status"]["phase"] in ("Pending", "Running")]
+
+
+def status_json(cluster, namespace: str, name: str) -> dict:
+    return json.loads(cli(cluster, "status", name, "-n", namespace, "-o", "json", check=True).stdout)
+
+
+def completed(cluster, namespace: str, name: str) -> bool:
+    conditions = {c["type"]: c["status"] for c in
+                  (jobset_of(cluster, namespace, name).get("status") or {}).get("conditions", [])}
+    return conditions.get("Completed") == "True"
+
+
+def assert_ended_clean(cluster, namespace: str, name: str) -> None:
+    assert completed(cluster, namespace, name), jobset_of(cluster, namespace, name).get("status")
+    assert not live_pods(cluster, namespace, name), "a pod is left running"
+
+
+@pytest.mark.parametrize("strategy", ["parameter_server", "multi_worker_mirrored"])
+def test_jobset_trains_to_success(kind_cluster, worker_image, jobset_installed, namespace,
+                                  checkpoint_pvc, tmp_path, strategy):
+    name = "js-ps" if strategy == "parameter_server" else "js-mw"
+    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
+                      strategy=strategy, workload="jobset")
+    result = cli(kind_cluster, "submit", str(spec), "--wait")
+    assert result.returncode == 0, result.stderr
+    assert "created cluster" in result.stderr and "JobSet/" + name in result.stderr
+    assert_ended_clean(kind_cluster, namespace, name)
+    data = status_json(kind_cluster, namespace, name)
+    assert data["phase"] == "Succeeded" and data["exitCode"] == 0, data
+    if strategy == "parameter_server":
+        # the evaluator is in the set's success policy: the final checkpoint was evaluated
+        assert STEPS in evaluated_steps(kind_cluster, name, namespace)
+    print(f"MEASURE jobset {strategy} submit->succeeded {result.seconds:.1f}s")
+    cli(kind_cluster, "delete", name, "-n", namespace, check=True)
+    assert not kind_cluster.kubectl("-n", namespace, "get", "jobsets,jobs,configmaps", "-l",
+                                    f"{LABEL}={name}", "-o", "name").stdout.strip()
+
+
+@pytest.fixture
+def queue(kind_cluster, kueue_installed, namespace):
+    """A ResourceFlavor, a ClusterQueue whose CPU quota fits ONE small PS cluster (and lets a
+    higher priority preempt a lower one), and the LocalQueue `tfk8s-queue` in the namespace."""
+    suffix = uuid.uuid4().hex[:6]
+    flavor, cq = f"tfk8s-flavor-{suffix}", f"tfk8s-cq-{suffix}"
+    kind_cluster.apply([
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": cq},
+         "spec": {"namespaceSelector": {},
+                  "preemption": {"withinClusterQueue": "LowerPriority"},
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
+                      "name": flavor, "resources": [
+                          {"name": "cpu", "nominalQuota": f"{PS_CPU_MILLI + 50}m"},
+                          {"name": "memory", "nominalQuota": "8Gi"}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+         "metadata": {"name": "tfk8s-queue", "namespace": namespace}, "spec": {"clusterQueue": cq}},
+    ])
+    for low_high, value in (("low", 100), ("high", 1000)):
+        kind_cluster.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                            "metadata": {"name": f"tfk8s-{low_high}"}, "value": value})
+    try:
+        yield "tfk8s-queue"
+    finally:
+        kind_cluster.kubectl("-n", namespace, "delete", "jobsets", "--all", "--wait=true", check=False)
+        kind_cluster.kubectl("delete", "clusterqueue", cq, "--wait=false", check=False)
+        kind_cluster.kubectl("delete", "resourceflavor", flavor, "--wait=false", check=False)
+
+
+def test_server_dry_run_of_the_queued_example(kind_cluster, namespace, queue):
+    example = REPO / "examples" / "ps-queued.yaml"
+    result = cli(kind_cluster, "submit", str(example), "-n", namespace, "--dry-run=server")
+    assert result.returncode == 0, result.stderr
+    assert "accepted by the API server" in result.stderr
+
+
+def test_missing_local_queue_is_one_clear_line(kind_cluster, worker_image, kueue_installed,
+                                               namespace, tmp_path):
+    spec = write_spec(tmp_path, "noq", namespace, None, worker_image, workload="jobset",
+                      queue="no-such-queue")
+    result = cli(kind_cluster, "submit", str(spec))
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"error: queue: there is no LocalQueue 'no-such-queue' in namespace '{namespace}' "
+        f"(kubectl get localqueues -n {namespace} lists them; an administrator creates one that "
+        "points at a ClusterQueue)")
+
+
+def test_second_cluster_waits_with_zero_pods_until_quota_frees(
+        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue):
+    specs = {name: write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
+                              workload="jobset", queue=queue, roles=PS_ROLES)
+             for name in ("q-first", "q-second")}
+    first = submit_in_background(kind_cluster, specs["q-first"])
+    wait_for(lambda: len(live_pods(kind_cluster, namespace, "q-first")) == 5, 300,
+             "the first cluster's 5 pods")
+    assert first.poll() is None, "the first cluster ended before the second was submitted"
+    # --stuck-timeout: a queued cluster is not stuck, submit --wait keeps waiting
+    second = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "submit", str(specs["q-second"]), "--wait",
+         "--stuck-timeout", "10", "--kubeconfig", kind_cluster.kubeconfig,
+         "--context", kind_cluster.context],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        most_pods, queued_status = 0, None
+        # until the first one's JobSet completes: then Kueue releases its quota
+        while not completed(kind_cluster, namespace, "q-first"):
+            most_pods = max(most_pods, len(live_pods(kind_cluster, namespace, "q-second")))
+            # once the second submit has created it, and Kueue has looked at it
+            if queued_status is None or "quota" not in queued_status["message"]:
+                shown = cli(kind_cluster, "status", "q-second", "-n", namespace, "-o", "json")
+                if shown.returncode == 0 and json.loads(shown.stdout)["phase"] == "Queued":
+                    queued_status = json.loads(shown.stdout)
+            time.sleep(1)
+        first_out, _ = first.communicate()
+        second_out, _ = second.communicate(timeout=900)
+    finally:
+        for process in (first, second):
+            if process.poll() is None:
+                process.kill()
+    print(second_out[-3000:])
+    assert first.returncode == 0, first_out[-2000:]
+    assert most_pods == 0, f"the queued cluster started {most_pods} pods beside the admitted one"
+    assert queued_status is not None, "status never said Queued"
+    assert "waiting for quota in queue tfk8s-queue" in queued_status["message"], queued_status
+    assert "[Queued]" in second_out
+    assert second.returncode == 0, second_out[-2000:]
+    assert_ended_clean(kind_cluster, namespace, "q-second")
+    print(f"MEASURE kueue queued cluster: {most_pods} pods while waiting; status said: "
+          f"{queued_status['message']}")
+
+
+def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss(
+        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue):
+    low = write_spec(tmp_path, "p-low", namespace, checkpoint_pvc.claim_name, worker_image,
+                     steps=1600, workload="jobset", queue=queue, roles=PS_ROLES,
+                     priorityClassName="tfk8s-low")
+    high = write_spec(tmp_path, "p-high", namespace, checkpoint_pvc.claim_name, worker_image,
+                      workload="jobset", queue=queue, roles=PS_ROLES, priorityClassName="tfk8s-high")
+    low_run = submit_in_background(kind_cluster, low)
+    follow = None
+    try:
+        wait_for(lambda: checkpointed_step(kind_cluster, "p-low", namespace), 600,
+                 "the low-priority cluster's first checkpoint")
+        chief = [p for p in live_pods(kind_cluster, namespace, "p-low")
+                 if p["metadata"]["labels"].get("app.kubernetes.io/component") == "chief"][0]
+        # the chief's own log to its end: its pod is deleted when the JobSet is suspended
+        follow = subprocess.Popen(
+            ["kubectl", "--kubeconfig", kind_cluster.kubeconfig, "--context", kind_cluster.context,
+             "-n", namespace, "logs", "-f", chief["metadata"]["name"]],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=kind_cluster.env)
+        preempted_at = time.monotonic()
+        high_result = cli(kind_cluster, "submit", str(high), "--wait")
+        low_status = None
+        assert high_result.returncode == 0, high_result.stderr
+        victim_log, _ = follow.communicate(timeout=300)
+        low_out, _ = low_run.communicate(timeout=900)
+        resumed_after = time.monotonic() - preempted_at
+        low_status = status_json(kind_cluster, namespace, "p-low")
+    finally:
+        for process in (low_run, follow):
+            if process is not None and process.poll() is None:
+                process.kill()
+    print(low_out[-3000:])
+    assert "[Queued] " in low_out and "preempted" in low_out, low_out[-3000:]
+    assert low_run.returncode == 0 and low_status["phase"] == "Succeeded", low_out[-2000:]
+    saved = [e["step"] for e in progress(victim_log) if e["event"] == "preempted"]
+    assert saved, victim_log[-3000:]
+    chief_log = cli(kind_cluster, "logs", "p-low", "-n", namespace, "--role", "chief", check=True).stdout
+    starts = [e["step"] for e in progress(chief_log) if e["event"] == "start"]
+    assert starts and starts[0] == saved[0], (starts, saved)
+    assert_ended_clean(kind_cluster, namespace, "p-low")
+    print(f"MEASURE kueue preemption: low-priority cluster preempted at step {saved[0]}, resumed "
+          f"at step {starts[0]} (0 lost steps); high-priority cluster succeeded in "
+          f"{high_result.seconds:.1f}s; low finished {resumed_after:.1f}s after the high was submitted")
