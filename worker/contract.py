@@ -60,6 +60,12 @@ MODEL_DIR = "TFK8S_MODEL_DIR"
 PROGRAM = "TFK8S_PROGRAM"
 PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
 CLUSTER_NAME = "TFK8S_CLUSTER"
+# How long a PS server (ps, PS worker) keeps serving after SIGTERM while the chief is still up:
+# when the whole cluster is preempted at once (a JobSet suspended by Kueue, a drained node) the
+# chief is saving the current step and reads the variables from the ps. Set it above the time a
+# checkpoint save takes for a large model.
+SERVER_LINGER = "TFK8S_SERVER_LINGER_SECONDS"
+DEFAULT_SERVER_LINGER_SECONDS = 10.0
 # Set by the launcher for every pod; a user value would silently break the cluster.
 RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST)
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"

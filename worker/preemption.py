@@ -41,7 +41,7 @@ def defer() -> None:
     _deferred = True
 
 
-def exit_on_sigterm_from_a_thread() -> None:
+def exit_on_sigterm_from_a_thread(before_exit=None) -> None:
     """For tasks that block in C++ (a ps/worker server's join()), where a Python handler never
     runs: SIGTERM ends them with EXIT_PREEMPTED from a thread (they hold no state of their own
     to save).
@@ -60,6 +60,8 @@ def exit_on_sigterm_from_a_thread() -> None:
     def exit_on_sigterm() -> None:
         while signal.SIGTERM not in os.read(read_fd, 64):
             pass
+        if before_exit is not None:
+            before_exit()
         exit_preempted(None, None)
 
     threading.Thread(target=exit_on_sigterm, name="tfk8s-sigterm", daemon=True).start()

@@ -5,13 +5,20 @@
 completed. A Python handler would never run while `join()` blocks in C++, so SIGTERM is
 answered from a thread (preemption.exit_on_sigterm_from_a_thread), also when this process is
 PID 1. A server holds nothing of its own to save (the chief checkpoints the variables), so
-exiting 143 at once is a clean preemption.
+exiting 143 is a clean preemption; but when the whole cluster gets SIGTERM at once (a JobSet
+suspended by Kueue, a drained node), the chief is saving the current step from the ps'
+variables, so the server keeps serving until the chief has gone, at most
+TFK8S_SERVER_LINGER_SECONDS (a lone preempted ps makes the chief restart from its last
+checkpoint then, as before).
 """
 from __future__ import annotations
 
+import os
+import time
+
 import tensorflow as tf
 
-from worker import preemption, progress
+from worker import contract, errors, peers, preemption, progress
 from worker.context import TaskContext
 
 
@@ -24,6 +31,30 @@ def run(task: TaskContext, resolver) -> int:
         start=True,
     )
     progress.report("serving", task=task.name, address=task.address(task.role, task.index))
-    preemption.exit_on_sigterm_from_a_thread()
+    chief = (resolver.cluster_spec().as_dict().get(contract.Role.CHIEF.value) or [None])[0]
+    linger = _linger_seconds()
+    preemption.exit_on_sigterm_from_a_thread(lambda: serve_while_up(chief, linger))
     server.join()
     return 0  # not reached: join() blocks until the process is killed
+
+
+def _linger_seconds() -> float:
+    text = os.environ.get(contract.SERVER_LINGER, str(contract.DEFAULT_SERVER_LINGER_SECONDS))
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise errors.ConfigError(f"{contract.SERVER_LINGER}={text!r}: not a number of seconds >= 0")
+    return value
+
+
+def serve_while_up(chief: str | None, seconds: float) -> None:
+    """After SIGTERM: go on serving while the chief's port answers, at most `seconds`."""
+    if chief is None:
+        return
+    progress.report("sigterm", action=f"serving while the chief is up, at most {seconds:g} s")
+    peer = peers.Peer(contract.task_name(contract.Role.CHIEF, 0), chief)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and peers.problem(peer) is None:
+        time.sleep(0.5)

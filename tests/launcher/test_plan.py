@@ -31,7 +31,8 @@ EVALUATOR = "roles: {evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
     contract.CLUSTER_NAME, contract.TASK_INDEX, contract.BUILTIN_PROGRAM,
     contract.LABEL_COMPONENT, contract.LABEL_STRATEGY, contract.LABEL_INSTANCE,
     contract.INDEX_ANNOTATION, contract.SPEC_HASH_ANNOTATION, contract.SUPERVISOR_DIR,
-    contract.DNS1035_PATTERN,
+    contract.DNS1035_PATTERN, contract.QUEUE_LABEL, contract.JOBSET_API_VERSION,
+    contract.SERVER_LINGER,
 ])
 def test_each_constant_is_written_once(literal):
     quoted = re.compile(re.escape(f'"{literal}"') + "|" + re.escape(f"'{literal}'"))

@@ -123,15 +123,20 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
             "rerun with --steps 300 continued from step 200 (epochs at 250, 300)")
 
 
-def test_ps_server_as_pid_1_exits_143_on_sigterm(tmp_path):
-    """In a JobSet a ps (or PS worker) runs without our supervisor: it is PID 1 of its container,
-    where the kernel drops a SIGTERM whose disposition is the default. The server must still end
-    at once with EXIT_PREEMPTED, not live on to the SIGKILL. Run as PID 1 of a new PID namespace
-    (unshare, as root), the way a container runs it."""
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_ps_as_pid_1(tmp_path, chief_address: str, **env_extra):
+    """`python -m worker` as a ps, PID 1 of a new PID namespace (as in a container), after it
+    reports serving: (unshare process, the server's psutil.Process, output so far)."""
     import json
     import os
     import shutil
-    import socket
     import subprocess
     import sys
 
@@ -142,27 +147,35 @@ def test_ps_server_as_pid_1_exits_143_on_sigterm(tmp_path):
 
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) for a PID namespace")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     spec = load_text("name: pid1\nstrategy: parameter_server\nworkload: jobset\n"
                      "roles: {chief: {replicas: 1}, worker: {replicas: 1}, ps: {replicas: 1}}\n")
-    env = {**os.environ, **task_env(spec, "ps", str(tmp_path / "model")),
-           "TF_CONFIG": json.dumps({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"],
-                                                "ps": [f"127.0.0.1:{port}"]},
+    env = {**os.environ, **task_env(spec, "ps", str(tmp_path / "model")), **env_extra,
+           "TF_CONFIG": json.dumps({"cluster": {"chief": [chief_address], "worker": ["127.0.0.1:2"],
+                                                "ps": [f"127.0.0.1:{_free_port()}"]},
                                     "task": {"type": "ps", "index": 0}}),
            "TFK8S_TASK_INDEX": "0"}
     proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-m", "worker"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             cwd=Path(__file__).resolve().parents[2])
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if '"event": "serving"' in line:
+            break
+    if not any('"serving"' in line for line in lines):
+        proc.kill()
+        raise AssertionError("".join(lines)[-3000:])
+    [server] = psutil.Process(proc.pid).children()  # PID 1 inside the namespace
+    return proc, server
+
+
+def test_ps_server_as_pid_1_exits_143_on_sigterm(tmp_path):
+    """In a JobSet a ps (or PS worker) runs without our supervisor: it is PID 1 of its container,
+    where the kernel drops a SIGTERM whose disposition is the default. The server must still end
+    by itself with EXIT_PREEMPTED, not live on to the SIGKILL. No chief answers here: it exits
+    at once."""
+    proc, server = _start_ps_as_pid_1(tmp_path, "127.0.0.1:1")
     try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if '"event": "serving"' in line:
-                break
-        assert any('"serving"' in line for line in lines), "".join(lines)[-3000:]
-        [server] = psutil.Process(proc.pid).children()  # PID 1 inside the namespace
         sent = time.monotonic()
         server.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
@@ -173,4 +186,35 @@ def test_ps_server_as_pid_1_exits_143_on_sigterm(tmp_path):
             proc.kill()
     assert code == EXIT_PREEMPTED, rest[-3000:]
     assert '"event": "preempted"' in rest
-    measure(f"ps server as PID 1: SIGTERM -> exit {code} in {seconds:.2f} s")
+    measure(f"ps server as PID 1, no chief: SIGTERM -> exit {code} in {seconds:.2f} s")
+
+
+def test_ps_keeps_serving_while_the_chief_saves(tmp_path):
+    """The whole cluster preempted at once: the chief saves the current step from the ps'
+    variables, so the ps serves on after SIGTERM while the chief's port answers, and leaves
+    (143) as soon as the chief has gone, well before TFK8S_SERVER_LINGER_SECONDS."""
+    import socket
+
+    chief = socket.socket()
+    chief.bind(("127.0.0.1", 0))
+    chief.listen(16)
+    address = f"127.0.0.1:{chief.getsockname()[1]}"
+    proc, server = _start_ps_as_pid_1(tmp_path, address, TFK8S_SERVER_LINGER_SECONDS="60")
+    try:
+        server.send_signal(signal.SIGTERM)
+        time.sleep(3)
+        assert proc.poll() is None, "the ps left while the chief was still up"
+        chief.close()
+        gone = time.monotonic()
+        code = proc.wait(timeout=30)
+        seconds = time.monotonic() - gone
+        rest = proc.stdout.read()
+    finally:
+        chief.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert code == EXIT_PREEMPTED, rest[-3000:]
+    assert "serving while the chief is up" in rest
+    assert seconds < 10, seconds
+    measure(f"ps after SIGTERM: served on while the chief was up (3 s), exited {code} "
+            f"{seconds:.2f} s after the chief's port closed")
