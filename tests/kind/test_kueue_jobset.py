@@ -207,3 +207,30 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
     print(f"MEASURE kueue preemption: low-priority cluster preempted at step {saved[0]}, resumed "
           f"at step {starts[0]} (0 lost steps); high-priority cluster succeeded in "
           f"{high_result.seconds:.1f}s; low finished {resumed_after:.1f}s after the high was submitted")
+
+
+def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(kind_cluster, worker_image,
+                                                                  jobset_installed, namespace,
+                                                                  tmp_path):
+    """The submit contract of `workload: jobs` holds for a JobSet too: the same spec twice
+    changes nothing, a changed one is refused (exit 2) unless --replace, delete leaves nothing."""
+    spec = write_spec(tmp_path, "js-idem", namespace, None, worker_image, strategy="mirrored",
+                      roles={"chief": {"replicas": 1}}, workload="jobset")
+    cli(kind_cluster, "submit", str(spec), check=True)
+    uid = jobset_of(kind_cluster, namespace, "js-idem")["metadata"]["uid"]
+    again = cli(kind_cluster, "submit", str(spec))
+    assert again.returncode == 0 and "is unchanged; nothing applied" in again.stderr
+    changed = write_spec(tmp_path, "js-idem", namespace, None, worker_image, strategy="mirrored",
+                         roles={"chief": {"replicas": 1}}, workload="jobset", backoffLimit=2)
+    refused = cli(kind_cluster, "submit", str(changed))
+    assert refused.returncode == 2 and "--replace" in refused.stderr
+    assert jobset_of(kind_cluster, namespace, "js-idem")["metadata"]["uid"] == uid
+    cli(kind_cluster, "submit", str(changed), "--replace", check=True)
+    replaced = jobset_of(kind_cluster, namespace, "js-idem")
+    assert replaced["metadata"]["uid"] != uid
+    assert replaced["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] == 2
+    listed = cli(kind_cluster, "list", "-n", namespace, check=True).stdout
+    assert listed.count("js-idem") == 1, listed
+    cli(kind_cluster, "delete", "js-idem", "-n", namespace, check=True)
+    assert not kind_cluster.kubectl("-n", namespace, "get", "jobsets,jobs,pods,configmaps", "-l",
+                                    f"{LABEL}=js-idem", "-o", "name").stdout.strip()
