@@ -281,7 +281,7 @@ def job_specs(objects: list[dict]) -> list[tuple[str, dict]]:
         if obj["kind"] == "Job":
             out.append((obj["metadata"]["name"], obj["spec"]))
         elif obj["kind"] == "JobSet":
-            out += [(f"{obj['metadata']['name']}-{rj['name']}-{contract.JOBSET_JOB_INDEX}",
+            out += [(names.job(obj["metadata"]["name"], rj["name"], contract.Workload.JOBSET),
                      rj["template"]["spec"]) for rj in obj["spec"]["replicatedJobs"]]
     return out
 

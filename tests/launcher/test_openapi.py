@@ -4,7 +4,6 @@ The schema comes from the k8s.io/kubernetes Go module (api/openapi-spec/v3), whi
 toolchain downloads anyway; unknown fields are errors here (additionalProperties: false), which
 the API server would otherwise drop silently or reject.
 """
-import glob
 import json
 import os
 import shutil

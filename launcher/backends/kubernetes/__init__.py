@@ -75,7 +75,7 @@ class KubernetesBackend(Backend):
 
     def status(self, name: str) -> ClusterStatus:
         ns = self.namespace
-        root = submit_steps.find_root(self.api, ns, name)
+        root = self.api.find_root(ns, name)
         jobs = self.api.list("batch/v1", "Job", ns, name)
         if root is not None and root["kind"] == JOBSET[1]:
             pods = self.api.list("v1", "Pod", ns, name)

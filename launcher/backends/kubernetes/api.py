@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 
+from launcher import names
 from launcher.errors import ClusterUnreachable
 from worker import contract
 
 FIELD_MANAGER = "tfk8s"
 JOBSET = (contract.JOBSET_API_VERSION, "JobSet")
-# Kueue's Workload, newest served version first (v1beta2 from Kueue 0.15, v1beta1 before).
-WORKLOAD_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
-LOCAL_QUEUE_VERSIONS = WORKLOAD_VERSIONS
+# Kueue's API (Workload, LocalQueue), newest served version first (v1beta2 from Kueue 0.15).
+KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 # Kueue labels a Workload with the UID of the job object it admits.
 WORKLOAD_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # Everything a cluster may consist of, in delete-and-check order (pods last: Jobs own them; the
@@ -127,16 +127,25 @@ class Api:
 
     def workload_of(self, namespace: str, owner_uid: str) -> dict | None:
         """The Kueue Workload that admits the object with this UID, if Kueue made one."""
-        version = self.first_served(WORKLOAD_VERSIONS, "Workload")
+        version = self.first_served(KUEUE_VERSIONS, "Workload")
         if version is None:
             return None
         found = self.resource(version, "Workload").get(
             namespace=namespace, label_selector=f"{WORKLOAD_JOB_UID_LABEL}={owner_uid}").items
         return found[0].to_dict() if found else None
 
+    def find_root(self, namespace: str, name: str) -> dict | None:
+        """Cluster `name`'s root object: its JobSet (workload jobset), else its ConfigMap."""
+        return next((root for api_version, kind in ROOT_KINDS
+                     if (root := self.get(api_version, kind, namespace, names.root(name))) is not None),
+                    None)
+
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
+        """The object, or None when it (or its kind, for an optional one) does not exist."""
         from kubernetes.dynamic.exceptions import NotFoundError
 
+        if (api_version, kind) in OPTIONAL_KINDS and not self.served(api_version, kind):
+            return None
         try:
             return self.resource(api_version, kind).get(namespace=namespace, name=name).to_dict()
         except NotFoundError:

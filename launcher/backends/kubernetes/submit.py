@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from launcher import names, render
-from launcher.backends.kubernetes.api import (JOBSET, LOCAL_QUEUE_VERSIONS, OPTIONAL_KINDS,
-                                              OWNED_KINDS, ROOT_KINDS, Api, api_message)
+from launcher import render
+from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.spec import ClusterSpec
@@ -72,7 +71,7 @@ def preflight(sub: Submission) -> None:
             f"workload: jobset, but this cluster has no JobSet API ({contract.JOBSET_API_VERSION}): "
             f"install JobSet ({JOBSET_INSTALL}), or use workload: jobs")
     if spec.queue is not None:
-        version = sub.api.first_served(LOCAL_QUEUE_VERSIONS, "LocalQueue")
+        version = sub.api.first_served(KUEUE_VERSIONS, "LocalQueue")
         if version is None:
             raise LauncherError(
                 f"queue: {spec.queue}, but this cluster has no Kueue (no LocalQueue API): install "
@@ -87,7 +86,7 @@ def preflight(sub: Submission) -> None:
 def make_room(sub: Submission) -> bool:
     """False when the same spec is already applied; otherwise clears the way (or refuses)."""
     spec, ns = sub.spec, sub.namespace
-    root = find_root(sub.api, ns, spec.name)
+    root = sub.api.find_root(ns, spec.name)
     existing = [f"{kind}/{o['metadata']['name']}" for api_version, kind in OWNED_KINDS
                 for o in sub.api.list(api_version, kind, ns, spec.name)]
     if root is None and not existing:
@@ -107,17 +106,6 @@ def make_room(sub: Submission) -> bool:
         sub.say(f"replacing cluster {ns}/{spec.name}")
         delete_cluster(sub.api, ns, spec.name, sub.delete_timeout)
     return True
-
-
-def find_root(api: Api, namespace: str, name: str) -> dict | None:
-    """The cluster's root object: its JobSet (workload jobset), else its ConfigMap."""
-    for api_version, kind in ROOT_KINDS:
-        if (api_version, kind) in OPTIONAL_KINDS and not api.served(api_version, kind):
-            continue
-        root = api.get(api_version, kind, namespace, names.root(name))
-        if root is not None:
-            return root
-    return None
 
 
 def apply_all(sub: Submission, objects: list[dict]) -> None:

@@ -133,9 +133,9 @@ class LocalBackend(Backend):
     def _as_processes(self, spec: ClusterSpec) -> ClusterSpec:
         """Local processes are neither Jobs nor a JobSet, and no Kueue queues them: say that
         workload, queue and priorityClassName are ignored, and plan the run as plain tasks."""
-        ignored = {k: v for k, v in (("workload", spec.workload.value), ("queue", spec.queue),
-                                     ("priorityClassName", spec.priority_class_name))
-                   if v is not None and not (k == "workload" and v == Workload.JOBS.value)}
+        ignored = {"workload": spec.workload.value if spec.workload is not Workload.JOBS else None,
+                   "queue": spec.queue, "priorityClassName": spec.priority_class_name}
+        ignored = {k: v for k, v in ignored.items() if v is not None}
         if not ignored:
             return spec
         print("note: --local ignores " + ", ".join(f"{k}: {v}" for k, v in ignored.items())
