@@ -186,6 +186,8 @@ def _hint(err: dict, loc: Path_) -> str | None:
             return "allowed keys: " + ", ".join(allowed)
     if err["type"] == "missing":
         return f"add {loc[-1]!r}" if loc else None
+    if err["type"] == "bool_type":  # a strict boolean field: "false" in quotes is a string
+        return "write true or false, without quotes"
     return None
 
 

@@ -184,6 +184,10 @@ class ClusterSpec(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     roles: Roles = Field(default_factory=Roles)
     port: int = Field(default=2222, ge=1024, le=65535)
+    # TF's gRPC servers accept any caller, unauthenticated and in plaintext: NetworkPolicies
+    # admit ingress to the training pods (chief, workers, ps) only from each other, on `port`,
+    # and none to the evaluator. Needs a CNI that enforces NetworkPolicy; false: no policies.
+    network_policy: bool = Field(default=True, strict=True)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     # Never: a failed task's pod is replaced (same hostname, Indexed Job), counted against
     # backoffLimit, and the Jobs get a podFailurePolicy that does not count preemptions.

@@ -27,6 +27,7 @@ def test_minimal_ps_spec_gets_defaults():
     assert spec.port == 2222
     assert spec.restart_policy == "Never"
     assert spec.termination_grace_period_seconds == 120
+    assert spec.network_policy is True  # the gRPC port is fenced off unless the spec says not
     assert spec.builtin and spec.effective_program.module == "worker.examples.fashion_mnist"
     assert [r.role for r in plan(spec).training_roles] == ["chief", "worker", "ps"]
 
@@ -189,3 +190,11 @@ def test_mwms_shared_checkpoints_accepted(text):
 def test_termination_grace_must_be_positive():
     [msg] = problems(PS + "terminationGracePeriodSeconds: 0\n")
     assert "terminationGracePeriodSeconds" in msg and "greater than or equal to 1" in msg
+
+
+def test_network_policy_is_a_strict_boolean():
+    # Strict like the chart's schema: a string or a number is refused, never coerced.
+    [msg] = problems(PS + 'networkPolicy: "false"\n')
+    assert msg == ("cluster.yaml:7: networkPolicy: Input should be a valid boolean "
+                   "(write true or false, without quotes)")
+    assert load_text(PS + "networkPolicy: false\n").network_policy is False
