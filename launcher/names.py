@@ -62,6 +62,16 @@ def supervisor_account(name: str) -> str:
     return f"{name}-supervisor"
 
 
+def grpc_policy(name: str) -> str:
+    """NetworkPolicy: the training pods admit ingress on the gRPC port only from each other."""
+    return f"{name}-grpc"
+
+
+def no_ingress_policy(name: str) -> str:
+    """NetworkPolicy: the pods outside the training cluster (the evaluator) admit no ingress."""
+    return f"{name}-no-ingress"
+
+
 def generated_names(spec: "ClusterSpec") -> Iterator[tuple[str, str, str]]:
     """(role, kind, name) for every generated name that must be a DNS-1035 label."""
     yield ("-", "Service", service(spec.name))

@@ -2,9 +2,11 @@
 
 Objects, in apply order (the first is the root, which owns the rest):
 - workload jobs: the root ConfigMap, the headless Service, the supervisor's RBAC (only when some
-  role must be ended by it), and one Indexed Job per role with replicas.
+  role must be ended by it), the NetworkPolicies (unless networkPolicy: false), and one Indexed
+  Job per role with replicas.
 - workload jobset: one JobSet (one replicatedJob per role, each the same Indexed Job; JobSet's
-  own headless Service), then the ConfigMap and RBAC only when the evaluator is supervised.
+  own headless Service), then the ConfigMap and RBAC only when the evaluator is supervised, and
+  the NetworkPolicies.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import jinja2
 import yaml
 
 from launcher import names, tfconfig
+from launcher.network_policy import network_policies
 from launcher.plan import ClusterPlan, FailurePolicy, RolePlan, SUPERVISOR_SCRIPT, plan
 from launcher.spec import ClusterSpec
 from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, WATCH_JOB_ENV)
@@ -82,16 +85,17 @@ def render(spec: ClusterSpec) -> list[dict]:
     """The cluster's objects as plain dicts, ready for server-side apply; the root first."""
     cluster = plan(spec)
     context = _context(cluster)
+    rbac = [("rbac.yaml.j2", {})] if context["watched_jobs"] else []
+    policies = [("networkpolicy.yaml.j2", {})] if context["network_policies"] else []
     if cluster.workload is contract.Workload.JOBSET:
         jobs = _render_all(context, [("job.yaml.j2", {"job": _job(cluster, role, context)})
                                      for role in cluster.roles])
         documents = [("jobset.yaml.j2", {"jobset": _jobset(cluster, jobs, context)})]
-        if context["watched_jobs"]:  # the supervised evaluator's script and RBAC
-            documents += [("root.yaml.j2", {}), ("rbac.yaml.j2", {})]
-        return _render_all(context, documents)
-    documents = [("root.yaml.j2", {}), ("service.yaml.j2", {})]
-    if context["watched_jobs"]:
-        documents.append(("rbac.yaml.j2", {}))
+        if rbac:  # the supervised evaluator's script and RBAC
+            documents += [("root.yaml.j2", {}), *rbac]
+        return _render_all(context, documents + policies)
+    # The policies before the Jobs: no pod of the cluster starts without them.
+    documents = [("root.yaml.j2", {}), ("service.yaml.j2", {}), *rbac, *policies]
     documents += [("job.yaml.j2", {"job": _job(cluster, role, context)}) for role in cluster.roles]
     return _render_all(context, documents)
 
@@ -164,6 +168,7 @@ def _context(cluster: ClusterPlan) -> dict:
         "annotations": dict(spec.annotations),
         "root_data": root_data,
         "selector": selector_labels(spec.name),
+        "network_policies": network_policies(cluster, selector_labels(spec.name)),
         "port": spec.port,
         "watched_jobs": watched,
         "create_service_account": cluster.create_service_account,

@@ -46,6 +46,10 @@ class Workload(str, Enum):
 ROLES: tuple[Role, ...] = tuple(Role)
 # TF_CONFIG's `cluster`: never the evaluator, or a PSv2 coordinator waits for it forever
 # (tensorflow/tensorflow#46169); the evaluator needs no peers.
+# Only these roles listen, on the gRPC port, and TF's gRPC servers accept any caller,
+# unauthenticated and in plaintext: the cluster's NetworkPolicy admits ingress to their pods
+# only from the same cluster's pods of these roles, on that port, and none at all to the pods of
+# any other role (the evaluator only connects out).
 TRAINING_ROLES: tuple[Role, ...] = (Role.CHIEF, Role.WORKER, Role.PS)
 
 # --- environment ---------------------------------------------------------------------------

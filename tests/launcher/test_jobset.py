@@ -31,8 +31,9 @@ def test_queued_example_is_one_jobset_with_the_queue_label():
     kinds = [o["kind"] for o in objects]
     assert kinds.count("JobSet") == 1 and kinds[0] == "JobSet"
     # No Service (JobSet's own), no Job objects; ConfigMap + RBAC only for the evaluator's
-    # supervisor.
-    assert sorted(kinds[1:]) == ["ConfigMap", "Role", "RoleBinding", "ServiceAccount"]
+    # supervisor; the gRPC and the evaluator's NetworkPolicy.
+    assert sorted(kinds[1:]) == ["ConfigMap", "NetworkPolicy", "NetworkPolicy", "Role",
+                                 "RoleBinding", "ServiceAccount"]
     [jobset] = objects[:1]
     assert jobset["metadata"]["labels"][contract.QUEUE_LABEL] == "tfk8s-queue"
     assert jobset["spec"]["suspend"] is True  # Kueue resumes it once admitted
@@ -40,11 +41,12 @@ def test_queued_example_is_one_jobset_with_the_queue_label():
                                          "publishNotReadyAddresses": True}
 
 
-def test_without_evaluator_nothing_but_the_jobset():
+def test_without_evaluator_nothing_but_the_jobset_and_its_grpc_policy():
     spec = load_text("name: p\nstrategy: parameter_server\nworkload: jobset\n"
                      "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n")
-    [jobset] = render.render(spec)
+    jobset, policy = render.render(spec)
     assert jobset["kind"] == "JobSet"
+    assert (policy["kind"], policy["metadata"]["name"]) == ("NetworkPolicy", "p-grpc")
     assert "suspend" not in jobset["spec"]  # not queued: starts at once
     # Servers are ended by the success policy: no supervisor, no token, no RBAC.
     for name, template in _children(jobset).items():

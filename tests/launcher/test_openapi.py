@@ -27,9 +27,11 @@ GROUP_FILES = {
     "v1": "api__v1_openapi.json",
     "batch/v1": "apis__batch__v1_openapi.json",
     "rbac.authorization.k8s.io/v1": "apis__rbac.authorization.k8s.io__v1_openapi.json",
+    "networking.k8s.io/v1": "apis__networking.k8s.io__v1_openapi.json",
 }
 GVK_PREFIX = {"v1": "io.k8s.api.core.v1", "batch/v1": "io.k8s.api.batch.v1",
-              "rbac.authorization.k8s.io/v1": "io.k8s.api.rbac.v1"}
+              "rbac.authorization.k8s.io/v1": "io.k8s.api.rbac.v1",
+              "networking.k8s.io/v1": "io.k8s.api.networking.v1"}
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 if not EXAMPLES:  # an empty parametrize would pass by testing nothing
@@ -128,3 +130,13 @@ def test_validator_catches_a_misspelled_field(schemas):
     job["spec"]["template"]["spec"]["restartPolcy"] = "Never"
     with pytest.raises(jsonschema.ValidationError, match="restartPolcy"):
         validate(job, schemas)
+
+
+def test_validator_catches_a_misspelled_network_policy_field(schemas):
+    policies = [o for o in render.render(load_file(EXAMPLES_DIR / "ps.yaml")) if o["kind"] == "NetworkPolicy"]
+    assert [p["metadata"]["name"] for p in policies] == ["mnist-ps-grpc", "mnist-ps-no-ingress"]
+    for policy in policies:
+        validate(policy, schemas)
+    policies[0]["spec"]["ingress"][0]["form"] = policies[0]["spec"]["ingress"][0].pop("from")
+    with pytest.raises(jsonschema.ValidationError, match="form"):
+        validate(policies[0], schemas)

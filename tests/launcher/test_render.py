@@ -98,7 +98,7 @@ def test_object_count_is_constant_and_bytes_grow_linearly():
     sizes = {}
     for n in (10, 100, 1000):
         objects = render.render(_spec_with_workers(n))
-        assert len(objects) == 8  # root, service, sa, role, binding, 3 Jobs
+        assert len(objects) == 9  # root, service, sa, role, binding, gRPC policy, 3 Jobs
         sizes[n] = len(json.dumps(objects))
     # Linear: 10x the workers costs about 10x the bytes of the per-worker part, not 100x.
     per_worker_100 = (sizes[100] - sizes[10]) / 90
@@ -198,3 +198,18 @@ def test_built_in_evaluator_is_supervised():
     assert role["rules"][0]["resourceNames"] == ["mw-worker"]
     [root] = [o for o in objects if o["kind"] == "ConfigMap"]
     assert root["data"]["supervise.py"] == render.supervisor_source()
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_rendered_kind_is_one_the_backend_lists_and_deletes(example):
+    """submit's idempotency check, `list` and `delete` look only at these kinds: an object of
+    another kind would be left behind."""
+    from launcher.backends.kubernetes.api import OWNED_KINDS
+
+    spec = load_file(example)
+    for workload in ("jobs", "jobset"):
+        data = {**spec.model_dump(by_alias=True, mode="json"), "workload": workload}
+        if workload == "jobs":
+            data["queue"] = None
+        for obj in render.render(load_text(json.dumps(data))):
+            assert (obj["apiVersion"], obj["kind"]) in OWNED_KINDS, obj["kind"]

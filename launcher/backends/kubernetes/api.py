@@ -23,6 +23,7 @@ KINDS = [
     JOBSET,
     ("batch/v1", "Job"),
     ("v1", "Service"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("v1", "ServiceAccount"),

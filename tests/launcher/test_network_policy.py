@@ -1,0 +1,133 @@
+"""The cluster's NetworkPolicies: TF's gRPC port admits only the cluster's own training pods,
+the evaluator admits nothing, in both projections; networkPolicy: false renders none."""
+import json
+
+import pytest
+
+from launcher import render
+from launcher.loader import load_text
+from support import example_specs
+from worker import contract
+
+PS = ("name: c\nstrategy: parameter_server\nroles: {chief: {replicas: 1}, worker: {replicas: 2}, "
+      "ps: {replicas: 1}, evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n")
+MWMS = ("name: c\nstrategy: multi_worker_mirrored\n"
+        "roles: {worker: {replicas: 3}, evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n")
+MIRRORED = "name: c\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
+WORKLOADS = ["jobs", "jobset"]
+CLUSTER_PODS = {"app.kubernetes.io/name": "tfk8s", "app.kubernetes.io/instance": "c"}
+
+
+def _spec(text: str, workload: str = "jobs", **changes):
+    data = load_text(text).model_dump(by_alias=True, mode="json")
+    return load_text(json.dumps({**data, "workload": workload, **changes}))
+
+
+def _policies(spec) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o["spec"] for o in render.render(spec)
+            if o["kind"] == "NetworkPolicy"}
+
+
+def _pods_of(roles: list[str]) -> dict:
+    return {"matchLabels": CLUSTER_PODS, "matchExpressions": [
+        {"key": "app.kubernetes.io/component", "operator": "In", "values": roles}]}
+
+
+def _pod_labels(objects: list[dict]) -> dict[str, dict]:
+    """Each role's pod labels, from the Jobs or the JobSet's replicatedJobs."""
+    templates = [o["spec"]["template"] for o in objects if o["kind"] == "Job"]
+    templates += [rj["template"]["spec"]["template"] for o in objects if o["kind"] == "JobSet"
+                  for rj in o["spec"]["replicatedJobs"]]
+    return {t["metadata"]["labels"][contract.LABEL_COMPONENT]: t["metadata"]["labels"]
+            for t in templates}
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    """Kubernetes' LabelSelector semantics, for the two parts the policies use."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_grpc_port_admits_only_the_clusters_training_pods(workload):
+    policies = _policies(_spec(PS, workload))
+    assert set(policies) == {"c-grpc", "c-no-ingress"}
+    grpc = policies["c-grpc"]
+    assert grpc["podSelector"] == _pods_of(["chief", "worker", "ps"])
+    assert grpc["policyTypes"] == ["Ingress"]  # egress stays open: DNS, API server, gs://
+    assert grpc["ingress"] == [{"from": [{"podSelector": _pods_of(["chief", "worker", "ps"])}],
+                                "ports": [{"protocol": "TCP", "port": 2222}]}]
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_evaluator_admits_no_ingress_at_all(workload):
+    policy = _policies(_spec(PS, workload))["c-no-ingress"]
+    # Ingress is governed and no rule admits anything: deny all.
+    assert policy == {"podSelector": _pods_of(["evaluator"]), "policyTypes": ["Ingress"]}
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_a_non_default_port_is_the_one_admitted(workload):
+    objects = render.render(_spec(PS, workload, port=40123))
+    [grpc] = [o for o in objects if o["metadata"]["name"] == "c-grpc"]
+    assert grpc["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 40123}]
+    # ... the very port the training pods listen on
+    for job_name, job_spec in render.job_specs(objects):
+        container = job_spec["template"]["spec"]["containers"][0]
+        assert [p["containerPort"] for p in container.get("ports", [])] in ([40123], []), job_name
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_mwms_has_workers_only(workload):
+    policies = _policies(_spec(MWMS, workload))
+    assert policies["c-grpc"]["podSelector"] == _pods_of(["worker"])
+    assert policies["c-grpc"]["ingress"][0]["from"] == [{"podSelector": _pods_of(["worker"])}]
+    assert policies["c-no-ingress"]["podSelector"] == _pods_of(["evaluator"])
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_without_evaluator_no_deny_all_policy(workload):
+    policies = _policies(_spec(MIRRORED, workload))
+    assert list(policies) == ["c-grpc"]
+    assert policies["c-grpc"]["podSelector"] == _pods_of(["chief"])
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("text", [PS, MWMS, MIRRORED], ids=["ps", "mwms", "mirrored"])
+def test_network_policy_false_renders_none(workload, text):
+    spec = _spec(text, workload, networkPolicy=False)
+    assert not [o for o in render.render(spec) if o["kind"] == "NetworkPolicy"]
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("text", [PS, MWMS], ids=["ps", "mwms"])
+def test_every_pod_is_selected_by_exactly_its_policy(workload, text):
+    """The selectors match the labels the pods really carry, in both projections."""
+    objects = render.render(_spec(text, workload))
+    policies = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "NetworkPolicy"}
+    pods = _pod_labels(objects)
+    assert set(pods) >= {"worker", "evaluator"}
+    for role, labels in pods.items():
+        selected = [name for name, p in policies.items() if _selects(p["podSelector"], labels)]
+        in_training = contract.Role(role) in contract.TRAINING_ROLES
+        assert selected == (["c-grpc"] if in_training else ["c-no-ingress"]), role
+        admitted = _selects(policies["c-grpc"]["ingress"][0]["from"][0]["podSelector"], labels)
+        assert admitted == in_training, role
+    # Another cluster's pods (another instance label) are neither selected nor admitted.
+    stranger = {**pods["worker"], contract.LABEL_INSTANCE: "other"}
+    assert not any(_selects(p["podSelector"], stranger) for p in policies.values())
+    assert not _selects(policies["c-grpc"]["ingress"][0]["from"][0]["podSelector"], stranger)
+
+
+@pytest.mark.parametrize("example", example_specs(), ids=lambda p: p.stem)
+def test_policies_are_in_place_before_any_job(example):
+    """workload jobs: the policies come before the Jobs, so no pod starts unprotected."""
+    spec = _spec(example.read_text(), "jobs", queue=None)
+    kinds = [o["kind"] for o in render.render(spec)]
+    assert "NetworkPolicy" in kinds
+    assert max(i for i, k in enumerate(kinds) if k == "NetworkPolicy") < kinds.index("Job")
