@@ -9,8 +9,8 @@ expanded TF_CONFIG, as the Kubeflow training operator creates them.
     python bench/render.py --jobset     # the Jobs projection beside the JobSet one
 
 --jobset prints, for the same N, objects and bytes of `workload: jobs` (ConfigMap, Service,
-RBAC, one Job per role) beside `workload: jobset` (one JobSet, plus the evaluator's supervisor
-ConfigMap and RBAC).
+RBAC, NetworkPolicies, one Job per role) beside `workload: jobset` (one JobSet, plus the
+evaluator's supervisor ConfigMap and RBAC, and the NetworkPolicies).
 """
 from __future__ import annotations
 
