@@ -10,6 +10,9 @@ Where the cluster comes from:
   (``tests/kind/toolchain.sh``) wrote into ``$TFK8S_CACHE/env.sh``, else kind's default
   image (users with Docker + kind + internet run the same tests unchanged).
 * ``TFK8S_RUN_TOOLCHAIN=1`` runs ``toolchain.sh`` first (a warm run takes seconds).
+* nodes: a control plane and a worker (kind-config.yaml). Every node mounts the same host
+  directory (``TFK8S_KIND_SHARED_DIR``, default ``/var/tmp/tfk8s-kind/<cluster>``) at
+  ``/var/local/tfk8s-checkpoints``: the checkpoint volume is shared across nodes.
 
 Tools: ``kind``/``kubectl`` from ``$TFK8S_CACHE/bin`` when the toolchain made them,
 otherwise from ``PATH``. Without Docker the tests skip, except under ``CI``, where they
@@ -18,6 +21,7 @@ fail loudly.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -30,11 +34,14 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import pytest
+import yaml
 
 from support import in_ci
 
 HERE = Path(__file__).resolve().parent
 KIND_CONFIG = HERE / "kind-config.yaml"
+# where every node mounts the shared host directory (checkpoint volumes live below it)
+NODE_SHARED_PATH = "/var/local/tfk8s-checkpoints"
 TOOLCHAIN = HERE / "toolchain.sh"
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
 DEFAULT_CLUSTER = "tfk8s-test"
@@ -126,8 +133,11 @@ class KindCluster:
 
     @property
     def node(self) -> str:
-        """The docker container of the (single) control-plane node."""
+        """The docker container of the control-plane node (shares NODE_SHARED_PATH with the others)."""
         return f"{self.name}-control-plane"
+
+    def node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.get_json("nodes")["items"]]
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -177,6 +187,20 @@ def _need(cond: bool, reason: str) -> None:
         pytest.fail(reason, pytrace=False)
 
 
+def _kind_config_with_shared_dir(name: str, workdir: Path) -> Path:
+    """kind-config.yaml with the shared host directory mounted into every node."""
+    shared = Path(os.environ.get("TFK8S_KIND_SHARED_DIR") or f"/var/tmp/tfk8s-kind/{name}")
+    shared.mkdir(parents=True, exist_ok=True)
+    shared.chmod(0o777)
+    config = yaml.safe_load(KIND_CONFIG.read_text())
+    for node in config["nodes"]:
+        node.setdefault("extraMounts", []).append(
+            {"hostPath": str(shared), "containerPath": NODE_SHARED_PATH})
+    path = workdir / "kind-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 # --------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
@@ -212,7 +236,8 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
         if node_image and not _local_image_exists(node_image, env) and in_ci():
             pytest.fail(f"node image {node_image} is not a local image: run tests/kind/toolchain.sh",
                         pytrace=False)
-        cmd = ["kind", "create", "cluster", "--name", name, "--config", str(KIND_CONFIG),
+        config = _kind_config_with_shared_dir(name, tmp_path_factory.mktemp("kind-config"))
+        cmd = ["kind", "create", "cluster", "--name", name, "--config", str(config),
                "--kubeconfig", kubeconfig, "--wait", "5m"]
         if node_image:
             cmd += ["--image", node_image]
@@ -267,9 +292,9 @@ def probe_image(kind_cluster: KindCluster) -> str:
     return image
 
 
-@pytest.fixture
-def namespace(kind_cluster: KindCluster) -> Iterator[str]:
-    """A fresh namespace that enforces the "restricted" Pod Security level."""
+@contextlib.contextmanager
+def fresh_namespace(kind_cluster: KindCluster) -> Iterator[str]:
+    """A new namespace that enforces the "restricted" Pod Security level, deleted after."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     kind_cluster.apply({
         "apiVersion": "v1", "kind": "Namespace",
@@ -288,6 +313,20 @@ def namespace(kind_cluster: KindCluster) -> Iterator[str]:
         kind_cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
+@pytest.fixture
+def namespace(kind_cluster: KindCluster) -> Iterator[str]:
+    """A fresh namespace that enforces the "restricted" Pod Security level."""
+    with fresh_namespace(kind_cluster) as name:
+        yield name
+
+
+@pytest.fixture
+def other_namespace(kind_cluster: KindCluster) -> Iterator[str]:
+    """A second fresh namespace, for what must not cross namespaces."""
+    with fresh_namespace(kind_cluster) as name:
+        yield name
+
+
 @dataclasses.dataclass
 class CheckpointVolume:
     claim_name: str     # PVC in the test namespace: mount it in pods
@@ -301,10 +340,11 @@ def checkpoint_pvc(kind_cluster: KindCluster, namespace: str) -> Iterator[Checkp
 
     Restricted Pod Security forbids hostPath volumes in pods, but not a PVC whose PV is a
     hostPath. The directory is made world-writable inside the node so that non-root
-    pods can write checkpoints.
+    pods can write checkpoints. Every node mounts the same host directory there, so pods
+    on any node see the same files.
     """
     pv, pvc = f"ckpt-{namespace}", "checkpoints"
-    node_path = f"/var/local/tfk8s-checkpoints/{namespace}"
+    node_path = f"{NODE_SHARED_PATH}/{namespace}"
     kind_cluster.docker_exec("sh", "-c", f"mkdir -p {node_path} && chmod 0777 {node_path}")
     kind_cluster.apply({
         "apiVersion": "v1", "kind": "PersistentVolume",

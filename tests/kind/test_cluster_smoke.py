@@ -1,8 +1,10 @@
 """Smoke tests of the kind cluster itself: the things the tfk8s launcher relies on.
 
 Real cluster, no mocks: node readiness, CoreDNS, pod DNS through a headless Service
-(hostname/subdomain, as TF_CONFIG addresses use), the API server through its ClusterIP
-(kube-proxy), `kind load docker-image`, and Pod Security "restricted" admission.
+(hostname/subdomain, as TF_CONFIG addresses use), pod-to-pod traffic between nodes with the
+source address kept (NetworkPolicy matches it), the API server through its ClusterIP
+(kube-proxy), `kind load docker-image`, Pod Security "restricted" admission, and a
+checkpoint volume that every node sees.
 """
 
 from __future__ import annotations
@@ -39,6 +41,31 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
 http.server.HTTPServer(("0.0.0.0", 8080), H).serve_forever()
+"""
+
+# Answers each connection with the address it came from.
+PEER_ECHO = r"""
+import socket
+srv = socket.create_server(("0.0.0.0", 8080))
+while True:
+    conn, (host, _) = srv.accept()
+    conn.sendall(host.encode())
+    conn.close()
+"""
+
+PEER_CLIENT = r"""
+import json, socket, sys, time
+ip, deadline, last = sys.argv[1], time.time() + 60, None
+while time.time() < deadline:
+    try:
+        with socket.create_connection((ip, 8080), timeout=5) as s:
+            print(json.dumps({"seen_as": s.recv(64).decode(), "own": s.getsockname()[0]}))
+            sys.exit(0)
+    except OSError as e:
+        last = repr(e)
+        time.sleep(1)
+print(json.dumps({"error": last}))
+sys.exit(1)
 """
 
 API_CLIENT = r"""
@@ -111,6 +138,23 @@ def test_pod_dns_through_headless_service(kind_cluster, namespace, probe_image, 
     assert out["body"] == "server"
 
 
+def test_pods_on_different_nodes_reach_each_other_unmasqueraded(kind_cluster, namespace, probe_image,
+                                                                restricted_pod):
+    nodes = sorted(kind_cluster.node_names())
+    assert len(nodes) >= 2, f"the kind tier needs two nodes, has {nodes}"
+    server = restricted_pod("echo", probe_image, ["python3", "-c", PEER_ECHO], nodeName=nodes[1])
+    server["spec"]["restartPolicy"] = "Always"
+    kind_cluster.apply(server, namespace)
+    kind_cluster.kubectl("-n", namespace, "wait", "--for=condition=Ready", "pod/echo", "--timeout=180s")
+    server_ip = kind_cluster.get_json("pod", "-n", namespace, "echo")["status"]["podIP"]
+    kind_cluster.apply(restricted_pod("peer", probe_image, ["python3", "-c", PEER_CLIENT, server_ip],
+                                      nodeName=nodes[0]), namespace)
+    out = json.loads(_wait_succeeded(kind_cluster, namespace, "peer").strip().splitlines()[-1])
+    client_ip = kind_cluster.get_json("pod", "-n", namespace, "peer")["status"]["podIP"]
+    # routed, not SNATed to the node: NetworkPolicy's podSelector rules match pod addresses
+    assert out["seen_as"] == out["own"] == client_ip, out
+
+
 def test_api_server_reachable_from_pod_via_cluster_ip(kind_cluster, namespace, probe_image, restricted_pod):
     cluster_ip = kind_cluster.get_json("service", "-n", "default", "kubernetes")["spec"]["clusterIP"]
     kind_cluster.apply(restricted_pod("api", probe_image, ["python3", "-c", API_CLIENT]), namespace)
@@ -135,10 +179,13 @@ def test_restricted_namespace_rejects_privileged_pod(kind_cluster, namespace, pr
 
 def test_checkpoint_pvc_is_writable_by_nonroot_pod(kind_cluster, namespace, checkpoint_pvc, probe_image,
                                                    restricted_pod):
+    # written on the worker node, read back through the control-plane node's mount
+    worker_node = [n for n in kind_cluster.node_names() if n != kind_cluster.node][0]
     pod = restricted_pod(
         "writer", probe_image,
         ["python3", "-c", "open('/ckpt/probe.txt','w').write('ok')"],
         volumes=[{"name": "ckpt", "persistentVolumeClaim": {"claimName": checkpoint_pvc.claim_name}}],
+        nodeName=worker_node,
     )
     pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "ckpt", "mountPath": "/ckpt"}]
     kind_cluster.apply(pod, namespace)

@@ -8,7 +8,10 @@
 # the repository has a Dockerfile, the worker image tfk8s/worker:dev on top of it.
 # Also the JobSet and Kueue controllers (manager binaries, images tfk8s/jobset-controller
 # and tfk8s/kueue-controller, install manifests rendered from the modules' config/default
-# into $CACHE/addons/; tests/kind/addons.py installs them).
+# into $CACHE/addons/; tests/kind/addons.py installs them). And the node's pod network:
+# kube-router (image docker.io/tfk8s/kube-router, preloaded into the node image, applied
+# by kind from tests/kind/cni/kube-router.yaml), so clusters have several nodes and
+# NetworkPolicy is enforced.
 #
 # Everything is cached by version under ${TFK8S_CACHE:-$HOME/.cache/tfk8s}; a warm run
 # only checks. Usage:
@@ -17,7 +20,8 @@
 #
 # Knobs (env): TFK8S_K8S_VERSION, TFK8S_KIND_VERSION, TFK8S_HELM_VERSION,
 # TFK8S_CRICTL_VERSION, TFK8S_DEBIAN_MIRROR, TFK8S_CACHE, TFK8S_SKIP_WORKER_IMAGE=1,
-# TFK8S_JOBSET_VERSION, TFK8S_KUEUE_VERSION, TFK8S_KUEUE_FRAMEWORKS.
+# TFK8S_JOBSET_VERSION, TFK8S_KUEUE_VERSION, TFK8S_KUEUE_FRAMEWORKS,
+# TFK8S_KUBE_ROUTER_VERSION with TFK8S_KUBE_ROUTER_SUM (its module hash, h1:...).
 set -euo pipefail
 
 K8S_VERSION=${TFK8S_K8S_VERSION:-v1.34.4}
@@ -32,12 +36,19 @@ KUEUE_VERSION=${TFK8S_KUEUE_VERSION:-v0.16.2}
 # Kueue integrations left enabled (upstream enables 16, including pod/deployment/statefulset,
 # whose failurePolicy=Fail webhooks would then gate every pod created in the test namespaces).
 KUEUE_FRAMEWORKS=${TFK8S_KUEUE_FRAMEWORKS:-batch/job,jobset.x-k8s.io/jobset}
+# kube-router, the kind node's pod network (tests/kind/cni/kube-router.yaml says why):
+# v2.1.0 is the only v2 release the module proxy here serves, and sum.golang.org has no
+# entry for it, so its module hash is pinned here (recorded at the first download,
+# 2026-11-23) and checked on every build instead.
+KUBE_ROUTER_VERSION=${TFK8S_KUBE_ROUTER_VERSION:-v2.1.0}
+KUBE_ROUTER_SUM=${TFK8S_KUBE_ROUTER_SUM:-h1:xWsptKtmZ44L+NjwFKoFAFlVdxCz8fka9A/eYJe95Ok=}
 SUITE=bookworm
 MIRROR=${TFK8S_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE=${TFK8S_CACHE:-$HOME/.cache/tfk8s}
 # Bump these when the recipe of an image changes (forces a rebuild).
 BASE_REV=1
-NODE_REV=2
+CNI_BASE_REV=1
+NODE_REV=3
 PYBASE_REV=1
 ADDON_REV=1
 
@@ -47,8 +58,10 @@ PYTHON_BASE_IMAGE=tfk8s/python-base:3.11-$SUITE
 WORKER_IMAGE=${TFK8S_WORKER_IMAGE:-tfk8s/worker:dev}
 JOBSET_IMAGE=tfk8s/jobset-controller:$JOBSET_VERSION
 KUEUE_IMAGE=tfk8s/kueue-controller:$KUEUE_VERSION
+CNI_BASE_IMAGE=tfk8s/cni-base:$SUITE-r$CNI_BASE_REV
+# fully qualified: the node's containerd names preloaded images so, and the DaemonSet must match
+KUBE_ROUTER_IMAGE=docker.io/tfk8s/kube-router:$KUBE_ROUTER_VERSION
 ADDONS=$CACHE/addons
-POD_CIDR=10.244.0.0/24 # kind's default podSubnet is 10.244.0.0/16; one node gets .0/24
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/../.." && pwd))
@@ -400,52 +413,30 @@ step_component_images() {
   if [ ${#built[@]} -eq 0 ]; then STATUS="cached"; else STATUS="built ${#built[@]}: ${built[*]}"; fi
 }
 
+node_images() { # the images preloaded into the node: kubeadm's, then the pod network's
+  cat "$K8S_DIR/images.txt"
+  echo "$KUBE_ROUTER_IMAGE"
+}
+
 node_recipe_hash() {
   {
-    echo "rev=$NODE_REV k8s=$K8S_VERSION kind=$KIND_VERSION crictl=$CRICTL_VERSION cidr=$POD_CIDR"
+    echo "rev=$NODE_REV k8s=$K8S_VERSION kind=$KIND_VERSION crictl=$CRICTL_VERSION"
+    cat "$HERE/cni/kube-router.yaml"
     # shellcheck disable=SC2046
     stat -c "%n %s %Y %i" "$K8S_DIR/bin/kubeadm" "$K8S_DIR/bin/kubelet" "$K8S_DIR/bin/kubectl" $(CRICTL_BIN)
     local ref
-    while read -r ref; do docker image inspect --format '{{.Id}}' "$ref"; done <"$K8S_DIR/images.txt"
+    while read -r ref; do docker image inspect --format '{{.Id}}' "$ref"; done < <(node_images)
   } | sha256sum | awk '{print $1}'
 }
 
 write_node_files() { # write_node_files ROOTFS: our additions on top of kind's base files
   local root=$1
   mkdir -p "$root/etc/cni/net.d" "$root/kind/manifests"
-  # Static CNI for a single node, like the conflist kindnetd writes (ptp + host-local +
-  # portmap); kindnetd itself would need its own image build.
-  cat >"$root/etc/cni/net.d/10-tfk8s-ptp.conflist" <<EOF
-{
-  "cniVersion": "0.4.0",
-  "name": "tfk8s",
-  "plugins": [
-    {
-      "type": "ptp",
-      "ipMasq": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "/run/cni-ipam-state",
-        "routes": [{ "dst": "0.0.0.0/0" }],
-        "ranges": [[{ "subnet": "$POD_CIDR" }]]
-      },
-      "mtu": 1500
-    },
-    { "type": "portmap", "capabilities": { "portMappings": true } }
-  ]
-}
-EOF
-  # kind applies /kind/manifests/default-cni.yaml unless disableDefaultCNI is set: the
-  # network is the static conflist above, so this only records that fact in-cluster.
-  cat >"$root/kind/manifests/default-cni.yaml" <<EOF
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: tfk8s-cni
-  namespace: kube-system
-data:
-  note: "pod network: static ptp conflist /etc/cni/net.d/10-tfk8s-ptp.conflist ($POD_CIDR), single node only"
-EOF
+  # kind applies /kind/manifests/default-cni.yaml when it creates a cluster (unless the
+  # config sets disableDefaultCNI): kube-router, routing between nodes and enforcing
+  # NetworkPolicy. Its image is preloaded below, like kubeadm's.
+  sed "s#@KUBE_ROUTER_IMAGE@#$KUBE_ROUTER_IMAGE#g" "$HERE/cni/kube-router.yaml" \
+    >"$root/kind/manifests/default-cni.yaml"
   # Without CAP_SYS_RESOURCE in the node (this VM's capability bounding set lacks it) no
   # runtime may lower a process's oom_score_adj: runc then fails every pod sandbox with
   # "failed to update /proc/self/oom_score_adj: Permission denied". Let containerd clamp
@@ -520,12 +511,12 @@ step_node_image() {
   # `build node-image` does (--no-unpack: CRI unpacks on first use).
   local tarball=$WORK/component-images.tar cname=tfk8s-node-build-$$
   # shellcheck disable=SC2046
-  logged node-image docker save -o "$tarball" $(cat "$K8S_DIR/images.txt")
+  logged node-image docker save -o "$tarball" $(node_images)
   docker rm -f "$cname" >/dev/null 2>&1 || true
   logged node-image docker run -d --name "$cname" --entrypoint=sleep --security-opt seccomp=unconfined \
     -v "$tarball:/images.tar:ro" "$stage" infinity
   local have ref
-  say "  ... importing $(wc -l <"$K8S_DIR/images.txt") images into the node's containerd"
+  say "  ... importing $(node_images | wc -l) images into the node's containerd"
   have=$(docker exec "$cname" bash -euc '
     containerd >/var/log/containerd-preload.log 2>&1 & pid=$!
     for i in $(seq 1 30); do ctr version >/dev/null 2>&1 && break; sleep 1; done
@@ -534,10 +525,10 @@ step_node_image() {
     kill $pid; wait $pid || true
     rm -f /var/log/containerd-preload.log' 2>>"$LOGS/node-image.log") || die "image preload failed, see $LOGS/node-image.log"
   echo "$have" >>"$LOGS/node-image.log"
-  # every tag kubeadm asks for must be in the node
+  # every tag kubeadm asks for, and the pod network's, must be in the node
   while read -r ref; do
     grep -qx "$ref" <<<"$have" || { docker rm -f "$cname" >/dev/null; die "image $ref missing in the node"; }
-  done <"$K8S_DIR/images.txt"
+  done < <(node_images)
   docker commit \
     -c 'ENV container=docker' \
     -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
@@ -614,25 +605,34 @@ manager_current() { # manager_current MODULE VERSION BINARY: whether BINARY was 
   [ -x "$3" ] && prints "$1"$'\t'"$2" go version -m "$3"
 }
 
-go_manager() { # go_manager LOGNAME MODULE VERSION PKG OUT: build a controller's manager binary
-  local log=$1 module=$2 ver=$3 pkg=$4 out=$5
-  local dir info ld
-  dir=$(dirname "$out")
+sigs_ldflags() { # sigs_ldflags MODULE VERSION: how JobSet and Kueue stamp their version (Makefile LD_FLAGS)
+  local module=$1 ver=$2 info ld
   info=$(go list -m -json "$module@$ver") || die "go list -m $module@$ver failed (is $ver served?)"
-  # both projects set their version like this (Makefile LD_FLAGS); it shows in the startup log
-  ld="-s -w -X $module/pkg/version.GitVersion=$ver"
+  ld="-X $module/pkg/version.GitVersion=$ver"
   ld="$ld -X $module/pkg/version.GitCommit=$(jq -r '.Origin.Hash // "unknown"' <<<"$info")"
-  ld="$ld -X $module/pkg/version.BuildDate=$(jq -r '.Time // "unknown"' <<<"$info")" # kueue only
+  echo "$ld -X $module/pkg/version.BuildDate=$(jq -r '.Time // "unknown"' <<<"$info")" # kueue only
+}
+
+go_manager() { # go_manager LOGNAME MODULE VERSION PKG OUT LDFLAGS [PINNED_H1]: build a controller binary
+  local log=$1 module=$2 ver=$3 pkg=$4 out=$5 ld=$6 pinned=${7:-}
+  local dir got
+  dir=$(dirname "$out")
   # Not `go install PKG@VERSION`: it asks the proxy for the module's version list (to look
   # for deprecations), which this mirror answers 403. A wrapper module that requires it
-  # builds the same build list (neither module has replace directives).
+  # builds the same build list (none of these modules has replace directives).
   rm -rf "$dir/mod" "$dir/gobin"
   mkdir -p "$dir/mod" "$dir/gobin"
   (
     cd "$dir/mod"
+    # A module sum.golang.org does not know is checked against the hash pinned here instead.
+    if [ -n "$pinned" ]; then export GONOSUMDB=$module; fi
     logged "$log" go mod init "local/tfk8s-$log-wrapper"
     logged "$log" go get "$pkg@$ver"
-    logged "$log" env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ld" -o "$dir/gobin/" "$pkg"
+    if [ -n "$pinned" ]; then
+      got=$(awk -v m="$module" -v v="$ver" '$1 == m && $2 == v { print $3 }' go.sum)
+      [ "$got" = "$pinned" ] || die "$module@$ver has hash '$got', pinned $pinned: the download is not the one recorded"
+    fi
+    logged "$log" env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w $ld" -o "$dir/gobin/" "$pkg"
   )
   mv "$dir/gobin/$(basename "$pkg")" "$out"
   rm -rf "$dir/gobin" "$dir/mod"
@@ -644,14 +644,44 @@ KUEUE_BIN=$CACHE/tools/kueue-$KUEUE_VERSION/kueue
 step_jobset() {
   if manager_current sigs.k8s.io/jobset "$JOBSET_VERSION" "$JOBSET_BIN"; then STATUS="cached"; return; fi
   # the manager is the module's root package (main.go)
-  go_manager jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset "$JOBSET_BIN"
+  go_manager jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset "$JOBSET_BIN" \
+    "$(sigs_ldflags sigs.k8s.io/jobset "$JOBSET_VERSION")"
   STATUS="built $JOBSET_BIN ($(du -h "$JOBSET_BIN" | cut -f1))"
 }
 
 step_kueue() {
   if manager_current sigs.k8s.io/kueue "$KUEUE_VERSION" "$KUEUE_BIN"; then STATUS="cached"; return; fi
-  go_manager kueue sigs.k8s.io/kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue "$KUEUE_BIN"
+  go_manager kueue sigs.k8s.io/kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue "$KUEUE_BIN" \
+    "$(sigs_ldflags sigs.k8s.io/kueue "$KUEUE_VERSION")"
   STATUS="built $KUEUE_BIN ($(du -h "$KUEUE_BIN" | cut -f1))"
+}
+
+KUBE_ROUTER_MODULE=github.com/cloudnativelabs/kube-router/v2
+KUBE_ROUTER_BIN=$CACHE/tools/kube-router-$KUBE_ROUTER_VERSION/kube-router
+
+step_kube_router() {
+  if manager_current "$KUBE_ROUTER_MODULE" "$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_BIN"; then STATUS="cached"; return; fi
+  go_manager kube-router "$KUBE_ROUTER_MODULE" "$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_MODULE/cmd/kube-router" \
+    "$KUBE_ROUTER_BIN" "-X $KUBE_ROUTER_MODULE/pkg/version.Version=$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_SUM"
+  STATUS="built $KUBE_ROUTER_BIN ($(du -h "$KUBE_ROUTER_BIN" | cut -f1))"
+}
+
+step_cni_images() {
+  local built=() base_id
+  # kube-router runs iptables, ipset, ip and modprobe from its image
+  if [ "$(image_label "$CNI_BASE_IMAGE" tfk8s.rev)" != "$CNI_BASE_REV" ]; then
+    local root=$WORK/cni-base-rootfs
+    debootstrap_rootfs "$root" cni-base iptables,nftables,ipset,iproute2,kmod,conntrack,ca-certificates
+    tar -C "$root" --numeric-owner -c . | docker import -c "LABEL tfk8s.rev=$CNI_BASE_REV" - "$CNI_BASE_IMAGE" >/dev/null
+    rm -rf "$root"
+    built+=("$CNI_BASE_IMAGE")
+  fi
+  base_id=$(docker image inspect --format '{{.Id}}' "$CNI_BASE_IMAGE")
+  if component_image "$KUBE_ROUTER_IMAGE" "$KUBE_ROUTER_BIN" "$(printf 'FROM %s\n# base %s\nCOPY kube-router /usr/local/bin/kube-router\nENTRYPOINT ["/usr/local/bin/kube-router"]' \
+    "$CNI_BASE_IMAGE" "$base_id")"; then
+    built+=("$KUBE_ROUTER_IMAGE")
+  fi
+  if [ ${#built[@]} -eq 0 ]; then STATUS="cached"; else STATUS="built ${#built[@]}: ${built[*]}"; fi
 }
 
 step_addon_images() {
@@ -792,7 +822,7 @@ EOF
 
 main() {
   local t0=$EPOCHREALTIME
-  say "cache: $CACHE  kubernetes $K8S_VERSION  kind $KIND_VERSION  helm $HELM_VERSION  jobset $JOBSET_VERSION  kueue $KUEUE_VERSION"
+  say "cache: $CACHE  kubernetes $K8S_VERSION  kind $KIND_VERSION  helm $HELM_VERSION  jobset $JOBSET_VERSION  kueue $KUEUE_VERSION  kube-router $KUBE_ROUTER_VERSION"
   step "packages" step_packages
   step "go" step_go
   step "docker" step_docker
@@ -805,6 +835,8 @@ main() {
   step "crictl $CRICTL_VERSION" step_crictl
   step "component base image" step_component_base
   step "component images" step_component_images
+  step "kube-router $KUBE_ROUTER_VERSION" step_kube_router
+  step "cni images" step_cni_images
   step "kind node image" step_node_image
   step "jobset $JOBSET_VERSION" step_jobset
   step "kueue $KUEUE_VERSION" step_kueue
