@@ -1,0 +1,233 @@
+"""The training cluster's gRPC port on a cluster shaped like production: two nodes, a pod
+network that routes between them and enforces NetworkPolicy (kube-router, see
+tests/kind/cni/kube-router.yaml).
+
+* Isolation: while a PS cluster trains, pods that are not its own (a pod labelled as another
+  tfk8s cluster's, a pod in another namespace carrying this cluster's labels) fail a real TCP
+  connect to its ps, worker and chief ports; with `networkPolicy: false` the same connects
+  succeed, so the check can fail.
+* Placement: that isolated cluster runs its chief and its ps/workers on different nodes and
+  trains to success, so cross-node TF_CONFIG addresses and the policy's own-pod rule work.
+* Drain: `kubectl drain` (evictions, grace periods respected, no --force) of the node running
+  the chief mid-training: the cluster recovers on the other node and succeeds; lost steps and
+  recovery seconds are measured.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from conftest import make_restricted_pod
+from test_e2e import (
+    LABEL, assert_all_jobs_complete, checkpointed_step, chief_events, cli, pod_of, progress,
+    submit_in_background, wait_for, write_spec,
+)
+
+pytestmark = pytest.mark.kind
+
+GRPC_PORT = 2222  # the spec's default `port`
+# the labels a tfk8s pod carries that say which cluster and role it is (no Job labels: a pod
+# carrying a Job's controller-uid could be adopted by that Job)
+CLUSTER_LABEL_PREFIXES = ("app.kubernetes.io/", "tfk8s.io/")
+
+# Real TCP connects from inside a pod: each target is tried `attempts` times, 2 s timeout
+# each. kube-router admits a new pod's IP a moment after the pod starts, so an allowed
+# connect may need a retry; a blocked one must fail every time.
+PROBE = r"""
+import json, socket, sys, time
+targets, attempts = json.loads(sys.argv[1]), int(sys.argv[2])
+for name, ip, port in targets:
+    result = {"target": name, "connected": False, "errors": []}
+    for _ in range(attempts):
+        s = socket.socket()
+        s.settimeout(2)
+        try:
+            s.connect((ip, port))
+            result["connected"] = True
+            break
+        except OSError as e:
+            result["errors"].append(f"{type(e).__name__}: {e}")
+            time.sleep(1)
+        finally:
+            s.close()
+    print(json.dumps(result), flush=True)
+"""
+
+
+def cluster_labels(pod: dict, **override: str) -> dict[str, str]:
+    labels = {k: v for k, v in pod["metadata"]["labels"].items()
+              if k.startswith(CLUSTER_LABEL_PREFIXES)}
+    labels.update(override)
+    return labels
+
+
+def start_probe(cluster, namespace: str, name: str, image: str, labels: dict[str, str],
+                targets: list[tuple[str, str, int]], attempts: int) -> None:
+    pod = make_restricted_pod(name, image, ["python3", "-c", PROBE, json.dumps(targets), str(attempts)])
+    pod["metadata"]["labels"] = labels
+    cluster.apply(pod, namespace=namespace)
+
+
+def probe_results(cluster, namespace: str, name: str) -> dict[str, dict]:
+    cluster.kubectl("-n", namespace, "wait", "--for=jsonpath={.status.phase}=Succeeded",
+                    f"pod/{name}", "--timeout=180s")
+    out = cluster.kubectl("-n", namespace, "logs", name).stdout
+    cluster.kubectl("-n", namespace, "delete", "pod", name, "--wait=false", check=False)
+    return {r["target"]: r for r in map(json.loads, out.splitlines())}
+
+
+def training_targets(cluster, namespace: str, name: str) -> list[tuple[str, str, int]]:
+    targets = []
+    for role, count in (("chief", 1), ("worker", 2), ("ps", 1)):
+        for index in range(count):
+            pod = wait_for(lambda: (p := pod_of(cluster, namespace, name, role, index))
+                           and p["status"].get("podIP") and p, 300, f"{name} {role}-{index}'s IP")
+            targets.append((f"{role}-{index}", pod["status"]["podIP"], GRPC_PORT))
+    return targets
+
+
+def node_of(cluster, namespace: str, name: str, role: str, index: int = 0) -> str:
+    return pod_of(cluster, namespace, name, role, index)["spec"]["nodeName"]
+
+
+def probe_cluster(cluster, namespace, other_namespace, name, image) -> dict[str, dict[str, dict]]:
+    """Connect to every training port of `name` from a pod of another tfk8s cluster (same
+    namespace) and from a pod with `name`'s own labels in another namespace."""
+    targets = training_targets(cluster, namespace, name)
+    ps = pod_of(cluster, namespace, name, "ps", 0)
+    probes = {
+        "another tfk8s cluster's pod": (namespace, cluster_labels(
+            ps, **{LABEL: f"{name}-other"})),
+        "a pod in another namespace": (other_namespace, cluster_labels(ps)),
+    }
+    for i, (ns, labels) in enumerate(probes.values()):
+        start_probe(cluster, ns, f"probe-{name}-{i}", image, labels, targets, attempts=4)
+    return {who: probe_results(cluster, ns, f"probe-{name}-{i}")
+            for i, (who, (ns, _)) in enumerate(probes.items())}
+
+
+def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
+        kind_cluster, worker_image, probe_image, namespace, other_namespace, checkpoint_pvc,
+        tmp_path):
+    nodes = sorted(kind_cluster.node_names())
+    assert len(nodes) >= 2, f"the kind tier needs two nodes, has {nodes}"
+    # Placement: the chief (and evaluator) on one node, ps and workers on the other.
+    pin = {"chief": nodes[0], "evaluator": nodes[0], "ps": nodes[1], "worker": nodes[1]}
+    results, outputs = {}, {}
+    for policy in (True, False):
+        name = f"iso-{'on' if policy else 'off'}"
+        roles = {role: {"replicas": n, "nodeSelector": {"kubernetes.io/hostname": pin[role]}}
+                 for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))}
+        spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
+                          steps=1000, roles=roles, networkPolicy=policy)
+        proc = submit_in_background(kind_cluster, spec)
+        try:
+            wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
+                     f"{name}'s first checkpoint (training under way)")
+            results[policy] = probe_cluster(kind_cluster, namespace, other_namespace, name,
+                                            probe_image)
+            if policy:
+                outputs[name], _ = proc.communicate(timeout=900)
+                assert proc.returncode == 0, outputs[name][-3000:]
+                assert_all_jobs_complete(kind_cluster, namespace, name)
+                policies = kind_cluster.get_json("networkpolicies", "-n", namespace, "-l",
+                                                 f"{LABEL}={name}")["items"]
+                assert policies, "networkPolicy: true rendered no NetworkPolicy"
+                placed = {f"{role}-{i}": node_of(kind_cluster, namespace, name, role, i)
+                          for role, i in (("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1))}
+                assert placed["chief-0"] != placed["ps-0"] == placed["worker-0"] == placed["worker-1"], placed
+                final = [e for e in chief_events(kind_cluster, name, namespace)
+                         if e["event"] == "final"]
+                assert final and final[-1]["step"] == 1000, final
+            else:
+                cli(kind_cluster, "delete", name, "-n", namespace, check=True)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    for who, by_target in results[True].items():
+        for target, r in by_target.items():
+            assert not r["connected"], f"networkPolicy on: {who} reached {target}: {r}"
+            assert len(r["errors"]) == 4, r
+    for who, by_target in results[False].items():
+        for target, r in by_target.items():
+            assert r["connected"], f"networkPolicy off: {who} could not reach {target}: {r}"
+    blocked = sum(len(r["errors"]) for t in results[True].values() for r in t.values())
+    tried = len(results[True]) * 4 * len(next(iter(results[True].values())))
+    allowed = sum(r["connected"] for t in results[False].values() for r in t.values())
+    print(f"\nMEASURE isolation: networkPolicy on: {blocked}/{tried} connect attempts to the "
+          f"chief/worker/ps gRPC ports blocked ({'; '.join(sorted(results[True]))}; e.g. "
+          f"{next(iter(next(iter(results[True].values())).values()))['errors'][0]}); "
+          f"networkPolicy off: {allowed}/{sum(len(t) for t in results[False].values())} "
+          f"targets reached. Placement: chief on {pin['chief']}, ps and workers on {pin['ps']}; "
+          f"the isolated cluster trained to step 1000 and succeeded")
+
+
+def drain(cluster, node: str) -> subprocess.CompletedProcess[str]:
+    # Evictions, each pod's grace period, no --force: what an administrator runs. DaemonSet
+    # pods (kube-proxy, kube-router) stay; static control-plane pods are mirror pods, skipped.
+    return cluster.kubectl("drain", node, "--ignore-daemonsets", "--delete-emptydir-data",
+                           "--timeout=300s", timeout=330)
+
+
+def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
+        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
+    name, steps = "drained", 1600
+    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
+                      steps=steps)
+    proc = submit_in_background(kind_cluster, spec)
+    node = None
+    try:
+        wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
+                 "the first checkpoint")
+        node = node_of(kind_cluster, namespace, name, "chief")
+        before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in kind_cluster.get_json(
+            "pods", "-n", namespace, "-l", f"{LABEL}={name}")["items"]}
+        victim = pod_of(kind_cluster, namespace, name, "chief")
+        # The evicted chief's own log, read to its end: the pod object goes with it.
+        follow = subprocess.Popen(
+            ["kubectl", "--kubeconfig", kind_cluster.kubeconfig, "--context", kind_cluster.context,
+             "-n", namespace, "logs", "-f", victim["metadata"]["name"]],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=kind_cluster.env)
+        time.sleep(1)
+        drained_at = time.time()
+        result = drain(kind_cluster, node)
+        drain_seconds = time.time() - drained_at
+        print(result.stdout[-2000:], result.stderr[-2000:])
+        victim_log, _ = follow.communicate(timeout=120)
+        output, _ = proc.communicate(timeout=900)
+    finally:
+        for process in (proc, locals().get("follow")):
+            if process is not None and process.poll() is None:
+                process.kill()
+        if node:
+            kind_cluster.kubectl("uncordon", node, check=False)
+    print(output[-3000:])
+    assert proc.returncode == 0, output[-3000:]
+    assert_all_jobs_complete(kind_cluster, namespace, name)
+    events = chief_events(kind_cluster, name, namespace)  # the last chief pod's log
+    starts = [e for e in events if e["event"] == "start"]
+    assert starts, events
+    # the replacement chief ran on the other node and resumed where the evicted one saved
+    chief = pod_of(kind_cluster, namespace, name, "chief")
+    assert chief["metadata"]["uid"] != victim["metadata"]["uid"] and chief["spec"]["nodeName"] != node
+    resumed_at = starts[-1]["step"]
+    saved = checkpointed_step(kind_cluster, name, namespace)
+    evicted = sorted(p for p, n in before.items() if n == node)
+    preempted = [e["step"] for e in progress(victim_log) if e["event"] == "preempted"]
+    assert preempted, f"the evicted chief did not save at SIGTERM: {victim_log[-3000:]}"
+    preempted_step = preempted[0]
+    lost = preempted_step - resumed_at
+    first_step = [e["wall"] for e in events if e["event"] == "first_step"]
+    recovery = first_step[-1] - drained_at if first_step else None
+    final = [e for e in events if e["event"] == "final"]
+    assert final and final[-1]["step"] == steps, final
+    assert lost == 0, f"preempted at step {preempted_step}, resumed at {resumed_at}"
+    print(f"\nMEASURE drain: kubectl drain {node} (chief's node; evicted {', '.join(evicted)}) "
+          f"took {drain_seconds:.1f}s; the chief saved step {preempted_step} and the "
+          f"replacement resumed at step {resumed_at} on {chief['spec']['nodeName']}: {lost} "
+          f"lost steps; training resumed {recovery:.1f}s after the drain began; cluster "
+          f"succeeded at step {final[-1]['step']} (last checkpoint {saved})")
+
