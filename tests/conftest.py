@@ -24,11 +24,25 @@ def pytest_configure(config):
     )
 
 
+TIERS = ("kind", "process", "helm")  # a test's tier: the first of these markers it has, else unit
+_TIER_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # setup + call + teardown, so a session fixture (the kind cluster) counts for its tier
+    tier = next((t for t in TIERS if t in report.keywords), "unit")
+    _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter):
     if MEASUREMENTS:
         terminalreporter.section("tfk8s measurements")
         for line in MEASUREMENTS:
             terminalreporter.write_line(line)
+    if _TIER_SECONDS:
+        terminalreporter.section("tfk8s time per tier")
+        terminalreporter.write_line(", ".join(
+            f"{tier} {seconds / 60:.1f} min" for tier, seconds in sorted(_TIER_SECONDS.items())))
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from conftest import make_restricted_pod
+from local_clusters import MEASUREMENTS
 from test_e2e import (
     LABEL, assert_all_jobs_complete, checkpointed_step, chief_events, cli, pod_of, progress,
     submit_in_background, wait_for, write_spec,
@@ -157,12 +158,18 @@ def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
     blocked = sum(len(r["errors"]) for t in results[True].values() for r in t.values())
     tried = len(results[True]) * 4 * len(next(iter(results[True].values())))
     allowed = sum(r["connected"] for t in results[False].values() for r in t.values())
-    print(f"\nMEASURE isolation: networkPolicy on: {blocked}/{tried} connect attempts to the "
+    measured(f"isolation: networkPolicy on: {blocked}/{tried} connect attempts to the "
           f"chief/worker/ps gRPC ports blocked ({'; '.join(sorted(results[True]))}; e.g. "
           f"{next(iter(next(iter(results[True].values())).values()))['errors'][0]}); "
           f"networkPolicy off: {allowed}/{sum(len(t) for t in results[False].values())} "
           f"targets reached. Placement: chief on {pin['chief']}, ps and workers on {pin['ps']}; "
           f"the isolated cluster trained to step 1000 and succeeded")
+
+
+def measured(line: str) -> None:
+    """A figure for the run's "tfk8s measurements" summary (shown without -s too)."""
+    print(f"\nMEASURE {line}")
+    MEASUREMENTS.append(f"kind {line}")
 
 
 def drain(cluster, node: str) -> subprocess.CompletedProcess[str]:
@@ -225,7 +232,7 @@ def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
     final = [e for e in events if e["event"] == "final"]
     assert final and final[-1]["step"] == steps, final
     assert lost == 0, f"preempted at step {preempted_step}, resumed at {resumed_at}"
-    print(f"\nMEASURE drain: kubectl drain {node} (chief's node; evicted {', '.join(evicted)}) "
+    measured(f"drain: kubectl drain {node} (chief's node; evicted {', '.join(evicted)}) "
           f"took {drain_seconds:.1f}s; the chief saved step {preempted_step} and the "
           f"replacement resumed at step {resumed_at} on {chief['spec']['nodeName']}: {lost} "
           f"lost steps; training resumed {recovery:.1f}s after the drain began; cluster "
