@@ -87,6 +87,24 @@ def submit_in_background(cluster, spec: Path) -> subprocess.Popen:
                             text=True)
 
 
+def follow_log(cluster, namespace: str, pod: dict) -> subprocess.Popen:
+    """`kubectl logs -f` of a pod about to go (deleted, evicted): its own log, read to its end
+    with .communicate(), since the pod object is gone after it terminates."""
+    follow = subprocess.Popen(
+        ["kubectl", "--kubeconfig", cluster.kubeconfig, "--context", cluster.context,
+         "-n", namespace, "logs", "-f", pod["metadata"]["name"]],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env)
+    time.sleep(1)
+    return follow
+
+
+def kill_running(*processes: subprocess.Popen | None) -> None:
+    """For a test's `finally`: kill what is still running (None: never started)."""
+    for process in processes:
+        if process is not None and process.poll() is None:
+            process.kill()
+
+
 def pod_of(cluster, namespace: str, name: str, role: str, index: int = 0) -> dict | None:
     pods = cluster.get_json("pods", "-n", namespace, "-l",
                             f"{LABEL}={name},app.kubernetes.io/component={role},"

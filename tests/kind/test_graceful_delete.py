@@ -4,14 +4,13 @@ seconds, no replacement overlaps it, the Job's failed count does not move, and t
 resumes at exactly the saved step."""
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
 
 from test_e2e import (
-    assert_all_jobs_complete, checkpointed_step, cli, pod_of, progress, submit_in_background,
-    wait_for, write_spec,
+    assert_all_jobs_complete, checkpointed_step, cli, follow_log, kill_running, pod_of, progress,
+    submit_in_background, wait_for, write_spec,
 )
 
 pytestmark = pytest.mark.kind
@@ -60,12 +59,7 @@ def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, name
                 kind_cluster, namespace, name, "worker", 0)), 600, "worker 0's first checkpoint")
         victim = pod_of(kind_cluster, namespace, name, role, index)
         failed_before = job_failed(kind_cluster, namespace, name, role)
-        # The victim's own log, read to its end: the pod object is gone after it terminates.
-        follow = subprocess.Popen(
-            ["kubectl", "--kubeconfig", kind_cluster.kubeconfig, "--context", kind_cluster.context,
-             "-n", namespace, "logs", "-f", victim["metadata"]["name"]],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=kind_cluster.env)
-        time.sleep(1)
+        follow = follow_log(kind_cluster, namespace, victim)
         deleted_at = time.time()
         kind_cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"],
                              "--wait=false")
@@ -85,9 +79,7 @@ def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, name
         victim_log, _ = follow.communicate(timeout=60)
         output, _ = proc.communicate(timeout=900)
     finally:
-        for process in (proc, locals().get("follow")):
-            if process is not None and process.poll() is None:
-                process.kill()
+        kill_running(proc, locals().get("follow"))
     print(output[-3000:])
     assert proc.returncode == 0, output[-2000:]
     assert_all_jobs_complete(kind_cluster, namespace, name)

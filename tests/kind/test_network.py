@@ -23,8 +23,8 @@ import pytest
 from conftest import make_restricted_pod
 from local_clusters import MEASUREMENTS
 from test_e2e import (
-    LABEL, assert_all_jobs_complete, checkpointed_step, chief_events, cli, pod_of, progress,
-    submit_in_background, wait_for, write_spec,
+    LABEL, assert_all_jobs_complete, checkpointed_step, chief_events, cli, follow_log,
+    kill_running, pod_of, progress, submit_in_background, wait_for, write_spec,
 )
 
 pytestmark = pytest.mark.kind
@@ -146,8 +146,7 @@ def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
             else:
                 cli(kind_cluster, "delete", name, "-n", namespace, check=True)
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            kill_running(proc)
     for who, by_target in results[True].items():
         for target, r in by_target.items():
             assert not r["connected"], f"networkPolicy on: {who} reached {target}: {r}"
@@ -193,12 +192,7 @@ def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
         before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in kind_cluster.get_json(
             "pods", "-n", namespace, "-l", f"{LABEL}={name}")["items"]}
         victim = pod_of(kind_cluster, namespace, name, "chief")
-        # The evicted chief's own log, read to its end: the pod object goes with it.
-        follow = subprocess.Popen(
-            ["kubectl", "--kubeconfig", kind_cluster.kubeconfig, "--context", kind_cluster.context,
-             "-n", namespace, "logs", "-f", victim["metadata"]["name"]],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=kind_cluster.env)
-        time.sleep(1)
+        follow = follow_log(kind_cluster, namespace, victim)
         drained_at = time.time()
         result = drain(kind_cluster, node)
         drain_seconds = time.time() - drained_at
@@ -206,9 +200,7 @@ def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
         victim_log, _ = follow.communicate(timeout=120)
         output, _ = proc.communicate(timeout=900)
     finally:
-        for process in (proc, locals().get("follow")):
-            if process is not None and process.poll() is None:
-                process.kill()
+        kill_running(proc, locals().get("follow"))
         if node:
             kind_cluster.kubectl("uncordon", node, check=False)
     print(output[-3000:])
