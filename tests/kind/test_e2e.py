@@ -70,7 +70,7 @@ def progress(text: str) -> list[dict]:
 
 
 def objects(cluster, namespace: str, name: str) -> list[str]:
-    kinds = "jobs,pods,services,configmaps,serviceaccounts,roles,rolebindings"
+    kinds = "jobs,pods,services,configmaps,serviceaccounts,roles,rolebindings,networkpolicies"
     result = cluster.kubectl("-n", namespace, "get", kinds, "-l", f"{LABEL}={name}", "-o", "name")
     return result.stdout.split()
 

@@ -40,7 +40,7 @@ STEPS, CHECKPOINT_EVERY = 40, 10
 # Everything that may carry the instance label: the chart's objects, their pods, and the
 # EndpointSlices that copy the Service's labels.
 KINDS = ("jobs,pods,services,configmaps,serviceaccounts,roles,rolebindings,"
-         "endpointslices.discovery.k8s.io")
+         "endpointslices.discovery.k8s.io,networkpolicies.networking.k8s.io")
 
 
 class Helm:
