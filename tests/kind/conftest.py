@@ -201,6 +201,23 @@ def _kind_config_with_shared_dir(name: str, workdir: Path) -> Path:
     return path
 
 
+def _restart_kube_router(cluster: KindCluster) -> None:
+    """Restart the offline node image's kube-router once every node has joined.
+
+    kube-router v2.1.0 learns the pod CIDRs of nodes that join after it started for its
+    routes but not for the ipset that exempts pod-to-pod traffic from masquerading
+    (kube-router#1559): traffic from the first node's pods to a later node's pods is SNATed
+    to the node address, and NetworkPolicy rejects it as coming from outside the cluster.
+    kind's own kindnet (its default image) has no kube-router DaemonSet: nothing to do."""
+    ds = ("-n", "kube-system", "daemonset/kube-router")
+    if cluster.kubectl("get", *ds, check=False).returncode != 0:
+        return
+    t0 = time.monotonic()
+    cluster.kubectl("rollout", "restart", *ds)
+    cluster.kubectl("rollout", "status", *ds, "--timeout=180s", timeout=200)
+    print(f"[kind] restarted kube-router after every node joined ({time.monotonic() - t0:.0f}s)")
+
+
 # --------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
@@ -251,6 +268,8 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
     os.chmod(kubeconfig, 0o600)
     cluster = KindCluster(name=name, kubeconfig=kubeconfig, context=f"kind-{name}",
                           node_image=node_image, reused=reused, env=env)
+    if not reused:
+        _restart_kube_router(cluster)
     try:
         worker = os.environ.get("TFK8S_WORKER_IMAGE") or DEFAULT_WORKER_IMAGE
         if _local_image_exists(worker, env):
