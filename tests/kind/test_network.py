@@ -23,7 +23,7 @@ import pytest
 from conftest import make_restricted_pod
 from local_clusters import MEASUREMENTS
 from test_e2e import (
-    LABEL, assert_all_jobs_complete, checkpointed_step, chief_events, cli, follow_log,
+    LABEL, assert_all_jobs_complete, checkpointed_step, chief_events, follow_log,
     kill_running, pod_of, progress, submit_in_background, wait_for, write_spec,
 )
 
@@ -143,8 +143,8 @@ def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
                 final = [e for e in chief_events(kind_cluster, name, namespace)
                          if e["event"] == "final"]
                 assert final and final[-1]["step"] == 1000, final
-            else:
-                cli(kind_cluster, "delete", name, "-n", namespace, check=True)
+            # networkPolicy off: probed, nothing more to learn; the namespace's deletion at
+            # teardown ends it (a `delete` here took 123 s twice, waiting out the grace period)
         finally:
             kill_running(proc)
     for who, by_target in results[True].items():
