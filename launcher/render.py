@@ -157,6 +157,7 @@ def _context(cluster: ClusterPlan) -> dict:
     supervised = cluster.supervised
     watched = [names.job(spec.name, cluster.success_role, spec.workload)] if supervised else []
     root_data = {SUPERVISOR_SCRIPT: supervisor_source()} if supervised else {}
+    selector = selector_labels(spec.name)
     return {
         "names": {
             "root": names.root(spec.name),
@@ -167,8 +168,8 @@ def _context(cluster: ClusterPlan) -> dict:
         "labels": labels,
         "annotations": dict(spec.annotations),
         "root_data": root_data,
-        "selector": selector_labels(spec.name),
-        "network_policies": network_policies(cluster, selector_labels(spec.name)),
+        "selector": selector,
+        "network_policies": network_policies(cluster, selector),
         "port": spec.port,
         "watched_jobs": watched,
         "create_service_account": cluster.create_service_account,
