@@ -14,6 +14,7 @@ from launcher import loader, render
 from launcher.backends.base import Backend
 from launcher.errors import LauncherError, SpecError
 from launcher.spec import ClusterSpec
+from launcher.view import DEFAULT_LINE_SECONDS, LineView, View, make_view
 from worker.contract import ROLES
 
 DEFAULT_SPEC = "embedded default (launcher/default-cluster.yaml)"
@@ -38,6 +39,15 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--namespace", help="namespace (default: the spec's, or the context's)")
     p.add_argument("--local", action="store_true", help="use local processes instead of Kubernetes")
     p.add_argument("--workdir", default=".tfk8s", help="where --local keeps runs (default: .tfk8s)")
+
+
+def _add_view_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--raw", action="store_true",
+                   help="no live view: with --local every task's output as it comes; on "
+                        "Kubernetes a status line at each change")
+    p.add_argument("--every", type=float, default=DEFAULT_LINE_SECONDS, metavar="SECONDS",
+                   help="when not on a terminal, print the progress line this often "
+                        f"(default {DEFAULT_LINE_SECONDS:g})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,16 +75,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stuck-timeout", type=float, default=120.0,
                    help="with --wait, give up after a pod is stuck this many seconds "
                         "(image pull error, unschedulable)")
+    _add_view_flags(p)
 
-    p = sub.add_parser("status", help="phase and per-role counts of a cluster")
+    p = sub.add_parser("status", help="phase, per-role counts and training progress of a cluster")
     p.add_argument("name")
     _add_cluster_flags(p)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.add_argument("-w", "--watch", action="store_true",
+                   help="show the live view until the cluster ends; exit with the chief's code")
+    _add_view_flags(p)
 
-    p = sub.add_parser("logs", help="print a task's log")
+    p = sub.add_parser("logs", help="print a task's log, or every task's")
     p.add_argument("name")
     _add_cluster_flags(p)
-    p.add_argument("--role", required=True, choices=[r.value for r in ROLES])
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--role", choices=[r.value for r in ROLES])
+    which.add_argument("--all", action="store_true",
+                       help="every task's log, each line behind its task's name")
     p.add_argument("--index", type=int, default=0)
     p.add_argument("-f", "--follow", action="store_true")
 
@@ -90,17 +107,30 @@ def build_parser() -> argparse.ArgumentParser:
 def _backend(args, namespace: str | None = None) -> Backend:
     """The one place that knows which backend: everything after it calls the Backend API."""
     dry_run = getattr(args, "dry_run", "none") == "server"
+    raw = getattr(args, "raw", False)
     if args.local:
         if dry_run:
             raise LauncherError("--dry-run=server needs a cluster; drop --local")
         from launcher.backends.local import LocalBackend
 
-        return LocalBackend(workdir=Path(args.workdir))
+        return LocalBackend(workdir=Path(args.workdir), echo_tasks=raw,
+                            view=_view(args, sys.stdout))
     from launcher.backends.kubernetes import KubernetesBackend
 
     return KubernetesBackend(kubeconfig=args.kubeconfig, context=args.context,
                              namespace=namespace or args.namespace, dry_run=dry_run,
-                             stuck_seconds=getattr(args, "stuck_timeout", 120.0))
+                             stuck_seconds=getattr(args, "stuck_timeout", 120.0),
+                             view=_view(args, sys.stderr))
+
+
+def _view(args, out) -> View | None:
+    """Lazily: only commands that wait show a view (a live one starts drawing at once)."""
+    if not (getattr(args, "wait", False) or getattr(args, "watch", False)
+            or (args.command == "submit" and args.local)):
+        return None
+    if getattr(args, "raw", False):
+        return LineView(out, None)
+    return make_view(out, args.every)
 
 
 def cmd_render(args) -> int:
@@ -135,7 +165,10 @@ def cmd_submit(args) -> int:
 
 
 def cmd_status(args) -> int:
-    status = _backend(args).status(args.name)
+    backend = _backend(args)
+    if args.watch:
+        return backend.watch(args.name)
+    status = backend.status(args.name)
     if args.output == "json":
         print(json.dumps(status.to_dict(), indent=2))
         return 0
@@ -143,6 +176,8 @@ def cmd_status(args) -> int:
           + (f" - {status.message}" if status.message else ""))
     if status.exit_code is not None:
         print(f"exit code: {status.exit_code}")
+    if status.training is not None:
+        print(f"training: {status.training.summary()}")
     print(f"{'ROLE':<10} {'REPLICAS':>8} {'ACTIVE':>6} {'SUCCEEDED':>9} {'FAILED':>6} "
           f"{'LAST EXIT':>9}  REASON")
     for r in status.roles:
@@ -153,7 +188,10 @@ def cmd_status(args) -> int:
 
 
 def cmd_logs(args) -> int:
-    for line in _backend(args).logs(args.name, args.role, args.index, follow=args.follow):
+    backend = _backend(args)
+    lines = (backend.all_logs(args.name, follow=args.follow) if args.all
+             else backend.logs(args.name, args.role, args.index, follow=args.follow))
+    for line in lines:
         sys.stdout.write(line)
         sys.stdout.flush()
     return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from launcher.progress import TrainingProgress
+
 
 class Phase(str, Enum):
     QUEUED = "Queued"  # waiting for Kueue to admit it (quota), or suspended after a preemption
@@ -42,6 +44,7 @@ class ClusterStatus:
     message: str = ""
     exit_code: int | None = None  # the chief's (MWMS: worker 0's) exit code, once known
     roles: list[RoleStatus] = field(default_factory=list)
+    training: TrainingProgress | None = None  # from the tasks' progress lines, once reported
 
     def __post_init__(self):
         self.phase = Phase(self.phase)
@@ -55,6 +58,7 @@ class ClusterStatus:
             "name": self.name, "namespace": self.namespace, "phase": self.phase.value,
             "message": self.message, "exitCode": self.exit_code,
             "roles": [vars(r) for r in self.roles],
+            "training": self.training.to_dict() if self.training else None,
         }
 
     def line(self) -> str:

@@ -6,6 +6,7 @@ and scripts/gen_chart.py writes it into the chart (templates/_contract.tpl) for 
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -73,6 +74,41 @@ DEFAULT_SERVER_LINGER_SECONDS = 10.0
 # Set by the launcher for every pod; a user value would silently break the cluster.
 RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST)
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+
+# --- progress lines ------------------------------------------------------------------------
+# Tasks print `tfk8s-progress {json}` lines on stdout; the launcher reads them from the success
+# role's and the evaluator's logs for `status`, `submit --wait` and `status --watch`. A
+# bring-your-own script that prints the same lines gets the same view (README "Progress").
+PROGRESS_PREFIX = "tfk8s-progress "
+# {"event": "step", "step": int, "target": int, "loss": float, "steps_per_s": float}: training
+# progress, every PROGRESS_SECONDS while steps run and once when training ends.
+EVENT_STEP = "step"
+# {"event": "evaluated", "step": int, "checkpoint": str, <metric>: float...}: one evaluation.
+EVENT_EVALUATED = "evaluated"
+# {"event": "final", "step": int, "checkpoint": str}: training is done; this is its checkpoint.
+EVENT_FINAL = "final"
+# Fields of an `evaluated` event that describe it rather than measure the model.
+EVALUATION_META_FIELDS = ("event", "t", "wall", "step", "checkpoint", "final", "examples",
+                          "evaluated_at", "seconds")
+PROGRESS_SECONDS = "TFK8S_PROGRESS_SECONDS"
+DEFAULT_PROGRESS_SECONDS = 5.0
+
+
+def parse_progress_line(line: str) -> dict | None:
+    """The record of one log line, or None if it is no (well-formed) progress line.
+
+    Accepts a launcher prefix such as `[chief-0] tfk8s-progress {...}`. A user's script may
+    print anything: a malformed record is skipped, never an error.
+    """
+    at = line.find(PROGRESS_PREFIX)
+    if at < 0:
+        return None
+    try:
+        record = json.loads(line[at + len(PROGRESS_PREFIX):])
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("event"), str) else None
+
 
 # --- defaults ------------------------------------------------------------------------------
 BUILTIN_PROGRAM = "worker.examples.fashion_mnist"

@@ -99,6 +99,7 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
         return path
 
     blocks = training.BlockProgress(step)
+    steps = progress.StepReporter(step, options.steps)
     next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
     preemption.defer()
     while step < options.steps:
@@ -112,8 +113,12 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
             results = [coordinator.schedule(train_step, args=(per_worker_iterator,))
                        for _ in range(size)]
             coordinator.join()
-            losses += [result.fetch() for result in results]
+            fetched = [result.fetch() for result in results]
+            losses += fetched
             scheduled += size
+            for loss in fetched:
+                steps.add(loss)
+            steps.maybe_report(step + scheduled)
         step = reached["step"] = int(optimizer.iterations.numpy())
         if scheduled:
             blocks.done(step, scheduled, time.monotonic() - started, losses)
@@ -122,6 +127,7 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
         if step >= next_checkpoint or step >= options.steps:
             save(step)
             next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
+    steps.report(step)
     progress.report("trained", step=step)
     training.finish(task, options, program, model, save(step), step)
 

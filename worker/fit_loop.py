@@ -27,8 +27,10 @@ def build_compiled_model(program: Program, strategy):
     return model
 
 
-def fit_progress_callback(task: TaskContext, options: Options):
-    """Epoch-level progress lines (batch-level callbacks are not supported under PS fit).
+def fit_progress_callback(task: TaskContext, options: Options, synchronous: bool):
+    """Progress lines of Model.fit: a `step` event every few seconds under MWMS/mirrored; under
+    PS, where tf_keras supports no batch-level callbacks, one per epoch (--checkpoint-every
+    steps), with the epoch's logs.
 
     Built on demand so roles that never fit do not load Keras's callback machinery.
     """
@@ -37,9 +39,11 @@ def fit_progress_callback(task: TaskContext, options: Options):
         def on_train_begin(self, logs=None):
             self._epoch_start = time.monotonic()
             self._first = True
+            step = int(self.model.optimizer.iterations.numpy())
+            self._steps = progress.StepReporter(step, options.steps)
             # After BackupAndRestore's on_train_begin: the step training resumes from.
-            progress.report("start", step=int(self.model.optimizer.iterations.numpy()),
-                            restored_from=layout.backup_dir(task.model_dir), target=options.steps)
+            progress.report("start", step=step, restored_from=layout.backup_dir(task.model_dir),
+                            target=options.steps)
 
         def on_train_end(self, logs=None):
             progress.report("train_end", step=int(self.model.optimizer.iterations.numpy()))
@@ -58,8 +62,18 @@ def fit_progress_callback(task: TaskContext, options: Options):
                 "epoch", epoch=epoch + 1, step=step,
                 steps_per_s=round(options.checkpoint_every / seconds, 2), **fields,
             )
+            if "loss" in fields:
+                self._steps.add(fields["loss"])
+            self._steps.report(step)
 
-    return FitProgressCallback()
+    class SynchronousFitProgressCallback(FitProgressCallback):
+        def on_train_batch_end(self, batch, logs=None):
+            if self._steps.due():
+                if logs and "loss" in logs:
+                    self._steps.add(logs["loss"])
+                self._steps.report(int(self.model.optimizer.iterations.numpy()))
+
+    return SynchronousFitProgressCallback() if synchronous else FitProgressCallback()
 
 
 def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
@@ -84,7 +98,7 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
             save_weights_only=True,
         ),
         _prune_checkpoints_callback(task, options),
-        fit_progress_callback(task, options),
+        fit_progress_callback(task, options, synchronous),
         _preemption_callback(task, synchronous),
     ]
 

@@ -1,14 +1,20 @@
 """Machine-readable progress lines on stdout: `tfk8s-progress {"event": ..., ...}`.
 
-The launcher streams task logs as they are, so progress is plain text any log reader can grep;
-bench/local.py and the process tests parse these lines for time to first step and steps/s.
+The format and the event names are the contract's (worker/contract.py); the launcher reads these
+lines for `status` and its live view, bench/local.py and the process tests for time to first
+step and steps/s.
 """
 from __future__ import annotations
 
 import json
+import os
 import time
 
-PREFIX = "tfk8s-progress "
+from worker.contract import (
+    DEFAULT_PROGRESS_SECONDS, EVENT_STEP, PROGRESS_PREFIX, PROGRESS_SECONDS, parse_progress_line,
+)
+
+PREFIX = PROGRESS_PREFIX
 
 # When this module is first imported, which `python -m worker` does before importing TensorFlow,
 # so "seconds since start" includes TF's import time (the Python interpreter's own start-up of
@@ -27,11 +33,55 @@ def report(event: str, **fields) -> None:
 
 
 def parse_line(line: str) -> dict | None:
-    """The record in one log line, or None if the line is not a progress line.
+    """The record in one log line, or None if the line is not a progress line."""
+    return parse_progress_line(line)
 
-    Accepts lines with a launcher prefix such as `[chief-0] tfk8s-progress {...}`.
-    """
-    at = line.find(PREFIX)
-    if at < 0:
-        return None
-    return json.loads(line[at + len(PREFIX):])
+
+def progress_seconds() -> float:
+    value = os.environ.get(PROGRESS_SECONDS, "")
+    try:
+        seconds = float(value) if value else DEFAULT_PROGRESS_SECONDS
+    except ValueError:
+        seconds = -1.0
+    if seconds <= 0:
+        from worker.errors import ConfigError
+
+        raise ConfigError(f"{PROGRESS_SECONDS}={value!r}: must be a number of seconds > 0")
+    return seconds
+
+
+class StepReporter:
+    """`step` events every `every_seconds` while training runs: the view's live step, loss and
+    steps/s. Losses are passed as they come (tensors are fine) and converted only when a line is
+    due, so reporting adds no per-step synchronisation."""
+
+    def __init__(self, step: int, target: int, every_seconds: float | None = None,
+                 clock=time.monotonic):
+        self.target = target
+        self.every = progress_seconds() if every_seconds is None else every_seconds
+        self.clock = clock
+        self._since = clock()
+        self._since_step = step
+        self._losses: list = []
+
+    def add(self, loss) -> None:
+        self._losses.append(loss)
+
+    def due(self) -> bool:
+        return self.clock() - self._since >= self.every
+
+    def maybe_report(self, step: int) -> None:
+        if self.due():
+            self.report(step)
+
+    def report(self, step: int) -> None:
+        now = self.clock()
+        losses = [float(x) for x in self._losses]
+        seconds = now - self._since
+        fields = {"step": step, "target": self.target}
+        if losses:
+            fields["loss"] = round(sum(losses) / len(losses), 5)
+        if step > self._since_step and seconds > 0:
+            fields["steps_per_s"] = round((step - self._since_step) / seconds, 3)
+        report(EVENT_STEP, **fields)
+        self._since, self._since_step, self._losses = now, step, []

@@ -74,11 +74,16 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
     ))
 
     blocks = training.BlockProgress(step)
+    steps = progress.StepReporter(step, options.steps)
     next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
     while step < options.steps:
         count = blocks.steps_to_run(step, next_checkpoint, options.steps)
         started = time.monotonic()
-        losses = [handler.run(train_step, iterator) for _ in range(count)]
+        losses = []
+        for done in range(1, count + 1):
+            losses.append(handler.run(train_step, iterator))
+            steps.add(losses[-1])
+            steps.maybe_report(step + done)
         losses = [float(loss) for loss in losses]
         step = int(optimizer.iterations.numpy())
         blocks.done(step, count, time.monotonic() - started, losses)
@@ -86,6 +91,7 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
             save_current_step()
             saved_step = step
             next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
+    steps.report(step)
     # The decision to save depends only on the step, which all workers agree on.
     if saved_step != step:
         save_current_step()

@@ -28,11 +28,21 @@ class Backend(abc.ABC):
         """Block until the cluster ends, reporting progress; the CLI exit code (the chief's)."""
 
     @abc.abstractmethod
+    def watch(self, name: str) -> int:
+        """Show a cluster that runs elsewhere (submitted earlier) until it ends; the CLI exit
+        code (the chief's)."""
+
+    @abc.abstractmethod
     def status(self, name: str) -> ClusterStatus: ...
 
     @abc.abstractmethod
     def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
         """Lines of one task's log, each ending in a newline; with follow, until it ends."""
+
+    @abc.abstractmethod
+    def all_logs(self, name: str, follow: bool = False) -> Iterator[str]:
+        """Every task's log lines, each behind `[<role>-<index>] `, in the order they were
+        written as far as the backend can tell; with follow, until the cluster ends."""
 
     @abc.abstractmethod
     def delete(self, name: str) -> None:

@@ -224,9 +224,8 @@ def test_detached_wait_polls_until_the_end_and_returns_the_chief_exit_code(detac
     detached.submit(byo_spec("bg-fails", [FLAKY, "99"], restartPolicy="Never", backoffLimit=0))
     assert detached.wait("bg-fails") == 3
     shown = (tmp_path / "waiter-output.log").read_text().splitlines()
-    assert shown[-1].startswith("[Failed] chief 0 active/0 succeeded/1 failed of 1 - chief-0 "
-                                "exited 3"), shown
-    assert any(line.startswith("[Succeeded] chief 0 active/1 succeeded") for line in shown)
+    assert shown[-1].startswith("[Failed] chief 0/1 (1 failed) - chief-0 exited 3"), shown
+    assert "[Succeeded] chief 0/1 (1 done)" in shown
     # A foreground backend that did not submit it only reads how it ended.
     assert LocalBackend(detached.workdir).wait("bg-fails") == 3
     assert "chief-0 exited 3" in (detached.run_dir("bg-fails") / "supervisor.log").read_text()

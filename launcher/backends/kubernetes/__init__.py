@@ -7,18 +7,23 @@ Submit's steps are in submit.py, the API calls in api.py, the phase in launcher/
 """
 from __future__ import annotations
 
+import heapq
+import queue
 import sys
+import threading
 import time
 from typing import Iterator, TextIO
 
 from launcher import lifecycle
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import submit as submit_steps
-from launcher.backends.kubernetes.api import JOBSET, Api
+from launcher.backends.kubernetes.api import JOBSET, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError
+from launcher.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.spec import ClusterSpec
 from launcher.status import ClusterStatus, Phase
+from launcher.view import LineView, View
 from worker import contract
 
 
@@ -26,10 +31,13 @@ class KubernetesBackend(Backend):
     def __init__(self, kubeconfig: str | None = None, context: str | None = None,
                  namespace: str | None = None, *, dry_run: bool = False,
                  out: TextIO = sys.stderr, poll_seconds: float = 2.0,
-                 stuck_seconds: float = 120.0, delete_timeout: float = 180.0):
+                 stuck_seconds: float = 120.0, delete_timeout: float = 180.0,
+                 view: View | None = None):
         """namespace: where status/logs/delete/list look (default: the kubeconfig context's);
-        submit uses the spec's. dry_run: submit asks the API server to validate only."""
+        submit uses the spec's. dry_run: submit asks the API server to validate only. view:
+        what wait() shows (default: plain status lines on `out`)."""
         self.api = Api(kubeconfig, context)
+        self.view = view if view is not None else LineView(out)
         self._namespace = namespace
         self.dry_run = dry_run
         self.out = out
@@ -51,23 +59,31 @@ class KubernetesBackend(Backend):
         ))
 
     def wait(self, name: str) -> int:
-        """Print each new status line until the cluster ends; give up on a Stuck cluster after
+        """Show the cluster in the view until it ends; give up on a Stuck cluster after
         `stuck_seconds` (it is left in place for inspection)."""
-        last, stuck_since = None, None
+        try:
+            return self._wait(name)
+        finally:
+            self.view.close()
+
+    def watch(self, name: str) -> int:
+        return self.wait(name)  # a cluster on Kubernetes always runs elsewhere
+
+    def _wait(self, name: str) -> int:
+        stuck_since = None
         while True:
             status = self.status(name)
-            if status.line() != last:
-                last = status.line()
-                self._say(last)
+            self.view.show(status)
             if status.finished:
                 return exit_code(status)
             if status.phase is Phase.STUCK:
                 stuck_since = stuck_since or time.monotonic()
                 if time.monotonic() - stuck_since > self.stuck_seconds:
-                    self._say(f"error: cluster {self.namespace}/{name} made no progress for "
-                              f"{self.stuck_seconds:.0f}s: {status.message}. It is left in place "
-                              f"for inspection; remove it with: python -m launcher delete "
-                              f"{name} -n {self.namespace}")
+                    self.view.note(
+                        f"error: cluster {self.namespace}/{name} made no progress for "
+                        f"{self.stuck_seconds:.0f}s: {status.message}. It is left in place "
+                        f"for inspection; remove it with: python -m launcher delete "
+                        f"{name} -n {self.namespace}")
                     return 1
             else:
                 stuck_since = None
@@ -81,28 +97,77 @@ class KubernetesBackend(Backend):
             pods = self.api.list("v1", "Pod", ns, name)
             suspended = (root.get("spec") or {}).get("suspend")
             workload = self.api.workload_of(ns, root["metadata"]["uid"]) if suspended else None
-            return lifecycle.compute_jobset_status(name, ns, root, jobs, pods, workload)
-        if not jobs:
+            status = lifecycle.compute_jobset_status(name, ns, root, jobs, pods, workload)
+        elif not jobs:
             if root is None:
                 raise LauncherError(f"no cluster named {name!r} in namespace {ns!r}")
             return ClusterStatus(name, ns, Phase.UNKNOWN, "no Jobs left (deleted after their TTL?)")
-        pods = self.api.list("v1", "Pod", ns, name)
-        return lifecycle.compute_status(name, ns, jobs, pods)
+        else:
+            pods = self.api.list("v1", "Pod", ns, name)
+            status = lifecycle.compute_status(name, ns, jobs, pods)
+        status.training = self._training(ns, pods)
+        return status
+
+    def _training(self, ns: str, pods: list[dict]) -> TrainingProgress | None:
+        """From the log tails of the success task's and the evaluator's newest pods."""
+        strategies = {(p["metadata"].get("labels") or {}).get(contract.LABEL_STRATEGY) for p in pods}
+        strategies.discard(None)
+        if len(strategies) != 1:
+            return None  # no pods (yet, or any more)
+        role = contract.success_role(strategies.pop())
+
+        def tail(role: str, index: int) -> list[str]:
+            pod = newest_pod(pods, role, index)
+            return self.api.pod_log_tail(ns, pod["metadata"]["name"], TAIL_LINES) if pod else []
+
+        return read_progress(tail(role.value, contract.SUCCESS_INDEX),
+                             tail(contract.Role.EVALUATOR.value, 0))
 
     def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
         ns = self.namespace
-        pods = [
-            p for p in self.api.list("v1", "Pod", ns, name)
-            if (p["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT) == role
-            and (p["metadata"].get("annotations") or {}).get(contract.INDEX_ANNOTATION) == str(index)
-        ]
-        if not pods:
+        pod = newest_pod(self.api.list("v1", "Pod", ns, name), role, index)
+        if pod is None:
             raise LauncherError(
                 f"no pod for role {role} index {index} of cluster {ns}/{name} "
                 "(check `status`; pods are removed with their Job after ttlSecondsAfterFinished)"
             )
-        pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
         response = self.api.pod_log(ns, pod["metadata"]["name"], follow)
+        try:
+            for line in response.stream():
+                yield line.decode(errors="replace")
+        finally:
+            response.release_conn()
+
+    def all_logs(self, name: str, follow: bool = False) -> Iterator[str]:
+        """Every task's current pod; without follow merged by the kubelet's timestamps, with
+        follow as the lines arrive (the pods that exist when it starts)."""
+        ns = self.namespace
+        pods = self.api.list("v1", "Pod", ns, name)
+        tasks = sorted({task_of(p) for p in pods if task_of(p) is not None},
+                       key=lambda t: (contract.ROLES.index(contract.Role(t[0])), t[1]))
+        if not tasks:
+            raise LauncherError(f"no pods of cluster {ns}/{name} (check `status`; pods are "
+                                "removed with their Job after ttlSecondsAfterFinished)")
+        current = {t: newest_pod(pods, *t)["metadata"]["name"] for t in tasks}
+        if follow:
+            yield from follow_logs(
+                {f"[{contract.task_name(*t)}] ": self._log_lines(ns, pod, True, False)
+                 for t, pod in current.items()})
+            return
+        stamped = [[(log_time(line), f"[{contract.task_name(*t)}] " + line.split(" ", 1)[-1])
+                    for line in self._log_lines(ns, pod, False, True)]
+                   for t, pod in current.items()]
+        for _, line in heapq.merge(*stamped, key=lambda item: item[0]):
+            yield line
+
+    def _log_lines(self, ns: str, pod: str, follow: bool, timestamps: bool) -> Iterator[str]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self.api.pod_log(ns, pod, follow, timestamps)
+        except ApiException as exc:  # a pod that has not started yet has no log: say so inline
+            yield f"(no log: {api_message(exc)})\n"
+            return
         try:
             for line in response.stream():
                 yield line.decode(errors="replace")
@@ -130,3 +195,53 @@ class KubernetesBackend(Backend):
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+
+def task_of(pod: dict) -> tuple[str, int] | None:
+    """(role, index) of one of our pods, None for anything else."""
+    role = (pod["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT)
+    index = (pod["metadata"].get("annotations") or {}).get(contract.INDEX_ANNOTATION)
+    if role not in {r.value for r in contract.ROLES} or index is None:
+        return None
+    return role, int(index)
+
+
+def log_time(line: str) -> tuple[str, int]:
+    """The sort key of a `timestamps=true` log line: RFC 3339 with a fraction of up to 9 digits
+    whose trailing zeros are trimmed, so the text alone does not sort."""
+    stamp = line.split(" ", 1)[0].rstrip("Z")
+    seconds, _, fraction = stamp.partition(".")
+    return seconds, int(fraction.ljust(9, "0")[:9] or 0) if fraction.isdigit() else 0
+
+
+def follow_logs(streams: dict[str, Iterator[str]]) -> Iterator[str]:
+    """Lines of several endless streams as they arrive, each behind its prefix; until all end."""
+    lines: queue.Queue = queue.Queue()
+    done = object()
+
+    def pump(prefix: str, stream: Iterator[str]) -> None:
+        try:
+            for line in stream:
+                lines.put(prefix + line)
+        finally:
+            lines.put(done)
+
+    for prefix, stream in streams.items():
+        threading.Thread(target=pump, args=(prefix, stream), daemon=True).start()
+    open_streams = len(streams)
+    while open_streams:
+        item = lines.get()
+        if item is done:
+            open_streams -= 1
+        else:
+            yield item
+
+
+def newest_pod(pods: list[dict], role: str, index: int) -> dict | None:
+    """A task's current pod: a replaced task's newest one."""
+    mine = [
+        p for p in pods
+        if (p["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT) == role
+        and (p["metadata"].get("annotations") or {}).get(contract.INDEX_ANNOTATION) == str(index)
+    ]
+    return max(mine, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)

@@ -170,13 +170,30 @@ class Api:
         except NotFoundError:
             pass  # gone already: what we wanted
 
-    def pod_log(self, namespace: str, pod: str, follow: bool):
+    def pod_log(self, namespace: str, pod: str, follow: bool, timestamps: bool = False):
         """A streaming response of the task container's log (caller releases it)."""
         from kubernetes import client
 
         self.connect()
         return client.CoreV1Api(self._api).read_namespaced_pod_log(
-            pod, namespace, container=contract.CONTAINER, follow=follow, _preload_content=False)
+            pod, namespace, container=contract.CONTAINER, follow=follow, timestamps=timestamps,
+            _preload_content=False)
+
+
+    def pod_log_tail(self, namespace: str, pod: str, lines: int) -> list[str]:
+        """The last lines of the task container's log; none while it has not started."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        self.connect()
+        try:
+            text = client.CoreV1Api(self._api).read_namespaced_pod_log(
+                pod, namespace, container=contract.CONTAINER, tail_lines=lines)
+        except ApiException as exc:
+            if exc.status in (400, 404):  # container not started yet / pod gone meanwhile
+                return []
+            raise
+        return text.splitlines()
 
 
 def api_message(exc: Exception) -> str:

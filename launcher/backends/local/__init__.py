@@ -64,10 +64,14 @@ from launcher.backends.local.supervisor import (
     POLL_SECONDS, RESTART_DELAY_SECONDS, Supervisor, Timing,
 )
 from launcher.errors import LauncherError, SubmitRefused
+from launcher.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.spec import ClusterSpec, Workload
 from launcher.status import ClusterStatus, Phase, RoleStatus
+from launcher.view import LineView, NoteStream, Poller, View
+from worker.contract import SUCCESS_INDEX, Role, success_role
 
 DEFAULT_WORKDIR = Path(".tfk8s")  # the CLI's --workdir default too
+VIEW_SECONDS = 1.0  # how often the view re-reads a foreground run's status and logs
 _LIVE = (Phase.PENDING, Phase.RUNNING, Phase.FINISHING)
 
 
@@ -76,9 +80,15 @@ class LocalBackend(Backend):
                  foreground: bool = True,
                  restart_delay_seconds: float = RESTART_DELAY_SECONDS,
                  stop_grace_seconds: float | None = None,
-                 failure_grace_seconds: float = FAILURE_GRACE_SECONDS):
+                 failure_grace_seconds: float = FAILURE_GRACE_SECONDS,
+                 echo_tasks: bool = True, view: View | None = None):
+        """echo_tasks: in the foreground, copy every task's output to `stream` as it comes;
+        otherwise only to the logs, and the view shows the run. view: what wait() shows
+        (default: plain status lines on `stream`)."""
         self.workdir = Path(workdir or DEFAULT_WORKDIR).expanduser().resolve()
         self.stream = stream if stream is not None else sys.stdout
+        self.echo_tasks = echo_tasks
+        self.view = view if view is not None else LineView(self.stream)
         self.runs_in_foreground = foreground
         # stop_grace_seconds (SIGTERM -> SIGKILL); None: each spec's terminationGracePeriodSeconds.
         self.timing = Timing(restart_delay_seconds, stop_grace_seconds, failure_grace_seconds)
@@ -148,21 +158,40 @@ class LocalBackend(Backend):
         """Foreground, after submit(): supervise the run here (task output on the stream;
         Ctrl-C or SIGTERM stops every task) and return the chief's exit code. Otherwise: poll
         the status, writing each new status line on the stream, until the run has ended."""
+        try:
+            return self._wait(name)
+        finally:
+            self.view.close()
+
+    def _wait(self, name: str) -> int:
         spec = self._submitted.pop(name, None)
         if spec is not None:
-            supervisor = Supervisor(self.files(name), spec, self.model_dir(spec), self.stream,
-                                    self.timing)
-            return supervisor.run()
-        shown = None
+            stream = self.stream if self.echo_tasks else NoteStream(self.view)
+            supervisor = Supervisor(self.files(name), spec, self.model_dir(spec), stream,
+                                    self.timing, echo_tasks=self.echo_tasks)
+            if self.echo_tasks:
+                return supervisor.run()
+            # Signals are the main thread's: the supervisor runs here, the view in a thread.
+            with Poller(lambda: self.status(name), self.view, VIEW_SECONDS):
+                code = supervisor.run()
+            self.view.show(self.status(name))
+            return code
+        return self._watch(name)
+
+    def watch(self, name: str) -> int:
+        """Show a run that another process supervises until it ends."""
+        try:
+            return self._watch(name)
+        finally:
+            self.view.close()
+
+    def _watch(self, name: str) -> int:
         while True:
             status = self.status(name)
-            if status.line() != shown:
-                shown = status.line()
-                self.stream.write(shown + "\n")
-                self.stream.flush()
+            self.view.show(status)
             if status.finished or status.phase is Phase.UNKNOWN:
                 return exit_code(status)
-            time.sleep(POLL_SECONDS)
+            time.sleep(VIEW_SECONDS)
 
     def status(self, name: str) -> ClusterStatus:
         record = self.files(name).read_status()
@@ -174,17 +203,32 @@ class LocalBackend(Backend):
                        "checkpoints in model/")
         roles = [RoleStatus(**role) for role in record.get("roles", [])]
         return ClusterStatus(name=name, namespace="local", phase=phase, message=message,
-                             exit_code=record.get("exit_code"), roles=roles)
+                             exit_code=record.get("exit_code"), roles=roles,
+                             training=self._training(name))
+
+    def _training(self, name: str) -> TrainingProgress | None:
+        files = self.files(name)
+        role = success_role(files.read_spec().strategy)
+        return read_progress(files.log_tail(role.value, SUCCESS_INDEX, TAIL_BYTES),
+                             files.log_tail(Role.EVALUATOR.value, 0, TAIL_BYTES))
 
     def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
         """Lines of one task's log (every attempt), each ending in a newline like the Kubernetes
         backend's chunks; with follow, until the cluster ends."""
         path = self.log_path(name, role, index)
+        yield from self._read_log(name, path, f"{role}-{index}", follow)
+
+    def all_logs(self, name: str, follow: bool = False) -> Iterator[str]:
+        """The run's combined log: every task's lines as the tasks wrote them, and the
+        launcher's own `[tfk8s]` lines, as a foreground run prints them."""
+        yield from self._read_log(name, self.files(name).combined_log, "every task", follow)
+
+    def _read_log(self, name: str, path: Path, what: str, follow: bool) -> Iterator[str]:
         self.files(name).read_status()  # a clear error for unknown clusters
         while follow and not path.exists() and not self.status(name).finished:
             time.sleep(POLL_SECONDS)
         if not path.exists():
-            raise LauncherError(f"no log for {role}-{index} of local cluster {name!r} ({path})")
+            raise LauncherError(f"no log for {what} of local cluster {name!r} ({path})")
         with path.open("rb") as src:
             partial = b""  # a line the task is still writing
             while True:

@@ -35,6 +35,23 @@ class RunFiles:
     def log_path(self, role: str, index: int) -> Path:
         return self.dir / "logs" / f"{task_name(role, index)}.log"
 
+    @property
+    def combined_log(self) -> Path:
+        """Every task's output in the order it came, each line behind its task's name."""
+        return self.dir / "logs" / "all.log"
+
+    def log_tail(self, role: str, index: int, max_bytes: int) -> list[str]:
+        """The last lines of a task's log (up to max_bytes of it); none if it has no log yet."""
+        try:
+            with self.log_path(role, index).open("rb") as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(size - max_bytes, 0))
+                data = log.read()
+        except FileNotFoundError:
+            return []
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        return lines[1:] if size > max_bytes else lines  # the first one may be cut
+
     def pid_path(self, role: str, index: int) -> Path:
         return self.dir / "pids" / f"{task_name(role, index)}.pid"
 

@@ -31,19 +31,36 @@ except OSError as exc:
 
 
 class Output:
-    """Where task output goes: each line to the task's log and, prefixed, to one shared stream."""
+    """Where task output goes, besides each task's own log: every line, prefixed with its task,
+    to the run's combined log (`logs --all`) and, when echoing, to one shared stream; the
+    launcher's own notices always to the stream."""
 
-    def __init__(self, stream: IO[str]):
+    def __init__(self, stream: IO[str], combined_log: Path | None = None, echo_tasks: bool = True):
         self.stream = stream
+        self.echo_tasks = echo_tasks
         self.lock = threading.Lock()
+        self.combined = combined_log.open("a", encoding="utf-8") if combined_log else None
 
     def say(self, text: str) -> None:
-        self.line(f"[tfk8s] {text}")
+        self._write(f"[tfk8s] {text}", echo=True)
 
-    def line(self, text: str) -> None:
+    def task_line(self, text: str) -> None:
+        self._write(text, echo=self.echo_tasks)
+
+    def _write(self, text: str, echo: bool) -> None:
         with self.lock:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+            if self.combined is not None:
+                self.combined.write(text + "\n")
+                self.combined.flush()
+            if echo:
+                self.stream.write(text + "\n")
+                self.stream.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            if self.combined is not None:
+                self.combined.close()
+                self.combined = None
 
 
 def start(argv: list[str], env: dict[str, str], *, name: str, log_path: Path,
@@ -74,7 +91,7 @@ def _copy_output(process: subprocess.Popen, log_path: Path, header: str, prefix:
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
             log.write(line + "\n")
             log.flush()
-            output.line(prefix + line)
+            output.task_line(prefix + line)
     process.stdout.close()
 
 

@@ -40,12 +40,12 @@ class Supervisor:
     """Starts, watches, restarts and stops the tasks of one local cluster."""
 
     def __init__(self, files: RunFiles, spec: ClusterSpec, model_dir: str, stream: IO[str],
-                 timing: Timing = Timing()):
+                 timing: Timing = Timing(), echo_tasks: bool = True):
         self.files = files
         self.spec = spec
         self.model_dir = model_dir
         self.timing = timing
-        self.output = runner.Output(stream)
+        self.output = runner.Output(stream, files.combined_log, echo_tasks)
         self.plan = make_plan(spec, model_dir)
         self.restarts_used = {role: 0 for role in spec.active_roles()}
         self.failed_attempts = {role: 0 for role in spec.active_roles()}
@@ -84,6 +84,7 @@ class Supervisor:
         d = self.decision
         self._say(f"cluster {self.spec.name}: {d.phase}" + (f": {d.message}" if d.message else "")
                   + f" (exit code {d.exit_code})")
+        self.output.close()
         return d.exit_code
 
     def _poll(self) -> None:

@@ -1,0 +1,164 @@
+"""Training progress from the tasks' `tfk8s-progress` lines (pure: no files, no API calls).
+
+The success role's task (chief, MWMS worker 0) reports `step` events and a `final` one; the
+evaluator reports `evaluated` events. Every backend hands the tails of those two logs to
+`read_progress`, which folds them into what `status`, `submit --wait` and `status --watch` show.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from worker.contract import (
+    EVALUATION_META_FIELDS, EVENT_EVALUATED, EVENT_FINAL, EVENT_STEP, parse_progress_line,
+)
+
+# How much of a log's end the backends read: the latest `step` and `evaluated` events are near
+# the end, and every `step` event carries the target, so no log is read whole.
+TAIL_LINES = 300
+TAIL_BYTES = 256 * 1024
+
+
+@dataclass
+class Evaluation:
+    step: int | None
+    checkpoint: str | None
+    metrics: dict[str, float]
+    final: bool = False  # of the checkpoint training ended with
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "checkpoint": self.checkpoint, "metrics": self.metrics,
+                "final": self.final}
+
+    def summary(self) -> str:
+        metrics = " ".join(f"{k} {_number(v)}" for k, v in sorted(self.metrics.items()))
+        where = self.checkpoint or (f"step {self.step}" if self.step is not None else "?")
+        return f"{'final ' if self.final else ''}eval {where}: {metrics}".rstrip(": ")
+
+
+@dataclass
+class TrainingProgress:
+    step: int | None = None
+    target: int | None = None
+    loss: float | None = None
+    steps_per_s: float | None = None
+    updated_at: float | None = None  # Unix time of the latest step event
+    finished: bool = False  # the success task reported its final checkpoint
+    final_checkpoint: str | None = None
+    evaluation: Evaluation | None = None  # the latest one
+    history: list[Evaluation] = field(default_factory=list, repr=False)
+
+    @property
+    def eta_seconds(self) -> float | None:
+        return None if self.finished else eta_seconds(self.step, self.target, self.steps_per_s)
+
+    @property
+    def fraction(self) -> float | None:
+        if self.step is None or not self.target:
+            return None
+        return min(self.step / self.target, 1.0)
+
+    def to_dict(self) -> dict:
+        return {
+            "step": self.step, "target": self.target, "loss": self.loss,
+            "stepsPerSecond": self.steps_per_s, "etaSeconds": _round(self.eta_seconds),
+            "updatedAt": self.updated_at, "finished": self.finished,
+            "finalCheckpoint": self.final_checkpoint,
+            "evaluation": self.evaluation.to_dict() if self.evaluation else None,
+        }
+
+    def summary(self) -> str:
+        """`step 420/1000 (42%), 35.2 steps/s, ETA 0:00:16, loss 0.512; eval ckpt-400: accuracy 0.81`"""
+        parts = []
+        if self.step is not None:
+            text = f"step {self.step}" + (f"/{self.target}" if self.target else "")
+            if self.fraction is not None:
+                text += f" ({self.fraction:.0%})"
+            parts.append(text)
+        if self.steps_per_s is not None and not self.finished:
+            parts.append(f"{_number(self.steps_per_s)} steps/s")
+        if self.eta_seconds is not None:
+            parts.append(f"ETA {format_seconds(self.eta_seconds)}")
+        if self.loss is not None:
+            parts.append(f"loss {_number(self.loss)}")
+        if self.finished:
+            parts.append("trained")
+        text = ", ".join(parts)
+        if self.evaluation is not None:
+            text += ("; " if text else "") + self.evaluation.summary()
+        return text
+
+
+def eta_seconds(step: int | None, target: int | None, steps_per_s: float | None) -> float | None:
+    """Seconds left at the latest rate; None when any of them is unknown or the rate is 0."""
+    if step is None or not target or not steps_per_s or steps_per_s <= 0:
+        return None
+    return max(target - step, 0) / steps_per_s
+
+
+def format_seconds(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def events(lines: Iterable[str]) -> list[dict]:
+    return [record for line in lines if (record := parse_progress_line(line)) is not None]
+
+
+def read_progress(training_log: Iterable[str], evaluator_log: Iterable[str] = ()
+                  ) -> TrainingProgress | None:
+    """The progress told by the success task's and the evaluator's log lines (in order); None
+    when neither has reported anything yet."""
+    progress = TrainingProgress()
+    seen = False
+    for event in events(training_log):
+        kind = event["event"]
+        if kind not in (EVENT_STEP, EVENT_FINAL, "start"):
+            continue
+        seen = True
+        progress.step = _int(event.get("step"), progress.step)
+        progress.target = _int(event.get("target"), progress.target)
+        if kind == EVENT_STEP:
+            progress.loss = _float(event.get("loss"), progress.loss)
+            progress.steps_per_s = _float(event.get("steps_per_s"), progress.steps_per_s)
+            progress.updated_at = _float(event.get("wall"), progress.updated_at)
+        elif kind == EVENT_FINAL:
+            progress.finished = True
+            progress.final_checkpoint = event.get("checkpoint")
+        else:  # start: a (re)started task; its rate is not known yet
+            progress.finished = False
+            progress.steps_per_s = None
+    for event in events(evaluator_log):
+        if event["event"] != EVENT_EVALUATED:
+            continue
+        seen = True
+        metrics = {k: float(v) for k, v in event.items()
+                   if k not in EVALUATION_META_FIELDS and _is_number(v)}
+        progress.history.append(Evaluation(_int(event.get("step"), None),
+                                           event.get("checkpoint"), metrics))
+    if progress.history:
+        progress.evaluation = progress.history[-1]
+        if progress.finished:
+            for evaluation in progress.history:
+                evaluation.final = evaluation.step is not None and evaluation.step == progress.step
+    return progress if seen else None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int(value, default):
+    return int(value) if _is_number(value) else default
+
+
+def _float(value, default):
+    return float(value) if _is_number(value) else default
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"

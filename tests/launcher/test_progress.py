@@ -1,0 +1,187 @@
+"""Progress lines -> what status and the views show (launcher/progress.py, launcher/view.py)."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from launcher.progress import eta_seconds, format_seconds, read_progress
+from launcher.status import ClusterStatus, Phase, RoleStatus
+from launcher.view import LineView, NoteStream, render, status_line
+from worker.contract import parse_progress_line
+from worker.progress import StepReporter
+
+
+def line(event: str, prefix: str = "", **fields) -> str:
+    return prefix + "tfk8s-progress " + json.dumps({"event": event, **fields})
+
+
+def test_parse_accepts_a_task_prefix_and_skips_what_is_not_a_record():
+    assert parse_progress_line(line("step", "[chief-0] ", step=3)) == {"event": "step", "step": 3}
+    assert parse_progress_line("I0000 port.cc:153] oneDNN custom operations are on") is None
+    # A user's script may print anything after the prefix: never an error.
+    assert parse_progress_line("tfk8s-progress {not json") is None
+    assert parse_progress_line("tfk8s-progress [1, 2]") is None
+    assert parse_progress_line('tfk8s-progress {"step": 1}') is None  # no event name
+
+
+def test_latest_step_event_wins_and_carries_the_rate_and_eta():
+    progress = read_progress([
+        line("start", step=0, target=1000),
+        "some TensorFlow noise",
+        line("step", step=100, target=1000, loss=2.0, steps_per_s=10.0, wall=1.0),
+        line("step", step=300, target=1000, loss=1.25, steps_per_s=20.0, wall=2.0),
+    ])
+    assert (progress.step, progress.target, progress.loss) == (300, 1000, 1.25)
+    assert progress.steps_per_s == 20.0 and progress.updated_at == 2.0
+    assert progress.eta_seconds == pytest.approx(35.0)
+    assert progress.fraction == pytest.approx(0.3)
+    assert not progress.finished and progress.evaluation is None
+    assert progress.summary() == "step 300/1000 (30%), 20 steps/s, ETA 0:00:35, loss 1.25"
+
+
+def test_a_restarted_task_forgets_the_old_rate_until_it_reports_again():
+    progress = read_progress([
+        line("step", step=300, target=1000, steps_per_s=20.0),
+        line("start", step=200, target=1000, restored_from="ckpt-200"),
+    ])
+    assert progress.step == 200 and progress.steps_per_s is None and progress.eta_seconds is None
+
+
+def test_finished_run_reports_the_final_step_and_the_evaluation_of_its_checkpoint():
+    progress = read_progress(
+        [line("step", step=1000, target=1000, loss=0.3, steps_per_s=50.0),
+         line("final", step=1000, checkpoint="/ckpt/model/checkpoints/ckpt-1000")],
+        [line("evaluated", step=900, checkpoint="ckpt-900", loss=0.41, accuracy=0.87,
+              examples=360, final=False, seconds=1.5),
+         line("evaluated", step=1000, checkpoint="ckpt-1000", loss=0.35, accuracy=0.9,
+              examples=360, final=False, seconds=1.4)],
+    )
+    assert progress.finished and progress.eta_seconds is None
+    assert progress.final_checkpoint.endswith("ckpt-1000")
+    evaluation = progress.evaluation
+    assert (evaluation.step, evaluation.checkpoint, evaluation.final) == (1000, "ckpt-1000", True)
+    # Only measurements are metrics; the record's bookkeeping fields are not.
+    assert evaluation.metrics == {"loss": 0.35, "accuracy": 0.9}
+    assert [e.final for e in progress.history] == [False, True]
+    data = progress.to_dict()
+    assert data["evaluation"]["metrics"]["accuracy"] == 0.9 and data["etaSeconds"] is None
+    assert "final eval ckpt-1000: accuracy 0.9 loss 0.35" in progress.summary()
+
+
+def test_bring_your_own_minimal_lines_are_enough():
+    progress = read_progress([line("step", step=7)], [line("evaluated", step=5, auc=0.7)])
+    assert progress.step == 7 and progress.target is None and progress.eta_seconds is None
+    assert progress.evaluation.metrics == {"auc": 0.7}
+    assert progress.summary() == "step 7; eval step 5: auc 0.7"
+
+
+def test_nothing_reported_yet_is_none():
+    assert read_progress(["starting", line("tensorflow_imported", task="chief-0")]) is None
+
+
+@pytest.mark.parametrize("step,target,rate,expected", [
+    (0, 100, 10.0, 10.0), (100, 100, 10.0, 0.0), (120, 100, 10.0, 0.0),
+    (None, 100, 10.0, None), (5, None, 10.0, None), (5, 100, None, None), (5, 100, 0.0, None),
+])
+def test_eta(step, target, rate, expected):
+    assert eta_seconds(step, target, rate) == expected
+
+
+def test_format_seconds():
+    assert format_seconds(0) == "0:00:00"
+    assert format_seconds(3725.4) == "1:02:05"
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_step_reporter_reports_when_due_with_the_mean_loss_and_rate(capsys):
+    clock = FakeClock()
+    reporter = StepReporter(step=10, target=100, every_seconds=5.0, clock=clock)
+    for step, loss in ((11, 1.0), (12, 3.0)):
+        reporter.add(loss)
+        clock.now += 1.0
+        reporter.maybe_report(step)
+    assert capsys.readouterr().out == ""  # 2 s < 5 s
+    clock.now = 5.0
+    reporter.add(2.0)
+    reporter.maybe_report(15)
+    records = [parse_progress_line(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(records) == 1
+    record = records[0]
+    assert (record["event"], record["step"], record["target"]) == ("step", 15, 100)
+    assert record["loss"] == 2.0 and record["steps_per_s"] == 1.0  # 5 steps in 5 s
+    clock.now = 6.0
+    reporter.report(16)  # forced (training ended): no loss since the last line
+    record = parse_progress_line(capsys.readouterr().out)
+    assert record["step"] == 16 and "loss" not in record and record["steps_per_s"] == 1.0
+
+
+def test_step_reporter_rejects_a_bad_interval(monkeypatch):
+    from worker.errors import ConfigError
+
+    monkeypatch.setenv("TFK8S_PROGRESS_SECONDS", "0")
+    with pytest.raises(ConfigError, match="TFK8S_PROGRESS_SECONDS"):
+        StepReporter(step=0, target=10)
+
+
+def status(phase=Phase.RUNNING, step=None, **fields) -> ClusterStatus:
+    lines = [line("step", step=step, target=100, loss=0.5, steps_per_s=10.0)] if step else []
+    return ClusterStatus("demo", "ns", phase, roles=[
+        RoleStatus("chief", 1, active=1), RoleStatus("evaluator", 1, succeeded=1)],
+        training=read_progress(lines), **fields)
+
+
+def test_status_line_is_compact():
+    assert status_line(status(step=40)) == (
+        "[Running] chief 1/1, evaluator 0/1 (1 done) | step 40/100 (40%), 10 steps/s, "
+        "ETA 0:00:06, loss 0.5")
+
+
+def test_line_view_prints_state_changes_at_once_and_progress_every_n_seconds():
+    out, clock = io.StringIO(), FakeClock()
+    view = LineView(out, every_seconds=10.0, clock=clock)
+    view.show(status(step=10))
+    clock.now = 3.0
+    view.show(status(step=20))  # only progress changed, 3 s < 10 s: not shown
+    clock.now = 4.0
+    view.show(status(Phase.FINISHING, step=100))  # the phase changed: shown at once
+    clock.now = 20.0
+    view.show(status(Phase.FINISHING, step=100))  # due, but nothing changed
+    lines = out.getvalue().splitlines()
+    assert [x.split(" |")[0].split("]")[0] for x in lines] == ["[Running", "[Finishing"]
+    assert "step 10/100" in lines[0] and "step 100/100" in lines[1]
+
+
+def test_note_stream_turns_writes_into_whole_lines():
+    notes = []
+
+    class Recorder:
+        def note(self, text):
+            notes.append(text)
+
+    stream = NoteStream(Recorder())
+    stream.write("[tfk8s] chief-0 exi")
+    stream.write("ted 0\n[tfk8s] two\n")
+    assert notes == ["[tfk8s] chief-0 exited 0", "[tfk8s] two"]
+
+
+def test_live_panel_renders_the_bar_and_the_evaluation():
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    done = status(Phase.SUCCEEDED, step=100)
+    done.training.evaluation = read_progress(
+        [], [line("evaluated", step=100, checkpoint="ckpt-100", accuracy=0.93)]).evaluation
+    console.print(render(done))
+    text = console.file.getvalue()
+    assert "ns/demo [Succeeded]" in text
+    assert "step 100/100" in text and "eval ckpt-100: accuracy 0.93" in text
+    assert "━" in text  # the progress bar
