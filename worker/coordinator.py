@@ -122,6 +122,8 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
         step = reached["step"] = int(optimizer.iterations.numpy())
         if scheduled:
             blocks.done(step, scheduled, time.monotonic() - started, losses)
+            if not steps.timing:
+                steps.first_step(step)
         if preemption.requested():
             preemption.exit_preempted(step, save(step))
         if step >= next_checkpoint or step >= options.steps:

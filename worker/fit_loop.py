@@ -68,10 +68,15 @@ def fit_progress_callback(task: TaskContext, options: Options, synchronous: bool
 
     class SynchronousFitProgressCallback(FitProgressCallback):
         def on_train_batch_end(self, batch, logs=None):
-            if self._steps.due():
-                if logs and "loss" in logs:
-                    self._steps.add(logs["loss"])
-                self._steps.report(int(self.model.optimizer.iterations.numpy()))
+            if self._steps.timing and not self._steps.due():
+                return
+            if logs and "loss" in logs:
+                self._steps.add(logs["loss"])
+            step = int(self.model.optimizer.iterations.numpy())
+            if self._steps.timing:
+                self._steps.report(step)
+            else:
+                self._steps.first_step(step)
 
     return SynchronousFitProgressCallback() if synchronous else FitProgressCallback()
 

@@ -53,13 +53,18 @@ def progress_seconds() -> float:
 class StepReporter:
     """`step` events every `every_seconds` while training runs: the view's live step, loss and
     steps/s. Losses are passed as they come (tensors are fine) and converted only when a line is
-    due, so reporting adds no per-step synchronisation."""
+    due, so reporting adds no per-step synchronisation.
+
+    The first step (tracing, connecting to the ps) is reported by `first_step`, without a rate:
+    rates and ETAs start after it, or the first ETA would be off by the start-up time.
+    """
 
     def __init__(self, step: int, target: int, every_seconds: float | None = None,
                  clock=time.monotonic):
         self.target = target
         self.every = progress_seconds() if every_seconds is None else every_seconds
         self.clock = clock
+        self.timing = False  # set by first_step
         self._since = clock()
         self._since_step = step
         self._losses: list = []
@@ -68,11 +73,17 @@ class StepReporter:
         self._losses.append(loss)
 
     def due(self) -> bool:
-        return self.clock() - self._since >= self.every
+        return self.timing and self.clock() - self._since >= self.every
 
     def maybe_report(self, step: int) -> None:
         if self.due():
             self.report(step)
+
+    def first_step(self, step: int) -> None:
+        """The first steps are done: report them without a rate and start timing from here."""
+        self._since_step = step
+        self.report(step)
+        self.timing = True
 
     def report(self, step: int) -> None:
         now = self.clock()

@@ -87,6 +87,8 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
         losses = [float(loss) for loss in losses]
         step = int(optimizer.iterations.numpy())
         blocks.done(step, count, time.monotonic() - started, losses)
+        if not steps.timing:
+            steps.first_step(step)
         if step >= next_checkpoint or step >= options.steps:
             save_current_step()
             saved_step = step

@@ -104,13 +104,20 @@ class FakeClock:
 
 def test_step_reporter_reports_when_due_with_the_mean_loss_and_rate(capsys):
     clock = FakeClock()
-    reporter = StepReporter(step=10, target=100, every_seconds=5.0, clock=clock)
+    reporter = StepReporter(step=9, target=100, every_seconds=5.0, clock=clock)
+    clock.now = 30.0  # the first step traced the function and reached the ps: not timed
+    reporter.add(9.0)
+    reporter.maybe_report(10)
+    assert capsys.readouterr().out == ""
+    reporter.first_step(10)
+    first = parse_progress_line(capsys.readouterr().out)
+    assert (first["step"], first["loss"]) == (10, 9.0) and "steps_per_s" not in first
     for step, loss in ((11, 1.0), (12, 3.0)):
         reporter.add(loss)
         clock.now += 1.0
         reporter.maybe_report(step)
     assert capsys.readouterr().out == ""  # 2 s < 5 s
-    clock.now = 5.0
+    clock.now = 35.0
     reporter.add(2.0)
     reporter.maybe_report(15)
     records = [parse_progress_line(x) for x in capsys.readouterr().out.splitlines()]
@@ -118,7 +125,7 @@ def test_step_reporter_reports_when_due_with_the_mean_loss_and_rate(capsys):
     record = records[0]
     assert (record["event"], record["step"], record["target"]) == ("step", 15, 100)
     assert record["loss"] == 2.0 and record["steps_per_s"] == 1.0  # 5 steps in 5 s
-    clock.now = 6.0
+    clock.now = 36.0
     reporter.report(16)  # forced (training ended): no loss since the last line
     record = parse_progress_line(capsys.readouterr().out)
     assert record["step"] == 16 and "loss" not in record and record["steps_per_s"] == 1.0
