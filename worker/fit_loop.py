@@ -62,11 +62,17 @@ def fit_progress_callback(task: TaskContext, options: Options, synchronous: bool
                 "epoch", epoch=epoch + 1, step=step,
                 steps_per_s=round(options.checkpoint_every / seconds, 2), **fields,
             )
+            self._epoch_step(step, fields)
+
+        def _epoch_step(self, step: int, fields: dict) -> None:
             if "loss" in fields:
                 self._steps.add(fields["loss"])
             self._steps.report(step)
 
     class SynchronousFitProgressCallback(FitProgressCallback):
+        def _epoch_step(self, step: int, fields: dict) -> None:
+            pass  # reported by the batch, every few seconds
+
         def on_train_batch_end(self, batch, logs=None):
             if self._steps.timing and not self._steps.due():
                 return
