@@ -170,6 +170,13 @@ class Api:
         except NotFoundError:
             pass  # gone already: what we wanted
 
+    def core_v1(self):
+        """The typed core/v1 client (pods, port-forward) on this connection."""
+        from kubernetes import client
+
+        self.connect()
+        return client.CoreV1Api(self._api)
+
     def pod_log(self, namespace: str, pod: str, follow: bool):
         """A streaming response of the task container's log (caller releases it)."""
         from kubernetes import client
