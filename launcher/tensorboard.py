@@ -1,4 +1,5 @@
-"""`tensorboard NAME` on Kubernetes, the pure part: the TensorBoard pod of a running cluster.
+"""`tensorboard NAME`: the TensorBoard pod of a Kubernetes cluster (pure), and the local port
+both backends serve on.
 
 What to read and how to reach it is taken from the cluster itself, from the pod template of its
 success role's Job (the chief; worker 0 under MWMS): the image, TFK8S_MODEL_DIR, the volume
@@ -16,6 +17,8 @@ without the spec file. The pod:
   cluster removes it; activeDeadlineSeconds ends it should the CLI die without cleaning up.
 """
 from __future__ import annotations
+
+import socket
 
 from launcher import names
 from launcher.errors import LauncherError
@@ -130,6 +133,20 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
         },
         "spec": spec,
     }
+
+
+def local_listener(port: int) -> socket.socket:
+    """The CLI's end, 127.0.0.1:port (a port taken is the user's to change, never another)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as exc:
+        listener.close()
+        raise LauncherError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror} "
+                            "(choose another --port)") from None
+    listener.listen(16)
+    return listener
 
 
 def _container(template: dict) -> dict:

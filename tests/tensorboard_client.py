@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -75,6 +76,12 @@ class TensorBoardSession:
 
     def output(self) -> str:
         return self.log_path.read_text()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def connection_refused(url: str) -> bool:

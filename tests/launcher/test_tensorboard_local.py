@@ -2,7 +2,6 @@
 evaluator's scalars over HTTP, and Ctrl-C stops it."""
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 
@@ -10,18 +9,12 @@ import pytest
 
 from local_clusters import Submission, final_marker, make_spec, measure
 from support import REPO
-from tensorboard_client import TensorBoardSession, connection_refused
+from tensorboard_client import TensorBoardSession, connection_refused, free_port
 
 pytestmark = pytest.mark.process
 
 ARGS = ["--steps", "40", "--checkpoint-every", "20", "--global-batch-size", "32",
         "--data", "digits"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_tensorboard_serves_the_evaluators_scalars(backend, workdir, tmp_path):
@@ -31,7 +24,7 @@ def test_tensorboard_serves_the_evaluators_scalars(backend, workdir, tmp_path):
     final_step = final_marker(backend, name)["step"]
 
     session = TensorBoardSession([name, "--local", "--workdir", str(workdir),
-                                  "--port", str(_free_port())],
+                                  "--port", str(free_port())],
                                  tmp_path / "tensorboard.log", start_timeout=120)
     try:
         assert session.url.startswith("http://127.0.0.1:")

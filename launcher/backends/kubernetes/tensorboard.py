@@ -53,7 +53,8 @@ def serve(api: Api, namespace: str, name: str, local_port: int,
         raise LauncherError(f"no cluster named {name!r} in namespace {namespace!r}")
     template = success_template(api, namespace, name, root)
     pod = tensorboard.tensorboard_pod(name, namespace, template, root)
-    listener = _listen(local_port)  # before the pod: a busy port fails fast, nothing to undo
+    # Before the pod: a busy port fails fast, with nothing to undo.
+    listener = tensorboard.local_listener(local_port)
     core = api.core_v1()
     try:
         created = core.create_namespaced_pod(namespace, pod)
@@ -75,19 +76,6 @@ def serve(api: Api, namespace: str, name: str, local_port: int,
         listener.close()
         _delete(core, namespace, pod_name)
         say(f"deleted pod {namespace}/{pod_name}")
-
-
-def _listen(port: int) -> socket.socket:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind(("127.0.0.1", port))
-    except OSError as exc:
-        listener.close()
-        raise LauncherError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror} "
-                            "(choose another --port)") from None
-    listener.listen(16)
-    return listener
 
 
 PROXY_THREAD = "Kubernetes port forward proxy"  # kubernetes.stream.ws_client names it so
@@ -147,7 +135,7 @@ def _wait_serving(core, forwarder: Forwarder) -> None:
                 return
             last = "running, TensorBoard not answering yet"
         else:
-            last = _container_problem(pod) or f"{phase}"
+            last = _container_problem(pod) or _unscheduled(pod) or f"{phase}"
         time.sleep(1.0)
     raise LauncherError(f"TensorBoard pod {namespace}/{pod_name} not serving after "
                         f"{START_TIMEOUT_SECONDS:.0f}s: {last}")
@@ -158,10 +146,19 @@ def _container_problem(pod) -> str | None:
         for state in (status.state, status.last_state):
             if state is None:
                 continue
-            if state.waiting is not None and state.waiting.reason not in (None, "ContainerCreating"):
-                return f"{state.waiting.reason}: {state.waiting.message or ''}".rstrip(": ")
+            waiting = state.waiting
+            if waiting is not None and waiting.reason not in (None, "ContainerCreating"):
+                return f"{waiting.reason}: {waiting.message or ''}".rstrip(": ")
             if state.terminated is not None:
                 return f"exit code {state.terminated.exit_code} ({state.terminated.reason})"
+    return None
+
+
+def _unscheduled(pod) -> str | None:
+    """Why the scheduler has not placed the pod (a PVC bound to a node it cannot use, say)."""
+    for condition in pod.status.conditions or []:
+        if condition.type == "PodScheduled" and condition.status == "False":
+            return f"not scheduled: {condition.message}"
     return None
 
 

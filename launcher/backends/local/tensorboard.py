@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from launcher.errors import LauncherError
+from launcher.tensorboard import local_listener
 
 START_TIMEOUT_SECONDS = 120.0
 STOP_GRACE_SECONDS = 10.0
@@ -33,7 +33,8 @@ def serve(model_dir: str, port: int, log_path: Path) -> Iterator[str]:
     if "://" not in model_dir and not Path(model_dir).is_dir():
         raise LauncherError(f"model dir {model_dir} does not exist: the run has not written "
                             "anything yet (has it started?)")
-    _check_free(port)  # else the readiness check below could be answered by someone else
+    # Free now, else the readiness check below could be answered by someone else.
+    local_listener(port).close()
     url = f"http://127.0.0.1:{port}/"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
@@ -51,15 +52,6 @@ def serve(model_dir: str, port: int, log_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _check_free(port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise LauncherError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror} "
-                                "(choose another --port)") from None
 
 
 def _wait_serving(process: subprocess.Popen, url: str, log_path: Path) -> None:
