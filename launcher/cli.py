@@ -1,4 +1,4 @@
-"""`python -m launcher` / `tfk8s`: render, submit, status, logs, delete, list.
+"""`python -m launcher` / `tfk8s`: render, submit, status, logs, delete, list, tensorboard.
 
 Flags follow kubectl: --kubeconfig, --context, -n/--namespace, --dry-run=client|server.
 """
@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -101,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list clusters")
     _add_cluster_flags(p)
+
+    p = sub.add_parser("tensorboard", help="serve TensorBoard on a cluster's model dir at "
+                       "127.0.0.1:PORT until Ctrl-C (Kubernetes: a pod, port-forwarded)")
+    p.add_argument("name")
+    _add_cluster_flags(p)
+    p.add_argument("--port", type=int, default=6006, help="local port (default: 6006)")
     return parser
 
 
@@ -210,8 +218,22 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_tensorboard(args) -> int:
+    """Serve until Ctrl-C (or SIGTERM), the normal end: leaving the `with` cleans up."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with _backend(args).tensorboard(args.name, args.port) as url:
+        print(f"TensorBoard for {args.name}: {url} (Ctrl-C stops it)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 COMMANDS = {"render": cmd_render, "submit": cmd_submit, "status": cmd_status,
-            "logs": cmd_logs, "delete": cmd_delete, "list": cmd_list}
+            "logs": cmd_logs, "delete": cmd_delete, "list": cmd_list,
+            "tensorboard": cmd_tensorboard}
 
 
 def main(argv: list[str] | None = None) -> int:

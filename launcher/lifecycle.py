@@ -79,7 +79,14 @@ def pod_problem(pod: dict) -> str | None:
     return None
 
 
+def task_pods(pods: list[dict]) -> list[dict]:
+    """The pods of the cluster's tasks: not the other pods with its labels (`tensorboard`'s)."""
+    roles = {r.value for r in ROLES}
+    return [p for p in pods if _role_of(p) in roles]
+
+
 def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]) -> ClusterStatus:
+    pods = task_pods(pods)
     by_role = {_role_of(j): j for j in jobs if _role_of(j)}
     strategy = next(
         (((j.get("metadata") or {}).get("labels") or {}).get(contract.LABEL_STRATEGY) for j in jobs),
@@ -191,6 +198,7 @@ def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[di
                           pods: list[dict], workload: dict | None) -> ClusterStatus:
     """Status of a cluster projected as one JobSet: its terminal conditions first, Kueue's
     admission while it is suspended, otherwise the Jobs' own rules (compute_status)."""
+    pods = task_pods(pods)
     base = compute_status(name, namespace, jobs, pods) if jobs else None
     roles = base.roles if base else []
     conditions = _true_conditions(jobset)

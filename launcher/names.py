@@ -72,6 +72,11 @@ def no_ingress_policy(name: str) -> str:
     return f"{name}-no-ingress"
 
 
+def tensorboard_pod_prefix(name: str) -> str:
+    """generateName of `tensorboard`'s pod: one per session, so two sessions never collide."""
+    return f"{name}-tensorboard-"
+
+
 def generated_names(spec: "ClusterSpec") -> Iterator[tuple[str, str, str]]:
     """(role, kind, name) for every generated name that must be a DNS-1035 label."""
     yield ("-", "Service", service(spec.name))

@@ -127,6 +127,9 @@ SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
 # The Job controller stamps each Indexed Job pod with its index in this annotation.
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 CONTAINER = "tensorflow"
+# `tfk8s tensorboard`'s pod: the cluster's labels with this component (never a Role: status and
+# the NetworkPolicies, which select pods by role, leave it alone).
+TENSORBOARD_COMPONENT = "tensorboard"
 # Kueue admits a JobSet that carries this label through the named LocalQueue, all or nothing.
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"

@@ -7,7 +7,7 @@ CLI chooses a backend once and then calls the same methods whatever it chose.
 from __future__ import annotations
 
 import abc
-from typing import Iterator
+from typing import ContextManager, Iterator
 
 from launcher.spec import ClusterSpec
 from launcher.status import ClusterStatus, Phase
@@ -50,6 +50,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def list(self) -> list[ClusterStatus]: ...
+
+    @abc.abstractmethod
+    def tensorboard(self, name: str, port: int) -> ContextManager[str]:
+        """TensorBoard on the cluster's model dir at 127.0.0.1:port while the context is open
+        (its value: the URL); leaving it stops TensorBoard and removes what it made."""
 
 
 def exit_code(status: ClusterStatus) -> int:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from support import REPO, wait_until
+from tensorboard_check import check_tensorboard_serves_the_evaluation
 
 pytestmark = pytest.mark.kind
 ROOT = REPO
@@ -192,6 +193,8 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     refused = cli(kind_cluster, "submit", str(changed))
     assert refused.returncode == 2 and "--replace" in refused.stderr
 
+    check_tensorboard_serves_the_evaluation(kind_cluster, namespace, "ps", final[0]["step"],
+                                            tmp_path)
     before = objects(kind_cluster, namespace, "ps")
     assert any(o.startswith("configmap") for o in before)
     deleted = cli(kind_cluster, "delete", "ps", "-n", namespace)

@@ -193,6 +193,11 @@ class KubernetesBackend(Backend):
                 out.append(ClusterStatus(name, ns, Phase.UNKNOWN, str(exc)))
         return out
 
+    def tensorboard(self, name: str, port: int):
+        from launcher.backends.kubernetes import tensorboard
+
+        return tensorboard.serve(self.api, self.namespace, name, port, self._say)
+
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 

@@ -170,24 +170,25 @@ class Api:
         except NotFoundError:
             pass  # gone already: what we wanted
 
-    def pod_log(self, namespace: str, pod: str, follow: bool, timestamps: bool = False):
-        """A streaming response of the task container's log (caller releases it)."""
+    def core_v1(self):
+        """The typed core/v1 client (pods, logs, port-forward) on this connection."""
         from kubernetes import client
 
         self.connect()
-        return client.CoreV1Api(self._api).read_namespaced_pod_log(
+        return client.CoreV1Api(self._api)
+
+    def pod_log(self, namespace: str, pod: str, follow: bool, timestamps: bool = False):
+        """A streaming response of the task container's log (caller releases it)."""
+        return self.core_v1().read_namespaced_pod_log(
             pod, namespace, container=contract.CONTAINER, follow=follow, timestamps=timestamps,
             _preload_content=False)
 
-
     def pod_log_tail(self, namespace: str, pod: str, lines: int) -> list[str]:
         """The last lines of the task container's log; none while it has not started."""
-        from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
-        self.connect()
         try:
-            text = client.CoreV1Api(self._api).read_namespaced_pod_log(
+            text = self.core_v1().read_namespaced_pod_log(
                 pod, namespace, container=contract.CONTAINER, tail_lines=lines)
         except ApiException as exc:
             if exc.status in (400, 404):  # container not started yet / pod gone meanwhile

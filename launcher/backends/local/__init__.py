@@ -274,6 +274,13 @@ class LocalBackend(Backend):
         return [self.status(d.name) for d in sorted(self.workdir.iterdir())
                 if self.files(d.name).has_status()]
 
+    def tensorboard(self, name: str, port: int):
+        from launcher.backends.local import tensorboard
+
+        files = self.files(name)
+        return tensorboard.serve(self.model_dir(files.read_spec()), port,
+                                 files.dir / "tensorboard.log")
+
     # --- fault injection (tests, demos) ----------------------------------------------------
 
     def pid(self, name: str, role: str, index: int) -> int | None:
