@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 
-PREFIX = "tfk8s-progress "
+from worker.contract import PROGRESS_PREFIX as PREFIX
 
 # When this module is first imported, which `python -m worker` does before importing TensorFlow,
 # so "seconds since start" includes TF's import time (the Python interpreter's own start-up of

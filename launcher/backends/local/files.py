@@ -9,6 +9,9 @@ from launcher.errors import LauncherError
 from launcher.spec import ClusterSpec
 from worker.contract import task_name
 
+# Each attempt's output in a task's log starts behind a line that begins so.
+ATTEMPT_HEADER_START = "=== tfk8s: "
+
 
 class RunFiles:
     def __init__(self, workdir: Path, name: str):
@@ -34,6 +37,18 @@ class RunFiles:
 
     def log_path(self, role: str, index: int) -> Path:
         return self.dir / "logs" / f"{task_name(role, index)}.log"
+
+    def last_attempt_tail(self, role: str, index: int, max_bytes: int = 4096) -> str:
+        """The end of the task's latest attempt in its log (after its ATTEMPT_HEADER line)."""
+        path = self.log_path(role, index)
+        if not path.exists():
+            return ""
+        with path.open("rb") as log:
+            log.seek(max(0, path.stat().st_size - max_bytes))
+            tail = log.read().decode("utf-8", errors="replace")
+        if ATTEMPT_HEADER_START not in tail:
+            return tail
+        return tail.rsplit(ATTEMPT_HEADER_START, 1)[-1].partition("\n")[2]
 
     def pid_path(self, role: str, index: int) -> Path:
         return self.dir / "pids" / f"{task_name(role, index)}.pid"
