@@ -33,7 +33,8 @@ environment (set by the launcher; see worker/contract.py):
   TFK8S_PEER_TIMEOUT   seconds to wait for every peer's DNS name and port (default 300)
 
 exit codes:
-  0 success; 1 unexpected error (traceback in the log); 2 bad arguments, environment or program;
+  0 success; 1 unexpected error (traceback in the log); 2 bad arguments, environment, program,
+  data or a missing package: not retried, the reason is one line (and the termination message);
   3 a peer was unreachable for TFK8S_PEER_TIMEOUT seconds; 4 a parameter server was lost during
   training (restart the chief to resume from the last checkpoint)
 """

@@ -181,3 +181,15 @@ def test_running_jobset_follows_the_job_rules():
     assert s.phase == "Finishing" and "evaluator" in s.message
     s = compute_jobset_status("c", "ns", jobset(), [], [], None)
     assert s.phase == "Pending"
+
+
+def test_a_failed_jobset_gives_the_chiefs_own_words_too():
+    failed_pod = pod("chief", phase="Failed", exit_code=2)
+    failed_pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = (
+        "--data x.npz: no such file")
+    chief = job("chief", condition="Failed", strategy="mirrored")
+    chief["status"]["conditions"][0].update(reason="PodFailurePolicy", message="FailJob rule")
+    s = compute_jobset_status("c", "ns", jobset(("Failed", "FailedJobs", "job c-chief-0 failed")),
+                              [chief], [failed_pod], None)
+    assert s.message == ("JobSet failed: FailedJobs: job c-chief-0 failed; chief failed: "
+                         "--data x.npz: no such file (PodFailurePolicy: FailJob rule)")
