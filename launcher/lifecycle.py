@@ -4,7 +4,9 @@ Lifecycle (README "Lifecycle"):
 - Succeeded: the chief's Job (MWMS: the worker Job, whose success policy is worker 0) completed,
   the evaluator (if any) has finished, and the supervised workers/ps have been ended.
 - Failed: the chief's Job failed (backoff exhausted, a podFailurePolicy FailJob rule, or
-  deadline passed).
+  deadline passed). The message leads with the chief's own words: the last line of its
+  container's termination message (the built-in worker writes its one-line error there; other
+  commands' log tails get there through terminationMessagePolicy FallbackToLogsOnError).
 - Evaluator failure never fails training: it is reported in the message only.
 - A JobSet (workload jobset) decides Succeeded/Failed itself (its success and failure
   policies); while suspended it is Queued, with Kueue's reason from its Workload.
@@ -60,6 +62,15 @@ def _terminated(pod: dict) -> dict | None:
         if "terminated" in last:
             return last["terminated"]
     return None
+
+
+def termination_reason(term: dict) -> str | None:
+    """Why a container exited non-zero, in its own words: the last line of its termination
+    message (the built-in worker's one-line error, or the log's tail under
+    FallbackToLogsOnError)."""
+    if not term.get("exitCode"):
+        return None
+    return contract.exit_reason(term.get("message") or "")
 
 
 def pod_problem(pod: dict) -> str | None:
@@ -120,27 +131,29 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
             term = _terminated(pod)
             if term is not None:
                 rs.last_exit_code = term.get("exitCode")
-                rs.reason = term.get("reason")
+                said = termination_reason(term)
+                rs.reason = f"{term.get('reason')}: {said}" if said else term.get("reason")
             problem = pod_problem(pod)
             if problem:
                 problems.append(problem)
                 rs.reason = problem
         roles.append(rs)
 
-    exit_code = None
+    exit_code, said = None, None
     # restartPolicy Never replaces a failed pod: the newest pod of index 0 has the last word.
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
         if _role_of(pod) == success_role and _index_of(pod) == contract.SUCCESS_INDEX:
             term = _terminated(pod)
             if term is not None:
-                exit_code = term.get("exitCode")
+                exit_code, said = term.get("exitCode"), termination_reason(term)
 
     main = by_role.get(success_role)
     if main is None:
         return ClusterStatus(name, namespace, Phase.UNKNOWN, f"no {success_role} Job found", None, roles)
     outcome, why = job_condition(main)
     if outcome == "Failed":
-        return ClusterStatus(name, namespace, Phase.FAILED, f"{success_role} failed: {why}",
+        message = f"{success_role} failed: {said} ({why})" if said else f"{success_role} failed: {why}"
+        return ClusterStatus(name, namespace, Phase.FAILED, message,
                              exit_code if exit_code not in (None, 0) else 1, roles)
     if outcome == "Complete":
         waiting = [r for r, j in by_role.items() if r != success_role and job_condition(j)[0] is None]
@@ -215,8 +228,10 @@ def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[di
     if JOBSET_FAILED in conditions:
         failed = conditions[JOBSET_FAILED]
         code = base.exit_code if base is not None else None
-        return ClusterStatus(name, namespace, Phase.FAILED,
-                             f"JobSet failed: {failed.get('reason', '')}: {failed.get('message', '')}",
+        message = f"JobSet failed: {failed.get('reason', '')}: {failed.get('message', '')}"
+        if base is not None and base.phase is Phase.FAILED:
+            message += f"; {base.message}"  # the chief's own words, when its Job failed
+        return ClusterStatus(name, namespace, Phase.FAILED, message,
                              code if code not in (None, 0) else 1, roles)
     if (jobset.get("spec") or {}).get("suspend"):
         queue = ((jobset.get("metadata") or {}).get("labels") or {}).get(contract.QUEUE_LABEL)

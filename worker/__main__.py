@@ -55,14 +55,26 @@ def main(argv: list[str] | None = None):
         code = _run_role(task, options)
     # Exit inside each handler: leaving it would free the failed frames and run TF's teardown.
     except errors.WorkerError as exc:
-        print(f"tfk8s {where}: error: {exc}", file=sys.stderr)
-        shutdown.exit_now(exc.exit_code)
+        _fail(where, exc)
     except KeyboardInterrupt:
         shutdown.exit_now(130)
+    except ModuleNotFoundError as exc:
+        explained = errors.from_missing_module(exc)
+        if explained is None:
+            traceback.print_exc()
+            shutdown.exit_now(errors.EXIT_UNEXPECTED)
+        _fail(where, explained)
     except Exception:
         traceback.print_exc()
         shutdown.exit_now(errors.EXIT_UNEXPECTED)
     shutdown.exit_now(code)
+
+
+def _fail(where: str, exc: errors.WorkerError):
+    """One line on stderr and in the pod's termination message, then exit with its code."""
+    print(contract.ERROR_LINE.format(task=where, message=exc), file=sys.stderr, flush=True)
+    errors.write_termination_message(str(exc))
+    shutdown.exit_now(exc.exit_code)
 
 
 def _wait_for_peers(task: context.TaskContext) -> None:

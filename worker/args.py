@@ -33,7 +33,8 @@ environment (set by the launcher; see worker/contract.py):
   TFK8S_PEER_TIMEOUT   seconds to wait for every peer's DNS name and port (default 300)
 
 exit codes:
-  0 success; 1 unexpected error (traceback in the log); 2 bad arguments, environment or program;
+  0 success; 1 unexpected error (traceback in the log); 2 bad arguments, environment, program,
+  data or a missing package: not retried, the reason is one line (and the termination message);
   3 a peer was unreachable for TFK8S_PEER_TIMEOUT seconds; 4 a parameter server was lost during
   training (restart the chief to resume from the last checkpoint)
 """
@@ -68,8 +69,23 @@ class Options:
         return -(-self.steps // self.checkpoint_every)
 
 
+class UsageError(ValueError):
+    """Program arguments `python -m worker` would refuse (check() raises it instead of exiting)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    raises = False  # check(): raise UsageError instead of printing usage and exiting 2
+
+    def error(self, message: str):
+        """argparse's usage error (exit 2), its one line also left for `status`."""
+        if self.raises:
+            raise UsageError(message)
+        errors.write_termination_message(f"program args: {message} (see python -m worker --help)")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m worker",
         description=(
             "The tfk8s built-in worker: one image and command for every role (chief, worker, "
@@ -119,8 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check(argv: list[str]) -> Options:
+    """parse() for the launcher: a usage error raises UsageError, nothing is printed."""
+    parser = build_parser()
+    parser.raises = True
+    return _options(parser.parse_args(argv))
+
+
 def parse(argv: list[str] | None = None) -> Options:
-    namespace = build_parser().parse_args(argv)
+    return _options(build_parser().parse_args(argv))
+
+
+def _options(namespace: argparse.Namespace) -> Options:
     return Options(
         loop=namespace.loop,
         steps=namespace.steps,

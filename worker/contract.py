@@ -154,6 +154,57 @@ EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train 
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
 # of the signal read alike. Not a failure: the task is replaced without counting it.
 EXIT_PREEMPTED = 143
+# Where a container's one-line reason for exiting goes, for `status` (Kubernetes' default
+# terminationMessagePath; the pod also falls back to its log's tail, FallbackToLogsOnError).
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+
+# The worker's one-line error in its log; the local backend reads the message back for `status`.
+ERROR_LINE = "tfk8s {task}: error: {message}"
+ERROR_LINE_PATTERN = r"^tfk8s [-a-z0-9]+: error: "
+# What `status` keeps of a task's last words (the kubelet keeps at most 4096 bytes).
+MAX_REASON_CHARS = 400
+
+
+def exit_reason(output: str) -> str | None:
+    """The line that says why a task exited, from its termination message or its output's tail:
+    the last non-empty line that is not a progress line, without the worker's "tfk8s <task>: error: " prefix, shortened to
+    MAX_REASON_CHARS. None if there is none."""
+    lines = [line.strip() for line in output.splitlines()
+             if line.strip() and not line.startswith(PROGRESS_PREFIX)]
+    if not lines:
+        return None
+    line = re.sub(ERROR_LINE_PATTERN, "", lines[-1])
+    return line if len(line) <= MAX_REASON_CHARS else line[:MAX_REASON_CHARS - 3] + "..."
+
+
+# --- what the built-in worker needs installed -----------------------------------------------
+# Missing, each is a deterministic start-up failure (EXIT_CONFIG): the worker says how to install
+# it, and a local run checks them before starting any task. tf-keras must match TensorFlow's
+# version and be installed with --no-deps (scripts/setup.sh, Dockerfile).
+_INSTALL_WORKER_EXTRA = "pip install '.[worker]' (from a tfk8s checkout)"
+_INSTALL_TF_KERAS = ("pip install --no-deps 'tf-keras==<your TensorFlow major.minor>.*' "
+                     "(--no-deps keeps tensorflow-cpu)")
+WORKER_REQUIREMENTS: dict[str, str] = {  # top-level module -> how to install it
+    "tensorflow": _INSTALL_WORKER_EXTRA,
+    "numpy": _INSTALL_WORKER_EXTRA,
+    "tf_keras": _INSTALL_TF_KERAS,
+    "sklearn": _INSTALL_WORKER_EXTRA,  # the built-in program's --data digits
+}
+
+
+def worker_needs(uses_legacy_keras: bool) -> tuple[str, ...]:
+    """The modules every built-in task imports; tf_keras only for the fit loop and under
+    parameter_server (worker/args.py Options.uses_legacy_keras)."""
+    return ("tensorflow", "numpy") + (("tf_keras",) if uses_legacy_keras else ())
+
+
+def missing_module_message(module: str) -> str | None:
+    """How to fix a missing top-level module the built-in worker needs; None for other modules."""
+    top = module.split(".")[0]
+    fix = WORKER_REQUIREMENTS.get(top)
+    if fix is None:
+        return None
+    return f"{top} is not installed in this Python environment: {fix}"
 
 
 # --- which roles a strategy runs -----------------------------------------------------------

@@ -5,8 +5,11 @@ failure class keeps its own number. Every message says what went wrong, where, a
 """
 from __future__ import annotations
 
+import os
+
 # Exit codes of `python -m worker` (documented in `python -m worker --help`); the numbers live
 # in the contract, which the launcher reads them from too.
+from worker import contract
 from worker.contract import (  # noqa: F401  (re-exported: the worker raises by these names)
     EXIT_CONFIG, EXIT_DIVERGED_RESTORE, EXIT_LOST_PARAMETER_SERVER, EXIT_OK, EXIT_PEERS_UNREACHABLE,
     EXIT_PREEMPTED, EXIT_UNEXPECTED,
@@ -33,3 +36,18 @@ class LostParameterServer(WorkerError):
 
 class DivergedRestore(WorkerError):
     exit_code = EXIT_DIVERGED_RESTORE
+
+
+def from_missing_module(exc: ModuleNotFoundError) -> ConfigError | None:
+    """A missing module of the worker's training stack, as a configuration error that says what
+    to install (a restart would fail alike); None for any other module."""
+    message = contract.missing_module_message(exc.name or "")
+    return None if message is None else ConfigError(message)
+
+
+def write_termination_message(message: str, path: str = contract.TERMINATION_MESSAGE_PATH) -> None:
+    """Leave the one-line reason where Kubernetes reads it into the pod's status (and so
+    `status`). Only into a file the kubelet mounted: never create one outside a pod."""
+    if os.path.isfile(path) and os.access(path, os.W_OK):
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(message)

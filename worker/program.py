@@ -26,6 +26,10 @@ checkpoints, restarts, evaluation, export. The program only builds things:
         while the coordinator builds each worker's dataset: arrays it captures are shipped to
         the workers inside the dataset graph, so keep them small or read files on the worker.
 
+A mistake that no restart can cure (a missing data file, a bad --data value) should raise
+worker.errors.ConfigError with a message that says how to fix it: the task then exits 2 at
+once, and the cluster fails without using up its restarts (any other exception is retried).
+
 Optional:
 
     per_example_loss(labels, logits) -> Tensor of shape [batch]
@@ -68,7 +72,11 @@ def load(module_name: str) -> Program:
                 f"program module {module_name!r} (TFK8S_PROGRAM / spec program.module) was not "
                 "found: install it in the image or put it on PYTHONPATH"
             ) from None
-        raise
+        stack = errors.from_missing_module(exc)
+        raise stack or errors.ConfigError(
+            f"program module {module_name!r} imports {exc.name!r}, which is not installed in "
+            "this Python environment: install it in the image"
+        ) from None
     missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
     if missing:
         raise errors.ConfigError(

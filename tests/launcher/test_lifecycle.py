@@ -89,6 +89,36 @@ def test_replaced_chief_pods_the_newest_decides_the_exit_code():
         assert s.phase == "Failed" and s.exit_code == 2 and "PodFailurePolicy" in s.message
 
 
+def test_a_failed_chief_says_why_in_its_own_words():
+    """The termination message's last line (the worker's one-line error, or a log tail under
+    FallbackToLogsOnError) leads the Failed message and is the role's reason."""
+    failed = pod("chief", phase="Failed", exit_code=2)
+    failed["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = (
+        "tensorflow is not installed in this Python environment: pip install x\n")
+    chief = job("chief", condition="Failed", strategy="mirrored")
+    chief["status"]["conditions"][0].update(reason="PodFailurePolicy",
+                                            message="exit code 2 matching FailJob rule")
+    s = compute_status("c", "ns", [chief], [failed])
+    assert s.message == ("chief failed: tensorflow is not installed in this Python environment: "
+                         "pip install x (PodFailurePolicy: exit code 2 matching FailJob rule)")
+    assert s.roles[0].reason == ("Error: tensorflow is not installed in this Python environment: "
+                                 "pip install x")
+
+
+def test_a_log_tail_message_gives_its_last_line_and_a_success_none():
+    ok = pod("chief", phase="Succeeded", exit_code=0)
+    ok["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = "done\n"
+    crashed = pod("chief", phase="Failed", exit_code=1)
+    crashed["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = (
+        "Traceback (most recent call last):\n  File x\nValueError: bad shard\n"
+        'tfk8s-progress {"event": "exit"}\n')
+    s = compute_status("c", "ns", [job("chief", condition="Failed", strategy="mirrored")],
+                       [crashed])
+    assert s.message.startswith("chief failed: ValueError: bad shard (BackoffLimitExceeded")
+    s = compute_status("c", "ns", [job("chief", condition="Complete", strategy="mirrored")], [ok])
+    assert s.phase == "Succeeded" and s.message == "" and s.roles[0].reason == "Completed"
+
+
 # --------------------------------------------------------------------- workload jobset
 from launcher.lifecycle import compute_jobset_status  # noqa: E402
 
@@ -151,3 +181,15 @@ def test_running_jobset_follows_the_job_rules():
     assert s.phase == "Finishing" and "evaluator" in s.message
     s = compute_jobset_status("c", "ns", jobset(), [], [], None)
     assert s.phase == "Pending"
+
+
+def test_a_failed_jobset_gives_the_chiefs_own_words_too():
+    failed_pod = pod("chief", phase="Failed", exit_code=2)
+    failed_pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = (
+        "--data x.npz: no such file")
+    chief = job("chief", condition="Failed", strategy="mirrored")
+    chief["status"]["conditions"][0].update(reason="PodFailurePolicy", message="FailJob rule")
+    s = compute_jobset_status("c", "ns", jobset(("Failed", "FailedJobs", "job c-chief-0 failed")),
+                              [chief], [failed_pod], None)
+    assert s.message == ("JobSet failed: FailedJobs: job c-chief-0 failed; chief failed: "
+                         "--data x.npz: no such file (PodFailurePolicy: FailJob rule)")

@@ -16,6 +16,7 @@ import pytest
 from local_clusters import (
     REPO_ROOT, LocalBackend, Submission, assert_no_task_processes, make_spec, wait_until,
 )
+from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.errors import SubmitRefused
 from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
 
@@ -150,19 +151,54 @@ def test_preemption_counts_under_on_failure(backend, workdir):
 
 
 def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
-    """The built-in worker exits EXIT_CONFIG (2) on a bad argument: the Job's FailJob rule, so
-    no retry even with backoffLimit 6 (no TensorFlow: arguments are checked before it loads)."""
-    spec = make_spec("badarg", "mirrored", ["--steps", "nope"], evaluator=False,
+    """The built-in worker exits EXIT_CONFIG (2) on a bad environment value: the Job's FailJob
+    rule, so no retry even with backoffLimit 6 (no TensorFlow: the environment is checked
+    before it loads), and its one-line reason is the status message."""
+    spec = make_spec("badenv", "mirrored", ["--steps", "3"], evaluator=False,
                      restartPolicy="Never", backoffLimit=6)
+    data = spec.model_dump(by_alias=True)
+    data["roles"]["chief"]["env"] = {"TFK8S_PEER_TIMEOUT": "soon"}
+    spec = type(spec).model_validate(data)
     started = time.monotonic()
     backend.submit(spec)
     assert backend.wait(spec.name) == EXIT_CONFIG
     assert time.monotonic() - started < 60
-    status = backend.status("badarg")
-    assert status.phase == "Failed" and "configuration error" in status.message
-    log = backend.log_path("badarg", "chief", 0).read_text()
+    status = backend.status("badenv")
+    reason = "TFK8S_PEER_TIMEOUT='soon' must be a positive number of seconds"
+    assert status.phase == "Failed"
+    assert status.message == f"chief-0 exited 2 (a configuration error): {reason}"
+    assert status.roles[0].reason == f"chief-0: exited 2 (a configuration error): {reason}"
+    assert status.roles[0].failed == 1
+    log = backend.log_path("badenv", "chief", 0).read_text()
     assert log.count("=== tfk8s: chief-0 attempt") == 1
-    assert "argument --steps: 'nope' is not an integer" in log
+
+
+def test_bad_program_args_are_refused_before_any_task_starts(backend, workdir):
+    """A local run parses the built-in worker's arguments as the worker would: a usage error
+    is one line from submit, exit 2, and nothing is created or started."""
+    spec = make_spec("badarg", "mirrored", ["--steps", "nope"], evaluator=False)
+    with pytest.raises(WorkerEnvironmentError) as raised:
+        backend.submit(spec)
+    assert str(raised.value) == ("program.args ['--steps', 'nope']: argument --steps: 'nope' is "
+                                 "not an integer (see python -m worker --help)")
+    assert raised.value.exit_code == EXIT_CONFIG
+    assert not backend.run_dir("badarg").exists()
+
+
+def test_a_task_exit_reason_is_its_last_output_line(backend, workdir):
+    """Like a pod's FallbackToLogsOnError: a bring-your-own task that exits non-zero is
+    explained in `status` by its output's last line (here a traceback's), progress lines
+    skipped; and a BYO exit 2 is retried like any failure (only the built-in worker's is
+    fatal)."""
+    crash = ("import sys; print('loading', flush=True); "
+             "sys.stderr.write('Traceback...\\nValueError: bad shard 7\\n'); sys.stderr.flush(); "
+             "print('tfk8s-progress {}', flush=True); sys.exit(2)")
+    spec = byo_spec("byo-crash", [crash], restartPolicy="Never", backoffLimit=1)
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 2
+    status = backend.status("byo-crash")
+    assert status.message == "chief-0 exited 2: ValueError: bad shard 7"
+    assert status.roles[0].failed == 2
 
 
 @pytest.mark.process

@@ -101,6 +101,21 @@ def test_on_failure_restarts_in_place_and_counts_preemptions():
     assert job_action(s, "chief", EXIT_PREEMPTED) == job_action(s, "chief", EXIT_CONFIG) == "Count"
 
 
+def test_a_tasks_last_words_end_its_reason_and_change_nothing_else():
+    s = spec("backoffLimit: 6\n")
+    plain = decision(s, "chief", EXIT_CONFIG, restarts_used=0)
+    said = decision(s, "chief", EXIT_CONFIG, restarts_used=0, last_words="--steps: bad")
+    assert said.reason == "exited 2 (a configuration error): --steps: bad"
+    assert said.message == plain.message + ". It said: --steps: bad"
+    assert (said.restart, said.counted) == (plain.restart, plain.counted)
+
+
+@pytest.mark.parametrize("code, own", [(1, True), (2, True), (EXIT_PREEMPTED, False),
+                                       (-signal.SIGKILL, False), (0, False)])
+def test_only_an_exit_status_of_its_own_is_explained_by_the_task(code, own):
+    assert policy.explains_itself(code) is own
+
+
 def test_no_restart_once_training_is_over():
     d = decision(spec(), "worker", EXIT_PREEMPTED, restarts_used=0, training_over=True)
     assert not d.restart and "training is over" in d.message

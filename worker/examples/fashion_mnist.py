@@ -19,6 +19,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from worker import errors  # ConfigError: a data mistake no restart cures (exit 2, not retried)
+
 IMAGE_SHAPE = (28, 28, 1)
 NUM_CLASSES = 10
 LEARNING_RATE = 1e-3
@@ -75,7 +77,7 @@ def load_arrays(data: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return _fashion_mnist()
     if data.endswith(".npz"):
         return _npz(data)
-    raise ValueError(
+    raise errors.ConfigError(
         f"--data {data!r}: use digits, synthetic, fashion_mnist or a path to a .npz file"
     )
 
@@ -122,11 +124,12 @@ def _fashion_mnist():
 
 def _npz(path: str):
     if not os.path.exists(path):
-        raise FileNotFoundError(f"--data {path}: no such file (on this task's filesystem)")
+        raise errors.ConfigError(f"--data {path}: no such file on this task's filesystem: "
+                                 "mount it into the pod, or copy it there")
     with np.load(path) as arrays:
         missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in arrays]
         if missing:
-            raise ValueError(
+            raise errors.ConfigError(
                 f"--data {path}: missing arrays {', '.join(missing)} (has {', '.join(arrays)})"
             )
         return {
@@ -140,7 +143,7 @@ def _as_images(images: np.ndarray, labels: np.ndarray):
     if images.ndim == 3:
         images = images[..., None]
     if images.shape[1:] != IMAGE_SHAPE:
-        raise ValueError(f"images have shape {images.shape[1:]}, the model needs {IMAGE_SHAPE}")
+        raise errors.ConfigError(f"--data: images have shape {images.shape[1:]}, the model needs {IMAGE_SHAPE}")
     if images.dtype != np.uint8:
-        raise ValueError(f"images are {images.dtype}; give uint8 pixels 0..255")
+        raise errors.ConfigError(f"--data: images are {images.dtype}; give uint8 pixels 0..255")
     return images, np.asarray(labels).astype(np.int32).reshape(-1)

@@ -272,6 +272,7 @@ spec:
       - name: {{ $c.container }}
         image: {{ $v.image | toJson }}
         imagePullPolicy: {{ $v.imagePullPolicy | toJson }}
+        terminationMessagePolicy: FallbackToLogsOnError
         command: {{ if $cmd }}{{ $cmd | toJson }}{{ else }}[]{{ end }}
         env:
         - name: {{ $c.env.taskIndex }}

@@ -60,6 +60,7 @@ from launcher.backends.base import Backend, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import RunFiles
 from launcher.backends.local.policy import FAILURE_GRACE_SECONDS
+from launcher.backends.local.preflight import check_worker_environment
 from launcher.backends.local.supervisor import (
     POLL_SECONDS, RESTART_DELAY_SECONDS, Supervisor, Timing,
 )
@@ -119,6 +120,7 @@ class LocalBackend(Backend):
         """Prepare the run; in the background, also start its detached supervisor, which writes
         its output to <workdir>/<name>/supervisor.log. In the foreground, wait() runs it."""
         spec = self._as_processes(spec)
+        check_worker_environment(spec)  # before anything exists: says what to install
         files = self.files(spec.name)
         if files.has_status():
             current = self.status(spec.name)

@@ -9,6 +9,9 @@ from launcher.errors import LauncherError
 from launcher.spec import ClusterSpec
 from worker.contract import task_name
 
+# Each attempt's output in a task's log starts behind a line that begins so.
+ATTEMPT_HEADER_START = "=== tfk8s: "
+
 
 class RunFiles:
     def __init__(self, workdir: Path, name: str):
@@ -42,15 +45,16 @@ class RunFiles:
 
     def log_tail(self, role: str, index: int, max_bytes: int) -> list[str]:
         """The last lines of a task's log (up to max_bytes of it); none if it has no log yet."""
-        try:
-            with self.log_path(role, index).open("rb") as log:
-                size = log.seek(0, os.SEEK_END)
-                log.seek(max(size - max_bytes, 0))
-                data = log.read()
-        except FileNotFoundError:
-            return []
-        lines = data.decode("utf-8", errors="replace").splitlines()
-        return lines[1:] if size > max_bytes else lines  # the first one may be cut
+        text, cut = _read_end(self.log_path(role, index), max_bytes)
+        lines = text.splitlines()
+        return lines[1:] if cut else lines  # a cut first line is a part of one
+
+    def last_attempt_tail(self, role: str, index: int, max_bytes: int = 4096) -> str:
+        """The end of the task's latest attempt in its log (after its ATTEMPT_HEADER line)."""
+        tail, _ = _read_end(self.log_path(role, index), max_bytes)
+        if ATTEMPT_HEADER_START not in tail:
+            return tail
+        return tail.rsplit(ATTEMPT_HEADER_START, 1)[-1].partition("\n")[2]
 
     def pid_path(self, role: str, index: int) -> Path:
         return self.dir / "pids" / f"{task_name(role, index)}.pid"
@@ -111,3 +115,14 @@ def write_json(path: Path, data: dict) -> None:
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(temporary, path)
+
+
+def _read_end(path: Path, max_bytes: int) -> tuple[str, bool]:
+    """The last max_bytes of a file as text ("" if it does not exist), and whether that cut it."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(size - max_bytes, 0))
+            return f.read().decode("utf-8", errors="replace"), size > max_bytes
+    except FileNotFoundError:
+        return "", False

@@ -46,7 +46,7 @@ class RestartDecision:
 
 
 def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used: int,
-                     training_over: bool = False) -> RestartDecision:
+                     training_over: bool = False, last_words: str | None = None) -> RestartDecision:
     """What Kubernetes would do about a task (pod) that exited with `code` (Popen's
     returncode, non-zero), given `restarts_used` counted restarts of its role so far.
 
@@ -55,11 +55,15 @@ def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used
     fatal_exit_codes (the built-in worker's configuration error) fails the role at once;
     anything else replaces the pod, counted against backoffLimit. OnFailure: every failure
     restarts in place, counted, preemptions included (no podFailurePolicy there).
+    `last_words`, the task's own reason (its output's last line), ends the reason.
     """
     status = shell_status(code)
     limit = failure.backoff_limit
     in_place = failure.restart_policy == "OnFailure"
     described = describe_exit(code)
+    if last_words:
+        return _with_last_words(
+            restart_decision(failure, role, code, restarts_used, training_over), last_words)
     preempted = status == contract.EXIT_PREEMPTED
     if preempted:
         described = f"was preempted ({described}: SIGTERM)"
@@ -87,6 +91,18 @@ def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used
     return RestartDecision(True, True, described, (
         f"{described}; {how}, failure {restarts_used + 1} of backoffLimit {limit} for role "
         f"{role})"))
+
+
+def explains_itself(code: int) -> bool:
+    """Whether an exit status is the task's own (its output's last line then says why), not a
+    signal's or a preemption's."""
+    return 0 < code != contract.EXIT_PREEMPTED
+
+
+def _with_last_words(decision: RestartDecision, last_words: str) -> RestartDecision:
+    return RestartDecision(decision.restart, decision.counted,
+                           f"{decision.reason}: {last_words}",
+                           f"{decision.message}. It said: {last_words}")
 
 
 # --- the run as a whole --------------------------------------------------------------------

@@ -11,16 +11,18 @@ from pathlib import Path
 from typing import IO
 
 from launcher.backends.local import policy, runner
-from launcher.backends.local.files import RunFiles
+from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.tasks import Task, plan_tasks
 from launcher.plan import plan as make_plan
 from launcher.spec import ClusterSpec
 from launcher.status import Phase, RoleStatus
+from worker import contract
 from worker.contract import SUCCESS_INDEX, Role
 
 POLL_SECONDS = 0.2
 RESTART_DELAY_SECONDS = 1.0
+LOG_DRAIN_SECONDS = 2.0  # a child that kept the task's stdout open does not hold us longer
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ class Supervisor:
         # After training, only the evaluator may still be restarted.
         training_over = self.chief.state is TaskState.SUCCEEDED and task.role is not Role.EVALUATOR
         decision = policy.restart_decision(self.plan.failure, task.role, code,
-                                           self.restarts_used[task.role], training_over)
+                                           self.restarts_used[task.role], training_over,
+                                           self._last_words(task, code))
         task.reason = decision.reason
         if decision.counted:
             self.failed_attempts[task.role] += 1
@@ -122,6 +125,15 @@ class Supervisor:
         else:
             task.state, task.ended_at = TaskState.FAILED, now
         self._say(f"{task.name} {decision.message}")
+
+    def _last_words(self, task: Task, code: int) -> str | None:
+        """Why the task exited, from its output's last line, like a pod's termination message
+        (FallbackToLogsOnError): only for an exit status of its own, not a signal's."""
+        if not policy.explains_itself(code):
+            return None
+        if task.reader is not None:
+            task.reader.join(timeout=LOG_DRAIN_SECONDS)  # its last lines may still be in the pipe
+        return contract.exit_reason(self.files.last_attempt_tail(task.role, task.index))
 
     def _apply(self, decision: Decision) -> None:
         for note in decision.notes:
@@ -148,7 +160,7 @@ class Supervisor:
         attempt = task.attempts
 
         def header(pid: int) -> str:
-            return (f"=== tfk8s: {task.name} attempt {attempt}, pid {pid}, "
+            return (f"{ATTEMPT_HEADER_START}{task.name} attempt {attempt}, pid {pid}, "
                     f"started {time.strftime('%Y-%m-%d %H:%M:%S')} ===")
 
         task.process, task.reader = runner.start(
