@@ -144,9 +144,13 @@ def assert_all_jobs_complete(cluster, namespace: str, name: str) -> None:
 
 def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
-    spec = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image)
+    # Long enough, with a step event every second, for status to see the step advance.
+    steps, progress_env = 2 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
+    spec = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image,
+                      steps=steps, env=progress_env)
     started = time.monotonic()
     proc = submit_in_background(kind_cluster, spec)
+    training_seen = []  # `status -o json`'s training while the cluster trained
     try:
         def all_running():
             pods = kind_cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}=ps")["items"]
@@ -154,26 +158,32 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
 
         wait_for(all_running, 600, "all 5 pods Running", interval=0.5)
         running = time.monotonic() - started
-        wait_for(lambda: any(e["event"] == "first_step"
-                             for e in chief_events(kind_cluster, "ps", namespace)),
-                 600, "the first training step", interval=1.0)
-        first_step = time.monotonic() - started
+        first_step = None
+        while proc.poll() is None and time.monotonic() - started < 900:
+            training = json.loads(cli(kind_cluster, "status", "ps", "-n", namespace, "-o",
+                                      "json", check=True).stdout)["training"]
+            if training and training["step"]:  # past the start event's step 0
+                first_step = first_step or time.monotonic() - started
+                if not training["finished"] and \
+                        (not training_seen or training["step"] > training_seen[-1]["step"]):
+                    training_seen.append(training)
+            time.sleep(0.5)
         output, _ = proc.communicate(timeout=900)
     finally:
         if proc.poll() is None:
             proc.kill()
     total = time.monotonic() - started
     print(output[-3000:])
-    print(f"MEASURE ps submit->all pods Running {running:.1f}s, ->first step {first_step:.1f}s, "
-          f"->succeeded {total:.1f}s")
+    print(f"MEASURE ps submit->all pods Running {running:.1f}s, ->first step in status "
+          f"{first_step or float('nan'):.1f}s, ->succeeded {total:.1f}s")
     assert proc.returncode == 0, output[-2000:]
     assert "[Succeeded]" in output
     assert_all_jobs_complete(kind_cluster, namespace, "ps")
 
     events = chief_events(kind_cluster, "ps", namespace)
     final = [e for e in events if e["event"] == "final"]
-    assert final and final[0]["step"] >= STEPS
-    assert STEPS in evaluated_steps(kind_cluster, "ps", namespace) or \
+    assert final and final[0]["step"] >= steps
+    assert steps in evaluated_steps(kind_cluster, "ps", namespace) or \
         final[0]["step"] in evaluated_steps(kind_cluster, "ps", namespace)
     for role in ("worker", "ps"):
         logs = cli(kind_cluster, "logs", "ps", "-n", namespace, "--role", role, "--index", "0")
@@ -184,12 +194,28 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     assert data["phase"] == "Succeeded" and data["exitCode"] == 0
     counts = {r["role"]: r["succeeded"] for r in data["roles"]}
     assert counts == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1}
+    # status read the step from the chief's log through the API while it trained, and reads
+    # the final step and evaluation after the end.
+    print("MEASURE ps status -o json while training, steps seen:",
+          [t["step"] for t in training_seen])
+    assert len(training_seen) >= 2 and training_seen[0]["step"] < training_seen[-1]["step"] <= steps
+    assert all(t["target"] == steps and t["loss"] is not None for t in training_seen)
+    training = data["training"]
+    assert training["finished"] and training["step"] == training["target"] == steps
+    assert training["evaluation"]["final"] and training["evaluation"]["step"] == steps
+    assert training["evaluation"]["checkpoint"] == f"ckpt-{steps}"
+    assert 0 < training["evaluation"]["metrics"]["accuracy"] <= 1
+    text = cli(kind_cluster, "status", "ps", "-n", namespace, check=True).stdout
+    assert f"training: step {steps}/{steps}" in text and f"final eval ckpt-{steps}" in text
+    every = cli(kind_cluster, "logs", "ps", "-n", namespace, "--all", check=True).stdout
+    for task in ("chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"):
+        assert f"[{task}] " in every, task
 
     # Same spec again: nothing changes. A changed spec is refused without --replace.
     again = cli(kind_cluster, "submit", str(spec))
     assert again.returncode == 0 and "unchanged" in again.stderr
     changed = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image,
-                         backoffLimit=3)
+                         steps=steps, env=progress_env, backoffLimit=3)
     refused = cli(kind_cluster, "submit", str(changed))
     assert refused.returncode == 2 and "--replace" in refused.stderr
 
