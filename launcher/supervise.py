@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import ssl
 import subprocess
@@ -177,7 +178,9 @@ def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: floa
             version = None
         except Exception as exc:  # noqa: BLE001 - see the docstring
             log(f"cannot watch job {namespace}/{name} yet: {exc}")
-            time.sleep(retry_seconds)
+            # jittered: 1000 pods refused together (429 from the API server's flow control, seen
+            # in tests/scale) must not all come back together
+            time.sleep(retry_seconds * random.uniform(0.5, 1.5))
 
 
 def training_ended(seen: bool, state: str) -> tuple[bool, bool]:
