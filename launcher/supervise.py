@@ -6,11 +6,13 @@ This script is shipped in the cluster's ConfigMap and wraps such a task:
 
     python3 /var/run/tfk8s/supervise.py -- <task command...>
 
-It runs the task as a child and polls the API server (the pod's service account may only `get`
-the watched Job, by name) until the training Job has finished. Then it stops the child and exits
-0, so the task's Job completes instead of running forever. After a success the child may run
-TFK8S_GRACE_SECONDS more (the evaluator, evaluating the final checkpoint); after a failure, or
-when the Job is gone, it is stopped at once (there is no final checkpoint to wait for).
+It runs the task as a child and watches the training Job (one long-lived watch request per pod,
+renewed every TFK8S_WATCH_SECONDS, so the API server's load does not grow with how quickly the
+end is noticed; the pod's service account may only `list`/`watch` that Job, by name) until it
+has finished. Then it stops the child and exits 0, so the task's Job completes instead of
+running forever. After a success the child may run TFK8S_GRACE_SECONDS more (the evaluator,
+evaluating the final checkpoint); after a failure, or when the Job is gone, it is stopped at
+once (there is no final checkpoint to wait for).
 
 A child that exits on its own leaves with its code; one killed by signal N with 128 + N, as a
 shell reports it. Pod deletion sends SIGTERM to us (PID 1): it is passed on, so a server that
@@ -22,19 +24,23 @@ Environment:
   TFK8S_GRACE_SECONDS      how long the child may keep running after training succeeded (default 0)
   TFK8S_POD_GRACE_SECONDS  the pod's terminationGracePeriodSeconds (default 30): stopping the
                            child, SIGKILL follows SIGTERM within it, before the kubelet's own
-  TFK8S_POLL_SECONDS       how often to ask the API server (default 5)
+  TFK8S_WATCH_SECONDS      how long one watch request lasts before it is renewed (default 300)
 """
 from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from typing import Callable, Iterator
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # This script's interface (it runs alone in the pod, so it cannot import the contract; the
@@ -43,39 +49,159 @@ WATCH_JOB_ENV = "TFK8S_WATCH_JOB"
 NAMESPACE_ENV = "TFK8S_NAMESPACE"
 GRACE_ENV = "TFK8S_GRACE_SECONDS"
 POD_GRACE_ENV = "TFK8S_POD_GRACE_SECONDS"
-POLL_ENV = "TFK8S_POLL_SECONDS"
+WATCH_SECONDS_ENV = "TFK8S_WATCH_SECONDS"
+DEFAULT_WATCH_SECONDS = 300.0
+RETRY_SECONDS = 5.0  # after an API error, before asking again
 SUCCEEDED = {"Complete", "SuccessCriteriaMet"}
 TERMINAL = SUCCEEDED | {"Failed", "FailureTarget"}
+RUNNING = "running"
+ABSENT = "absent"
 
 
 def log(message: str) -> None:
     print(f"[tfk8s-supervise] {message}", file=sys.stderr, flush=True)
 
 
-def job_state(namespace: str, name: str) -> str | None:
-    """'Complete'/'Failed'-like condition type once the Job has ended, 'running', or 'absent'."""
-    host = os.environ["KUBERNETES_SERVICE_HOST"]
-    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    with open(f"{SA_DIR}/token") as f:  # re-read: projected tokens rotate
-        token = f.read().strip()
-    request = urllib.request.Request(
-        f"https://{host}:{port}/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
-        headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-    )
-    context = ssl.create_default_context(cafile=f"{SA_DIR}/ca.crt")
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as response:
-            job = json.load(response)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return "absent"
-        raise
+class ApiServer:
+    """Where the API server is and who we are: a base URL, a token source, a TLS context."""
+
+    def __init__(self, base_url: str, token: Callable[[], str], context: ssl.SSLContext):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.context = context
+
+    @classmethod
+    def in_cluster(cls) -> "ApiServer":
+        host = os.environ.get("KUBERNETES_SERVICE_HOST")
+        if not host:
+            raise RuntimeError("KUBERNETES_SERVICE_HOST is not set: not in a pod, or the pod's "
+                               "service links are off; the supervisor needs the API server")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+
+        def token() -> str:
+            with open(f"{SA_DIR}/token") as f:  # re-read: projected tokens rotate
+                return f.read().strip()
+
+        return cls(f"https://{host}:{port}", token,
+                   ssl.create_default_context(cafile=f"{SA_DIR}/ca.crt"))
+
+    def open(self, path: str, timeout: float):
+        request = urllib.request.Request(
+            self.base_url + path,
+            headers={"Authorization": f"Bearer {self.token()}", "Accept": "application/json"})
+        return urllib.request.urlopen(request, context=self.context, timeout=timeout)
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+def jobs_path(namespace: str, name: str, **params: str) -> str:
+    """The Jobs collection narrowed to one name: RBAC authorizes a list/watch with the field
+    selector metadata.name=<name> against a Role's resourceNames."""
+    query = urllib.parse.urlencode({"fieldSelector": f"metadata.name={name}", **params})
+    return f"/apis/batch/v1/namespaces/{namespace}/jobs?{query}"
+
+
+def job_condition(job: dict) -> str:
+    """A Job's TERMINAL condition type once it has ended, else RUNNING."""
     for condition in (job.get("status") or {}).get("conditions") or []:
         if condition.get("type") in TERMINAL and condition.get("status") == "True":
             return condition["type"]
-    return "running"
+    return RUNNING
+
+
+def apply_event(event: dict) -> tuple[str | None, str | None]:
+    """One watch event -> (the Job's state or None when it says nothing about it, the
+    resourceVersion to resume from or None). An ERROR event raises: WatchExpired for 410 Gone
+    (list again), RuntimeError otherwise (retry)."""
+    kind = event.get("type")
+    obj = event.get("object") or {}
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    if kind in ("ADDED", "MODIFIED"):
+        return job_condition(obj), version
+    if kind == "DELETED":
+        return ABSENT, version
+    if kind == "BOOKMARK":
+        return None, version
+    if kind == "ERROR":
+        if obj.get("code") == 410:
+            raise WatchExpired(obj.get("message", "410 Gone"))
+        raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
+    raise RuntimeError(f"unknown watch event type {kind!r}")
+
+
+def list_job(api: ApiServer, namespace: str, name: str) -> tuple[str, str]:
+    """The Job's state (ABSENT when there is none) and the list's resourceVersion."""
+    with api.open(jobs_path(namespace, name), timeout=30) as response:
+        jobs = json.load(response)
+    items = jobs.get("items") or []
+    return (job_condition(items[0]) if items else ABSENT), jobs["metadata"]["resourceVersion"]
+
+
+def watch_job(api: ApiServer, namespace: str, name: str, version: str,
+              seconds: float) -> Iterator[tuple[str | None, str | None]]:
+    """apply_event of each event of one watch request from `version`, until the server ends it."""
+    path = jobs_path(namespace, name, watch="1", resourceVersion=version,
+                     allowWatchBookmarks="true", timeoutSeconds=str(int(seconds)))
+    try:  # the socket timeout only catches a dead connection: the server ends the watch first
+        response = api.open(path, timeout=seconds + 60)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 410:
+            raise WatchExpired(f"HTTP 410 for resourceVersion {version}") from exc
+        raise
+    with response:
+        for line in response:
+            if line.strip():
+                yield apply_event(json.loads(line))
+
+
+def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: float,
+               retry_seconds: float = RETRY_SECONDS) -> Iterator[str]:
+    """The Job's state now and at every change: one list, then watches resumed from the last
+    resourceVersion; list again after 410 Gone. API errors are logged and retried, never raised:
+    a hiccup must not kill a healthy server."""
+    version = None
+    while True:
+        try:
+            if version is None:
+                state, version = list_job(api, namespace, name)
+                yield state
+            for state, new_version in watch_job(api, namespace, name, version, watch_seconds):
+                version = new_version or version
+                if state is not None:
+                    yield state
+        except WatchExpired as exc:
+            log(f"watch of job {namespace}/{name} expired ({exc}); listing again")
+            version = None
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            log(f"cannot watch job {namespace}/{name} yet: {exc}")
+            # jittered: 1000 pods refused together (429 from the API server's flow control, seen
+            # in tests/scale) must not all come back together
+            time.sleep(retry_seconds * random.uniform(0.5, 1.5))
+
+
+def training_ended(seen: bool, state: str) -> tuple[bool, bool]:
+    """(seen, ended) after the watched Job was observed in `state`. ABSENT before it was ever
+    seen means not created yet (Helm applies Jobs one by one); after, that it was deleted."""
+    if state == RUNNING:
+        return True, False
+    if state == ABSENT and not seen:
+        return False, False
+    return seen, True
+
+
+def wait_for_end(api: ApiServer, namespace: str, name: str, *,
+                 watch_seconds: float = DEFAULT_WATCH_SECONDS) -> str:
+    """Block until the watched Job has ended; its TERMINAL condition type or ABSENT."""
+    seen = False
+    for state in job_states(api, namespace, name, watch_seconds=watch_seconds):
+        seen, ended = training_ended(seen, state)
+        if ended:
+            return state
+    raise AssertionError("job_states never ends")
 
 
 def exit_status(returncode: int) -> int:
@@ -121,7 +247,7 @@ def main(argv: list[str]) -> int:
     namespace = os.environ[NAMESPACE_ENV]
     grace = float(os.environ.get(GRACE_ENV, "0"))
     timeout = stop_timeout(float(os.environ.get(POD_GRACE_ENV, "30")))
-    poll = float(os.environ.get(POLL_ENV, "5"))
+    watch_seconds = float(os.environ.get(WATCH_SECONDS_ENV, DEFAULT_WATCH_SECONDS))
 
     child = subprocess.Popen(command)
 
@@ -133,34 +259,42 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
 
-    seen = False
-    ended_at = None
+    # The watch blocks, so it runs beside the main thread, which waits for the child and
+    # handles signals.
+    ended: list[str] = []
+    done = threading.Event()
+
+    def follow() -> None:
+        try:
+            ended.append(wait_for_end(ApiServer.in_cluster(), namespace, watched,
+                                      watch_seconds=watch_seconds))
+        except Exception as exc:  # noqa: BLE001 - the task runs on; said once, here
+            log(f"cannot follow job {namespace}/{watched}: {exc}; the task ends only by itself")
+            return
+        done.set()
+
+    threading.Thread(target=follow, name="watch", daemon=True).start()
     while True:
         try:
-            code = exit_status(child.wait(timeout=poll))
+            code = exit_status(child.wait(timeout=1.0))
             log(f"task exited with code {code}")
             return code
         except subprocess.TimeoutExpired:
             pass
-        if ended_at is None:
-            try:
-                state = job_state(namespace, watched)
-            except Exception as exc:  # API hiccups must never kill a healthy server
-                log(f"cannot read job {namespace}/{watched} yet: {exc}")
-                continue
-            if state == "running":
-                seen = True
-                continue
-            if state == "absent" and not seen:
-                continue  # not created yet (e.g. Helm applies Jobs one by one)
-            ended_at = time.monotonic()
-            grace = grace_after(state, grace)
-            log(f"job {watched} ended ({state}); stopping the task"
-                + (f" within {grace:.0f}s" if grace else ""))
-        if time.monotonic() - ended_at >= grace:
-            stop(child, timeout)
-            log("task stopped after training ended; exiting 0")
-            return 0
+        if done.is_set():
+            break
+    state = ended[0]
+    grace = grace_after(state, grace)
+    log(f"job {watched} ended ({state}); stopping the task" + (f" within {grace:.0f}s" if grace else ""))
+    try:
+        code = exit_status(child.wait(timeout=grace))
+        log(f"task exited with code {code}")
+        return code
+    except subprocess.TimeoutExpired:
+        pass
+    stop(child, timeout)
+    log("task stopped after training ended; exiting 0")
+    return 0
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def pytest_configure(config):
     )
 
 
-TIERS = ("kind", "process", "helm")  # a test's tier: the first of these markers it has, else unit
+TIERS = ("scale", "kind", "process", "helm")  # a test's tier: the first of these markers it has, else unit
 _TIER_SECONDS: dict[str, float] = {}
 
 

@@ -79,7 +79,8 @@ def _env_file_vars() -> dict[str, str]:
         capture_output=True, check=True,
     ).stdout.decode()
     wanted = ("PATH", "TFK8S_KIND_NODE_IMAGE", "TFK8S_CACHE", "TFK8S_K8S_VERSION",
-              "TFK8S_JOBSET_MANIFEST", "TFK8S_JOBSET_IMAGE", "TFK8S_KUEUE_MANIFEST", "TFK8S_KUEUE_IMAGE")
+              "TFK8S_JOBSET_MANIFEST", "TFK8S_JOBSET_IMAGE", "TFK8S_KUEUE_MANIFEST", "TFK8S_KUEUE_IMAGE",
+              "TFK8S_KWOK")
     return {k: v for k, _, v in (e.partition("=") for e in out.split("\0") if e) if k in wanted}
 
 
@@ -218,6 +219,21 @@ def _restart_kube_router(cluster: KindCluster) -> None:
     print(f"[kind] restarted kube-router after every node joined ({time.monotonic() - t0:.0f}s)")
 
 
+def create_cluster(name: str, config: Path, kubeconfig: str, node_image: str | None,
+                   env: dict[str, str]) -> float:
+    """`kind create cluster` (the test fails with kind's error, nothing left behind); seconds."""
+    cmd = ["kind", "create", "cluster", "--name", name, "--config", str(config),
+           "--kubeconfig", kubeconfig, "--wait", "5m"]
+    if node_image:
+        cmd += ["--image", node_image]
+    t0 = time.monotonic()
+    r = run(cmd, env=env, check=False, timeout=900)
+    if r.returncode != 0:
+        run(["kind", "delete", "cluster", "--name", name], env=env, check=False)
+        pytest.fail(f"`{shlex.join(cmd)}` failed:\n{r.stderr[-4000:]}", pytrace=False)
+    return time.monotonic() - t0
+
+
 # --------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
@@ -254,17 +270,9 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
             pytest.fail(f"node image {node_image} is not a local image: run tests/kind/toolchain.sh",
                         pytrace=False)
         config = _kind_config_with_shared_dir(name, tmp_path_factory.mktemp("kind-config"))
-        cmd = ["kind", "create", "cluster", "--name", name, "--config", str(config),
-               "--kubeconfig", kubeconfig, "--wait", "5m"]
-        if node_image:
-            cmd += ["--image", node_image]
-        t0 = time.monotonic()
-        r = run(cmd, env=env, check=False, timeout=900)
-        if r.returncode != 0:
-            run(["kind", "delete", "cluster", "--name", name], env=env, check=False)
-            pytest.fail(f"`{shlex.join(cmd)}` failed:\n{r.stderr[-4000:]}", pytrace=False)
+        seconds = create_cluster(name, config, kubeconfig, node_image, env)
         print(f"\n[kind] created cluster {name} ({node_image or 'kind default image'}) "
-              f"in {time.monotonic() - t0:.0f}s")
+              f"in {seconds:.0f}s")
     os.chmod(kubeconfig, 0o600)
     cluster = KindCluster(name=name, kubeconfig=kubeconfig, context=f"kind-{name}",
                           node_image=node_image, reused=reused, env=env)

@@ -21,7 +21,8 @@
 # Knobs (env): TFK8S_K8S_VERSION, TFK8S_KIND_VERSION, TFK8S_HELM_VERSION,
 # TFK8S_CRICTL_VERSION, TFK8S_DEBIAN_MIRROR, TFK8S_CACHE, TFK8S_SKIP_WORKER_IMAGE=1,
 # TFK8S_JOBSET_VERSION, TFK8S_KUEUE_VERSION, TFK8S_KUEUE_FRAMEWORKS,
-# TFK8S_KUBE_ROUTER_VERSION with TFK8S_KUBE_ROUTER_SUM (its module hash, h1:...).
+# TFK8S_KUBE_ROUTER_VERSION with TFK8S_KUBE_ROUTER_SUM (its module hash, h1:...),
+# TFK8S_KWOK_VERSION (KWOK's simulated nodes for the scale tier, run on the host).
 set -euo pipefail
 
 K8S_VERSION=${TFK8S_K8S_VERSION:-v1.34.4}
@@ -666,6 +667,18 @@ step_kube_router() {
   STATUS="built $KUBE_ROUTER_BIN ($(du -h "$KUBE_ROUTER_BIN" | cut -f1))"
 }
 
+# KWOK: simulated nodes for the scale tier (tests/scale). Its controller runs on the host against
+# the kind cluster's kubeconfig, so it needs no image and leaves the node image alone.
+KWOK_VERSION=${TFK8S_KWOK_VERSION:-v0.7.0}
+KWOK_BIN=$CACHE/tools/kwok-$KWOK_VERSION/kwok
+
+step_kwok() {
+  if manager_current sigs.k8s.io/kwok "$KWOK_VERSION" "$KWOK_BIN"; then STATUS="cached"; return; fi
+  go_manager kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok "$KWOK_BIN" \
+    "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
+  STATUS="built $KWOK_BIN ($(du -h "$KWOK_BIN" | cut -f1))"
+}
+
 step_cni_images() {
   local built=() base_id
   # kube-router runs iptables, ipset, ip and modprobe from its image
@@ -816,6 +829,7 @@ export TFK8S_JOBSET_IMAGE="$JOBSET_IMAGE"
 export TFK8S_JOBSET_MANIFEST="$ADDONS/jobset-$JOBSET_VERSION.yaml"
 export TFK8S_KUEUE_IMAGE="$KUEUE_IMAGE"
 export TFK8S_KUEUE_MANIFEST="$ADDONS/kueue-$KUEUE_VERSION.yaml"
+export TFK8S_KWOK="$KWOK_BIN"
 EOF
   STATUS="wrote $CACHE/env.sh"
 }
@@ -840,6 +854,7 @@ main() {
   step "kind node image" step_node_image
   step "jobset $JOBSET_VERSION" step_jobset
   step "kueue $KUEUE_VERSION" step_kueue
+  step "kwok $KWOK_VERSION" step_kwok
   step "addon images" step_addon_images
   step "addon manifests" step_addon_manifests
   step "env" step_env

@@ -65,7 +65,7 @@ def test_rbac_is_least_privilege():
     objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"],
-                              "resourceNames": ["mnist-ps-chief"], "verbs": ["get"]}]
+                              "resourceNames": ["mnist-ps-chief"], "verbs": ["list", "watch"]}]
     jobs = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
     # Only the supervised pods (workers, ps, evaluator) get a token at all.
     tokens = {n: j["spec"]["template"]["spec"]["automountServiceAccountToken"] for n, j in jobs.items()}

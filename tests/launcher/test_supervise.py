@@ -2,8 +2,9 @@
 
 The supervisor runs as a real process around a real child here. Its API-server side (which Job
 state ends the task) is exercised on a real cluster by the kind tier
-(tests/kind/test_e2e.py::test_failed_chief_ends_every_pod); here, without an API server, it
-keeps its child running and reports that it cannot read the Job.
+(tests/kind/test_e2e.py::test_failed_chief_ends_every_pod) and by the scale tier (tests/scale, the
+watch code of 1000 simulated pods); here, without an API server, it keeps its child running and
+reports that it cannot follow the Job. The watch's decisions are pure and tested here.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ WAIT_FOR_TERM = "import time; print('up', flush=True); time.sleep(120)"
 def start(code: str, **env) -> subprocess.Popen:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     environment.update({"TFK8S_WATCH_JOB": "c-chief", "TFK8S_NAMESPACE": "ns",
-                        "TFK8S_POLL_SECONDS": "0.2", **env})
+                        **env})
     return subprocess.Popen([sys.executable, str(SUPERVISOR), "--", sys.executable, "-c", code],
                             env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -42,7 +43,7 @@ def test_pod_deletion_sigterm_exits_143_like_a_preempted_task():
     process = start(WAIT_FOR_TERM)
     wait_until_up(process)
     # No API server here: it says so and keeps its child serving.
-    assert "cannot read job ns/c-chief yet" in process.stderr.readline()
+    assert "cannot follow job ns/c-chief: KUBERNETES_SERVICE_HOST is not set" in process.stderr.readline()
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=30)
     assert process.returncode == 128 + signal.SIGTERM == EXIT_PREEMPTED, err
@@ -103,3 +104,51 @@ def test_stop_kills_a_child_that_ignores_sigterm_within_the_timeout():
     supervise.stop(child, timeout=1.0)
     assert child.returncode == -signal.SIGKILL
     assert time.monotonic() - started < 10
+
+
+def job(*conditions: tuple[str, str], version: str = "7") -> dict:
+    return {"metadata": {"name": "c-chief", "resourceVersion": version},
+            "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
+
+
+@pytest.mark.parametrize("conditions, state", [
+    ((), "running"),
+    ((("Suspended", "True"),), "running"),
+    ((("SuccessCriteriaMet", "True"), ("Complete", "True")), "SuccessCriteriaMet"),
+    ((("FailureTarget", "False"), ("Failed", "True")), "Failed"),
+])
+def test_job_condition(conditions, state):
+    assert supervise.job_condition(job(*conditions)) == state
+
+
+def test_watch_events_give_state_and_resume_version():
+    assert supervise.apply_event({"type": "ADDED", "object": job(version="3")}) == ("running", "3")
+    assert supervise.apply_event(
+        {"type": "MODIFIED", "object": job(("Complete", "True"), version="4")}) == ("Complete", "4")
+    assert supervise.apply_event({"type": "DELETED", "object": job(version="5")}) == ("absent", "5")
+    bookmark = {"type": "BOOKMARK", "object": {"kind": "Job", "metadata": {"resourceVersion": "9"}}}
+    assert supervise.apply_event(bookmark) == (None, "9")
+
+
+def test_watch_error_events():
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    with pytest.raises(supervise.WatchExpired, match="too old"):
+        supervise.apply_event(gone)
+    other = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "etcd"}}
+    with pytest.raises(RuntimeError, match="watch error 500: etcd"):
+        supervise.apply_event(other)
+
+
+def test_absent_before_seen_is_not_created_yet_and_after_seen_is_the_end():
+    assert supervise.training_ended(False, "absent") == (False, False)
+    assert supervise.training_ended(False, "running") == (True, False)
+    assert supervise.training_ended(True, "absent") == (True, True)
+    assert supervise.training_ended(False, "Failed") == (False, True)
+    assert supervise.training_ended(True, "Complete") == (True, True)
+
+
+def test_jobs_path_narrows_to_the_one_name_rbac_allows():
+    assert supervise.jobs_path("ns", "c-chief", watch="1", resourceVersion="5") == (
+        "/apis/batch/v1/namespaces/ns/jobs?fieldSelector=metadata.name%3Dc-chief"
+        "&watch=1&resourceVersion=5")
+
