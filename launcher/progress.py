@@ -47,6 +47,7 @@ class TrainingProgress:
     final_checkpoint: str | None = None
     evaluation: Evaluation | None = None  # the latest one
     history: list[Evaluation] = field(default_factory=list, repr=False)
+    unreadable: str | None = None  # logs that could not be read now, and why
 
     @property
     def eta_seconds(self) -> float | None:
@@ -65,6 +66,7 @@ class TrainingProgress:
             "updatedAt": self.updated_at, "finished": self.finished,
             "finalCheckpoint": self.final_checkpoint,
             "evaluation": self.evaluation.to_dict() if self.evaluation else None,
+            "unreadable": self.unreadable,
         }
 
     def summary(self) -> str:
@@ -86,6 +88,8 @@ class TrainingProgress:
         text = ", ".join(parts)
         if self.evaluation is not None:
             text += ("; " if text else "") + self.evaluation.summary()
+        if self.unreadable:
+            text += ("; " if text else "") + f"log unreadable: {self.unreadable}"
         return text
 
 

@@ -192,3 +192,10 @@ def test_live_panel_renders_the_bar_and_the_evaluation():
     assert "ns/demo [Succeeded]" in text
     assert "step 100/100" in text and "eval ckpt-100: accuracy 0.93" in text
     assert "━" in text  # the progress bar
+
+
+def test_an_unreadable_log_is_said_not_hidden():
+    progress = read_progress([line("step", step=5, target=10)])
+    progress.unreadable = "demo-chief-0-x: the node does not answer"
+    assert progress.summary().endswith("log unreadable: demo-chief-0-x: the node does not answer")
+    assert progress.to_dict()["unreadable"].startswith("demo-chief-0-x")

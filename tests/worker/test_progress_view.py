@@ -80,6 +80,11 @@ def test_status_reports_training_while_it_runs_and_after_it_ended(tmp_path):
     assert f"training: step {STEPS}/{STEPS} (100%)" in text
     assert f"final eval ckpt-{STEPS}: accuracy" in text
 
+    # status --watch of a cluster that has ended shows its last state and exits with its code.
+    watched = launcher("status", name, "--local", "--workdir", str(workdir), "--watch")
+    assert watched.returncode == 0, watched.stderr
+    assert watched.stdout.startswith("[Succeeded]") and f"step {STEPS}/{STEPS}" in watched.stdout
+
     # The terminal got the view; the raw output, TensorFlow's C++ logging included, went to
     # the logs, where `logs --all` shows it behind each task's name.
     shown = (tmp_path / "terminal.txt").read_text().splitlines()

@@ -17,7 +17,7 @@ from typing import Iterator, TextIO
 from launcher import lifecycle
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import submit as submit_steps
-from launcher.backends.kubernetes.api import JOBSET, Api, api_message
+from launcher.backends.kubernetes.api import JOBSET, Api, LogUnavailable, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError
 from launcher.progress import TAIL_LINES, TrainingProgress, read_progress
@@ -116,12 +116,22 @@ class KubernetesBackend(Backend):
             return None  # no pods (yet, or any more)
         role = contract.success_role(strategies.pop())
 
+        unreadable = []
+
         def tail(role: str, index: int) -> list[str]:
             pod = newest_pod(pods, role, index)
-            return self.api.pod_log_tail(ns, pod["metadata"]["name"], TAIL_LINES) if pod else []
+            try:
+                return self.api.pod_log_tail(ns, pod["metadata"]["name"], TAIL_LINES) if pod else []
+            except LogUnavailable as exc:
+                unreadable.append(str(exc))
+                return []
 
-        return read_progress(tail(role.value, contract.SUCCESS_INDEX),
-                             tail(contract.Role.EVALUATOR.value, 0))
+        progress = read_progress(tail(role.value, contract.SUCCESS_INDEX),
+                                 tail(contract.Role.EVALUATOR.value, 0))
+        if unreadable:
+            progress = progress or TrainingProgress()
+            progress.unreadable = "; ".join(unreadable)
+        return progress
 
     def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
         ns = self.namespace

@@ -187,17 +187,32 @@ class Api:
             _preload_content=False)
 
     def pod_log_tail(self, namespace: str, pod: str, lines: int) -> list[str]:
-        """The last lines of the task container's log; none while it has not started."""
+        """The last lines of the task container's log; none while it has not started. Raises
+        LogUnavailable when the node cannot serve it (kubelet unreachable, node gone): the API
+        server proxies logs to the node, and `status` must not hang or fail on one node."""
+        import urllib3
         from kubernetes.client.exceptions import ApiException
 
         try:
             text = self.core_v1().read_namespaced_pod_log(
-                pod, namespace, container=contract.CONTAINER, tail_lines=lines)
+                pod, namespace, container=contract.CONTAINER, tail_lines=lines,
+                _request_timeout=LOG_TAIL_TIMEOUT)
         except ApiException as exc:
             if exc.status in (400, 404):  # container not started yet / pod gone meanwhile
                 return []
-            raise
+            raise LogUnavailable(f"{pod}: {api_message(exc)}") from None
+        except urllib3.exceptions.HTTPError as exc:  # timed out, connection dropped
+            raise LogUnavailable(f"{pod}: {exc}") from None
         return text.splitlines()
+
+
+class LogUnavailable(Exception):
+    """A pod's log cannot be read now (its node does not answer)."""
+
+
+# (connect, read) seconds for a log tail read by `status`: a node that does not answer must not
+# stall every status call (the API server's own dial to the kubelet waits much longer).
+LOG_TAIL_TIMEOUT = (5, 10)
 
 
 def api_message(exc: Exception) -> str:
