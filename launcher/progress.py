@@ -69,12 +69,13 @@ class TrainingProgress:
             "unreadable": self.unreadable,
         }
 
-    def summary(self) -> str:
-        """`step 420/1000 (42%), 35.2 steps/s, ETA 0:00:16, loss 0.512; eval ckpt-400: accuracy 0.81`"""
+    def facts(self, fraction: bool = True) -> list[str]:
+        """`step 420/1000 (42%)`, `35.2 steps/s`, `ETA 0:00:16`, `loss 0.512`, `trained`: what
+        is known of training; without the fraction where a progress bar shows it."""
         parts = []
         if self.step is not None:
             text = f"step {self.step}" + (f"/{self.target}" if self.target else "")
-            if self.fraction is not None:
+            if fraction and self.fraction is not None:
                 text += f" ({self.fraction:.0%})"
             parts.append(text)
         if self.steps_per_s is not None and not self.finished:
@@ -85,6 +86,11 @@ class TrainingProgress:
             parts.append(f"loss {_number(self.loss)}")
         if self.finished:
             parts.append("trained")
+        return parts
+
+    def summary(self) -> str:
+        """`step 420/1000 (42%), 35.2 steps/s, ETA 0:00:16, loss 0.512; eval ckpt-400: accuracy 0.81`"""
+        parts = self.facts()
         text = ", ".join(parts)
         if self.evaluation is not None:
             text += ("; " if text else "") + self.evaluation.summary()

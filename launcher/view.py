@@ -12,7 +12,6 @@ import threading
 import time
 from typing import IO, Callable, Protocol
 
-from launcher.progress import format_seconds
 from launcher.status import ClusterStatus
 
 DEFAULT_LINE_SECONDS = 10.0
@@ -118,16 +117,7 @@ def render(status: ClusterStatus):
         if training.target:
             row.add_column(width=30)
         row.add_column()
-        facts = []
-        if training.step is not None:
-            facts.append(f"step {training.step}" + (f"/{training.target}" if training.target else ""))
-        if training.steps_per_s is not None and not training.finished:
-            facts.append(f"{training.steps_per_s:.4g} steps/s")
-        if training.eta_seconds is not None:
-            facts.append(f"ETA {format_seconds(training.eta_seconds)}")
-        if training.loss is not None:
-            facts.append(f"loss {training.loss:.4g}")
-        cells = [", ".join(facts)]
+        cells = [", ".join(training.facts(fraction=False))]
         if training.target:
             cells.insert(0, ProgressBar(total=training.target, completed=training.step or 0,
                                         width=30))
