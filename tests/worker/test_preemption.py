@@ -203,7 +203,9 @@ def test_ps_keeps_serving_while_the_chief_saves(tmp_path):
     try:
         server.send_signal(signal.SIGTERM)
         time.sleep(3)
-        assert proc.poll() is None, "the ps left while the chief was still up"
+        if proc.poll() is not None:
+            raise AssertionError(f"the ps left ({proc.returncode}) while the chief was still up:\n"
+                                 + proc.stdout.read()[-3000:])
         chief.close()
         gone = time.monotonic()
         code = proc.wait(timeout=30)
