@@ -84,10 +84,12 @@ export PATH=$CACHE/bin:$PATH
 # ---------------------------------------------------------------------------- helpers
 STATUS=""
 CURRENT_STEP=""
-say() { echo "[toolchain] $*"; }
+LANE=""         # set in a background lane: its lines say which
+GO_LANE_PID=""  # the background lane, stopped if the script fails before the join
+say() { echo "[toolchain]${LANE:+ $LANE} $*"; }
 die() { echo "[toolchain] ERROR${CURRENT_STEP:+ in $CURRENT_STEP}: $*" >&2; exit 1; }
 # shellcheck disable=SC2154
-trap 'rc=$?; [ $rc -eq 0 ] || echo "[toolchain] FAILED${CURRENT_STEP:+ in step: $CURRENT_STEP} (exit $rc); logs in $LOGS" >&2' EXIT
+trap 'rc=$?; [ -z "$GO_LANE_PID" ] || { pkill -P "$GO_LANE_PID"; kill "$GO_LANE_PID"; } 2>/dev/null; [ $rc -eq 0 ] || echo "[toolchain] FAILED${CURRENT_STEP:+ in step: $CURRENT_STEP} (exit $rc); logs in $LOGS" >&2' EXIT
 
 step() { # step NAME FUNCTION: run it, print its STATUS and how long it took
   local name=$1 fn=$2 t0=$EPOCHREALTIME dt
@@ -679,22 +681,29 @@ step_kwok() {
   STATUS="built $KWOK_BIN ($(du -h "$KWOK_BIN" | cut -f1))"
 }
 
-step_cni_images() {
-  local built=() base_id
+step_cni_base() {
   # kube-router runs iptables, ipset, ip and modprobe from its image
-  if [ "$(image_label "$CNI_BASE_IMAGE" tfk8s.rev)" != "$CNI_BASE_REV" ]; then
-    local root=$WORK/cni-base-rootfs
-    debootstrap_rootfs "$root" cni-base iptables,nftables,ipset,iproute2,kmod,conntrack,ca-certificates
-    tar -C "$root" --numeric-owner -c . | docker import -c "LABEL tfk8s.rev=$CNI_BASE_REV" - "$CNI_BASE_IMAGE" >/dev/null
-    rm -rf "$root"
-    built+=("$CNI_BASE_IMAGE")
-  fi
+  if [ "$(image_label "$CNI_BASE_IMAGE" tfk8s.rev)" = "$CNI_BASE_REV" ]; then STATUS="cached $CNI_BASE_IMAGE"; return; fi
+  local root=$WORK/cni-base-rootfs
+  debootstrap_rootfs "$root" cni-base iptables,nftables,ipset,iproute2,kmod,conntrack,ca-certificates
+  tar -C "$root" --numeric-owner -c . | docker import -c "LABEL tfk8s.rev=$CNI_BASE_REV" - "$CNI_BASE_IMAGE" >/dev/null
+  rm -rf "$root"
+  STATUS="built $CNI_BASE_IMAGE"
+}
+
+step_cni_images() {
+  local base_id base_built=""
+  step_cni_base # normally done by its own step already (see main)
+  if [[ $STATUS == built* ]]; then base_built=1; fi
   base_id=$(docker image inspect --format '{{.Id}}' "$CNI_BASE_IMAGE")
   if component_image "$KUBE_ROUTER_IMAGE" "$KUBE_ROUTER_BIN" "$(printf 'FROM %s\n# base %s\nCOPY kube-router /usr/local/bin/kube-router\nENTRYPOINT ["/usr/local/bin/kube-router"]' \
     "$CNI_BASE_IMAGE" "$base_id")"; then
-    built+=("$KUBE_ROUTER_IMAGE")
+    STATUS="built ${base_built:+$CNI_BASE_IMAGE }$KUBE_ROUTER_IMAGE"
+  elif [ -n "$base_built" ]; then
+    STATUS="built $CNI_BASE_IMAGE"
+  else
+    STATUS="cached"
   fi
-  if [ ${#built[@]} -eq 0 ]; then STATUS="cached"; else STATUS="built ${#built[@]}: ${built[*]}"; fi
 }
 
 step_addon_images() {
@@ -840,26 +849,36 @@ main() {
   step "packages" step_packages
   step "go" step_go
   step "docker" step_docker
-  step "kind $KIND_VERSION" step_kind
-  step "helm $HELM_VERSION" step_helm
-  step "kubernetes binaries $K8S_VERSION" step_kubernetes
-  step "etcd" step_etcd
-  step "coredns" step_coredns
-  step "pause" step_pause
-  step "crictl $CRICTL_VERSION" step_crictl
+  # Two lanes: the Go builds use both cores, while the image steps mostly wait on the Debian
+  # mirror and PyPI; on a cold machine running them side by side saves the image steps' time.
+  # The steps after the join need both.
+  (
+    LANE="go builds:"
+    step "kind $KIND_VERSION" step_kind
+    step "helm $HELM_VERSION" step_helm
+    step "kubernetes binaries $K8S_VERSION" step_kubernetes
+    step "etcd" step_etcd
+    step "coredns" step_coredns
+    step "pause" step_pause
+    step "crictl $CRICTL_VERSION" step_crictl
+    step "kube-router $KUBE_ROUTER_VERSION" step_kube_router
+    step "jobset $JOBSET_VERSION" step_jobset
+    step "kueue $KUEUE_VERSION" step_kueue
+    step "kwok $KWOK_VERSION" step_kwok
+  ) &
+  GO_LANE_PID=$!
   step "component base image" step_component_base
+  step "cni base image" step_cni_base
+  step "python base image" step_python_base
+  step "worker image" step_worker_image
+  wait "$GO_LANE_PID" || die "the Go builds failed (their error is above)"
+  GO_LANE_PID=""
   step "component images" step_component_images
-  step "kube-router $KUBE_ROUTER_VERSION" step_kube_router
   step "cni images" step_cni_images
   step "kind node image" step_node_image
-  step "jobset $JOBSET_VERSION" step_jobset
-  step "kueue $KUEUE_VERSION" step_kueue
-  step "kwok $KWOK_VERSION" step_kwok
   step "addon images" step_addon_images
   step "addon manifests" step_addon_manifests
   step "env" step_env
-  step "python base image" step_python_base
-  step "worker image" step_worker_image
   say "total: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')s"
   echo "export PATH=\"$CACHE/bin:\$PATH\" TFK8S_KIND_NODE_IMAGE=\"$NODE_IMAGE\"   # or: . $CACHE/env.sh"
 }
