@@ -23,13 +23,14 @@ from worker.context import TaskContext
 
 
 def run(task: TaskContext, resolver) -> int:
-    chief = (resolver.cluster_spec().as_dict().get(contract.Role.CHIEF.value) or [None])[0]
+    cluster = resolver.cluster_spec()
+    chief = (cluster.as_dict().get(contract.Role.CHIEF.value) or [None])[0]
     linger = _linger_seconds()
     # Before the server starts and says "serving": until this replaces the start-up handler, a
     # SIGTERM exits at once without lingering (seen under load: the whole window was ~2 s).
     preemption.exit_on_sigterm_from_a_thread(lambda: serve_while_up(chief, linger))
     server = tf.distribute.Server(
-        resolver.cluster_spec(),
+        cluster,
         job_name=resolver.task_type,
         task_index=resolver.task_id,
         protocol=resolver.rpc_layer or "grpc",

@@ -692,15 +692,12 @@ step_cni_base() {
 }
 
 step_cni_images() {
-  local base_id base_built=""
-  step_cni_base # normally done by its own step already (see main)
-  if [[ $STATUS == built* ]]; then base_built=1; fi
+  local base_id
+  step_cni_base # a no-op after main's own step; builds the base when this step runs alone
   base_id=$(docker image inspect --format '{{.Id}}' "$CNI_BASE_IMAGE")
   if component_image "$KUBE_ROUTER_IMAGE" "$KUBE_ROUTER_BIN" "$(printf 'FROM %s\n# base %s\nCOPY kube-router /usr/local/bin/kube-router\nENTRYPOINT ["/usr/local/bin/kube-router"]' \
     "$CNI_BASE_IMAGE" "$base_id")"; then
-    STATUS="built ${base_built:+$CNI_BASE_IMAGE }$KUBE_ROUTER_IMAGE"
-  elif [ -n "$base_built" ]; then
-    STATUS="built $CNI_BASE_IMAGE"
+    STATUS="built $KUBE_ROUTER_IMAGE"
   else
     STATUS="cached"
   fi
