@@ -72,6 +72,14 @@ class Submission:
         except BaseException as exc:  # re-raised in wait()
             self.error = exc
 
+    def still_running(self) -> bool:
+        """For wait_until conditions: fails at once (with the cluster's status) when the cluster
+        has already ended, instead of waiting out the timeout for a step it never reaches."""
+        if not self.thread.is_alive():
+            raise AssertionError(f"cluster {self.spec.name} ended (exit {self.exit_code}, "
+                                 f"{self.error!r}): {self.backend.status(self.spec.name)}")
+        return True
+
     def wait(self, timeout: float) -> int:
         self.thread.join(timeout)
         if self.thread.is_alive():

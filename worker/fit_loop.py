@@ -9,8 +9,9 @@ import time
 
 import tensorflow as tf
 
-from worker import layout, preemption, progress, training
+from worker import agreement, layout, preemption, progress, training
 from worker.args import Options
+from worker.contract import Strategy
 from worker.context import TaskContext
 from worker.program import Program
 
@@ -91,18 +92,20 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
     """Model.fit's callbacks, in order: restore/backup, evaluator checkpoints, their pruning,
     progress, and (last, after every save) the preemption exit."""
     model_dir = task.model_dir
+    # Restores the model, optimizer and epoch after a restart of the chief (or all MWMS
+    # workers); tf_keras gives non-chief MWMS workers their own temporary folders. The backup
+    # is never deleted: a chief restarted after fit returned (a lost ps exits 4 right there)
+    # or a rerun with a larger --steps resumes from it instead of training again from fresh
+    # weights and overwriting ckpt-1, ckpt-2, ... Never save_before_preemption: that is TF's
+    # PreemptionCheckpointHandler, which on a GCE node skips the restore (worker/agreement.py);
+    # the preemption callback saves instead. MWMS/mirrored back up every --checkpoint-every
+    # batches (an int, so a save in mid-epoch resumes at the next batch, not the next epoch).
+    backup = tf.keras.callbacks.BackupAndRestore(
+        backup_dir=layout.backup_dir(model_dir), delete_checkpoint=False,
+        save_freq=options.checkpoint_every if synchronous else "epoch",
+    )
     return [
-        # Restores the model, optimizer and epoch after a restart of the chief (or all MWMS
-        # workers); tf_keras gives non-chief MWMS workers their own temporary folders. The
-        # backup is never deleted: a chief restarted after fit returned (a lost ps exits 4
-        # right there) or a rerun with a larger --steps resumes from it instead of training
-        # again from fresh weights and overwriting ckpt-1, ckpt-2, ...
-        tf.keras.callbacks.BackupAndRestore(
-            backup_dir=layout.backup_dir(model_dir), delete_checkpoint=False,
-            # MWMS/mirrored: TF's PreemptionCheckpointHandler saves the exact batch on
-            # SIGTERM, every worker at the same step. Not available under PS (MWMS-only).
-            save_before_preemption=synchronous,
-        ),
+        backup,
         # The evaluator's checkpoints: SidecarEvaluator-compatible names ckpt-<epoch>.
         tf.keras.callbacks.ModelCheckpoint(
             filepath=layout.join(layout.checkpoint_dir(model_dir), layout.CHECKPOINT_PREFIX + "-{epoch}"),
@@ -110,7 +113,7 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
         ),
         _prune_checkpoints_callback(task, options),
         fit_progress_callback(task, options, synchronous),
-        _preemption_callback(task, synchronous),
+        _preemption_callback(task, synchronous, backup),
     ]
 
 
@@ -138,30 +141,46 @@ def prune_checkpoints(directory: str, keep: int) -> None:
             tf.io.gfile.remove(path)
 
 
-def _preemption_callback(task: TaskContext, synchronous: bool):
+def _preemption_callback(task: TaskContext, synchronous: bool, backup):
     """Ends the task after a SIGTERM, once its progress is saved.
 
     PS: batch-level callbacks do not exist under ParameterServerStrategy, so the chief finishes
     the current epoch (--checkpoint-every steps; it must fit in the pod's grace period), whose
-    backup BackupAndRestore has just written, and exits. MWMS/mirrored: TF's handler (created by
-    BackupAndRestore) saves and then calls its exit function, which would be sys.exit(42), a
-    failure to Kubernetes: it is replaced by ours.
+    backup BackupAndRestore has just written, and exits. MWMS/mirrored: after every batch the
+    workers vote (worker/agreement.py); once any has received SIGTERM, all of them back up
+    that batch and exit EXIT_PREEMPTED. Also checks that all MWMS workers restored one step.
     """
 
     class PreemptionExit(tf.keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
-            handler = getattr(self.model, "_preemption_handler", None)
-            if synchronous and handler is not None:
-                handler._exit_fn = self._exit  # private attribute of TF 2.21's handler
-            elif not synchronous:
-                preemption.defer()
+            # After BackupAndRestore's on_train_begin, which restored the backup.
+            if synchronous:
+                strategy = self.model.distribute_strategy
+                if task.strategy is Strategy.MULTI_WORKER_MIRRORED:
+                    agreement.check_same_restored_step(
+                        strategy, task, self._step(), layout.backup_dir(task.model_dir))
+                self._stop_vote = agreement.make_stop_vote(strategy)
+            preemption.defer()
+
+        def on_epoch_begin(self, epoch, logs=None):
+            # A resumed mid-epoch start shifts BackupAndRestore's batch count; its backups stay
+            # at the ends of epochs (private attribute of tf_keras 2.21).
+            if hasattr(backup, "_batches_count"):
+                backup._batches_count = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            if synchronous and self._stop_vote():  # the same answer on every worker
+                self.model._training_state.back_up(epoch=None, batch=batch)
+                self._exit()
 
         def on_epoch_end(self, epoch, logs=None):
             if not synchronous and preemption.requested():
                 self._exit()
 
+        def _step(self) -> int:
+            return int(self.model.optimizer.iterations.numpy())
+
         def _exit(self):
-            preemption.exit_preempted(int(self.model.optimizer.iterations.numpy()),
-                                      layout.backup_dir(task.model_dir))
+            preemption.exit_preempted(self._step(), layout.backup_dir(task.model_dir))
 
     return PreemptionExit()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from worker import progress, synchronous, training
+from worker import preemption, progress, synchronous, training
 from worker.args import Options
 from worker.contract import Role
 from worker.context import TaskContext
@@ -24,6 +24,7 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
         communication_options=tf.distribute.experimental.CommunicationOptions(
             implementation=_collective(options.collective)),
     )
+    preemption.reclaim()  # the strategy's coordination agent installed its own SIGTERM handler
     progress.report("connected", workers=len(task.cluster.get(Role.WORKER.value, [])),
                     collective=_collective(options.collective).name,
                     replicas=strategy.num_replicas_in_sync, writer=task.is_writer)

@@ -12,8 +12,9 @@ replacement. With this module:
   it has reached at its next step boundary, reports `tfk8s-progress {"event": "preempted",
   "step": N, "checkpoint": ...}` and exits EXIT_PREEMPTED (`exit_preempted`). The restarted task
   restores that checkpoint, so its `start` event reports the same step: no step is lost.
-- Synchronous strategies (MWMS, mirrored) hand SIGTERM to TF's PreemptionCheckpointHandler,
-  which makes every worker agree on the step to save at (worker/synchronous.py).
+- Synchronous strategies (MWMS, mirrored): every worker votes each step, so all of them save
+  at the same step (worker/agreement.py; not TF's PreemptionCheckpointHandler, which ignores
+  SIGTERM on GCE nodes).
 
 EXIT_PREEMPTED (143) is not a failure: the launcher restarts the task without counting it
 against backoffLimit (a Job podFailurePolicy rule on Kubernetes, the same rule locally).
@@ -39,6 +40,15 @@ def defer() -> None:
     """From now on the training loop saves before exiting: SIGTERM only records the request."""
     global _deferred
     _deferred = True
+    reclaim()
+
+
+def reclaim() -> None:
+    """Takes SIGTERM back after TensorFlow took it: MultiWorkerMirroredStrategy's coordination
+    agent installs a C++ handler of its own (preemption_notifier.cc, "SIGTERM caught"), which
+    only logs, so the task would train on to the SIGKILL. Called right after the strategy is
+    created, and again by defer()."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def exit_on_sigterm_from_a_thread(before_exit=None) -> None:

@@ -16,7 +16,7 @@ import time
 
 import tensorflow as tf
 
-from worker import args, errors, fit_loop, layout, preemption, progress, shutdown, training
+from worker import agreement, args, fit_loop, layout, preemption, progress, shutdown, training
 from worker.args import Options
 from worker.contract import Strategy
 from worker.context import TaskContext
@@ -50,18 +50,13 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
         saved["step"] = at_step
         progress.report("checkpoint", step=at_step, path=saved["path"])
 
-    # TF's handler restores `shared` (restore_or_initialize) and, on a SIGTERM to any worker,
-    # makes all of them agree on a step, save there (save_current_step) and exit.
-    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-        resolver, shared, termination_config=tf.distribute.experimental.TerminationConfig(
-            exit_fn=lambda: preemption.exit_preempted(saved["step"], saved["path"]),
-            save_fn=save_current_step,
-        ),
-    )
+    # Restored here, not by TF's PreemptionCheckpointHandler, which skips it on GCE nodes
+    # (worker/agreement.py).
+    shared.restore_or_initialize()
     latest = shared.latest_checkpoint
     step = int(optimizer.iterations.numpy())
     if task.strategy is Strategy.MULTI_WORKER_MIRRORED:
-        _check_same_restored_step(strategy, task, step, latest)
+        agreement.check_same_restored_step(strategy, task, step, latest)
     saved_step = step if latest else None
     progress.report("start", step=step, restored_from=latest, target=options.steps,
                     replicas=strategy.num_replicas_in_sync)
@@ -69,10 +64,11 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
     iterator = iter(strategy.distribute_datasets_from_function(
         training.train_dataset_fn(program, options)
     ))
-    train_step = training.make_train_step(strategy, training.make_replica_step(
+    train_step = agreement.make_train_step(strategy, training.make_replica_step(
         model, optimizer, program.per_example_loss, options.global_batch_size
     ))
 
+    preemption.defer()  # from here SIGTERM is a vote to save at the next step (agreement.py)
     blocks = training.BlockProgress(step)
     steps = progress.StepReporter(step, options.steps)
     next_checkpoint = training.next_checkpoint_step(step, options.checkpoint_every)
@@ -81,9 +77,13 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
         started = time.monotonic()
         losses = []
         for done in range(1, count + 1):
-            losses.append(handler.run(train_step, iterator))
-            steps.add(losses[-1])
+            loss, votes = train_step(iterator, agreement.flag())
+            losses.append(loss)
+            steps.add(loss)
             steps.maybe_report(step + done)
+            if float(votes) > 0:  # the same answer on every worker after this step
+                save_current_step()
+                preemption.exit_preempted(saved["step"], saved["path"])
         losses = [float(loss) for loss in losses]
         step = int(optimizer.iterations.numpy())
         blocks.done(step, count, time.monotonic() - started, losses)
@@ -102,28 +102,6 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
     else:
         shutil.rmtree(write_dir)
     shutdown.exit_now(0)
-
-
-def _check_same_restored_step(strategy, task: TaskContext, step: int, latest: str | None) -> None:
-    """All-gathers every worker's restored step: different steps mean different weights, and
-    all-reducing gradients into them would train a wrong model without any error."""
-
-    @tf.function
-    def gather_steps():
-        own = strategy.run(lambda: tf.constant([step], tf.int64))
-        return strategy.gather(own, axis=0)
-
-    steps = [int(s) for s in gather_steps().numpy()]
-    progress.report("restored_steps", steps=steps)
-    if len(set(steps)) > 1:
-        raise errors.DivergedRestore(
-            f"the workers restored different steps {steps} (this worker, {task.name}: step "
-            f"{step} from {latest or 'no checkpoint'} in {layout.checkpoint_dir(task.model_dir)}); "
-            "training them on would all-reduce gradients into different weights. Every MWMS "
-            "worker must see the same checkpoint directory: use a ReadWriteMany "
-            "PersistentVolumeClaim or a gs:// checkpoint dir. If it is shared, a worker read it "
-            "while worker 0 was still saving; the restart that follows reads it again"
-        )
 
 
 def _temporary_checkpoint_dir(task: TaskContext) -> str:
