@@ -274,7 +274,12 @@ def _random_specs():
         st.just({"dir": "gs://bucket/run"}),
         st.fixed_dictionaries({"dir": st.just("/ckpt/run"), "volume": st.one_of(
             st.just({"persistentVolumeClaim": {"claimName": "c"}}),
-            st.just({"hostPath": {"path": "/data"}, "mountPath": "/ckpt/"}))}))
+            st.just({"hostPath": {"path": "/data"}, "mountPath": "/ckpt/"}))}),
+        # No dir: the cluster's own, <mountPath>/<namespace>/<name> (an emptyDir there, or on
+        # the volume).
+        st.fixed_dictionaries({}, optional={"volume": st.one_of(
+            st.just({"persistentVolumeClaim": {"claimName": "c"}, "mountPath": "/data//"}),
+            st.just({"hostPath": {"path": "/data"}}))}))
     program = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
         "module": st.sampled_from(["worker.examples.fashion_mnist", "my.program"]),
         "args": st.lists(text, max_size=3)}))
