@@ -76,17 +76,16 @@ def conflict(model_dir: str, found: dict, mine: dict) -> str | None:
     it is this cluster's record of this training."""
     owner = f"{found.get('namespace')}/{found.get('cluster')}"
     if (found.get("namespace"), found.get("cluster")) != (mine["namespace"], mine["cluster"]):
-        return (f"model dir {model_dir} belongs to cluster {owner} (its {OWNER}, written "
-                f"{_when(found)}); two clusters in one dir would restore each other's "
-                "checkpoints. Set checkpoint.dir to a dir of this cluster's own (left unset "
-                f"it is <mountPath>/<namespace>/<name>), or delete {model_dir} if {owner}'s "
-                "training is no longer needed")
+        return (f"model dir {model_dir} belongs to cluster {owner} ({OWNER} of {_when(found)}): "
+                "two clusters in one dir restore each other's checkpoints. Set checkpoint.dir "
+                "to another dir (unset, each cluster gets its own), or delete "
+                f"{model_dir} if {owner}'s training is no longer needed")
     if found.get("fingerprint") == mine["fingerprint"]:
         return None
     theirs, ours = found.get("training") or {}, mine["training"]
     changed = [f"{_FLAGS.get(k, k)} {theirs.get(k)!r} there, {ours.get(k)!r} now"
                for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
-    return (f"model dir {model_dir} holds another training of {owner} ({OWNER}, written "
+    return (f"model dir {model_dir} holds another training of {owner} ({OWNER} of "
             f"{_when(found)}: {'; '.join(changed) or 'another fingerprint'}); its checkpoints "
             "do not fit this one. Run with the earlier arguments, set checkpoint.dir to another "
             f"dir, or delete {model_dir} to start over")

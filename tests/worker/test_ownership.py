@@ -40,17 +40,17 @@ def test_the_fit_loops_epoch_length_defines_it():
 def test_another_clusters_record_is_refused_whatever_its_training():
     line = ownership.conflict("/m", record("b", "team"), record())
     assert line == (
-        "model dir /m belongs to cluster team/b (its OWNER.json, written 1970-01-01 00:00:00 UTC); "
-        "two clusters in one dir would restore each other's checkpoints. Set checkpoint.dir to "
-        "a dir of this cluster's own (left unset it is <mountPath>/<namespace>/<name>), or "
-        "delete /m if team/b's training is no longer needed")
+        "model dir /m belongs to cluster team/b (OWNER.json of 1970-01-01 00:00:00 UTC): two "
+        "clusters in one dir restore each other's checkpoints. Set checkpoint.dir to another "
+        "dir (unset, each cluster gets its own), or delete /m if team/b's training is no "
+        "longer needed")
     assert "\n" not in line and len(line) < 400  # one line, whole in `status`
 
 
 def test_another_training_of_the_same_cluster_is_refused():
     line = ownership.conflict("/m", record(), record(argv=[*ARGS, "--global-batch-size", "32"]))
-    assert line.startswith("model dir /m holds another training of default/a (OWNER.json, "
-                           "written 1970-01-01 00:00:00 UTC: --global-batch-size 64 there, 32 now)")
+    assert line.startswith("model dir /m holds another training of default/a (OWNER.json of "
+                           "1970-01-01 00:00:00 UTC: --global-batch-size 64 there, 32 now)")
     assert line.endswith("Run with the earlier arguments, set checkpoint.dir to another dir, "
                          "or delete /m to start over")
 
