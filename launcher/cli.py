@@ -12,7 +12,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from launcher import loader, render
+from launcher import checkpoints, loader, render
 from launcher.backends.base import Backend
 from launcher.errors import LauncherError, SpecError
 from launcher.spec import ClusterSpec
@@ -141,8 +141,17 @@ def _view(args, out) -> View | None:
     return make_view(out, args.every)
 
 
+def warn_about_storage(spec: ClusterSpec) -> None:
+    """On stderr, so a rendered manifest on stdout stays clean (Kubernetes only: a local run's
+    model dir is on the local disk and survives its restarts)."""
+    warning = checkpoints.ephemeral_warning(spec)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
+
+
 def cmd_render(args) -> int:
     spec = load_spec(args.spec, args.namespace)
+    warn_about_storage(spec)
     if args.helm_values:
         sys.stdout.write(render.helm_values_yaml(spec))
         return 0
@@ -162,6 +171,8 @@ def cmd_render(args) -> int:
 
 def cmd_submit(args) -> int:
     spec = load_spec(args.spec, args.namespace)
+    if not args.local:
+        warn_about_storage(spec)
     if args.dry_run == "client":
         sys.stdout.write(render.to_yaml(render.render(spec)))
         return 0
@@ -186,6 +197,8 @@ def cmd_status(args) -> int:
         print(f"exit code: {status.exit_code}")
     if status.training is not None:
         print(f"training: {status.training.summary()}")
+    for note in status.notes:
+        print(f"note: {note}")
     print(f"{'ROLE':<10} {'REPLICAS':>8} {'ACTIVE':>6} {'SUCCEEDED':>9} {'FAILED':>6} "
           f"{'LAST EXIT':>9}  REASON")
     for r in status.roles:

@@ -107,7 +107,7 @@ class ClusterPlan:
 
 
 def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
-    """The plan of `spec`; `model_dir` replaces checkpoint.dir (local runs keep it in their dir)."""
+    """The plan of `spec`; `model_dir` replaces spec.model_dir (local runs keep it in their dir)."""
     strategy = Strategy(spec.strategy)
     success = contract.success_role(strategy)
     workload = spec.workload
@@ -161,9 +161,10 @@ def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None) -> dict
     env = {
         contract.GRPC_FAIL_FAST: contract.GRPC_FAIL_FAST_VALUE,
         contract.STRATEGY: Strategy(spec.strategy).value,
-        contract.MODEL_DIR: model_dir or spec.checkpoint.dir,
+        contract.MODEL_DIR: model_dir or spec.model_dir,
         contract.PEER_TIMEOUT: str(spec.peer_timeout_seconds),
         contract.CLUSTER_NAME: spec.name,
+        contract.NAMESPACE: spec.namespace,  # with the name: whose model dir (worker/ownership.py)
     }
     if spec.builtin:
         env[contract.PROGRAM] = spec.effective_program.module

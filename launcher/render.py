@@ -266,10 +266,9 @@ def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict
             source = {"hostPath": {"path": volume.host_path.path, "type": "DirectoryOrCreate"}}
         volumes.append({"name": "checkpoint", **source})
     elif not spec.checkpoint.is_remote:
-        # No volume: an emptyDir at the checkpoint dir. The image's filesystem is not writable
-        # by the non-root user, and an emptyDir outlives container restarts in place (a crashed
-        # chief resumes from it); it goes with the pod.
-        mounts.append({"name": "checkpoint", "mountPath": spec.checkpoint.dir})
+        # No volume: an emptyDir at the model dir (the image's filesystem is not writable by
+        # the non-root user). It goes with the pod: launcher/checkpoints.py warns about that.
+        mounts.append({"name": "checkpoint", "mountPath": spec.model_dir})
         volumes.append({"name": "checkpoint", "emptyDir": {}})
     if supervised:
         mounts.append({"name": "supervisor", "mountPath": contract.SUPERVISOR_DIR, "readOnly": True})

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from launcher import names
+from launcher.checkpoints import DEFAULT_MOUNT_PATH, default_model_dir, mwms_storage_problem
 from worker import contract
 from worker.contract import ROLES, Role, Strategy, Workload, role_count_problems  # noqa: F401 (re-exported)
 
@@ -125,7 +126,7 @@ class Volume(_Model):
 
     persistent_volume_claim: PVCSource | None = None
     host_path: HostPathSource | None = None
-    mount_path: str = "/ckpt"
+    mount_path: str = DEFAULT_MOUNT_PATH
 
     @model_validator(mode="after")
     def _one_source(self) -> "Volume":
@@ -135,15 +136,19 @@ class Volume(_Model):
 
 
 class Checkpoint(_Model):
-    dir: str = "/ckpt/model"
+    # None: <mountPath>/<namespace>/<name> (ClusterSpec.model_dir), one dir per cluster, so
+    # clusters sharing a volume never share a model dir by default.
+    dir: str | None = None
     volume: Volume | None = None
 
     @property
     def is_remote(self) -> bool:
-        return "://" in self.dir
+        return self.dir is not None and "://" in self.dir
 
     @model_validator(mode="after")
     def _dir_on_volume(self) -> "Checkpoint":
+        if self.dir is None:
+            return self
         if self.is_remote:
             if not self.dir.startswith("gs://"):
                 raise ValueError(f"{self.dir!r}: only gs:// URLs are supported as remote storage")
@@ -281,6 +286,15 @@ class ClusterSpec(_Model):
         return self.command is None
 
     @property
+    def model_dir(self) -> str:
+        """checkpoint.dir as given, or this cluster's own dir on the volume (or emptyDir)."""
+        if self.checkpoint.dir is not None:
+            return self.checkpoint.dir
+        volume = self.checkpoint.volume
+        return default_model_dir(volume.mount_path if volume else DEFAULT_MOUNT_PATH,
+                                 self.namespace, self.name)
+
+    @property
     def effective_program(self) -> Program:
         return self.program or Program()
 
@@ -309,28 +323,3 @@ class CrossFieldProblems(ValueError):
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
     return role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in ROLES})
-
-
-def mwms_storage_problem(spec: ClusterSpec) -> str | None:
-    """Why this multi_worker_mirrored spec's checkpoints are not shared by its workers, or None.
-
-    Every MWMS worker restores the latest checkpoint it sees when it (re)starts. Workers that
-    see different directories restore different steps and then all-reduce their gradients into
-    different weights, silently. One worker, a PVC (ReadWriteMany when the pods may land on
-    different nodes) and gs:// are safe; an emptyDir (no volume) is per pod, a hostPath per node.
-    """
-    workers = spec.replicas(Role.WORKER)
-    if spec.strategy is not Strategy.MULTI_WORKER_MIRRORED or workers < 2:
-        return None
-    volume = spec.checkpoint.volume
-    if spec.checkpoint.is_remote or (volume is not None and volume.persistent_volume_claim):
-        return None
-    where = ("a hostPath is a different directory on each node" if volume is not None
-             else "without a volume each pod gets its own emptyDir")
-    return (
-        f"multi_worker_mirrored with {workers} workers needs checkpoint storage that every "
-        f"worker shares ({where}): after a restart each worker would restore a different "
-        "checkpoint and all-reduce gradients into different weights. Set "
-        "checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, or use "
-        "a gs:// checkpoint.dir"
-    )

@@ -45,6 +45,7 @@ class ClusterStatus:
     exit_code: int | None = None  # the chief's (MWMS: worker 0's) exit code, once known
     roles: list[RoleStatus] = field(default_factory=list)
     training: TrainingProgress | None = None  # from the tasks' progress lines, once reported
+    notes: list[str] = field(default_factory=list)  # standing remarks (launcher/checkpoints.py)
 
     def __post_init__(self):
         self.phase = Phase(self.phase)
@@ -59,6 +60,7 @@ class ClusterStatus:
             "message": self.message, "exitCode": self.exit_code,
             "roles": [vars(r) for r in self.roles],
             "training": self.training.to_dict() if self.training else None,
+            "notes": list(self.notes),
         }
 
     def line(self) -> str:

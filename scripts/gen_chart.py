@@ -193,7 +193,8 @@ def generate_schema() -> dict:
     schema["required"] = [r for r in schema["required"] if r != "name"]
     props["env"] = env
     props["checkpoint"]["description"] = (
-        "dir: an absolute path (under volume.mountPath when a volume is set) or a gs:// URL"
+        "dir: an absolute path (under volume.mountPath when a volume is set) or a gs:// URL; "
+        "unset: <mountPath>/<namespace>/<name>, the cluster's own dir"
     )
 
     role_def["properties"]["env"] = env
@@ -224,12 +225,13 @@ def generate_schema() -> dict:
     volume_def["description"] += " Set exactly one of persistentVolumeClaim or hostPath."
     checkpoint_def["allOf"] = [
         {   # only gs:// as remote storage, otherwise an absolute path
-            "if": {"required": ["dir"], "properties": {"dir": {"pattern": "://"}}},
+            "if": {"required": ["dir"], "properties": {"dir": {"type": "string", "pattern": "://"}}},
             "then": {"properties": {"dir": {"pattern": "^gs://"}}},
             "else": {"properties": {"dir": {"pattern": "^/"}}},
         },
         {   # a gs:// dir needs no volume
-            "if": {"required": ["dir"], "properties": {"dir": {"pattern": "^gs://"}}},
+            "if": {"required": ["dir"],
+                   "properties": {"dir": {"type": "string", "pattern": "^gs://"}}},
             "then": {"properties": {"volume": {"type": "null"}}},
         },
     ]
@@ -312,6 +314,7 @@ def generate_contract() -> dict:
             "program": contract.PROGRAM,
             "peerTimeout": contract.PEER_TIMEOUT,
             "clusterName": contract.CLUSTER_NAME,
+            "namespace": contract.NAMESPACE,
         },
         "grpcFailFastValue": contract.GRPC_FAIL_FAST_VALUE,
         "reservedEnv": list(contract.RESERVED_ENV),
@@ -319,7 +322,6 @@ def generate_contract() -> dict:
         "defaults": {
             "program": contract.BUILTIN_PROGRAM,
             "peerTimeoutSeconds": contract.DEFAULT_PEER_TIMEOUT_SECONDS,
-            "checkpointDir": spec.Checkpoint.model_fields["dir"].default,
             "mountPath": volume_fields["mount_path"].default,
         },
         "labels": {

@@ -93,8 +93,8 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     exit the process themselves when done (worker/shutdown.py); ps and PS workers never end."""
     import tensorflow as tf
 
+    from worker import ownership, training
     from worker import program as program_module
-    from worker import training
 
     if options.uses_legacy_keras(task.strategy):
         training.require_legacy_keras(f"--loop {options.loop} under {task.strategy}")
@@ -107,10 +107,13 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
 
     training.set_precision_policy(options, task.strategy)  # before any model is built (evaluator too)
     program = program_module.load(task.program_module)
+    # Whose model dir this is, before anything in it is read (FINAL.json included): another
+    # cluster's, or another training's, is refused (worker/ownership.py).
+    owner_checked = ownership.check(task, options)
     if task.role is Role.EVALUATOR:
         from worker import evaluator
 
-        return evaluator.run(task, options, program)
+        return evaluator.run(task, options, program, owner_checked)
 
     # Before the strategy exists (MWMS must create it before any other op): a cluster that
     # already finished these --steps has nothing to do, on every training task alike.

@@ -31,6 +31,9 @@ environment (set by the launcher; see worker/contract.py):
   TFK8S_PROGRAM        the training program module (default worker.examples.fashion_mnist;
                        its interface is documented in worker/program.py)
   TFK8S_PEER_TIMEOUT   seconds to wait for every peer's DNS name and port (default 300)
+  TFK8S_NAMESPACE, TFK8S_CLUSTER
+                       whose model dir it is: the writer records them in OWNER.json there, and
+                       every task refuses a dir another cluster owns (exit 2)
 
 exit codes:
   0 success; 1 unexpected error (traceback in the log); 2 bad arguments, environment, program,

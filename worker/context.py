@@ -14,6 +14,7 @@ from worker import contract, errors
 from worker.contract import Role, Strategy
 
 STRATEGIES = ", ".join(s.value for s in Strategy)
+DEFAULT_NAMESPACE = "default"  # a task started by hand, without the launcher's environment
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class TaskContext:
     program_module: str
     peer_timeout_seconds: float
     cluster_name: str = contract.DEFAULT_CLUSTER_NAME  # TFK8S_CLUSTER: the spec's name
+    namespace: str = DEFAULT_NAMESPACE  # TFK8S_NAMESPACE: the spec's namespace
 
     @property
     def name(self) -> str:
@@ -92,6 +94,7 @@ def from_environment(environ: dict[str, str] | None = None) -> TaskContext:
         program_module=env.get(contract.PROGRAM) or contract.BUILTIN_PROGRAM,
         peer_timeout_seconds=peer_timeout,
         cluster_name=env.get(contract.CLUSTER_NAME) or contract.DEFAULT_CLUSTER_NAME,
+        namespace=env.get(contract.NAMESPACE) or DEFAULT_NAMESPACE,
     )
 
 

@@ -65,6 +65,7 @@ MODEL_DIR = "TFK8S_MODEL_DIR"
 PROGRAM = "TFK8S_PROGRAM"
 PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
 CLUSTER_NAME = "TFK8S_CLUSTER"
+NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, launcher/supervise.py)
 # How long a PS server (ps, PS worker) keeps serving after SIGTERM while the chief is still up:
 # when the whole cluster is preempted at once (a JobSet suspended by Kueue, a drained node) the
 # chief is saving the current step and reads the variables from the ps. Set it above the time a

@@ -18,7 +18,7 @@ import time
 
 import tensorflow as tf
 
-from worker import layout, progress
+from worker import layout, ownership, progress
 from worker.args import Options
 from worker.context import TaskContext
 from worker.program import Program
@@ -28,8 +28,12 @@ _STEP_KEY = re.compile(r"^optimizer/(_iterations|iter)/\.ATTRIBUTES/VARIABLE_VAL
 
 
 class Evaluator:
-    def __init__(self, task: TaskContext, options: Options, program: Program):
+    def __init__(self, task: TaskContext, options: Options, program: Program,
+                 owner_checked: bool = False):
         self.task = task
+        # Started before the writer claimed the dir: check its OWNER.json before the first
+        # evaluation (the writer claims the dir before it saves any checkpoint).
+        self.owner_checked = owner_checked
         self.options = options
         self.program = program
         self.model = program.build_model()  # no strategy: the evaluator is one plain process
@@ -86,6 +90,8 @@ class Evaluator:
         return 0
 
     def evaluate(self, path: str) -> None:
+        if not self.owner_checked:
+            self.owner_checked = ownership.check(self.task, self.options)
         started = time.monotonic()
         try:
             step = _step_of(path)
@@ -154,8 +160,8 @@ class Evaluator:
         tf.io.gfile.rename(temporary, self.metrics_path, overwrite=True)
 
 
-def run(task: TaskContext, options: Options, program: Program) -> int:
-    return Evaluator(task, options, program).run()
+def run(task: TaskContext, options: Options, program: Program, owner_checked: bool) -> int:
+    return Evaluator(task, options, program, owner_checked).run()
 
 
 def _write_scalar(tag: str, value: float, step: int) -> None:

@@ -9,6 +9,7 @@
       saved_model/        the final model as a SavedModel that loads without any strategy:
                           tf.saved_model.load(path).signatures["serving_default"](images=...)
                           returns {"logits": ...}
+      OWNER.json          written first, by the writer: whose dir this is (worker/ownership.py)
       FINAL.json          written last, by the writer (chief; MWMS: worker 0), see below
       eval/metrics.jsonl  one JSON line per evaluated checkpoint (evaluator)
       eval/tensorboard/   evaluation summaries (loss, accuracy per step)
@@ -23,7 +24,8 @@ kubeflow/trainer#1658). Design:
   ignores it and the writer deletes it before training. The evaluator gets the same program
   arguments as the chief, so it can tell without any clock or ordering assumption.
 - A writer that starts and finds a matching marker has nothing left to do and exits 0: the
-  resubmission of a finished cluster is a no-op, whatever the loop.
+  resubmission of a finished cluster is a no-op, whatever the loop. Only after OWNER.json said
+  the dir is this cluster's, for this training: another cluster's marker is never "finished".
 """
 from __future__ import annotations
 

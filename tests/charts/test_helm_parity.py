@@ -274,7 +274,12 @@ def _random_specs():
         st.just({"dir": "gs://bucket/run"}),
         st.fixed_dictionaries({"dir": st.just("/ckpt/run"), "volume": st.one_of(
             st.just({"persistentVolumeClaim": {"claimName": "c"}}),
-            st.just({"hostPath": {"path": "/data"}, "mountPath": "/ckpt/"}))}))
+            st.just({"hostPath": {"path": "/data"}, "mountPath": "/ckpt/"}))}),
+        # No dir: the cluster's own, <mountPath>/<namespace>/<name> (an emptyDir there, or on
+        # the volume).
+        st.fixed_dictionaries({}, optional={"volume": st.one_of(
+            st.just({"persistentVolumeClaim": {"claimName": "c"}, "mountPath": "/data//"}),
+            st.just({"hostPath": {"path": "/data"}}))}))
     program = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
         "module": st.sampled_from(["worker.examples.fashion_mnist", "my.program"]),
         "args": st.lists(text, max_size=3)}))
@@ -477,20 +482,35 @@ def test_release_name_that_is_no_dns1035_label_is_refused(helm):
     assert 'the release name "1st-run" is the cluster name' in r.stderr, r.stderr
 
 
-@pytest.mark.helm
-def test_notes_tell_how_to_watch_and_read_logs(helm, tmp_path):
+def _notes(helm, tmp_path, spec) -> str:
     """NOTES.txt is only rendered by install; render it here through tpl in a copy of the chart."""
     chart = tmp_path / "tfk8s"
-    shutil.copytree(CHART, chart)
-    (chart / "files" / "NOTES.txt").write_text((CHART / "templates" / "NOTES.txt").read_text())
-    (chart / "templates" / "notes-check.yaml").write_text(
-        'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n'
-        'data: {notes: {{ tpl (.Files.Get "files/NOTES.txt") . | toJson }}}\n')
-    spec = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml")
+    if not chart.exists():
+        shutil.copytree(CHART, chart)
+        (chart / "files" / "NOTES.txt").write_text((CHART / "templates" / "NOTES.txt").read_text())
+        (chart / "templates" / "notes-check.yaml").write_text(
+            'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n'
+            'data: {notes: {{ tpl (.Files.Get "files/NOTES.txt") . | toJson }}}\n')
     r = helm.run("template", "rel", str(chart), "-n", spec.namespace, "--show-only",
                  "templates/notes-check.yaml", "-f", str(helm.values_file(render.helm_values(spec))))
     assert r.returncode == 0, r.stderr
-    notes = yaml.safe_load(r.stdout)["data"]["notes"]
+    return yaml.safe_load(r.stdout)["data"]["notes"]
+
+
+@pytest.mark.helm
+def test_notes_warn_about_an_emptydir_model_dir(helm, tmp_path):
+    """The chart's counterpart of `render`'s warning (launcher/checkpoints.py)."""
+    durable = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml")
+    assert "emptyDir" not in _notes(helm, tmp_path, durable)
+    bare = load_file(SPECS_DIR / "mirrored.yaml")
+    assert bare.checkpoint.volume is None and not bare.checkpoint.is_remote
+    assert ("Warning: checkpoint.volume is not set, so the model dir is an emptyDir"
+            in _notes(helm, tmp_path, bare))
+
+
+@pytest.mark.helm
+def test_notes_tell_how_to_watch_and_read_logs(helm, tmp_path):
+    notes = _notes(helm, tmp_path, load_file(SPECS_DIR / "ps-evaluator-pvc.yaml"))
     for line in ("python -m launcher status ps-eval -n team-a",
                  "python -m launcher logs ps-eval --role chief --index 0 -n team-a",
                  "python -m launcher logs ps-eval --role evaluator --index 0 -n team-a",

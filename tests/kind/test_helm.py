@@ -267,7 +267,8 @@ def test_helm_install_without_values_trains_one_mirrored_pod(
     wait_for_jobs(kind_cluster, namespace, name, {f"{name}-chief"})
     chief = progress_events(role_log(kind_cluster, namespace, name, "chief"))
     final = [e for e in chief if e["event"] == "final"]
-    assert final and final[-1]["checkpoint"].startswith("/ckpt/model/"), chief[-5:]
+    # No checkpoint.dir: the cluster's own, <mountPath>/<namespace>/<release name>.
+    assert final and final[-1]["checkpoint"].startswith(f"/ckpt/{namespace}/{name}/"), chief[-5:]
     r = launcher(kind_cluster, "status", name, "-n", namespace, "-o", "json")
     assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "Succeeded", r.stdout + r.stderr
     helm("uninstall", name, "-n", namespace, "--wait", "--timeout", "3m")

@@ -61,7 +61,7 @@ def test_reads_the_clusters_claim_read_only_at_its_mount_path():
     [container] = pod_spec["containers"]
     assert container["image"] == spec.image
     assert container["command"] == [
-        "python", "-m", "tensorboard.main", "--logdir", "/ckpt/mnist-ps",
+        "python", "-m", "tensorboard.main", "--logdir", "/ckpt/default/mnist-ps",
         "--host", "127.0.0.1", "--port", "6006"]
     volumes = {v["name"]: v for v in pod_spec["volumes"]}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -109,7 +109,7 @@ def test_jobset_cluster_reads_the_chief_template_from_the_jobset():
     [root] = [o for o in objects if o["kind"] == "JobSet"]
     template = success_template(None, spec.namespace, spec.name, root)  # no API call needed
     assert template["metadata"]["labels"][contract.LABEL_COMPONENT] == "chief"
-    assert tensorboard.model_dir(template) == "/ckpt/mnist-ps"
+    assert tensorboard.model_dir(template) == "/ckpt/default/mnist-ps"
 
 
 def test_no_network_policy_selects_it():

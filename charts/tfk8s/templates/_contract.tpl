@@ -105,7 +105,8 @@ Numbers come back as floats: compare them with `int`.
     "modelDir": "TFK8S_MODEL_DIR",
     "program": "TFK8S_PROGRAM",
     "peerTimeout": "TFK8S_PEER_TIMEOUT",
-    "clusterName": "TFK8S_CLUSTER"
+    "clusterName": "TFK8S_CLUSTER",
+    "namespace": "TFK8S_NAMESPACE"
   },
   "grpcFailFastValue": "use_caller",
   "reservedEnv": [
@@ -122,7 +123,6 @@ Numbers come back as floats: compare them with `int`.
   "defaults": {
     "program": "worker.examples.fashion_mnist",
     "peerTimeoutSeconds": 300,
-    "checkpointDir": "/ckpt/model",
     "mountPath": "/ckpt"
   },
   "labels": {

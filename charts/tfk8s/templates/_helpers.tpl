@@ -108,8 +108,10 @@ $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
 {{- $ns := $m.ns -}}
 {{- $port := toJson $v.port -}}
 {{- $checkpoint := default dict $v.checkpoint -}}
-{{- $dir := default $c.defaults.checkpointDir $checkpoint.dir -}}
 {{- $volume := $checkpoint.volume -}}
+{{- /* spec.model_dir: no dir -> <mountPath>/<namespace>/<name>, the cluster's own. */ -}}
+{{- $mountPath := default $c.defaults.mountPath (default dict $volume).mountPath -}}
+{{- $dir := default (printf "%s/%s/%s" (regexReplaceAll "/+$" $mountPath "") $ns $name) $checkpoint.dir -}}
 {{- $program := default dict $v.program -}}
 {{- /* TF_CONFIG's training cluster (tfconfig.cluster): chief, worker, ps; never the evaluator. */ -}}
 {{- $members := list -}}
@@ -143,7 +145,8 @@ $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
     (list $c.env.strategy $v.strategy)
     (list $c.env.modelDir $dir)
     (list $c.env.peerTimeout (toJson (default $c.defaults.peerTimeoutSeconds $v.peerTimeoutSeconds)))
-    (list $c.env.clusterName $name) -}}
+    (list $c.env.clusterName $name)
+    (list $c.env.namespace $ns) -}}
 {{- if $m.builtin -}}
 {{- $pairs = append $pairs (list $c.env.program (default $c.defaults.program $program.module)) -}}
 {{- end -}}
@@ -179,7 +182,7 @@ $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
 {{- $volumes = append $volumes (dict "name" "checkpoint" "hostPath" (dict "path" $volume.hostPath.path "type" "DirectoryOrCreate")) -}}
 {{- end -}}
 {{- else if not (contains "://" $dir) -}}
-{{- /* No volume: an emptyDir at the checkpoint dir (writable, survives container restarts). */ -}}
+{{- /* No volume: an emptyDir at the model dir (writable; deleted with the pod). */ -}}
 {{- $mounts = append $mounts (dict "name" "checkpoint" "mountPath" $dir) -}}
 {{- $volumes = append $volumes (dict "name" "checkpoint" "emptyDir" dict) -}}
 {{- end -}}

@@ -51,8 +51,9 @@ not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter
 {{- end -}}
 {{- /* checkpoint.dir under the volume's mountPath */ -}}
 {{- $checkpoint := default dict $v.checkpoint -}}
-{{- $dir := default $c.defaults.checkpointDir $checkpoint.dir -}}
-{{- if and $checkpoint.volume (not (contains "://" $dir)) -}}
+{{- $dir := default "" $checkpoint.dir -}}
+{{- /* Unset, it is <mountPath>/<namespace>/<name>: under the mount by construction. */ -}}
+{{- if and $dir $checkpoint.volume (not (contains "://" $dir)) -}}
 {{- $mountPath := default $c.defaults.mountPath $checkpoint.volume.mountPath -}}
 {{- if not (hasPrefix (printf "%s/" (regexReplaceAll "/+$" $mountPath "")) (printf "%s/" (regexReplaceAll "/+$" $dir ""))) -}}
 {{- fail (printf "checkpoint: dir '%s' is not under the volume's mountPath '%s'" $dir $mountPath) -}}

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Iterator, TextIO
 
-from launcher import lifecycle
+from launcher import checkpoints, lifecycle
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import JOBSET, Api, LogUnavailable, api_message
@@ -106,6 +106,7 @@ class KubernetesBackend(Backend):
             pods = self.api.list("v1", "Pod", ns, name)
             status = lifecycle.compute_status(name, ns, jobs, pods)
         status.training = self._training(ns, pods)
+        status.notes = checkpoints.storage_notes([job.get("spec") or {} for job in jobs])
         return status
 
     def _training(self, ns: str, pods: list[dict]) -> TrainingProgress | None:

@@ -41,7 +41,8 @@ Files, under `<workdir>/<name>/` (files.py):
     supervisor.log            output of a detached supervisor (foreground=False)
     pids/<role>-<index>.pid   each running task's pid (for fault injection, see kill())
     logs/<role>-<index>.log   each task's output, all attempts, each behind a header line
-    model/                    the model dir (TFK8S_MODEL_DIR), unless checkpoint.dir is gs://
+    model/                    the model dir (TFK8S_MODEL_DIR), unless checkpoint.dir is gs://;
+                              its OWNER.json names this cluster (worker/ownership.py)
 `delete` stops a running cluster and removes everything but `model/`, which, like a
 PersistentVolumeClaim on Kubernetes, outlives the cluster: a resubmitted spec resumes from its
 checkpoints. Remove it by hand to start from scratch.

@@ -1,0 +1,94 @@
+"""Where model dirs go by default, and what an emptyDir model dir is told (launcher/checkpoints.py)."""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from launcher import checkpoints, cli, loader, render, supervise
+from launcher.plan import task_env
+from launcher.spec import ClusterSpec
+from worker import contract
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+
+
+def spec(**fields) -> ClusterSpec:
+    data = {"name": "run", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}}, **fields}
+    return ClusterSpec.model_validate(data)
+
+
+def test_default_model_dir_is_the_clusters_own():
+    assert spec().model_dir == "/ckpt/default/run"
+    assert spec(namespace="team-a").model_dir == "/ckpt/team-a/run"
+    pvc = {"persistentVolumeClaim": {"claimName": "c"}, "mountPath": "/data//"}
+    assert spec(checkpoint={"volume": pvc}).model_dir == "/data/default/run"
+    assert spec(checkpoint={"volume": pvc}).checkpoint.dir is None  # not spelled into the spec
+
+
+def test_explicit_dirs_are_kept():
+    assert spec(checkpoint={"dir": "gs://b/x"}).model_dir == "gs://b/x"
+    assert spec(checkpoint={"dir": "/ckpt/mine"}).model_dir == "/ckpt/mine"
+
+
+def test_every_task_gets_the_model_dir_and_whose_it_is():
+    env = task_env(spec(namespace="ns1"), "chief")
+    assert env[contract.MODEL_DIR] == "/ckpt/ns1/run"
+    assert (env[contract.CLUSTER_NAME], env[contract.NAMESPACE]) == ("run", "ns1")
+    # The supervisor script cannot import the contract: the same name, spelled twice.
+    assert supervise.NAMESPACE_ENV == contract.NAMESPACE
+
+
+def test_the_emptydir_is_mounted_at_the_default_dir():
+    objects = render.render(spec())
+    job = next(o for o in objects if o["kind"] == "Job")
+    mounts = job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "checkpoint", "mountPath": "/ckpt/default/run"} in mounts
+
+
+def test_no_two_examples_share_a_model_dir():
+    specs = [loader.load_file(path) for path in EXAMPLES]
+    default = resources.files("launcher").joinpath("default-cluster.yaml").read_text()
+    specs.append(loader.load_text(default, filename="<embedded default>"))
+    places = [(s.checkpoint.volume, s.model_dir) for s in specs]
+    assert len(set(map(repr, places))) == len(places), places
+
+
+def test_emptydir_warning_names_the_field_the_loss_and_the_fix():
+    warning = checkpoints.ephemeral_warning(spec())
+    assert warning.startswith("checkpoint.volume: not set, so the model dir /ckpt/default/run "
+                              "is an emptyDir")
+    assert "trains from step 0 (restartPolicy Never)" in warning
+    assert "checkpoint.volume.persistentVolumeClaim.claimName" in warning
+    assert "gs:// checkpoint.dir" in warning
+    on_failure = checkpoints.ephemeral_warning(spec(restartPolicy="OnFailure"))
+    assert "restarted in place keeps it, but an evicted or preempted pod" in on_failure
+
+
+@pytest.mark.parametrize("checkpoint", [
+    {"dir": "gs://b/run"},
+    {"volume": {"persistentVolumeClaim": {"claimName": "c"}}},
+    {"volume": {"hostPath": {"path": "/data"}}},
+])
+def test_durable_storage_gets_no_warning(checkpoint):
+    durable = spec(checkpoint=checkpoint)
+    assert checkpoints.ephemeral_warning(durable) is None
+    jobs = [job for _, job in render.job_specs(render.render(durable))]
+    assert checkpoints.storage_notes(jobs) == []
+
+
+def test_status_notes_read_the_emptydir_back_from_the_jobs():
+    jobs = [job for _, job in render.job_specs(render.render(spec()))]
+    assert checkpoints.storage_notes(jobs) == [checkpoints.EPHEMERAL_NOTE]
+
+
+def test_render_warns_on_stderr_and_submit_local_does_not(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: run\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n")
+    assert cli.main(["render", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert err == f"warning: {checkpoints.ephemeral_warning(spec())}\n"
+    assert "warning" not in out
+    assert cli.main(["submit", str(path), "--dry-run", "client"]) == 0
+    assert capsys.readouterr().err.startswith("warning: checkpoint.volume: not set")
