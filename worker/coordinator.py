@@ -172,17 +172,32 @@ def _first_informative_line(message: str) -> str:
 
 def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
                            resume: str) -> errors.LostParameterServer:
-    indices = sorted({int(i) for i in re.findall(r"/job:ps/replica:\d+/task:(\d+)", str(exc))})
-    ps_addresses = task.cluster.get(Role.PS.value, [])
-    if indices:
-        who = ", ".join(
-            f"ps-{i} ({ps_addresses[i]})" if i < len(ps_addresses) else f"ps-{i}" for i in indices
+    """The chief lost part of its cluster: names the tasks TF's error names (ps or workers),
+    each with its address, or says that TF named none."""
+    named = sorted({(job, int(i)) for job, i in
+                    re.findall(r"/job:(ps|worker)/replica:\d+/task:(\d+)", str(exc))})
+    cause = f"{type(exc).__name__}: {_first_informative_line(str(exc))}"
+    ps_named = [(job, i) for job, i in named if job == Role.PS.value]
+    if named and not ps_named:
+        # ClusterCoordinator retries on other workers; it gives up only when none is left
+        # (workers unreachable for longer than its timeout).
+        return errors.LostParameterServer(
+            f"lost the workers {_tasks(named, task)} at {where} ({cause}): no worker was left "
+            "to run steps on. Check why they failed (`logs NAME --role worker`); restarting the "
+            f"chief once workers are back (restartPolicy OnFailure, or resubmit) will {resume}"
         )
-    else:
-        who = "the parameter servers (" + ", ".join(ps_addresses) + ")"
+    who = (_tasks(ps_named, task) if ps_named else "the cluster (TF's error names no task; "
+           "ps: " + ", ".join(task.cluster.get(Role.PS.value, [])) + ")")
     return errors.LostParameterServer(
-        f"lost contact with {who} at {where} ({type(exc).__name__}: "
-        f"{_first_informative_line(str(exc))}). The ps holds the only copy of the variables, so "
-        "training cannot go on. Restart the chief once the ps is back (restartPolicy OnFailure "
-        f"does this, or resubmit the cluster) to {resume}"
+        f"lost contact with {who} at {where} ({cause}). The ps holds the only copy of the "
+        "variables, so training cannot go on. Restart the chief once the ps is back "
+        f"(restartPolicy OnFailure does this, or resubmit the cluster) to {resume}"
     )
+
+
+def _tasks(named: list[tuple[str, int]], task: TaskContext) -> str:
+    def address(job: str, index: int) -> str:
+        addresses = task.cluster.get(job, [])
+        return f" ({addresses[index]})" if index < len(addresses) else ""
+
+    return ", ".join(f"{job}-{index}{address(job, index)}" for job, index in named)
