@@ -30,14 +30,19 @@ def flag() -> tf.Tensor:
 
 def make_train_step(strategy, replica_step):
     """One distributed step over the next batch: (the step's loss, summed over replicas, and
-    the number of replicas whose task has received SIGTERM, the same on every worker)."""
+    the number of replicas whose task has received SIGTERM, the same on every worker). Loss
+    and vote travel in one all-reduce: a second one per step cost 8% of the steps/s of a small
+    model on 2 CPU workers (bench/vote.py)."""
+
+    def replica_step_and_vote(images, labels, vote):
+        return tf.stack([tf.cast(replica_step(images, labels), tf.float32), vote])
 
     @tf.function
     def train_step(iterator, vote):
         images, labels = next(iterator)
-        losses = strategy.run(replica_step, args=(images, labels))
-        return (strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None),
-                _sum_over_replicas(strategy, vote))
+        both = strategy.run(replica_step_and_vote, args=(images, labels, vote))
+        loss_and_votes = strategy.reduce(tf.distribute.ReduceOp.SUM, both, axis=None)
+        return loss_and_votes[0], loss_and_votes[1]
 
     return train_step
 
