@@ -4,8 +4,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator
 
-from worker.contract import (DNS1035_PATTERN, DNS1123_LABEL_PATTERN, JOBSET_JOB_INDEX, MAX_LABEL,
-                             Role, Workload, task_name)
+from launcher.k8s_contract import JOBSET_JOB_INDEX
+from worker.contract import (DNS1035_PATTERN, DNS1123_LABEL_PATTERN, MAX_LABEL, Role, Workload,
+                             task_name)
 
 if TYPE_CHECKING:
     from launcher.spec import ClusterSpec

@@ -13,6 +13,7 @@ from typing import Iterable
 
 from launcher import names
 from launcher.plan import ClusterPlan, RolePlan
+from launcher import k8s_contract
 from worker import contract
 
 
@@ -35,4 +36,4 @@ def pod_selector(selector: dict[str, str], roles: Iterable[RolePlan]) -> dict:
     """A podSelector for the cluster's pods of `roles`: every pod carries its role in the
     component label, under workload jobs and jobset alike."""
     return {"matchLabels": dict(selector), "matchExpressions": [
-        {"key": contract.LABEL_COMPONENT, "operator": "In", "values": [r.role.value for r in roles]}]}
+        {"key": k8s_contract.LABEL_COMPONENT, "operator": "In", "values": [r.role.value for r in roles]}]}

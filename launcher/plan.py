@@ -11,6 +11,7 @@ from typing import Callable
 
 from launcher import names
 from launcher.spec import ClusterSpec
+from launcher import k8s_contract
 from worker import contract
 from worker.contract import Role, Strategy
 
@@ -111,7 +112,7 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
     strategy = Strategy(spec.strategy)
     success = contract.success_role(strategy)
     workload = spec.workload
-    supervised = contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0, workload)
+    supervised = k8s_contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0, workload)
     watch_job = names.job(spec.name, success, workload)
     supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
     roles = []

@@ -38,6 +38,7 @@ if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywh
     sys.path.insert(0, str(REPO))
 
 from launcher import spec, supervise  # noqa: E402
+from launcher import k8s_contract
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy, Workload  # noqa: E402
 
@@ -288,21 +289,21 @@ def generate_contract() -> dict:
                 "successRole": contract.success_role(s).value,
                 # The evaluator, when it has replicas, is supervised too (the templates add it).
                 "supervisedRoles": {
-                    w.value: [r.value for r in contract.supervised_roles(s, False, w)]
+                    w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w)]
                     for w in Workload},
                 "successPolicy": contract.success_needs_index_policy(s),
                 # A JobSet's success roles (the templates add the evaluator) and restarts.
-                "setSuccessRoles": [r.value for r in contract.set_success_roles(s, False)],
-                "setMaxRestarts": contract.set_max_restarts(s),
+                "setSuccessRoles": [r.value for r in k8s_contract.set_success_roles(s, False)],
+                "setMaxRestarts": k8s_contract.set_max_restarts(s),
             }
             for s in Strategy
         },
         "successIndex": contract.SUCCESS_INDEX,
         "workload": _names(Workload),
-        "queueLabel": contract.QUEUE_LABEL,
-        "jobsetApiVersion": contract.JOBSET_API_VERSION,
-        "jobsetJobIndex": contract.JOBSET_JOB_INDEX,
-        "fatalJobFailureReasons": list(contract.FATAL_JOB_FAILURE_REASONS),
+        "queueLabel": k8s_contract.QUEUE_LABEL,
+        "jobsetApiVersion": k8s_contract.JOBSET_API_VERSION,
+        "jobsetJobIndex": k8s_contract.JOBSET_JOB_INDEX,
+        "fatalJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS),
         "env": {
             "tfConfig": contract.TF_CONFIG,
             "taskIndex": contract.TASK_INDEX,
@@ -323,16 +324,16 @@ def generate_contract() -> dict:
             "mountPath": volume_fields["mount_path"].default,
         },
         "labels": {
-            "name": contract.LABEL_NAME,
-            "instance": contract.LABEL_INSTANCE,
-            "component": contract.LABEL_COMPONENT,
-            "managedBy": contract.LABEL_MANAGED_BY,
-            "strategy": contract.LABEL_STRATEGY,
+            "name": k8s_contract.LABEL_NAME,
+            "instance": k8s_contract.LABEL_INSTANCE,
+            "component": k8s_contract.LABEL_COMPONENT,
+            "managedBy": k8s_contract.LABEL_MANAGED_BY,
+            "strategy": k8s_contract.LABEL_STRATEGY,
         },
-        "managedBy": contract.MANAGED_BY,
-        "container": contract.CONTAINER,
-        "supervisorDir": contract.SUPERVISOR_DIR,
-        "indexAnnotation": contract.INDEX_ANNOTATION,
+        "managedBy": k8s_contract.MANAGED_BY,
+        "container": k8s_contract.CONTAINER,
+        "supervisorDir": k8s_contract.SUPERVISOR_DIR,
+        "indexAnnotation": k8s_contract.INDEX_ANNOTATION,
         "dns1035Pattern": contract.DNS1035_PATTERN,
         "maxLabel": contract.MAX_LABEL,
         # The podFailurePolicy's exit codes (worker/contract.py: EXIT_PREEMPTED, EXIT_CONFIG).

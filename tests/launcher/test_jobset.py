@@ -11,6 +11,7 @@ from launcher import render
 from launcher.errors import SpecError
 from launcher.loader import load_file, load_text
 from support import REPO, example_specs
+from launcher import k8s_contract
 from worker import contract
 
 QUEUED = REPO / "examples" / "ps-queued.yaml"
@@ -35,7 +36,7 @@ def test_queued_example_is_one_jobset_with_the_queue_label():
     assert sorted(kinds[1:]) == ["ConfigMap", "NetworkPolicy", "NetworkPolicy", "Role",
                                  "RoleBinding", "ServiceAccount"]
     [jobset] = objects[:1]
-    assert jobset["metadata"]["labels"][contract.QUEUE_LABEL] == "tfk8s-queue"
+    assert jobset["metadata"]["labels"][k8s_contract.QUEUE_LABEL] == "tfk8s-queue"
     assert jobset["spec"]["suspend"] is True  # Kueue resumes it once admitted
     assert jobset["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": "mnist-ps-queued",
                                          "publishNotReadyAddresses": True}
@@ -62,12 +63,12 @@ def test_same_pods_as_the_jobs_projection(example):
     PS servers, the Jobs' own TTL)."""
     jobs_spec = _as(example, workload="jobs", queue=None)
     set_spec = _as(example, workload="jobset")
-    jobs = {o["metadata"]["labels"][contract.LABEL_COMPONENT]: o
+    jobs = {o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: o
             for o in render.render(jobs_spec) if o["kind"] == "Job"}
     [jobset] = [o for o in render.render(set_spec) if o["kind"] == "JobSet"]
     children = _children(jobset)
     assert list(children) == list(jobs)
-    supervised = contract.supervised_roles(set_spec.strategy, "evaluator" in jobs, "jobset")
+    supervised = k8s_contract.supervised_roles(set_spec.strategy, "evaluator" in jobs, "jobset")
     for role, job in jobs.items():
         child = children[role]
         assert child["metadata"]["labels"] == job["metadata"]["labels"]

@@ -7,6 +7,7 @@ import pytest
 from launcher import render
 from launcher.loader import load_text
 from support import example_specs
+from launcher import k8s_contract
 from worker import contract
 
 PS = ("name: c\nstrategy: parameter_server\nroles: {chief: {replicas: 1}, worker: {replicas: 2}, "
@@ -38,7 +39,7 @@ def _pod_labels(objects: list[dict]) -> dict[str, dict]:
     templates = [o["spec"]["template"] for o in objects if o["kind"] == "Job"]
     templates += [rj["template"]["spec"]["template"] for o in objects if o["kind"] == "JobSet"
                   for rj in o["spec"]["replicatedJobs"]]
-    return {t["metadata"]["labels"][contract.LABEL_COMPONENT]: t["metadata"]["labels"]
+    return {t["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: t["metadata"]["labels"]
             for t in templates}
 
 
@@ -119,7 +120,7 @@ def test_every_pod_is_selected_by_exactly_its_policy(workload, text):
         admitted = _selects(policies["c-grpc"]["ingress"][0]["from"][0]["podSelector"], labels)
         assert admitted == in_training, role
     # Another cluster's pods (another instance label) are neither selected nor admitted.
-    stranger = {**pods["worker"], contract.LABEL_INSTANCE: "other"}
+    stranger = {**pods["worker"], k8s_contract.LABEL_INSTANCE: "other"}
     assert not any(_selects(p["podSelector"], stranger) for p in policies.values())
     assert not _selects(policies["c-grpc"]["ingress"][0]["from"][0]["podSelector"], stranger)
 

@@ -6,6 +6,7 @@ import pytest
 
 from launcher.loader import load_text
 from launcher.plan import plan
+from launcher import k8s_contract
 from worker import contract
 from worker.contract import Role, Strategy
 
@@ -13,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Where rules could be copied by hand: the runtime code and the chart's templates.
 SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
            *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]
-DEFINED_IN = {REPO / "worker" / "contract.py",
+DEFINED_IN = {REPO / "worker" / "contract.py", REPO / "launcher" / "k8s_contract.py",
               REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl"}  # generated from it
 
 
@@ -29,16 +30,16 @@ EVALUATOR = "roles: {evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
 @pytest.mark.parametrize("literal", [
     contract.STRATEGY, contract.MODEL_DIR, contract.PROGRAM, contract.PEER_TIMEOUT,
     contract.CLUSTER_NAME, contract.TASK_INDEX, contract.BUILTIN_PROGRAM,
-    contract.LABEL_COMPONENT, contract.LABEL_STRATEGY, contract.LABEL_INSTANCE,
-    contract.INDEX_ANNOTATION, contract.SPEC_HASH_ANNOTATION, contract.SUPERVISOR_DIR,
-    contract.DNS1035_PATTERN, contract.QUEUE_LABEL, contract.JOBSET_API_VERSION,
+    k8s_contract.LABEL_COMPONENT, k8s_contract.LABEL_STRATEGY, k8s_contract.LABEL_INSTANCE,
+    k8s_contract.INDEX_ANNOTATION, k8s_contract.SPEC_HASH_ANNOTATION, k8s_contract.SUPERVISOR_DIR,
+    contract.DNS1035_PATTERN, k8s_contract.QUEUE_LABEL, k8s_contract.JOBSET_API_VERSION,
     contract.SERVER_LINGER,
 ])
 def test_each_constant_is_written_once(literal):
     quoted = re.compile(re.escape(f'"{literal}"') + "|" + re.escape(f"'{literal}'"))
     copies = [str(p.relative_to(REPO)) for p in SOURCES
               if p not in DEFINED_IN and p.is_file() and quoted.search(p.read_text())]
-    assert not copies, f"{literal!r} is repeated in {copies}: use worker/contract.py"
+    assert not copies, f"{literal!r} is repeated in {copies}: use worker/contract.py or launcher/k8s_contract.py"
 
 
 def test_role_lists_are_not_repeated():

@@ -13,6 +13,7 @@ from launcher.lifecycle import compute_jobset_status, compute_status
 from launcher.loader import load_file, load_text
 from test_lifecycle import job, jobset, pod
 from test_network_policy import _selects
+from launcher import k8s_contract
 from worker import contract
 
 PS_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ps.yaml"
@@ -24,7 +25,7 @@ def _cluster(spec) -> tuple[dict, dict, list[dict]]:
     objects = render.render(spec)
     root = {**objects[0], "metadata": {**objects[0]["metadata"], "uid": ROOT_UID}}
     [chief] = [o for o in objects if o["kind"] == "Job"
-               and o["metadata"]["labels"][contract.LABEL_COMPONENT] == "chief"]
+               and o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT] == "chief"]
     return root, chief["spec"]["template"], objects
 
 
@@ -81,8 +82,8 @@ def test_owned_by_the_clusters_root_and_labelled_as_its_tensorboard():
     assert metadata["generateName"] == "mnist-ps-tensorboard-"
     assert metadata["namespace"] == "default"
     labels = metadata["labels"]
-    assert labels[contract.LABEL_INSTANCE] == "mnist-ps"
-    assert labels[contract.LABEL_COMPONENT] == "tensorboard"
+    assert labels[k8s_contract.LABEL_INSTANCE] == "mnist-ps"
+    assert labels[k8s_contract.LABEL_COMPONENT] == "tensorboard"
 
 
 def test_emptydir_checkpoint_dir_is_refused_with_the_fix():
@@ -108,7 +109,7 @@ def test_jobset_cluster_reads_the_chief_template_from_the_jobset():
     objects = render.render(spec)
     [root] = [o for o in objects if o["kind"] == "JobSet"]
     template = success_template(None, spec.namespace, spec.name, root)  # no API call needed
-    assert template["metadata"]["labels"][contract.LABEL_COMPONENT] == "chief"
+    assert template["metadata"]["labels"][k8s_contract.LABEL_COMPONENT] == "chief"
     assert tensorboard.model_dir(template) == "/ckpt/mnist-ps"
 
 

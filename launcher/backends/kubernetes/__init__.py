@@ -24,6 +24,7 @@ from launcher.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.spec import ClusterSpec
 from launcher.status import ClusterStatus, Phase
 from launcher.view import LineView, View
+from launcher import k8s_contract
 from worker import contract
 
 
@@ -110,7 +111,7 @@ class KubernetesBackend(Backend):
 
     def _training(self, ns: str, pods: list[dict]) -> TrainingProgress | None:
         """From the log tails of the success task's and the evaluator's newest pods."""
-        strategies = {(p["metadata"].get("labels") or {}).get(contract.LABEL_STRATEGY) for p in pods}
+        strategies = {(p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_STRATEGY) for p in pods}
         strategies.discard(None)
         if len(strategies) != 1:
             return None  # no pods (yet, or any more)
@@ -194,7 +195,7 @@ class KubernetesBackend(Backend):
         ns = self.namespace
         out = []
         # A JobSet cluster may also have a ConfigMap (its evaluator's supervisor): once each.
-        instances = dict.fromkeys(root["metadata"]["labels"][contract.LABEL_INSTANCE]
+        instances = dict.fromkeys(root["metadata"]["labels"][k8s_contract.LABEL_INSTANCE]
                                   for root in self.api.list_roots(ns))
         for name in instances:
             try:
@@ -214,8 +215,8 @@ class KubernetesBackend(Backend):
 
 def task_of(pod: dict) -> tuple[str, int] | None:
     """(role, index) of one of our pods, None for anything else."""
-    role = (pod["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT)
-    index = (pod["metadata"].get("annotations") or {}).get(contract.INDEX_ANNOTATION)
+    role = (pod["metadata"].get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
+    index = (pod["metadata"].get("annotations") or {}).get(k8s_contract.INDEX_ANNOTATION)
     if role not in {r.value for r in contract.ROLES} or index is None:
         return None
     return role, int(index)
@@ -256,7 +257,7 @@ def newest_pod(pods: list[dict], role: str, index: int) -> dict | None:
     """A task's current pod: a replaced task's newest one."""
     mine = [
         p for p in pods
-        if (p["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT) == role
-        and (p["metadata"].get("annotations") or {}).get(contract.INDEX_ANNOTATION) == str(index)
+        if (p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_COMPONENT) == role
+        and (p["metadata"].get("annotations") or {}).get(k8s_contract.INDEX_ANNOTATION) == str(index)
     ]
     return max(mine, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
