@@ -67,3 +67,14 @@ def set_max_restarts(strategy: Strategy) -> int:
     workers and restarts after a lost ps; a role that exhausted its backoffLimit ends the set.
     """
     return 1 if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else 0
+
+
+def nccl_roles(strategy: Strategy) -> tuple[Role, ...]:
+    """Roles whose pods all-reduce with each other through NCCL once they have GPUs: MWMS
+    workers (the built-in worker's --collective auto picks NCCL when it sees a GPU).
+
+    NCCL's bootstrap and its socket transport listen on ports the kernel picks (ephemeral), and
+    no NCCL setting pins them (NVIDIA/nccl#388; NCCL_SOCKET_IFNAME picks the interface only):
+    between these pods the NetworkPolicy must admit every TCP port, not only the gRPC port.
+    """
+    return (Role.WORKER,) if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else ()

@@ -68,6 +68,11 @@ def grpc_policy(name: str) -> str:
     return f"{name}-grpc"
 
 
+def collective_policy(name: str) -> str:
+    """NetworkPolicy: MWMS workers with GPUs admit every TCP port from each other (NCCL)."""
+    return f"{name}-collective"
+
+
 def no_ingress_policy(name: str) -> str:
     """NetworkPolicy: the pods outside the training cluster (the evaluator) admit no ingress."""
     return f"{name}-no-ingress"

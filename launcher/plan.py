@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.spec import ClusterSpec
-from launcher import k8s_contract
 from worker import contract
 from worker.contract import Role, Strategy
 
@@ -73,6 +72,9 @@ class ClusterPlan:
     # some role is supervised and the spec names no account of its own.
     create_service_account: bool
     supervisor_account: str  # the account supervised pods run as: the spec's, or the created one
+    # Roles whose pods connect to each other through NCCL on ports nobody can pin
+    # (k8s_contract.nccl_roles): those that may use it and get GPUs (NCCL needs one).
+    nccl_roles: tuple[Role, ...] = ()
 
     @property
     def name(self) -> str:
@@ -136,6 +138,8 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
         failure=failure_policy(spec),
         create_service_account=bool(supervised) and spec.service_account_name is None,
         supervisor_account=supervisor_account,
+        nccl_roles=tuple(r for r in k8s_contract.nccl_roles(strategy)
+                         if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus),
     )
 
 

@@ -46,7 +46,7 @@ CHART_DIR = REPO / "charts" / "tfk8s"
 SCHEMA_FILE = CHART_DIR / "values.schema.json"
 CONTRACT_FILE = CHART_DIR / "templates" / "_contract.tpl"
 COMMAND = "python scripts/gen_chart.py --write"
-GPU = "nvidia.com/gpu"
+GPU = spec.GPU
 
 # The supervisor's interface: launcher/supervise.py defines these names (it runs alone in the
 # pod and cannot import the contract); no task process reads them.
@@ -295,6 +295,8 @@ def generate_contract() -> dict:
                 # A JobSet's success roles (the templates add the evaluator) and restarts.
                 "setSuccessRoles": [r.value for r in k8s_contract.set_success_roles(s, False)],
                 "setMaxRestarts": k8s_contract.set_max_restarts(s),
+                # Roles that admit every TCP port from each other when they have GPUs (NCCL).
+                "ncclRoles": [r.value for r in k8s_contract.nccl_roles(s)],
             }
             for s in Strategy
         },
@@ -332,6 +334,7 @@ def generate_contract() -> dict:
         },
         "managedBy": k8s_contract.MANAGED_BY,
         "container": k8s_contract.CONTAINER,
+        "gpuResource": spec.GPU,
         "supervisorDir": k8s_contract.SUPERVISOR_DIR,
         "indexAnnotation": k8s_contract.INDEX_ANNOTATION,
         "dns1035Pattern": contract.DNS1035_PATTERN,

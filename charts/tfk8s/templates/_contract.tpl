@@ -50,7 +50,8 @@ Numbers come back as floats: compare them with `int`.
       "setSuccessRoles": [
         "chief"
       ],
-      "setMaxRestarts": 0
+      "setMaxRestarts": 0,
+      "ncclRoles": []
     },
     "multi_worker_mirrored": {
       "allowedRoles": [
@@ -66,7 +67,10 @@ Numbers come back as floats: compare them with `int`.
       "setSuccessRoles": [
         "worker"
       ],
-      "setMaxRestarts": 1
+      "setMaxRestarts": 1,
+      "ncclRoles": [
+        "worker"
+      ]
     },
     "mirrored": {
       "allowedRoles": [
@@ -82,7 +86,8 @@ Numbers come back as floats: compare them with `int`.
       "setSuccessRoles": [
         "chief"
       ],
-      "setMaxRestarts": 0
+      "setMaxRestarts": 0,
+      "ncclRoles": []
     }
   },
   "successIndex": 0,
@@ -134,6 +139,7 @@ Numbers come back as floats: compare them with `int`.
   },
   "managedBy": "tfk8s",
   "container": "tensorflow",
+  "gpuResource": "nvidia.com/gpu",
   "supervisorDir": "/var/run/tfk8s",
   "indexAnnotation": "batch.kubernetes.io/job-completion-index",
   "dns1035Pattern": "^[a-z]([-a-z0-9]*[a-z0-9])?$",
