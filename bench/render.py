@@ -24,8 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from launcher import names, plan, render, tfconfig  # noqa: E402
-from launcher import k8s_contract
+from launcher import k8s_contract, names, plan, render, tfconfig  # noqa: E402
 from worker import contract  # noqa: E402
 from launcher.loader import load_text  # noqa: E402
 

@@ -78,3 +78,20 @@ def nccl_roles(strategy: Strategy) -> tuple[Role, ...]:
     between these pods the NetworkPolicy must admit every TCP port, not only the gRPC port.
     """
     return (Role.WORKER,) if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else ()
+
+
+# A per-index role fails with its first index out of retries: the others cannot go on without it.
+MAX_FAILED_INDEXES = 0
+
+
+def per_index_roles(strategy: Strategy) -> tuple[Role, ...]:
+    """Roles whose retries are counted per index (Job backoffLimitPerIndex), and whose first
+    index out of retries fails the role (maxFailedIndexes 0).
+
+    MWMS workers all-reduce in lockstep: one crashed worker makes every peer's collective fail.
+    With one backoffLimit for the role, one crash cost N retries (N workers), and with N >=
+    backoffLimit one transient crash ended the run. Per index, each crash costs each index at
+    most one retry (the peers' own exits are not counted at all once they had saved, exit
+    EXIT_PEER_LOST), and one worker crashing again and again still fails the run at its limit.
+    """
+    return (Role.WORKER,) if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else ()

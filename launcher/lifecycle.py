@@ -13,8 +13,8 @@ Lifecycle (README "Lifecycle"):
 """
 from __future__ import annotations
 
-from launcher.status import ClusterStatus, Phase, RoleStatus
 from launcher import k8s_contract
+from launcher.status import ClusterStatus, Phase, RoleStatus
 from worker import contract
 from worker.contract import ROLES, Role, Strategy
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.plan import ClusterPlan, RolePlan
-from launcher import k8s_contract
 from worker import contract
 
 

@@ -19,12 +19,12 @@ from importlib import resources
 import jinja2
 import yaml
 
-from launcher import names, tfconfig
+from launcher import k8s_contract, names, tfconfig
+from launcher.job_failure import backoff, pod_failure_policy
 from launcher.network_policy import network_policies
-from launcher.plan import ClusterPlan, FailurePolicy, RolePlan, SUPERVISOR_SCRIPT, plan
+from launcher.plan import ClusterPlan, RolePlan, SUPERVISOR_SCRIPT, plan
 from launcher.spec import ClusterSpec
 from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, WATCH_JOB_ENV)
-from launcher import k8s_contract
 from worker import contract
 
 INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"
@@ -182,7 +182,6 @@ def _context(cluster: ClusterPlan) -> dict:
         "restart_policy": spec.restart_policy,
         "pod_failure_policy": pod_failure_policy(cluster.failure),
         "termination_grace_period_seconds": spec.termination_grace_period_seconds,
-        "backoff_limit": spec.backoff_limit,
         "active_deadline_seconds": spec.active_deadline_seconds,
         "ttl_seconds_after_finished": spec.ttl_seconds_after_finished,
         "security": spec.security_context,
@@ -192,26 +191,6 @@ def _context(cluster: ClusterPlan) -> dict:
         "index_field_path": INDEX_FIELD_PATH,
         "address": tfconfig.kubernetes_address(cluster),
     }
-
-
-def pod_failure_policy(failure: FailurePolicy) -> dict | None:
-    """The plan's failure rules as a Job podFailurePolicy (first matching rule wins). None under
-    OnFailure: Kubernetes refuses a podFailurePolicy there."""
-    if failure.restart_policy != "Never":
-        return None
-    rules = []
-    if failure.ignored_exit_codes:
-        rules.append({"action": "Ignore", "onExitCodes": {
-            "containerName": k8s_contract.CONTAINER, "operator": "In",
-            "values": list(failure.ignored_exit_codes)}})
-    if failure.ignores_disruptions:
-        rules.append({"action": "Ignore",
-                      "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
-    if failure.fatal_exit_codes:
-        rules.append({"action": "FailJob", "onExitCodes": {
-            "containerName": k8s_contract.CONTAINER, "operator": "In",
-            "values": list(failure.fatal_exit_codes)}})
-    return {"rules": rules}
 
 
 def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
@@ -251,6 +230,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "supervised": supervision is not None,
         "service_account": role.service_account,
         "success_policy": success_policy,
+        "backoff": backoff(cluster.failure, role),
     }
 
 

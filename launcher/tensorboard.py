@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import socket
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.errors import LauncherError
-from launcher import k8s_contract
 from worker import contract
 
 TENSORBOARD_PORT = 6006  # inside the pod; the local port is the CLI's --port

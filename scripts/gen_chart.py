@@ -37,8 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywhere
     sys.path.insert(0, str(REPO))
 
-from launcher import spec, supervise  # noqa: E402
-from launcher import k8s_contract
+from launcher import job_failure, k8s_contract, plan, spec, supervise  # noqa: E402
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy, Workload  # noqa: E402
 
@@ -297,6 +296,10 @@ def generate_contract() -> dict:
                 "setMaxRestarts": k8s_contract.set_max_restarts(s),
                 # Roles that admit every TCP port from each other when they have GPUs (NCCL).
                 "ncclRoles": [r.value for r in k8s_contract.nccl_roles(s)],
+                # Roles with backoffLimitPerIndex (restartPolicy Never) instead of backoffLimit.
+                "perIndexRoles": [r.value for r in k8s_contract.per_index_roles(s)],
+                # Roles that only serve (contract.is_server): they linger after SIGTERM.
+                "serverRoles": [r.value for r in contract.ROLES if contract.is_server(s, r)],
             }
             for s in Strategy
         },
@@ -315,7 +318,9 @@ def generate_contract() -> dict:
             "program": contract.PROGRAM,
             "peerTimeout": contract.PEER_TIMEOUT,
             "clusterName": contract.CLUSTER_NAME,
+            "serverLinger": contract.SERVER_LINGER,
         },
+        "serverLingerMarginSeconds": contract.SERVER_LINGER_MARGIN_SECONDS,
         "grpcFailFastValue": contract.GRPC_FAIL_FAST_VALUE,
         "reservedEnv": list(contract.RESERVED_ENV),
         "supervisorEnv": SUPERVISOR_ENV,
@@ -339,8 +344,13 @@ def generate_contract() -> dict:
         "indexAnnotation": k8s_contract.INDEX_ANNOTATION,
         "dns1035Pattern": contract.DNS1035_PATTERN,
         "maxLabel": contract.MAX_LABEL,
-        # The podFailurePolicy's exit codes (worker/contract.py: EXIT_PREEMPTED, EXIT_CONFIG).
-        "exitCodes": {"preempted": contract.EXIT_PREEMPTED, "config": contract.EXIT_CONFIG},
+        # The Jobs' podFailurePolicy under restartPolicy Never (plan.restart_rules, rendered by
+        # job_failure.pod_failure_policy), for the built-in worker and for a user's command; the
+        # rules do not depend on the strategy.
+        "podFailurePolicy": {
+            kind: job_failure.pod_failure_policy(plan.restart_rules("Never", 0, Strategy.MIRRORED, builtin))
+            for kind, builtin in (("builtin", True), ("command", False))},
+        "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES,
     }
 
 

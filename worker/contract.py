@@ -67,10 +67,18 @@ PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
 CLUSTER_NAME = "TFK8S_CLUSTER"
 # How long a PS server (ps, PS worker) keeps serving after SIGTERM while the chief is still up:
 # when the whole cluster is preempted at once (a JobSet suspended by Kueue, a drained node) the
-# chief is saving the current step and reads the variables from the ps. Set it above the time a
-# checkpoint save takes for a large model.
+# chief is saving the current step and reads the variables from the ps. The launcher sets it
+# from the pod's grace period (server_linger_seconds); the default is for a server run by hand.
 SERVER_LINGER = "TFK8S_SERVER_LINGER_SECONDS"
 DEFAULT_SERVER_LINGER_SECONDS = 10.0
+SERVER_LINGER_MARGIN_SECONDS = 5
+
+
+def server_linger_seconds(grace_seconds: int) -> int:
+    """A server's linger in a pod with terminationGracePeriodSeconds `grace_seconds`: as long as
+    the chief may still be saving (its own grace), less a margin to exit in before the kubelet's
+    SIGKILL (at most half the grace). It still leaves as soon as the chief's port stops answering."""
+    return grace_seconds - min(SERVER_LINGER_MARGIN_SECONDS, grace_seconds // 2)
 # Set by the launcher for every pod; a user value would silently break the cluster.
 RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST)
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
@@ -127,6 +135,11 @@ EXIT_CONFIG = 2  # bad arguments, environment, TF_CONFIG or program module: a re
 EXIT_PEERS_UNREACHABLE = 3  # a peer never answered within TFK8S_PEER_TIMEOUT
 EXIT_LOST_PARAMETER_SERVER = 4  # a ps died during training; restart the chief to resume
 EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train a wrong model
+# A peer (a ps, an MWMS worker) was lost after this attempt had saved a checkpoint: the peer's own
+# failure counts against its own Job or index, so this task's is not counted (podFailurePolicy
+# Ignore). Without a save in this attempt the task exits with its counted code (4, or 1 under
+# MWMS): every ignored restart follows saved progress, so a loop of them ends with training.
+EXIT_PEER_LOST = 6
 # SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
 # of the signal read alike. Not a failure: the task is replaced without counting it.

@@ -171,7 +171,9 @@ def _first_informative_line(message: str) -> str:
 
 
 def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
-                           resume: str) -> errors.LostParameterServer:
+                           resume: str) -> errors.WorkerError:
+    """LostParameterServer (exit 4, counted), or PeerLost (exit 6, not counted) once this
+    attempt saved a checkpoint (errors.after_peer_loss): a preempted ps is no crash of ours."""
     indices = sorted({int(i) for i in re.findall(r"/job:ps/replica:\d+/task:(\d+)", str(exc))})
     ps_addresses = task.cluster.get(Role.PS.value, [])
     if indices:
@@ -180,9 +182,10 @@ def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
         )
     else:
         who = "the parameter servers (" + ", ".join(ps_addresses) + ")"
-    return errors.LostParameterServer(
+    lost = errors.LostParameterServer(
         f"lost contact with {who} at {where} ({type(exc).__name__}: "
         f"{_first_informative_line(str(exc))}). The ps holds the only copy of the variables, so "
         "training cannot go on. Restart the chief once the ps is back (restartPolicy OnFailure "
         f"does this, or resubmit the cluster) to {resume}"
     )
+    return errors.after_peer_loss(str(lost), lost)

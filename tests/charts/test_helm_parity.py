@@ -33,11 +33,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from launcher import render
+from launcher import k8s_contract, render
 from launcher.loader import load_file
 from launcher.spec import ClusterSpec
 from support import REPO, example_specs, find_helm, in_ci
-from launcher import k8s_contract
 from worker import contract
 
 CHART = REPO / "charts" / "tfk8s"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tensorboard_client import TensorBoardSession, connection_refused, free_port
 from launcher import k8s_contract
+from tensorboard_client import TensorBoardSession, connection_refused, free_port
 from worker import contract
 
 COMPONENT = f"{k8s_contract.LABEL_COMPONENT}={k8s_contract.TENSORBOARD_COMPONENT}"

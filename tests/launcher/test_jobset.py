@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher import render
+from launcher import k8s_contract, render
 from launcher.errors import SpecError
 from launcher.loader import load_file, load_text
 from support import REPO, example_specs
-from launcher import k8s_contract
 from worker import contract
 
 QUEUED = REPO / "examples" / "ps-queued.yaml"

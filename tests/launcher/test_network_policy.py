@@ -4,10 +4,9 @@ import json
 
 import pytest
 
-from launcher import render
+from launcher import k8s_contract, render
 from launcher.loader import load_text
 from support import example_specs
-from launcher import k8s_contract
 from worker import contract
 
 PS = ("name: c\nstrategy: parameter_server\nroles: {chief: {replicas: 1}, worker: {replicas: 2}, "

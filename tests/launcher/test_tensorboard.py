@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from launcher import render, tensorboard
+from launcher import k8s_contract, render, tensorboard
 from launcher.backends.kubernetes.tensorboard import success_template
 from launcher.errors import LauncherError
 from launcher.lifecycle import compute_jobset_status, compute_status
 from launcher.loader import load_file, load_text
 from test_lifecycle import job, jobset, pod
 from test_network_policy import _selects
-from launcher import k8s_contract
 from worker import contract
 
 PS_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ps.yaml"

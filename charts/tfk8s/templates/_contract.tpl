@@ -51,7 +51,12 @@ Numbers come back as floats: compare them with `int`.
         "chief"
       ],
       "setMaxRestarts": 0,
-      "ncclRoles": []
+      "ncclRoles": [],
+      "perIndexRoles": [],
+      "serverRoles": [
+        "worker",
+        "ps"
+      ]
     },
     "multi_worker_mirrored": {
       "allowedRoles": [
@@ -70,7 +75,11 @@ Numbers come back as floats: compare them with `int`.
       "setMaxRestarts": 1,
       "ncclRoles": [
         "worker"
-      ]
+      ],
+      "perIndexRoles": [
+        "worker"
+      ],
+      "serverRoles": []
     },
     "mirrored": {
       "allowedRoles": [
@@ -87,7 +96,9 @@ Numbers come back as floats: compare them with `int`.
         "chief"
       ],
       "setMaxRestarts": 0,
-      "ncclRoles": []
+      "ncclRoles": [],
+      "perIndexRoles": [],
+      "serverRoles": []
     }
   },
   "successIndex": 0,
@@ -110,8 +121,10 @@ Numbers come back as floats: compare them with `int`.
     "modelDir": "TFK8S_MODEL_DIR",
     "program": "TFK8S_PROGRAM",
     "peerTimeout": "TFK8S_PEER_TIMEOUT",
-    "clusterName": "TFK8S_CLUSTER"
+    "clusterName": "TFK8S_CLUSTER",
+    "serverLinger": "TFK8S_SERVER_LINGER_SECONDS"
   },
+  "serverLingerMarginSeconds": 5,
   "grpcFailFastValue": "use_caller",
   "reservedEnv": [
     "TF_CONFIG",
@@ -144,9 +157,85 @@ Numbers come back as floats: compare them with `int`.
   "indexAnnotation": "batch.kubernetes.io/job-completion-index",
   "dns1035Pattern": "^[a-z]([-a-z0-9]*[a-z0-9])?$",
   "maxLabel": 63,
-  "exitCodes": {
-    "preempted": 143,
-    "config": 2
-  }
+  "podFailurePolicy": {
+    "builtin": {
+      "rules": [
+        {
+          "action": "Ignore",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              143,
+              6
+            ]
+          }
+        },
+        {
+          "action": "FailJob",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              2
+            ]
+          }
+        },
+        {
+          "action": "Count",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              137
+            ]
+          }
+        },
+        {
+          "action": "Ignore",
+          "onPodConditions": [
+            {
+              "type": "DisruptionTarget",
+              "status": "True"
+            }
+          ]
+        }
+      ]
+    },
+    "command": {
+      "rules": [
+        {
+          "action": "Ignore",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              143
+            ]
+          }
+        },
+        {
+          "action": "Count",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              137
+            ]
+          }
+        },
+        {
+          "action": "Ignore",
+          "onPodConditions": [
+            {
+              "type": "DisruptionTarget",
+              "status": "True"
+            }
+          ]
+        }
+      ]
+    }
+  },
+  "maxFailedIndexes": 0
 }
 {{- end }}

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Iterator, TextIO
 
-from launcher import lifecycle
+from launcher import k8s_contract, lifecycle
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import JOBSET, Api, LogUnavailable, api_message
@@ -24,7 +24,6 @@ from launcher.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.spec import ClusterSpec
 from launcher.status import ClusterStatus, Phase
 from launcher.view import LineView, View
-from launcher import k8s_contract
 from worker import contract
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.errors import ClusterUnreachable
-from launcher import k8s_contract
 from worker import contract
 
 FIELD_MANAGER = "tfk8s"

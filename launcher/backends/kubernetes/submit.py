@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from launcher import render
+from launcher import k8s_contract, render
 from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.spec import ClusterSpec
-from launcher import k8s_contract
 from worker import contract
 from worker.contract import Workload
 

@@ -13,10 +13,9 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from launcher import tensorboard
+from launcher import k8s_contract, tensorboard
 from launcher.backends.kubernetes.api import JOBSET, Api, api_message
 from launcher.errors import LauncherError
-from launcher import k8s_contract
 from worker import contract
 
 START_TIMEOUT_SECONDS = 300.0  # image pull, volume attach, TensorBoard's own start
