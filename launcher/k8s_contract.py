@@ -27,6 +27,12 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 # A JobSet names its child Jobs <set>-<replicatedJob>-<jobIndex>; every role is one Job.
 JOBSET_JOB_INDEX = 0
+# A JobSet restart deletes every Job of the attempt, then creates the next attempt's. With
+# JobSet's default (Recreate) each Job comes back as soon as its own old one is gone: a new
+# evaluator could start while the old attempt's failed worker Job was still there, and stop at
+# once; the set's success policy (worker + evaluator) then held without the final checkpoint
+# evaluated. (The supervisor also ignores an earlier attempt's Job: launcher/supervise.py.)
+JOBSET_RESTART_STRATEGY = "BlockingRecreate"
 # Job failure reasons no restart of a JobSet can cure: the worker's configuration error (the
 # podFailurePolicy's FailJob rule) and activeDeadlineSeconds. They fail the set at once.
 FATAL_JOB_FAILURE_REASONS = ("PodFailurePolicy", "DeadlineExceeded")

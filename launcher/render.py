@@ -24,7 +24,8 @@ from launcher.job_failure import backoff, pod_failure_policy
 from launcher.network_policy import network_policies
 from launcher.plan import ClusterPlan, RolePlan, SUPERVISOR_SCRIPT, plan
 from launcher.spec import ClusterSpec
-from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, WATCH_JOB_ENV)
+from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, RESTART_ATTEMPT_ENV,
+                                RESTART_ATTEMPT_KEY, WATCH_JOB_ENV)
 from worker import contract
 
 INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"
@@ -140,6 +141,7 @@ def _jobset(cluster: ClusterPlan, jobs: list[dict], context: dict) -> dict:
         },
         "failure_policy": {
             "maxRestarts": k8s_contract.set_max_restarts(cluster.strategy),
+            "restartStrategy": k8s_contract.JOBSET_RESTART_STRATEGY,
             "rules": [{"name": "failOnUnrecoverableJob", "action": "FailJobSet",
                        "onJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS)}],
         },
@@ -199,6 +201,9 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     command = list(role.command)
     env = {**role.env, "HOME": "/tmp"}
     supervision = role.supervision
+    field_env = {}  # name -> the pod's field it is read from (downward API)
+    if supervision is not None and spec.workload is contract.Workload.JOBSET:
+        field_env[RESTART_ATTEMPT_ENV] = f"metadata.annotations['{RESTART_ATTEMPT_KEY}']"
     if supervision is not None:
         command = ["python3", f"{k8s_contract.SUPERVISOR_DIR}/{SUPERVISOR_SCRIPT}", "--", *command]
         env.update({
@@ -220,6 +225,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "labels": {**context["labels"], k8s_contract.LABEL_COMPONENT: role.role.value},
         "command": command,
         "env": env,
+        "field_env": field_env,
         "tf_config": tfconfig.tf_config_template(cluster, role.role, context["address"]),
         "in_training_cluster": role.in_training_cluster,
         "resources": resources_,

@@ -54,6 +54,7 @@ SUPERVISOR_ENV = {
     "namespace": supervise.NAMESPACE_ENV,
     "graceSeconds": supervise.GRACE_ENV,
     "podGraceSeconds": supervise.POD_GRACE_ENV,
+    "restartAttempt": supervise.RESTART_ATTEMPT_ENV,
 }
 
 
@@ -308,6 +309,8 @@ def generate_contract() -> dict:
         "queueLabel": k8s_contract.QUEUE_LABEL,
         "jobsetApiVersion": k8s_contract.JOBSET_API_VERSION,
         "jobsetJobIndex": k8s_contract.JOBSET_JOB_INDEX,
+        "jobsetRestartStrategy": k8s_contract.JOBSET_RESTART_STRATEGY,
+        "jobsetRestartAttemptKey": supervise.RESTART_ATTEMPT_KEY,
         "fatalJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS),
         "env": {
             "tfConfig": contract.TF_CONFIG,

@@ -109,6 +109,8 @@ Numbers come back as floats: compare them with `int`.
   "queueLabel": "kueue.x-k8s.io/queue-name",
   "jobsetApiVersion": "jobset.x-k8s.io/v1alpha2",
   "jobsetJobIndex": 0,
+  "jobsetRestartStrategy": "BlockingRecreate",
+  "jobsetRestartAttemptKey": "jobset.sigs.k8s.io/restart-attempt",
   "fatalJobFailureReasons": [
     "PodFailurePolicy",
     "DeadlineExceeded"
@@ -135,7 +137,8 @@ Numbers come back as floats: compare them with `int`.
     "watchJob": "TFK8S_WATCH_JOB",
     "namespace": "TFK8S_NAMESPACE",
     "graceSeconds": "TFK8S_GRACE_SECONDS",
-    "podGraceSeconds": "TFK8S_POD_GRACE_SECONDS"
+    "podGraceSeconds": "TFK8S_POD_GRACE_SECONDS",
+    "restartAttempt": "TFK8S_RESTART_ATTEMPT"
   },
   "defaults": {
     "program": "worker.examples.fashion_mnist",

@@ -289,6 +289,12 @@ spec:
         - name: {{ $k | toJson }}
           value: {{ get $envValues $k | toJson }}
 {{- end }}
+{{- if and $supervised $m.jobset }}
+        - name: {{ $c.supervisorEnv.restartAttempt | toJson }}
+          valueFrom:
+            fieldRef:
+              fieldPath: {{ printf "metadata.annotations['%s']" $c.jobsetRestartAttemptKey | toJson }}
+{{- end }}
 {{- if $inTraining }}
         ports:
         - name: tf-grpc
