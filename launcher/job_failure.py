@@ -16,7 +16,8 @@ def pod_failure_policy(failure: FailurePolicy) -> dict | None:
         return None
     def on_exit(action: str, codes: tuple[int, ...]) -> list[dict]:
         return [{"action": action, "onExitCodes": {
-            "containerName": k8s_contract.CONTAINER, "operator": "In", "values": list(codes)}}
+            # Kubernetes refuses values out of order
+            "containerName": k8s_contract.CONTAINER, "operator": "In", "values": sorted(codes)}}
         ] if codes else []
 
     # Exit-code rules first: a pod that was disrupted and exited 143 (saved) or 137 (killed

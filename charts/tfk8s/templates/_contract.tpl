@@ -169,8 +169,8 @@ Numbers come back as floats: compare them with `int`.
             "containerName": "tensorflow",
             "operator": "In",
             "values": [
-              143,
-              6
+              6,
+              143
             ]
           }
         },
