@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from launcher import names, plan, render, tfconfig  # noqa: E402
+from launcher import k8s_contract, names, plan, render, tfconfig  # noqa: E402
 from worker import contract  # noqa: E402
 from launcher.loader import load_text  # noqa: E402
 
@@ -46,7 +46,7 @@ def ours(spec) -> list[dict]:
 
 def tfjob_style(spec) -> list[dict]:
     """One Pod + one Service per task, each Pod carrying its own expanded TF_CONFIG."""
-    jobs = {o["metadata"]["labels"].get(contract.LABEL_COMPONENT): o
+    jobs = {o["metadata"]["labels"].get(k8s_contract.LABEL_COMPONENT): o
             for o in render.render(spec) if o["kind"] == "Job"}
     cluster = plan.plan(spec)
     address = tfconfig.kubernetes_address(cluster)
@@ -69,7 +69,7 @@ def tfjob_style(spec) -> list[dict]:
             out.append({"apiVersion": "v1", "kind": "Service",
                         "metadata": {"name": name, "namespace": spec.namespace},
                         "spec": {"clusterIP": "None",
-                                 "selector": {contract.LABEL_INSTANCE: spec.name,
+                                 "selector": {k8s_contract.LABEL_INSTANCE: spec.name,
                                               "tfk8s.io/index": str(index)},
                                  "ports": [{"port": spec.port}]}})
     return out

@@ -13,6 +13,7 @@ Lifecycle (README "Lifecycle"):
 """
 from __future__ import annotations
 
+from launcher import k8s_contract
 from launcher.status import ClusterStatus, Phase, RoleStatus
 from worker import contract
 from worker.contract import ROLES, Role, Strategy
@@ -41,13 +42,13 @@ def job_condition(job: dict) -> tuple[str | None, str]:
 
 
 def _role_of(obj: dict) -> str | None:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(contract.LABEL_COMPONENT)
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
 
 
 def _index_of(pod: dict) -> int:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     try:
-        return int(annotations.get(contract.INDEX_ANNOTATION, 0))
+        return int(annotations.get(k8s_contract.INDEX_ANNOTATION, 0))
     except ValueError:
         return 0
 
@@ -100,12 +101,12 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
     pods = task_pods(pods)
     by_role = {_role_of(j): j for j in jobs if _role_of(j)}
     strategy = next(
-        (((j.get("metadata") or {}).get("labels") or {}).get(contract.LABEL_STRATEGY) for j in jobs),
+        (((j.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_STRATEGY) for j in jobs),
         None,
     )
     if strategy not in {s.value for s in Strategy}:
         return ClusterStatus(name, namespace, Phase.UNKNOWN,
-                             f"no Job carries a known {contract.LABEL_STRATEGY} label", None)
+                             f"no Job carries a known {k8s_contract.LABEL_STRATEGY} label", None)
     success_role = contract.success_role(strategy).value
     roles: list[RoleStatus] = []
     problems: list[str] = []
@@ -234,7 +235,7 @@ def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[di
         return ClusterStatus(name, namespace, Phase.FAILED, message,
                              code if code not in (None, 0) else 1, roles)
     if (jobset.get("spec") or {}).get("suspend"):
-        queue = ((jobset.get("metadata") or {}).get("labels") or {}).get(contract.QUEUE_LABEL)
+        queue = ((jobset.get("metadata") or {}).get("labels") or {}).get(k8s_contract.QUEUE_LABEL)
         return ClusterStatus(name, namespace, Phase.QUEUED, admission_message(queue, workload),
                              None, roles)
     if base is None or base.phase is Phase.UNKNOWN:

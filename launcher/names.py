@@ -4,8 +4,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterator
 
-from worker.contract import (DNS1035_PATTERN, DNS1123_LABEL_PATTERN, JOBSET_JOB_INDEX, MAX_LABEL,
-                             Role, Workload, task_name)
+from launcher.k8s_contract import JOBSET_JOB_INDEX
+from worker.contract import (DNS1035_PATTERN, DNS1123_LABEL_PATTERN, MAX_LABEL, Role, Workload,
+                             task_name)
 
 if TYPE_CHECKING:
     from launcher.spec import ClusterSpec
@@ -65,6 +66,11 @@ def supervisor_account(name: str) -> str:
 def grpc_policy(name: str) -> str:
     """NetworkPolicy: the training pods admit ingress on the gRPC port only from each other."""
     return f"{name}-grpc"
+
+
+def collective_policy(name: str) -> str:
+    """NetworkPolicy: MWMS workers with GPUs admit every TCP port from each other (NCCL)."""
+    return f"{name}-collective"
 
 
 def no_ingress_policy(name: str) -> str:

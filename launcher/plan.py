@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.spec import ClusterSpec
 from worker import contract
 from worker.contract import Role, Strategy
@@ -26,15 +26,27 @@ class FailurePolicy:
     restartPolicy Never: a failed task is replaced (a new pod, same hostname), counted against
     backoffLimit, except exits in `ignored_exit_codes` and disruptions (eviction, drain,
     preemption), which are not the task's fault; an exit in `fatal_exit_codes` fails the role at
-    once. OnFailure restarts in place and counts every failure (Kubernetes allows no
-    podFailurePolicy with it).
+    once; an exit in `counted_exit_codes` counts even on a disruption (killed before it could
+    save: a node-pressure eviction has no grace). Roles in `per_index_roles` have a budget of
+    backoffLimit per index (pod) instead of one per role, and their first index out of budget
+    fails the role. OnFailure restarts in place and counts every failure per role (Kubernetes
+    allows no podFailurePolicy and no per-index limit with it).
     """
 
     restart_policy: str  # Never | OnFailure
     backoff_limit: int
     ignored_exit_codes: tuple[int, ...] = ()
     fatal_exit_codes: tuple[int, ...] = ()
+    counted_exit_codes: tuple[int, ...] = ()
     ignores_disruptions: bool = False
+    per_index_roles: tuple[Role, ...] = ()
+
+    def per_index(self, role: str) -> bool:
+        return Role(role) in self.per_index_roles
+
+    def budget(self, role: str, index: int) -> str:
+        """Whose backoffLimit a failure of task (role, index) uses: its index's, or its role's."""
+        return contract.task_name(role, index) if self.per_index(role) else Role(role).value
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,9 @@ class ClusterPlan:
     # some role is supervised and the spec names no account of its own.
     create_service_account: bool
     supervisor_account: str  # the account supervised pods run as: the spec's, or the created one
+    # Roles whose pods connect to each other through NCCL on ports nobody can pin
+    # (k8s_contract.nccl_roles): those that may use it and get GPUs (NCCL needs one).
+    nccl_roles: tuple[Role, ...] = ()
 
     @property
     def name(self) -> str:
@@ -111,7 +126,7 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
     strategy = Strategy(spec.strategy)
     success = contract.success_role(strategy)
     workload = spec.workload
-    supervised = contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0, workload)
+    supervised = k8s_contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0, workload)
     watch_job = names.job(spec.name, success, workload)
     supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
     roles = []
@@ -135,20 +150,38 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
         failure=failure_policy(spec),
         create_service_account=bool(supervised) and spec.service_account_name is None,
         supervisor_account=supervisor_account,
+        nccl_roles=tuple(r for r in k8s_contract.nccl_roles(strategy)
+                         if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus),
     )
 
 
 def failure_policy(spec: ClusterSpec) -> FailurePolicy:
-    if spec.restart_policy != "Never":
-        return FailurePolicy(spec.restart_policy, spec.backoff_limit)
+    return restart_rules(spec.restart_policy, spec.backoff_limit, Strategy(spec.strategy),
+                         spec.builtin)
+
+
+def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy,
+                  builtin: bool) -> FailurePolicy:
+    """The failure rules of a cluster (scripts/gen_chart.py writes them into the chart)."""
+    if restart_policy != "Never":
+        return FailurePolicy(restart_policy, backoff_limit)
     return FailurePolicy(
-        spec.restart_policy, spec.backoff_limit,
+        restart_policy, backoff_limit,
         # SIGTERM: the built-in worker saved the current step first; a server (or the
         # supervisor around it) that died of SIGTERM reports the same code. Not a failure.
-        ignored_exit_codes=(contract.EXIT_PREEMPTED,),
+        # EXIT_PEER_LOST: the built-in worker lost a peer after saving (its own code, which a
+        # user's command may use for anything: only the built-in worker's is trusted).
+        ignored_exit_codes=(contract.EXIT_PREEMPTED,)
+        + ((contract.EXIT_PEER_LOST,) if builtin else ()),
         # The built-in worker's bad arguments or program: a retry fails the same way.
-        fatal_exit_codes=(contract.EXIT_CONFIG,) if spec.builtin else (),
+        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (),
+        # SIGKILL (128 + 9): nothing was saved, also when a disruption did it (a kubelet's
+        # node-pressure eviction kills at once; a grace period that ran out): counted, so
+        # evictions repeated without progress end at backoffLimit. Kubernetes' podFailurePolicy
+        # sees a DisruptionTarget condition's type, never its reason (TerminationByKubelet).
+        counted_exit_codes=(128 + 9,),
         ignores_disruptions=True,
+        per_index_roles=k8s_contract.per_index_roles(strategy),
     )
 
 
@@ -168,6 +201,9 @@ def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None) -> dict
     }
     if spec.builtin:
         env[contract.PROGRAM] = spec.effective_program.module
+    if contract.is_server(Strategy(spec.strategy), Role(role)):
+        env[contract.SERVER_LINGER] = str(
+            contract.server_linger_seconds(spec.termination_grace_period_seconds))
     env.update(sorted(spec.env.items()))
     env.update(sorted(spec.roles.get(role).env.items()))
     return env

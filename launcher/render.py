@@ -19,14 +19,16 @@ from importlib import resources
 import jinja2
 import yaml
 
-from launcher import names, tfconfig
+from launcher import k8s_contract, names, tfconfig
+from launcher.job_failure import backoff, pod_failure_policy
 from launcher.network_policy import network_policies
-from launcher.plan import ClusterPlan, FailurePolicy, RolePlan, SUPERVISOR_SCRIPT, plan
+from launcher.plan import ClusterPlan, RolePlan, SUPERVISOR_SCRIPT, plan
 from launcher.spec import ClusterSpec
-from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, WATCH_JOB_ENV)
+from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, RESTART_ATTEMPT_ENV,
+                                RESTART_ATTEMPT_KEY, WATCH_JOB_ENV)
 from worker import contract
 
-INDEX_FIELD_PATH = f"metadata.annotations['{contract.INDEX_ANNOTATION}']"
+INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"
 try:
     _YamlLoader = yaml.CSafeLoader
 except AttributeError:  # PyYAML built without libyaml: slower, same result
@@ -78,7 +80,7 @@ def spec_hash(spec: ClusterSpec) -> str:
 
 
 def selector_labels(name: str) -> dict[str, str]:
-    return {contract.LABEL_NAME: contract.MANAGED_BY, contract.LABEL_INSTANCE: name}
+    return {k8s_contract.LABEL_NAME: k8s_contract.MANAGED_BY, k8s_contract.LABEL_INSTANCE: name}
 
 
 def render(spec: ClusterSpec) -> list[dict]:
@@ -127,20 +129,21 @@ def _jobset(cluster: ClusterPlan, jobs: list[dict], context: dict) -> dict:
         })
     labels = dict(context["labels"])
     if spec.queue is not None:
-        labels[contract.QUEUE_LABEL] = spec.queue
+        labels[k8s_contract.QUEUE_LABEL] = spec.queue
     return {
         "labels": labels,
         # Created suspended when queued: Kueue resumes it once the whole set is admitted.
         "suspend": spec.queue is not None,
         "success_policy": {
             "operator": "All",
-            "targetReplicatedJobs": [r.value for r in contract.set_success_roles(
+            "targetReplicatedJobs": [r.value for r in k8s_contract.set_success_roles(
                 cluster.strategy, has_evaluator)],
         },
         "failure_policy": {
-            "maxRestarts": contract.set_max_restarts(cluster.strategy),
+            "maxRestarts": k8s_contract.set_max_restarts(cluster.strategy),
+            "restartStrategy": k8s_contract.JOBSET_RESTART_STRATEGY,
             "rules": [{"name": "failOnUnrecoverableJob", "action": "FailJobSet",
-                       "onJobFailureReasons": list(contract.FATAL_JOB_FAILURE_REASONS)}],
+                       "onJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS)}],
         },
         "network": {"enableDNSHostnames": True, "subdomain": names.service(spec.name),
                     "publishNotReadyAddresses": True},
@@ -152,7 +155,7 @@ def _context(cluster: ClusterPlan) -> dict:
     spec = cluster.spec
     labels = {
         **spec.labels, **selector_labels(spec.name),
-        contract.LABEL_MANAGED_BY: contract.MANAGED_BY, contract.LABEL_STRATEGY: spec.strategy.value,
+        k8s_contract.LABEL_MANAGED_BY: k8s_contract.MANAGED_BY, k8s_contract.LABEL_STRATEGY: spec.strategy.value,
     }
     supervised = cluster.supervised
     watched = [names.job(spec.name, cluster.success_role, spec.workload)] if supervised else []
@@ -174,43 +177,22 @@ def _context(cluster: ClusterPlan) -> dict:
         "watched_jobs": watched,
         "create_service_account": cluster.create_service_account,
         "service_account": cluster.supervisor_account,
-        "jobset_api_version": contract.JOBSET_API_VERSION,
+        "jobset_api_version": k8s_contract.JOBSET_API_VERSION,
         "priority_class_name": spec.priority_class_name,
         "image": spec.image,
         "image_pull_policy": spec.image_pull_policy,
         "restart_policy": spec.restart_policy,
         "pod_failure_policy": pod_failure_policy(cluster.failure),
         "termination_grace_period_seconds": spec.termination_grace_period_seconds,
-        "backoff_limit": spec.backoff_limit,
         "active_deadline_seconds": spec.active_deadline_seconds,
         "ttl_seconds_after_finished": spec.ttl_seconds_after_finished,
         "security": spec.security_context,
-        "container": contract.CONTAINER,
+        "container": k8s_contract.CONTAINER,
         "index_env": contract.TASK_INDEX,
         "tf_config_env": contract.TF_CONFIG,
         "index_field_path": INDEX_FIELD_PATH,
         "address": tfconfig.kubernetes_address(cluster),
     }
-
-
-def pod_failure_policy(failure: FailurePolicy) -> dict | None:
-    """The plan's failure rules as a Job podFailurePolicy (first matching rule wins). None under
-    OnFailure: Kubernetes refuses a podFailurePolicy there."""
-    if failure.restart_policy != "Never":
-        return None
-    rules = []
-    if failure.ignored_exit_codes:
-        rules.append({"action": "Ignore", "onExitCodes": {
-            "containerName": contract.CONTAINER, "operator": "In",
-            "values": list(failure.ignored_exit_codes)}})
-    if failure.ignores_disruptions:
-        rules.append({"action": "Ignore",
-                      "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
-    if failure.fatal_exit_codes:
-        rules.append({"action": "FailJob", "onExitCodes": {
-            "containerName": contract.CONTAINER, "operator": "In",
-            "values": list(failure.fatal_exit_codes)}})
-    return {"rules": rules}
 
 
 def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
@@ -219,8 +201,11 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     command = list(role.command)
     env = {**role.env, "HOME": "/tmp"}
     supervision = role.supervision
+    field_env = {}  # name -> the pod's field it is read from (downward API)
+    if supervision is not None and spec.workload is contract.Workload.JOBSET:
+        field_env[RESTART_ATTEMPT_ENV] = f"metadata.annotations['{RESTART_ATTEMPT_KEY}']"
     if supervision is not None:
-        command = ["python3", f"{contract.SUPERVISOR_DIR}/{SUPERVISOR_SCRIPT}", "--", *command]
+        command = ["python3", f"{k8s_contract.SUPERVISOR_DIR}/{SUPERVISOR_SCRIPT}", "--", *command]
         env.update({
             WATCH_JOB_ENV: supervision.watch_job,
             NAMESPACE_ENV: spec.namespace,
@@ -237,9 +222,10 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     return {
         "name": role.job_name,
         "replicas": role.replicas,
-        "labels": {**context["labels"], contract.LABEL_COMPONENT: role.role.value},
+        "labels": {**context["labels"], k8s_contract.LABEL_COMPONENT: role.role.value},
         "command": command,
         "env": env,
+        "field_env": field_env,
         "tf_config": tfconfig.tf_config_template(cluster, role.role, context["address"]),
         "in_training_cluster": role.in_training_cluster,
         "resources": resources_,
@@ -250,6 +236,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "supervised": supervision is not None,
         "service_account": role.service_account,
         "success_policy": success_policy,
+        "backoff": backoff(cluster.failure, role),
     }
 
 
@@ -271,7 +258,7 @@ def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict
         mounts.append({"name": "checkpoint", "mountPath": spec.model_dir})
         volumes.append({"name": "checkpoint", "emptyDir": {}})
     if supervised:
-        mounts.append({"name": "supervisor", "mountPath": contract.SUPERVISOR_DIR, "readOnly": True})
+        mounts.append({"name": "supervisor", "mountPath": k8s_contract.SUPERVISOR_DIR, "readOnly": True})
         volumes.append({"name": "supervisor", "configMap": {
             "name": names.root(spec.name),
             "items": [{"key": SUPERVISOR_SCRIPT, "path": SUPERVISOR_SCRIPT}],

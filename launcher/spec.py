@@ -18,7 +18,8 @@ from worker.contract import ROLES, Role, Strategy, Workload, role_count_problems
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
 # Resource names a TF pod may ask for; anything else is most likely a typo.
-KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu")
+GPU = "nvidia.com/gpu"
+KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU)
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
 _ENV_NAME = re.compile(contract.ENV_NAME_PATTERN)
 
@@ -50,13 +51,18 @@ class Resources(_Model):
 
     @model_validator(mode="after")
     def _gpu_in_limits(self) -> "Resources":
-        gpu = "nvidia.com/gpu"
+        gpu = GPU
         if gpu in self.requests and self.requests[gpu] != self.limits.get(gpu):
             raise ValueError(
                 "nvidia.com/gpu must be set under limits (Kubernetes requires requests == limits "
                 "for extended resources); move it to resources.limits"
             )
         return self
+
+    @property
+    def gpus(self) -> bool:
+        """Whether the pod gets GPUs (a GPU is set under limits, requests == limits)."""
+        return str(self.limits.get(GPU, "0")) != "0"
 
 
 class Toleration(_Model):

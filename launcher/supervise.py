@@ -25,6 +25,11 @@ Environment:
   TFK8S_POD_GRACE_SECONDS  the pod's terminationGracePeriodSeconds (default 30): stopping the
                            child, SIGKILL follows SIGTERM within it, before the kubelet's own
   TFK8S_WATCH_SECONDS      how long one watch request lasts before it is renewed (default 300)
+  TFK8S_RESTART_ATTEMPT    in a JobSet: this pod's restart attempt (JobSet's annotation). A
+                           watched Job of an earlier attempt is not ours: as if not created yet.
+                           (A JobSet restart may recreate this pod while the last attempt's
+                           failed Job is still there: acting on it would stop the evaluator of
+                           the new attempt at once.)
 """
 from __future__ import annotations
 
@@ -50,12 +55,16 @@ NAMESPACE_ENV = "TFK8S_NAMESPACE"
 GRACE_ENV = "TFK8S_GRACE_SECONDS"
 POD_GRACE_ENV = "TFK8S_POD_GRACE_SECONDS"
 WATCH_SECONDS_ENV = "TFK8S_WATCH_SECONDS"
+RESTART_ATTEMPT_ENV = "TFK8S_RESTART_ATTEMPT"
+# JobSet stamps its Jobs and pods with the set's restart attempt, as a label and an annotation.
+RESTART_ATTEMPT_KEY = "jobset.sigs.k8s.io/restart-attempt"
 DEFAULT_WATCH_SECONDS = 300.0
 RETRY_SECONDS = 5.0  # after an API error, before asking again
 SUCCEEDED = {"Complete", "SuccessCriteriaMet"}
 TERMINAL = SUCCEEDED | {"Failed", "FailureTarget"}
 RUNNING = "running"
 ABSENT = "absent"
+STALE = "stale"  # the watched Job belongs to an earlier JobSet attempt than this pod
 
 
 def log(message: str) -> None:
@@ -105,15 +114,29 @@ def jobs_path(namespace: str, name: str, **params: str) -> str:
     return f"/apis/batch/v1/namespaces/{namespace}/jobs?{query}"
 
 
-def job_condition(job: dict) -> str:
-    """A Job's TERMINAL condition type once it has ended, else RUNNING."""
+def restart_attempt(obj: dict) -> int | None:
+    """The JobSet restart attempt an object (Job, pod) carries; None outside a JobSet."""
+    metadata = obj.get("metadata") or {}
+    for where in ("labels", "annotations"):
+        value = (metadata.get(where) or {}).get(RESTART_ATTEMPT_KEY)
+        if value not in (None, ""):
+            return int(value)
+    return None
+
+
+def job_condition(job: dict, attempt: int | None = None) -> str:
+    """A Job's TERMINAL condition type once it has ended, else RUNNING; STALE when it is of a
+    JobSet attempt before `attempt` (this pod's)."""
+    job_attempt = restart_attempt(job)
+    if attempt is not None and job_attempt is not None and job_attempt < attempt:
+        return STALE
     for condition in (job.get("status") or {}).get("conditions") or []:
         if condition.get("type") in TERMINAL and condition.get("status") == "True":
             return condition["type"]
     return RUNNING
 
 
-def apply_event(event: dict) -> tuple[str | None, str | None]:
+def apply_event(event: dict, attempt: int | None = None) -> tuple[str | None, str | None]:
     """One watch event -> (the Job's state or None when it says nothing about it, the
     resourceVersion to resume from or None). An ERROR event raises: WatchExpired for 410 Gone
     (list again), RuntimeError otherwise (retry)."""
@@ -121,7 +144,7 @@ def apply_event(event: dict) -> tuple[str | None, str | None]:
     obj = event.get("object") or {}
     version = (obj.get("metadata") or {}).get("resourceVersion")
     if kind in ("ADDED", "MODIFIED"):
-        return job_condition(obj), version
+        return job_condition(obj, attempt), version
     if kind == "DELETED":
         return ABSENT, version
     if kind == "BOOKMARK":
@@ -133,16 +156,18 @@ def apply_event(event: dict) -> tuple[str | None, str | None]:
     raise RuntimeError(f"unknown watch event type {kind!r}")
 
 
-def list_job(api: ApiServer, namespace: str, name: str) -> tuple[str, str]:
+def list_job(api: ApiServer, namespace: str, name: str,
+             attempt: int | None = None) -> tuple[str, str]:
     """The Job's state (ABSENT when there is none) and the list's resourceVersion."""
     with api.open(jobs_path(namespace, name), timeout=30) as response:
         jobs = json.load(response)
     items = jobs.get("items") or []
-    return (job_condition(items[0]) if items else ABSENT), jobs["metadata"]["resourceVersion"]
+    state = job_condition(items[0], attempt) if items else ABSENT
+    return state, jobs["metadata"]["resourceVersion"]
 
 
-def watch_job(api: ApiServer, namespace: str, name: str, version: str,
-              seconds: float) -> Iterator[tuple[str | None, str | None]]:
+def watch_job(api: ApiServer, namespace: str, name: str, version: str, seconds: float,
+              attempt: int | None = None) -> Iterator[tuple[str | None, str | None]]:
     """apply_event of each event of one watch request from `version`, until the server ends it."""
     path = jobs_path(namespace, name, watch="1", resourceVersion=version,
                      allowWatchBookmarks="true", timeoutSeconds=str(int(seconds)))
@@ -155,11 +180,11 @@ def watch_job(api: ApiServer, namespace: str, name: str, version: str,
     with response:
         for line in response:
             if line.strip():
-                yield apply_event(json.loads(line))
+                yield apply_event(json.loads(line), attempt)
 
 
 def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: float,
-               retry_seconds: float = RETRY_SECONDS) -> Iterator[str]:
+               retry_seconds: float = RETRY_SECONDS, attempt: int | None = None) -> Iterator[str]:
     """The Job's state now and at every change: one list, then watches resumed from the last
     resourceVersion; list again after 410 Gone. API errors are logged and retried, never raised:
     a hiccup must not kill a healthy server."""
@@ -167,9 +192,10 @@ def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: floa
     while True:
         try:
             if version is None:
-                state, version = list_job(api, namespace, name)
+                state, version = list_job(api, namespace, name, attempt)
                 yield state
-            for state, new_version in watch_job(api, namespace, name, version, watch_seconds):
+            for state, new_version in watch_job(api, namespace, name, version, watch_seconds,
+                                                attempt):
                 version = new_version or version
                 if state is not None:
                     yield state
@@ -185,19 +211,23 @@ def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: floa
 
 def training_ended(seen: bool, state: str) -> tuple[bool, bool]:
     """(seen, ended) after the watched Job was observed in `state`. ABSENT before it was ever
-    seen means not created yet (Helm applies Jobs one by one); after, that it was deleted."""
+    seen means not created yet (Helm applies Jobs one by one); after, that it was deleted.
+    STALE (an earlier JobSet attempt's Job, soon deleted) is never ours: it changes nothing."""
     if state == RUNNING:
         return True, False
+    if state == STALE:
+        return seen, False
     if state == ABSENT and not seen:
         return False, False
     return seen, True
 
 
 def wait_for_end(api: ApiServer, namespace: str, name: str, *,
-                 watch_seconds: float = DEFAULT_WATCH_SECONDS) -> str:
-    """Block until the watched Job has ended; its TERMINAL condition type or ABSENT."""
+                 watch_seconds: float = DEFAULT_WATCH_SECONDS, attempt: int | None = None) -> str:
+    """Block until the watched Job (of JobSet attempt `attempt`, if given) has ended; its
+    TERMINAL condition type or ABSENT."""
     seen = False
-    for state in job_states(api, namespace, name, watch_seconds=watch_seconds):
+    for state in job_states(api, namespace, name, watch_seconds=watch_seconds, attempt=attempt):
         seen, ended = training_ended(seen, state)
         if ended:
             return state
@@ -248,6 +278,8 @@ def main(argv: list[str]) -> int:
     grace = float(os.environ.get(GRACE_ENV, "0"))
     timeout = stop_timeout(float(os.environ.get(POD_GRACE_ENV, "30")))
     watch_seconds = float(os.environ.get(WATCH_SECONDS_ENV, DEFAULT_WATCH_SECONDS))
+    attempt_text = os.environ.get(RESTART_ATTEMPT_ENV, "")
+    attempt = int(attempt_text) if attempt_text else None
 
     child = subprocess.Popen(command)
 
@@ -267,7 +299,7 @@ def main(argv: list[str]) -> int:
     def follow() -> None:
         try:
             ended.append(wait_for_end(ApiServer.in_cluster(), namespace, watched,
-                                      watch_seconds=watch_seconds))
+                                      watch_seconds=watch_seconds, attempt=attempt))
         except Exception as exc:  # noqa: BLE001 - the task runs on; said once, here
             log(f"cannot follow job {namespace}/{watched}: {exc}; the task ends only by itself")
             return

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import socket
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.errors import LauncherError
 from worker import contract
 
@@ -75,7 +75,7 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
     pod_spec = template.get("spec") or {}
     security = pod_spec.get("securityContext") or {}
     labels = {k: v for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
-              if k != contract.LABEL_COMPONENT}
+              if k != k8s_contract.LABEL_COMPONENT}
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]
     if found is not None:
@@ -94,7 +94,7 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [{
-            "name": contract.TENSORBOARD_COMPONENT,
+            "name": k8s_contract.TENSORBOARD_COMPONENT,
             "image": container["image"],
             "imagePullPolicy": container.get("imagePullPolicy", "IfNotPresent"),
             "command": ["python", "-m", "tensorboard.main", "--logdir", logdir,
@@ -124,7 +124,7 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
         "metadata": {
             "generateName": names.tensorboard_pod_prefix(name),
             "namespace": namespace,
-            "labels": {**labels, contract.LABEL_COMPONENT: contract.TENSORBOARD_COMPONENT},
+            "labels": {**labels, k8s_contract.LABEL_COMPONENT: k8s_contract.TENSORBOARD_COMPONENT},
             "ownerReferences": [{
                 "apiVersion": owner["apiVersion"], "kind": owner["kind"],
                 "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
@@ -151,9 +151,9 @@ def local_listener(port: int) -> socket.socket:
 
 def _container(template: dict) -> dict:
     containers = (template.get("spec") or {}).get("containers") or []
-    found = next((c for c in containers if c.get("name") == contract.CONTAINER), None)
+    found = next((c for c in containers if c.get("name") == k8s_contract.CONTAINER), None)
     if found is None:
-        raise LauncherError(f"the cluster's pods have no {contract.CONTAINER!r} container: "
+        raise LauncherError(f"the cluster's pods have no {k8s_contract.CONTAINER!r} container: "
                             "not made by tfk8s, so there is no model dir to show")
     return found
 

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywhere
     sys.path.insert(0, str(REPO))
 
-from launcher import spec, supervise  # noqa: E402
+from launcher import job_failure, k8s_contract, plan, spec, supervise  # noqa: E402
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy, Workload  # noqa: E402
 
@@ -45,7 +45,7 @@ CHART_DIR = REPO / "charts" / "tfk8s"
 SCHEMA_FILE = CHART_DIR / "values.schema.json"
 CONTRACT_FILE = CHART_DIR / "templates" / "_contract.tpl"
 COMMAND = "python scripts/gen_chart.py --write"
-GPU = "nvidia.com/gpu"
+GPU = spec.GPU
 
 # The supervisor's interface: launcher/supervise.py defines these names (it runs alone in the
 # pod and cannot import the contract); no task process reads them.
@@ -54,6 +54,7 @@ SUPERVISOR_ENV = {
     "namespace": supervise.NAMESPACE_ENV,
     "graceSeconds": supervise.GRACE_ENV,
     "podGraceSeconds": supervise.POD_GRACE_ENV,
+    "restartAttempt": supervise.RESTART_ATTEMPT_ENV,
 }
 
 
@@ -290,21 +291,29 @@ def generate_contract() -> dict:
                 "successRole": contract.success_role(s).value,
                 # The evaluator, when it has replicas, is supervised too (the templates add it).
                 "supervisedRoles": {
-                    w.value: [r.value for r in contract.supervised_roles(s, False, w)]
+                    w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w)]
                     for w in Workload},
                 "successPolicy": contract.success_needs_index_policy(s),
                 # A JobSet's success roles (the templates add the evaluator) and restarts.
-                "setSuccessRoles": [r.value for r in contract.set_success_roles(s, False)],
-                "setMaxRestarts": contract.set_max_restarts(s),
+                "setSuccessRoles": [r.value for r in k8s_contract.set_success_roles(s, False)],
+                "setMaxRestarts": k8s_contract.set_max_restarts(s),
+                # Roles that admit every TCP port from each other when they have GPUs (NCCL).
+                "ncclRoles": [r.value for r in k8s_contract.nccl_roles(s)],
+                # Roles with backoffLimitPerIndex (restartPolicy Never) instead of backoffLimit.
+                "perIndexRoles": [r.value for r in k8s_contract.per_index_roles(s)],
+                # Roles that only serve (contract.is_server): they linger after SIGTERM.
+                "serverRoles": [r.value for r in contract.ROLES if contract.is_server(s, r)],
             }
             for s in Strategy
         },
         "successIndex": contract.SUCCESS_INDEX,
         "workload": _names(Workload),
-        "queueLabel": contract.QUEUE_LABEL,
-        "jobsetApiVersion": contract.JOBSET_API_VERSION,
-        "jobsetJobIndex": contract.JOBSET_JOB_INDEX,
-        "fatalJobFailureReasons": list(contract.FATAL_JOB_FAILURE_REASONS),
+        "queueLabel": k8s_contract.QUEUE_LABEL,
+        "jobsetApiVersion": k8s_contract.JOBSET_API_VERSION,
+        "jobsetJobIndex": k8s_contract.JOBSET_JOB_INDEX,
+        "jobsetRestartStrategy": k8s_contract.JOBSET_RESTART_STRATEGY,
+        "jobsetRestartAttemptKey": supervise.RESTART_ATTEMPT_KEY,
+        "fatalJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS),
         "env": {
             "tfConfig": contract.TF_CONFIG,
             "taskIndex": contract.TASK_INDEX,
@@ -315,7 +324,9 @@ def generate_contract() -> dict:
             "peerTimeout": contract.PEER_TIMEOUT,
             "clusterName": contract.CLUSTER_NAME,
             "namespace": contract.NAMESPACE,
+            "serverLinger": contract.SERVER_LINGER,
         },
+        "serverLingerMarginSeconds": contract.SERVER_LINGER_MARGIN_SECONDS,
         "grpcFailFastValue": contract.GRPC_FAIL_FAST_VALUE,
         "reservedEnv": list(contract.RESERVED_ENV),
         "supervisorEnv": SUPERVISOR_ENV,
@@ -325,20 +336,26 @@ def generate_contract() -> dict:
             "mountPath": volume_fields["mount_path"].default,
         },
         "labels": {
-            "name": contract.LABEL_NAME,
-            "instance": contract.LABEL_INSTANCE,
-            "component": contract.LABEL_COMPONENT,
-            "managedBy": contract.LABEL_MANAGED_BY,
-            "strategy": contract.LABEL_STRATEGY,
+            "name": k8s_contract.LABEL_NAME,
+            "instance": k8s_contract.LABEL_INSTANCE,
+            "component": k8s_contract.LABEL_COMPONENT,
+            "managedBy": k8s_contract.LABEL_MANAGED_BY,
+            "strategy": k8s_contract.LABEL_STRATEGY,
         },
-        "managedBy": contract.MANAGED_BY,
-        "container": contract.CONTAINER,
-        "supervisorDir": contract.SUPERVISOR_DIR,
-        "indexAnnotation": contract.INDEX_ANNOTATION,
+        "managedBy": k8s_contract.MANAGED_BY,
+        "container": k8s_contract.CONTAINER,
+        "gpuResource": spec.GPU,
+        "supervisorDir": k8s_contract.SUPERVISOR_DIR,
+        "indexAnnotation": k8s_contract.INDEX_ANNOTATION,
         "dns1035Pattern": contract.DNS1035_PATTERN,
         "maxLabel": contract.MAX_LABEL,
-        # The podFailurePolicy's exit codes (worker/contract.py: EXIT_PREEMPTED, EXIT_CONFIG).
-        "exitCodes": {"preempted": contract.EXIT_PREEMPTED, "config": contract.EXIT_CONFIG},
+        # The Jobs' podFailurePolicy under restartPolicy Never (plan.restart_rules, rendered by
+        # job_failure.pod_failure_policy), for the built-in worker and for a user's command; the
+        # rules do not depend on the strategy.
+        "podFailurePolicy": {
+            kind: job_failure.pod_failure_policy(plan.restart_rules("Never", 0, Strategy.MIRRORED, builtin))
+            for kind, builtin in (("builtin", True), ("command", False))},
+        "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES,
     }
 
 

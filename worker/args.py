@@ -39,7 +39,10 @@ exit codes:
   0 success; 1 unexpected error (traceback in the log); 2 bad arguments, environment, program,
   data or a missing package: not retried, the reason is one line (and the termination message);
   3 a peer was unreachable for TFK8S_PEER_TIMEOUT seconds; 4 a parameter server was lost during
-  training (restart the chief to resume from the last checkpoint)
+  training (restart the chief to resume from the last checkpoint); 5 MWMS workers restored
+  different steps; 6 a peer (a ps, or an MWMS worker) was lost after this attempt had saved a
+  checkpoint: not counted against backoffLimit (without a save: 4, or 1 under MWMS);
+  143 preempted (SIGTERM) after saving the current step
 """
 
 

@@ -68,10 +68,18 @@ CLUSTER_NAME = "TFK8S_CLUSTER"
 NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, launcher/supervise.py)
 # How long a PS server (ps, PS worker) keeps serving after SIGTERM while the chief is still up:
 # when the whole cluster is preempted at once (a JobSet suspended by Kueue, a drained node) the
-# chief is saving the current step and reads the variables from the ps. Set it above the time a
-# checkpoint save takes for a large model.
+# chief is saving the current step and reads the variables from the ps. The launcher sets it
+# from the pod's grace period (server_linger_seconds); the default is for a server run by hand.
 SERVER_LINGER = "TFK8S_SERVER_LINGER_SECONDS"
 DEFAULT_SERVER_LINGER_SECONDS = 10.0
+SERVER_LINGER_MARGIN_SECONDS = 5
+
+
+def server_linger_seconds(grace_seconds: int) -> int:
+    """A server's linger in a pod with terminationGracePeriodSeconds `grace_seconds`: as long as
+    the chief may still be saving (its own grace), less a margin to exit in before the kubelet's
+    SIGKILL (at most half the grace). It still leaves as soon as the chief's port stops answering."""
+    return grace_seconds - min(SERVER_LINGER_MARGIN_SECONDS, grace_seconds // 2)
 # Set by the launcher for every pod; a user value would silently break the cluster.
 RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST)
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
@@ -117,29 +125,6 @@ MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 DEFAULT_PEER_TIMEOUT_SECONDS = 300
 DEFAULT_CLUSTER_NAME = "tfk8s"
 
-# --- labels and names on Kubernetes objects -------------------------------------------------
-MANAGED_BY = "tfk8s"
-LABEL_NAME = "app.kubernetes.io/name"
-LABEL_INSTANCE = "app.kubernetes.io/instance"
-LABEL_COMPONENT = "app.kubernetes.io/component"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_STRATEGY = "tfk8s.io/strategy"
-SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
-# The Job controller stamps each Indexed Job pod with its index in this annotation.
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-CONTAINER = "tensorflow"
-# `tfk8s tensorboard`'s pod: the cluster's labels with this component (never a Role: status and
-# the NetworkPolicies, which select pods by role, leave it alone).
-TENSORBOARD_COMPONENT = "tensorboard"
-# Kueue admits a JobSet that carries this label through the named LocalQueue, all or nothing.
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
-# A JobSet names its child Jobs <set>-<replicatedJob>-<jobIndex>; every role is one Job.
-JOBSET_JOB_INDEX = 0
-# Job failure reasons no restart of a JobSet can cure: the worker's configuration error (the
-# podFailurePolicy's FailJob rule) and activeDeadlineSeconds. They fail the set at once.
-FATAL_JOB_FAILURE_REASONS = ("PodFailurePolicy", "DeadlineExceeded")
-SUPERVISOR_DIR = "/var/run/tfk8s"
 DNS1035_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MAX_LABEL = 63
@@ -151,6 +136,11 @@ EXIT_CONFIG = 2  # bad arguments, environment, TF_CONFIG or program module: a re
 EXIT_PEERS_UNREACHABLE = 3  # a peer never answered within TFK8S_PEER_TIMEOUT
 EXIT_LOST_PARAMETER_SERVER = 4  # a ps died during training; restart the chief to resume
 EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train a wrong model
+# A peer (a ps, an MWMS worker) was lost after this attempt had saved a checkpoint: the peer's own
+# failure counts against its own Job or index, so this task's is not counted (podFailurePolicy
+# Ignore). Without a save in this attempt the task exits with its counted code (4, or 1 under
+# MWMS): every ignored restart follows saved progress, so a loop of them ends with training.
+EXIT_PEER_LOST = 6
 # SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
 # of the signal read alike. Not a failure: the task is replaced without counting it.
@@ -281,41 +271,6 @@ def success_needs_index_policy(strategy: Strategy) -> bool:
 def is_writer(strategy: Strategy, role: Role, index: int) -> bool:
     """The one task that writes the real checkpoints, SavedModel and FINAL marker."""
     return role == success_role(strategy) and index == SUCCESS_INDEX
-
-
-def supervised_roles(strategy: Strategy, has_evaluator: bool,
-                     workload: Workload = Workload.JOBS) -> tuple[Role, ...]:
-    """Roles that never end by themselves and are ended by our supervisor when training is over.
-
-    PS-strategy workers and ps block in server.join() forever; as Jobs they are ended by the
-    supervisor, in a JobSet by its success policy (the set completes with the chief and deletes
-    the Jobs still running). Any evaluator: a bring-your-own one may poll checkpoints forever,
-    and the built-in one exits only after evaluating the final checkpoint, which a failed
-    training never writes. After a success the evaluator gets evaluatorGraceSeconds; after a
-    failure none. Under a JobSet the evaluator stays supervised: the set's success waits for it.
-    """
-    roles: tuple[Role, ...] = ()
-    if Strategy(strategy) is Strategy.PARAMETER_SERVER and Workload(workload) is Workload.JOBS:
-        roles = (Role.WORKER, Role.PS)
-    return roles + ((Role.EVALUATOR,) if has_evaluator else ())
-
-
-def set_success_roles(strategy: Strategy, has_evaluator: bool) -> tuple[Role, ...]:
-    """The JobSet succeeds when all of these roles' Jobs have: the success role, and the
-    evaluator, so that the final checkpoint is evaluated before JobSet deletes what still runs
-    (TFJob's "final checkpoint never evaluated")."""
-    return (success_role(strategy),) + ((Role.EVALUATOR,) if has_evaluator else ())
-
-
-def set_max_restarts(strategy: Strategy) -> int:
-    """How often a JobSet restarts every Job when one role's Job failed.
-
-    MWMS workers all-reduce in lockstep: when one worker's Job has failed for good the others
-    hang in a collective, and recreating the whole set (each worker restores the same
-    checkpoint) is the recovery. Under parameter_server the coordinator already survives lost
-    workers and restarts after a lost ps; a role that exhausted its backoffLimit ends the set.
-    """
-    return 1 if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else 0
 
 
 def is_server(strategy: Strategy, role: Role) -> bool:

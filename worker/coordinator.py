@@ -171,9 +171,11 @@ def _first_informative_line(message: str) -> str:
 
 
 def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
-                           resume: str) -> errors.LostParameterServer:
+                           resume: str) -> errors.WorkerError:
     """The chief lost part of its cluster: names the tasks TF's error names (ps or workers),
-    each with its address, or says that TF named none."""
+    each with its address, or says that TF named none. LostParameterServer (exit 4, counted),
+    or PeerLost (exit 6, not counted) once this attempt saved a checkpoint
+    (errors.after_peer_loss): a preempted ps or worker is no crash of ours."""
     named = sorted({(job, int(i)) for job, i in
                     re.findall(r"/job:(ps|worker)/replica:\d+/task:(\d+)", str(exc))})
     cause = f"{type(exc).__name__}: {_first_informative_line(str(exc))}"
@@ -181,18 +183,20 @@ def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
     if named and not ps_named:
         # ClusterCoordinator retries on other workers; it gives up only when none is left
         # (workers unreachable for longer than its timeout).
-        return errors.LostParameterServer(
+        lost = errors.LostParameterServer(
             f"lost the workers {_tasks(named, task)} at {where} ({cause}): no worker was left "
             "to run steps on. Check why they failed (`logs NAME --role worker`); restarting the "
             f"chief once workers are back (restartPolicy OnFailure, or resubmit) will {resume}"
         )
-    who = (_tasks(ps_named, task) if ps_named else "the cluster (TF's error names no task; "
-           "ps: " + ", ".join(task.cluster.get(Role.PS.value, [])) + ")")
-    return errors.LostParameterServer(
-        f"lost contact with {who} at {where} ({cause}). The ps holds the only copy of the "
-        "variables, so training cannot go on. Restart the chief once the ps is back "
-        f"(restartPolicy OnFailure does this, or resubmit the cluster) to {resume}"
-    )
+    else:
+        who = (_tasks(ps_named, task) if ps_named else "the cluster (TF's error names no task; "
+               "ps: " + ", ".join(task.cluster.get(Role.PS.value, [])) + ")")
+        lost = errors.LostParameterServer(
+            f"lost contact with {who} at {where} ({cause}). The ps holds the only copy of the "
+            "variables, so training cannot go on. Restart the chief once the ps is back "
+            f"(restartPolicy OnFailure does this, or resubmit the cluster) to {resume}"
+        )
+    return errors.after_peer_loss(str(lost), lost)
 
 
 def _tasks(named: list[tuple[str, int]], task: TaskContext) -> str:

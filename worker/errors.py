@@ -9,10 +9,10 @@ import os
 
 # Exit codes of `python -m worker` (documented in `python -m worker --help`); the numbers live
 # in the contract, which the launcher reads them from too.
-from worker import contract
+from worker import contract, progress
 from worker.contract import (  # noqa: F401  (re-exported: the worker raises by these names)
-    EXIT_CONFIG, EXIT_DIVERGED_RESTORE, EXIT_LOST_PARAMETER_SERVER, EXIT_OK, EXIT_PEERS_UNREACHABLE,
-    EXIT_PREEMPTED, EXIT_UNEXPECTED,
+    EXIT_CONFIG, EXIT_DIVERGED_RESTORE, EXIT_LOST_PARAMETER_SERVER, EXIT_OK, EXIT_PEER_LOST,
+    EXIT_PEERS_UNREACHABLE, EXIT_PREEMPTED, EXIT_UNEXPECTED,
 )
 
 
@@ -36,6 +36,24 @@ class LostParameterServer(WorkerError):
 
 class DivergedRestore(WorkerError):
     exit_code = EXIT_DIVERGED_RESTORE
+
+
+class PeerLost(WorkerError):
+    exit_code = EXIT_PEER_LOST
+
+
+def after_peer_loss(message: str, counted: WorkerError | None) -> WorkerError | None:
+    """What a task that lost a peer exits with: PeerLost (not counted against backoffLimit) when
+    this attempt saved a checkpoint, else `counted` (None: let the original error go on).
+
+    Only saved progress earns an uncounted restart, so restarts that save nothing (a peer that
+    is never back, a network that fails every time) still end at backoffLimit.
+    """
+    step = progress.saved_step()
+    if step is None:
+        return counted
+    return PeerLost(f"{message}; this attempt had saved step {step}, so this restart is not "
+                    f"counted against backoffLimit (exit {EXIT_PEER_LOST})")
 
 
 def from_missing_module(exc: ModuleNotFoundError) -> ConfigError | None:

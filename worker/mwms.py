@@ -4,13 +4,16 @@ The strategy is created before any other TensorFlow op (collective ops must be c
 program startup). Worker 0 writes checkpoints, the SavedModel and FINAL.json into the model dir;
 the other workers write their share of each checkpoint into a temporary directory. Losing a
 worker stops the others (collectives fail): with restartPolicy OnFailure they all restart and
-resume from worker 0's latest checkpoint (custom loop) or backup (fit loop).
+resume from worker 0's latest checkpoint (custom loop) or backup (fit loop). A worker whose
+collective failed after it had saved a checkpoint exits EXIT_PEER_LOST, which the Jobs do not
+count (the lost worker's own failure counts against its index); before any save, it fails as
+any error does (exit 1), counted.
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
-from worker import preemption, progress, synchronous, training
+from worker import errors, preemption, progress, synchronous, training
 from worker.args import Options
 from worker.contract import Role
 from worker.context import TaskContext
@@ -30,10 +33,25 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
                     replicas=strategy.num_replicas_in_sync, writer=task.is_writer)
     if task.is_writer:
         training.forget_stale_marker(task, options)
-    if options.loop == "fit":
-        synchronous.fit(task, options, program, strategy)
-    else:
-        synchronous.custom_loop(task, options, program, strategy, resolver)
+    try:
+        if options.loop == "fit":
+            synchronous.fit(task, options, program, strategy)
+        else:
+            synchronous.custom_loop(task, options, program, strategy, resolver)
+    except PEER_ERRORS as exc:
+        lost = errors.after_peer_loss(
+            f"{task.name}: a collective failed ({type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}): a peer "
+            "worker was lost; every worker restarts from worker 0's latest checkpoint", None)
+        if lost is None:
+            raise  # nothing saved yet: a counted failure, with its traceback
+        raise lost from None
+
+
+# What a collective raises when a peer worker is gone (TF's MWMS health check aborts the
+# collectives with UnavailableError; a broken connection can read as any of these).
+PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+               tf.errors.DeadlineExceededError)
 
 
 def _collective(choice: str):

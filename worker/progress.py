@@ -26,10 +26,23 @@ def seconds_since_start() -> float:
     return round(time.time() - PROCESS_START, 3)
 
 
+# Events that follow a save of the training state (a checkpoint; fit's epoch end, when
+# BackupAndRestore saves) and the last step such an event named, in this process.
+SAVED_EVENTS = ("checkpoint", "epoch")
+_saved: dict[str, int | None] = {"step": None}
+
+
 def report(event: str, **fields) -> None:
     # t: seconds since this process started; wall: Unix time, to line up events of tasks.
     record = {"event": event, "t": seconds_since_start(), "wall": round(time.time(), 3), **fields}
     print(PREFIX + json.dumps(record, sort_keys=True), flush=True)
+    if event in SAVED_EVENTS:
+        _saved["step"] = int(fields.get("step") or 0)
+
+
+def saved_step() -> int | None:
+    """The step this process last saved (None: nothing saved yet), for errors.after_peer_loss."""
+    return _saved["step"]
 
 
 def parse_line(line: str) -> dict | None:

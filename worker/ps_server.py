@@ -8,8 +8,9 @@ PID 1. A server holds nothing of its own to save (the chief checkpoints the vari
 exiting 143 is a clean preemption; but when the whole cluster gets SIGTERM at once (a JobSet
 suspended by Kueue, a drained node), the chief is saving the current step from the ps'
 variables, so the server keeps serving until the chief has gone, at most
-TFK8S_SERVER_LINGER_SECONDS (a lone preempted ps makes the chief restart from its last
-checkpoint then, as before).
+TFK8S_SERVER_LINGER_SECONDS, which the launcher sets from the pod's grace period
+(contract.server_linger_seconds), so it lasts as long as the chief's save may. A lone preempted
+ps makes the chief restart from its last checkpoint then, as before.
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from launcher import render
+from launcher import k8s_contract, render
 from launcher.loader import load_file
 from launcher.spec import ClusterSpec
 from support import REPO, example_specs, find_helm, in_ci
@@ -548,10 +548,10 @@ def test_templates_take_the_contracts_constants_from_contract_tpl():
     written out again (prose in messages and NOTES may name roles and strategies)."""
     constants = [
         "TFK8S_", '"chief" "worker"', f'"{contract.GRPC_FAIL_FAST_VALUE}"', contract.BUILTIN_PROGRAM,
-        contract.LABEL_NAME, contract.LABEL_INSTANCE, contract.LABEL_COMPONENT,
-        contract.LABEL_MANAGED_BY, contract.LABEL_STRATEGY, contract.INDEX_ANNOTATION,
-        contract.SUPERVISOR_DIR, contract.DNS1035_PATTERN, f'"{contract.CONTAINER}"',
-        f": {contract.CONTAINER}", f"[{contract.EXIT_PREEMPTED}]", f"[{contract.EXIT_CONFIG}]",
+        k8s_contract.LABEL_NAME, k8s_contract.LABEL_INSTANCE, k8s_contract.LABEL_COMPONENT,
+        k8s_contract.LABEL_MANAGED_BY, k8s_contract.LABEL_STRATEGY, k8s_contract.INDEX_ANNOTATION,
+        k8s_contract.SUPERVISOR_DIR, contract.DNS1035_PATTERN, f'"{k8s_contract.CONTAINER}"',
+        f": {k8s_contract.CONTAINER}", f"[{contract.EXIT_PREEMPTED}]", f"[{contract.EXIT_CONFIG}]",
         f" {contract.MAX_LABEL}",
     ]
     templates = [p for p in (CHART / "templates").iterdir() if p.name != "_contract.tpl"]

@@ -7,10 +7,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from launcher import k8s_contract
 from tensorboard_client import TensorBoardSession, connection_refused, free_port
 from worker import contract
 
-COMPONENT = f"{contract.LABEL_COMPONENT}={contract.TENSORBOARD_COMPONENT}"
+COMPONENT = f"{k8s_contract.LABEL_COMPONENT}={k8s_contract.TENSORBOARD_COMPONENT}"
 
 
 def check_tensorboard_serves_the_evaluation(cluster, namespace: str, name: str,

@@ -234,3 +234,63 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(kind_cluster, 
     cli(kind_cluster, "delete", "js-idem", "-n", namespace, check=True)
     assert not kind_cluster.kubectl("-n", namespace, "get", "jobsets,jobs,pods,configmaps", "-l",
                                     f"{LABEL}=js-idem", "-o", "name").stdout.strip()
+
+
+def worker0_checkpoint(cluster, namespace: str, name: str) -> int | None:
+    result = cli(cluster, "logs", name, "-n", namespace, "--role", "worker", "--index", "0",
+                 timeout=60)
+    steps = [e["step"] for e in progress(result.stdout) if e["event"] == "checkpoint"]
+    return max(steps) if steps else None
+
+
+@pytest.mark.parametrize("backoff_limit, set_restarts", [(0, 1), (6, 0)],
+                         ids=["worker-out-of-retries-restarts-the-set", "crash-costs-one-retry"])
+def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
+        kind_cluster, worker_image, jobset_installed, namespace, checkpoint_pvc, tmp_path,
+        backoff_limit, set_restarts):
+    """One MWMS worker crashes once (SIGINT: exit 130, counted). backoffLimit 0: its index is
+    out of retries, the worker Job fails (maxFailedIndexes 0) and JobSet restarts the set
+    (BlockingRecreate): the new evaluator must not take the old attempt's failed worker Job for
+    the end of training. backoffLimit 6: per index, the crash costs worker 1 one retry and
+    worker 0 none (it had saved: exit 6, ignored); no set restart. Both: Succeeded, with the
+    final checkpoint evaluated."""
+    name = f"mw-crash-{backoff_limit}"
+    roles = {"worker": {"replicas": 2, "resources": REQUESTS},
+             "evaluator": {"replicas": 1, "resources": REQUESTS}}
+    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
+                      strategy="multi_worker_mirrored", steps=400, workload="jobset",
+                      roles=roles, backoffLimit=backoff_limit)
+    started = time.monotonic()
+    run = submit_in_background(kind_cluster, spec)
+    try:
+        wait_for(lambda: worker0_checkpoint(kind_cluster, namespace, name), 600,
+                 "worker 0's first checkpoint")
+        [worker1] = [p for p in live_pods(kind_cluster, namespace, name)
+                     if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"
+                     and p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index") == "1"]
+        # PID 1 gets only signals it handles: Python handles SIGINT (KeyboardInterrupt, exit 130)
+        crashed = time.monotonic()
+        kind_cluster.kubectl("-n", namespace, "exec", worker1["metadata"]["name"], "--",
+                             "python", "-c", "import os, signal; os.kill(1, signal.SIGINT)")
+        out, _ = run.communicate(timeout=900)
+        finished = time.monotonic()
+    finally:
+        if run.poll() is None:
+            run.kill()
+    print(out[-3000:])
+    assert run.returncode == 0, out[-3000:]
+    data = status_json(kind_cluster, namespace, name)
+    assert data["phase"] == "Succeeded", data
+    restarts = (jobset_of(kind_cluster, namespace, name).get("status") or {}).get("restarts", 0)
+    assert restarts == set_restarts, jobset_of(kind_cluster, namespace, name).get("status")
+    evaluated = evaluated_steps(kind_cluster, name, namespace)
+    assert 400 in evaluated, evaluated
+    worker_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index",
+                     "0", check=True).stdout
+    starts = [e["step"] for e in progress(worker_log) if e["event"] == "start"]
+    print(f"MEASURE mwms jobset crash (backoffLimit {backoff_limit}): worker-1 SIGINT "
+          f"{crashed - started:.1f}s after submit; set restarts {restarts}; last attempt of "
+          f"worker-0 started at step {starts[-1] if starts else None}; Succeeded "
+          f"{finished - crashed:.1f}s after the crash, final step 400 evaluated "
+          f"(evaluated steps {evaluated})")
+    cli(kind_cluster, "delete", name, "-n", namespace, check=True)

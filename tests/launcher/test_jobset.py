@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import render
+from launcher import k8s_contract, render
 from launcher.errors import SpecError
 from launcher.loader import load_file, load_text
 from support import REPO, example_specs
@@ -35,7 +35,7 @@ def test_queued_example_is_one_jobset_with_the_queue_label():
     assert sorted(kinds[1:]) == ["ConfigMap", "NetworkPolicy", "NetworkPolicy", "Role",
                                  "RoleBinding", "ServiceAccount"]
     [jobset] = objects[:1]
-    assert jobset["metadata"]["labels"][contract.QUEUE_LABEL] == "tfk8s-queue"
+    assert jobset["metadata"]["labels"][k8s_contract.QUEUE_LABEL] == "tfk8s-queue"
     assert jobset["spec"]["suspend"] is True  # Kueue resumes it once admitted
     assert jobset["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": "mnist-ps-queued",
                                          "publishNotReadyAddresses": True}
@@ -62,12 +62,12 @@ def test_same_pods_as_the_jobs_projection(example):
     PS servers, the Jobs' own TTL)."""
     jobs_spec = _as(example, workload="jobs", queue=None)
     set_spec = _as(example, workload="jobset")
-    jobs = {o["metadata"]["labels"][contract.LABEL_COMPONENT]: o
+    jobs = {o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: o
             for o in render.render(jobs_spec) if o["kind"] == "Job"}
     [jobset] = [o for o in render.render(set_spec) if o["kind"] == "JobSet"]
     children = _children(jobset)
     assert list(children) == list(jobs)
-    supervised = contract.supervised_roles(set_spec.strategy, "evaluator" in jobs, "jobset")
+    supervised = k8s_contract.supervised_roles(set_spec.strategy, "evaluator" in jobs, "jobset")
     for role, job in jobs.items():
         child = children[role]
         assert child["metadata"]["labels"] == job["metadata"]["labels"]
@@ -87,7 +87,9 @@ def test_same_pods_as_the_jobs_projection(example):
                 f"{name}-{r}-0-{i}.{name}.{ns}.svc:{set_spec.port}" for i in range(len(addresses))]
         if contract.Role(role) in supervised or not job["spec"]["template"]["spec"]["automountServiceAccountToken"]:
             for c in (want_c, got_c):
-                c["env"] = [e for e in c["env"] if e["name"] not in (contract.TF_CONFIG, "TFK8S_WATCH_JOB")]
+                # the JobSet's names, and its restart attempt (there is none under jobs)
+                c["env"] = [e for e in c["env"] if e["name"] not in (
+                    contract.TF_CONFIG, "TFK8S_WATCH_JOB", "TFK8S_RESTART_ATTEMPT")]
             assert got == want, role
         else:
             # a PS server, supervised as a Job, ended by the success policy in a JobSet
@@ -155,3 +157,23 @@ def test_install_hints_name_the_versions_the_kind_tier_tests():
     assert f"JOBSET_VERSION=${{TFK8S_JOBSET_VERSION:-{submit.JOBSET_VERSION}}}" in toolchain
     assert f"KUEUE_VERSION=${{TFK8S_KUEUE_VERSION:-{submit.KUEUE_VERSION}}}" in toolchain
     assert submit.JOBSET_VERSION in submit.JOBSET_INSTALL and submit.KUEUE_VERSION in submit.KUEUE_INSTALL
+
+
+def test_a_restart_recreates_no_job_before_every_old_one_is_gone():
+    """BlockingRecreate: a new evaluator never starts beside the old attempt's failed Jobs."""
+    for example in (QUEUED, REPO / "examples" / "mwms.yaml"):
+        [jobset] = [o for o in render.render(_as(example, workload="jobset")) if o["kind"] == "JobSet"]
+        assert jobset["spec"]["failurePolicy"]["restartStrategy"] == "BlockingRecreate"
+
+
+def test_a_supervised_evaluator_knows_its_restart_attempt():
+    objects = render.render(load_file(QUEUED))
+    evaluator = _children(objects[0])["evaluator"]["spec"]["template"]["spec"]["containers"][0]
+    [attempt] = [e for e in evaluator["env"] if e["name"] == "TFK8S_RESTART_ATTEMPT"]
+    assert attempt["valueFrom"] == {"fieldRef": {
+        "fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}}
+    # not under workload jobs: there is no attempt there
+    jobs = render.render(_as(QUEUED, workload="jobs", queue=None))
+    for job_name, spec in render.job_specs(jobs):
+        names_ = [e["name"] for e in spec["template"]["spec"]["containers"][0]["env"]]
+        assert "TFK8S_RESTART_ATTEMPT" not in names_, job_name

@@ -19,7 +19,7 @@ from launcher.backends.local.policy import (
 from launcher.loader import load_text
 from launcher.status import Phase
 from worker.contract import Role
-from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
+from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 PS = """\
 name: p
@@ -71,6 +71,31 @@ def test_never_failure_replaces_the_task_counted_until_backoff_limit():
     assert last.reason == "was killed by SIGKILL"
     assert "backoffLimit 2 reached for role chief" in last.message
     assert job_action(s, "chief", 3) == job_action(s, "chief", 137) == "Count"
+
+
+def test_a_peer_lost_after_saving_is_replaced_without_counting_like_its_job():
+    s = spec("backoffLimit: 0\n")
+    d = decision(s, "chief", EXIT_PEER_LOST, restarts_used=0)
+    assert d.restart and not d.counted
+    assert "a peer lost after this task had saved is not counted against backoffLimit" in d.message
+    assert job_action(s, "chief", EXIT_PEER_LOST) == "Ignore"
+    # a user's command may exit 6 for its own reasons: counted, on both sides
+    byo = spec("backoffLimit: 0\n", byo=True)
+    assert decision(byo, "chief", EXIT_PEER_LOST, restarts_used=0).counted
+    assert job_action(byo, "chief", EXIT_PEER_LOST) == "Count"
+
+
+def test_mwms_workers_use_a_budget_per_index_locally_as_on_kubernetes():
+    s = load_text("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\n"
+                  "checkpoint: {dir: gs://b/m}\nbackoffLimit: 1\n")
+    failure = plan.failure_policy(s)
+    budget = failure.budget("worker", 2)
+    d = policy.restart_decision(failure, budget, 1, restarts_used=0)
+    assert d.restart and d.counted
+    assert "failure 1 of backoffLimit 1 for worker-2 (backoffLimitPerIndex)" in d.message
+    last = policy.restart_decision(failure, budget, 1, restarts_used=1)
+    assert not last.restart and "backoffLimit 1 reached for worker-2 (backoffLimitPerIndex)" in last.message
+    assert failure.budget("worker", 0) != budget
 
 
 def test_built_in_config_error_fails_at_once():

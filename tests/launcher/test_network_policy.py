@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from launcher import render
+from launcher import k8s_contract, render
 from launcher.loader import load_text
 from support import example_specs
 from worker import contract
@@ -38,7 +38,7 @@ def _pod_labels(objects: list[dict]) -> dict[str, dict]:
     templates = [o["spec"]["template"] for o in objects if o["kind"] == "Job"]
     templates += [rj["template"]["spec"]["template"] for o in objects if o["kind"] == "JobSet"
                   for rj in o["spec"]["replicatedJobs"]]
-    return {t["metadata"]["labels"][contract.LABEL_COMPONENT]: t["metadata"]["labels"]
+    return {t["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: t["metadata"]["labels"]
             for t in templates}
 
 
@@ -119,7 +119,7 @@ def test_every_pod_is_selected_by_exactly_its_policy(workload, text):
         admitted = _selects(policies["c-grpc"]["ingress"][0]["from"][0]["podSelector"], labels)
         assert admitted == in_training, role
     # Another cluster's pods (another instance label) are neither selected nor admitted.
-    stranger = {**pods["worker"], contract.LABEL_INSTANCE: "other"}
+    stranger = {**pods["worker"], k8s_contract.LABEL_INSTANCE: "other"}
     assert not any(_selects(p["podSelector"], stranger) for p in policies.values())
     assert not _selects(policies["c-grpc"]["ingress"][0]["from"][0]["podSelector"], stranger)
 
@@ -131,3 +131,39 @@ def test_policies_are_in_place_before_any_job(example):
     kinds = [o["kind"] for o in render.render(spec)]
     assert "NetworkPolicy" in kinds
     assert max(i for i, k in enumerate(kinds) if k == "NetworkPolicy") < kinds.index("Job")
+
+
+MWMS_GPU = MWMS.replace("worker: {replicas: 3}",
+                        "worker: {replicas: 3, resources: {limits: {nvidia.com/gpu: 1}}}")
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_mwms_workers_with_gpus_admit_every_tcp_port_from_each_other_only(workload):
+    """NCCL's bootstrap and socket transport listen on ephemeral ports nothing can pin."""
+    policies = _policies(_spec(MWMS_GPU, workload))
+    assert set(policies) == {"c-grpc", "c-collective", "c-no-ingress"}
+    collective = policies["c-collective"]
+    assert collective == {"podSelector": _pods_of(["worker"]), "policyTypes": ["Ingress"],
+                          "ingress": [{"from": [{"podSelector": _pods_of(["worker"])}],
+                                       "ports": [{"protocol": "TCP"}]}]}  # no port: all of TCP
+    # the gRPC policy is unchanged, the evaluator still admits nothing
+    assert policies["c-grpc"] == _policies(_spec(MWMS, workload))["c-grpc"]
+    objects = render.render(_spec(MWMS_GPU, workload))
+    evaluator = {**_pod_labels(objects)["evaluator"]}
+    assert not _selects(collective["ingress"][0]["from"][0]["podSelector"], evaluator)
+    stranger = {**_pod_labels(objects)["worker"], k8s_contract.LABEL_INSTANCE: "other"}
+    assert not _selects(collective["ingress"][0]["from"][0]["podSelector"], stranger)
+
+
+@pytest.mark.parametrize("text", [
+    MWMS,  # no GPU: ring all-reduce over TF's gRPC port
+    MWMS.replace("worker: {replicas: 3}", "worker: {replicas: 3, resources: {limits: {nvidia.com/gpu: 0}}}"),
+    PS.replace("worker: {replicas: 2}", "worker: {replicas: 2, resources: {limits: {nvidia.com/gpu: 1}}}"),
+    MIRRORED.replace("chief: {replicas: 1}", "chief: {replicas: 1, resources: {limits: {nvidia.com/gpu: 2}}}"),
+], ids=["mwms-cpu", "mwms-zero-gpus", "ps-gpu", "mirrored-gpu"])
+def test_only_mwms_with_gpus_opens_the_collective_ports(text):
+    assert "c-collective" not in _policies(_spec(text))
+
+
+def test_no_collective_policy_without_network_policies():
+    assert not _policies(_spec(MWMS_GPU, networkPolicy=False))

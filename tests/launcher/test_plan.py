@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher import k8s_contract
 from launcher.loader import load_text
 from launcher.plan import plan
 from worker import contract
@@ -13,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Where rules could be copied by hand: the runtime code and the chart's templates.
 SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
            *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]
-DEFINED_IN = {REPO / "worker" / "contract.py",
+DEFINED_IN = {REPO / "worker" / "contract.py", REPO / "launcher" / "k8s_contract.py",
               REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl"}  # generated from it
 
 
@@ -29,16 +30,16 @@ EVALUATOR = "roles: {evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
 @pytest.mark.parametrize("literal", [
     contract.STRATEGY, contract.MODEL_DIR, contract.PROGRAM, contract.PEER_TIMEOUT,
     contract.CLUSTER_NAME, contract.TASK_INDEX, contract.BUILTIN_PROGRAM,
-    contract.LABEL_COMPONENT, contract.LABEL_STRATEGY, contract.LABEL_INSTANCE,
-    contract.INDEX_ANNOTATION, contract.SPEC_HASH_ANNOTATION, contract.SUPERVISOR_DIR,
-    contract.DNS1035_PATTERN, contract.QUEUE_LABEL, contract.JOBSET_API_VERSION,
+    k8s_contract.LABEL_COMPONENT, k8s_contract.LABEL_STRATEGY, k8s_contract.LABEL_INSTANCE,
+    k8s_contract.INDEX_ANNOTATION, k8s_contract.SPEC_HASH_ANNOTATION, k8s_contract.SUPERVISOR_DIR,
+    contract.DNS1035_PATTERN, k8s_contract.QUEUE_LABEL, k8s_contract.JOBSET_API_VERSION,
     contract.SERVER_LINGER,
 ])
 def test_each_constant_is_written_once(literal):
     quoted = re.compile(re.escape(f'"{literal}"') + "|" + re.escape(f"'{literal}'"))
     copies = [str(p.relative_to(REPO)) for p in SOURCES
               if p not in DEFINED_IN and p.is_file() and quoted.search(p.read_text())]
-    assert not copies, f"{literal!r} is repeated in {copies}: use worker/contract.py"
+    assert not copies, f"{literal!r} is repeated in {copies}: use worker/contract.py or launcher/k8s_contract.py"
 
 
 def test_role_lists_are_not_repeated():
@@ -68,8 +69,10 @@ def test_ps_plan():
     assert cluster.role(Role.PS).service_account == "t-supervisor"
     assert cluster.role(Role.CHIEF).supervision is None
     assert cluster.role(Role.CHIEF).service_account is None
-    assert cluster.failure.ignored_exit_codes == (contract.EXIT_PREEMPTED,)
+    assert cluster.failure.ignored_exit_codes == (contract.EXIT_PREEMPTED, contract.EXIT_PEER_LOST)
     assert cluster.failure.fatal_exit_codes == (contract.EXIT_CONFIG,)
+    assert cluster.failure.counted_exit_codes == (137,)
+    assert cluster.failure.per_index_roles == ()  # a PS worker's crash costs no peer anything
     address = lambda role, i: f"{role}-{i}:1"  # noqa: E731
     assert cluster.tf_config("evaluator", 0, address) == {
         "cluster": {}, "task": {"type": "evaluator", "index": 0}}
@@ -95,3 +98,47 @@ def test_bring_your_own_command_has_no_fatal_exit_and_on_failure_no_policy():
     on_failure = plan(spec(PS + "restartPolicy: OnFailure\n"))
     assert on_failure.failure.ignored_exit_codes == ()
     assert not on_failure.failure.ignores_disruptions
+
+
+def test_mwms_workers_have_a_retry_budget_per_index():
+    cluster = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 8}}\n"
+                        "checkpoint: {dir: gs://b/m}\n"))
+    failure = cluster.failure
+    assert failure.per_index_roles == (Role.WORKER,)
+    assert failure.budget(Role.WORKER, 3) == "worker-3"
+    # a peer that lost worker 3 after saving exits EXIT_PEER_LOST: not counted at all
+    assert contract.EXIT_PEER_LOST in failure.ignored_exit_codes
+
+
+def test_a_users_command_gets_no_trusted_worker_codes():
+    failure = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 2}}\n"
+                        "command: [python, train.py]\ncheckpoint: {dir: gs://b/m}\n")).failure
+    assert failure.ignored_exit_codes == (contract.EXIT_PREEMPTED,)
+    assert failure.fatal_exit_codes == ()
+    assert failure.per_index_roles == (Role.WORKER,)
+
+
+def test_on_failure_has_no_exit_code_rules_and_no_per_index_budget():
+    failure = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 2}}\n"
+                        "restartPolicy: OnFailure\ncheckpoint: {dir: gs://b/m}\n")).failure
+    assert (failure.ignored_exit_codes, failure.counted_exit_codes, failure.per_index_roles) == (
+        (), (), ())
+    assert failure.budget(Role.WORKER, 1) == "worker"
+
+
+@pytest.mark.parametrize("grace, linger", [(120, "115"), (30, "25"), (6, "3"), (1, "1")])
+def test_servers_linger_as_long_as_the_chief_may_save(grace, linger):
+    """ps and PS workers serve on after SIGTERM while the chief's port answers: at most the
+    pod's grace (the chief's save gets as long), less a margin to exit before SIGKILL."""
+    cluster = plan(spec(PS + f"terminationGracePeriodSeconds: {grace}\n"))
+    for role in (Role.PS, Role.WORKER):
+        assert cluster.role(role).env[contract.SERVER_LINGER] == linger
+    assert contract.SERVER_LINGER not in cluster.role(Role.CHIEF).env
+    assert contract.server_linger_seconds(grace) == int(linger)
+
+
+def test_no_linger_outside_parameter_server_and_a_users_value_wins():
+    cluster = plan(spec(MWMS))
+    assert contract.SERVER_LINGER not in cluster.role(Role.WORKER).env
+    mine = plan(spec(PS + "env: {TFK8S_SERVER_LINGER_SECONDS: '300'}\n"))
+    assert mine.role(Role.PS).env[contract.SERVER_LINGER] == "300"

@@ -8,7 +8,7 @@ import yaml
 
 from launcher import render
 from launcher.loader import load_file, load_text
-from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
+from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 GOLDEN = Path(__file__).parent / "golden"
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
@@ -152,10 +152,12 @@ def test_pod_failure_policy_ignores_preemption_and_fails_fast_on_config_errors()
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
         assert job["spec"]["podFailurePolicy"] == {"rules": [
             {"action": "Ignore", "onExitCodes": {"containerName": "tensorflow", "operator": "In",
-                                                 "values": [EXIT_PREEMPTED]}},
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                                                 "values": [EXIT_PEER_LOST, EXIT_PREEMPTED]}},
             {"action": "FailJob", "onExitCodes": {"containerName": "tensorflow", "operator": "In",
                                                   "values": [EXIT_CONFIG]}},
+            {"action": "Count", "onExitCodes": {"containerName": "tensorflow", "operator": "In",
+                                                "values": [137]}},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
         ]}
     assert [c["name"] for c in jobs["chief"]["spec"]["template"]["spec"]["containers"]] == ["tensorflow"]
 
@@ -165,7 +167,7 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
     jobs = _jobs(render.render(load_file(EXAMPLES_DIR / "byo.yaml")))
     for job in jobs.values():
         actions = [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]]
-        assert actions == ["Ignore", "Ignore"]
+        assert actions == ["Ignore", "Count", "Ignore"]
 
 
 def test_on_failure_restarts_in_place_without_pod_failure_policy():
@@ -213,3 +215,56 @@ def test_every_rendered_kind_is_one_the_backend_lists_and_deletes(example):
             data["queue"] = None
         for obj in render.render(load_text(json.dumps(data))):
             assert (obj["apiVersion"], obj["kind"]) in OWNED_KINDS, obj["kind"]
+
+
+def _job_specs(text: str) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o["spec"] for o in render.render(load_text(text))
+            if o["kind"] == "Job"}
+
+
+MWMS8 = ("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 8}}\n"
+         "checkpoint: {dir: gs://b/m}\n")
+
+
+def test_mwms_workers_count_retries_per_index_and_fail_with_the_first_failed_index():
+    job = _job_specs(MWMS8)["m-worker"]
+    assert job["backoffLimitPerIndex"] == 6 and job["maxFailedIndexes"] == 0
+    # unset: Kubernetes' global limit is then unlimited; set, every peer's failure counted again
+    assert "backoffLimit" not in job
+    assert job["completionMode"] == "Indexed" and job["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_other_roles_keep_one_budget_per_role():
+    jobs = _job_specs("name: p\nstrategy: parameter_server\n"
+                 "roles: {chief: {replicas: 1}, worker: {replicas: 3}, ps: {replicas: 2}}\n")
+    for name, job in jobs.items():
+        assert job["backoffLimit"] == 6 and "backoffLimitPerIndex" not in job, name
+    on_failure = _job_specs(MWMS8 + "restartPolicy: OnFailure\n")["m-worker"]
+    assert on_failure["backoffLimit"] == 6 and "backoffLimitPerIndex" not in on_failure
+    assert "podFailurePolicy" not in on_failure
+
+
+def test_pod_failure_policy_rules_in_order():
+    rules = _job_specs(MWMS8)["m-worker"]["podFailurePolicy"]["rules"]
+    codes = [(r["action"], r.get("onExitCodes", {}).get("values")) for r in rules]
+    assert codes == [
+        ("Ignore", [6, 143]),  # lost a peer after saving; preempted after saving (in order)
+        ("FailJob", [2]),  # the built-in worker's configuration error
+        ("Count", [137]),  # SIGKILL: nothing saved, even when a disruption (node pressure) did it
+        ("Ignore", None),  # any other disruption
+    ]
+    assert rules[-1]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
+    assert all(r["onExitCodes"]["containerName"] == "tensorflow" for r in rules[:-1])
+    byo = _job_specs(MWMS8 + "command: [python, t.py]\n")["m-worker"]["podFailurePolicy"]["rules"]
+    assert [(r["action"], r.get("onExitCodes", {}).get("values")) for r in byo] == [
+        ("Ignore", [143]), ("Count", [137]), ("Ignore", None)]
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_exit_codes_are_in_order(example):
+    """The API server refuses onExitCodes values out of order ("must be ordered"), which the
+    OpenAPI schema does not say: seen on kind, as a JobSet that never created its Jobs."""
+    for name, spec in render.job_specs(render.render(load_file(example))):
+        for rule in (spec.get("podFailurePolicy") or {}).get("rules", []):
+            values = rule.get("onExitCodes", {}).get("values")
+            assert values is None or values == sorted(set(values)), (name, rule)

@@ -8,6 +8,7 @@ reports that it cannot follow the Job. The watch's decisions are pure and tested
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -152,3 +153,64 @@ def test_jobs_path_narrows_to_the_one_name_rbac_allows():
         "/apis/batch/v1/namespaces/ns/jobs?fieldSelector=metadata.name%3Dc-chief"
         "&watch=1&resourceVersion=5")
 
+
+
+def attempt_job(attempt: int | None, *conditions: tuple[str, str], where: str = "labels") -> dict:
+    obj = job(*conditions)
+    if attempt is not None:
+        obj["metadata"][where] = {supervise.RESTART_ATTEMPT_KEY: str(attempt)}
+    return obj
+
+
+def test_a_previous_jobset_attempts_job_is_stale_never_the_end():
+    """A JobSet restart recreates the evaluator while the last attempt's failed worker Job may
+    still be there: its Failed must not stop the new evaluator."""
+    old_failed = attempt_job(0, ("Failed", "True"))
+    assert supervise.job_condition(old_failed, attempt=1) == supervise.STALE
+    assert supervise.apply_event({"type": "MODIFIED", "object": old_failed}, 1) == ("stale", "7")
+    assert supervise.training_ended(False, supervise.STALE) == (False, False)
+    # this attempt's own Job decides, from a label or (pods) an annotation
+    assert supervise.job_condition(attempt_job(1, ("Failed", "True")), attempt=1) == "Failed"
+    assert supervise.job_condition(attempt_job(1, where="annotations"), attempt=1) == "running"
+    # outside a JobSet (no attempt on either side) nothing changes
+    assert supervise.job_condition(attempt_job(None, ("Failed", "True")), attempt=None) == "Failed"
+    assert supervise.job_condition(old_failed, attempt=None) == "Failed"
+
+
+def test_an_evaluator_of_a_new_attempt_waits_out_the_old_job_then_follows_the_new_one():
+    """The sequence a restarted evaluator's watch sees: the old attempt's failed Job, its
+    deletion, the new Job running, then succeeding."""
+    states = [supervise.job_condition(attempt_job(0, ("Failed", "True")), 1),
+              supervise.ABSENT,  # deleted
+              supervise.job_condition(attempt_job(1), 1),
+              supervise.job_condition(attempt_job(1, ("Complete", "True")), 1)]
+    seen, ends = False, []
+    for state in states:
+        seen, ended = supervise.training_ended(seen, state)
+        ends.append(ended)
+    assert ends == [False, False, False, True]
+
+
+class _FakeApi:
+    """Answers the supervisor's list and watch requests from canned JSON."""
+
+    def __init__(self, listed: dict, events: list[dict]):
+        self.listed, self.events = listed, events
+
+    def open(self, path: str, timeout: float):
+        import io
+        if "watch=1" in path:
+            return io.BytesIO(b"".join(json.dumps(e).encode() + b"\n" for e in self.events))
+        return io.BytesIO(json.dumps(self.listed).encode())
+
+
+def test_wait_for_end_ignores_the_old_attempt_through_list_and_watch():
+    old = attempt_job(0, ("Failed", "True"))
+    new_running, new_done = attempt_job(1), attempt_job(1, ("Complete", "True"))
+    api = _FakeApi({"metadata": {"resourceVersion": "1"}, "items": [old]},
+                   [{"type": "DELETED", "object": old},
+                    {"type": "ADDED", "object": new_running},
+                    {"type": "MODIFIED", "object": new_done}])
+    assert supervise.wait_for_end(api, "ns", "c-worker-0", attempt=1) == "Complete"
+    # without the attempt the old Job's Failed would have ended it at once
+    assert supervise.wait_for_end(api, "ns", "c-worker-0") == "Failed"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import render, tensorboard
+from launcher import k8s_contract, render, tensorboard
 from launcher.backends.kubernetes.tensorboard import success_template
 from launcher.errors import LauncherError
 from launcher.lifecycle import compute_jobset_status, compute_status
@@ -24,7 +24,7 @@ def _cluster(spec) -> tuple[dict, dict, list[dict]]:
     objects = render.render(spec)
     root = {**objects[0], "metadata": {**objects[0]["metadata"], "uid": ROOT_UID}}
     [chief] = [o for o in objects if o["kind"] == "Job"
-               and o["metadata"]["labels"][contract.LABEL_COMPONENT] == "chief"]
+               and o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT] == "chief"]
     return root, chief["spec"]["template"], objects
 
 
@@ -81,8 +81,8 @@ def test_owned_by_the_clusters_root_and_labelled_as_its_tensorboard():
     assert metadata["generateName"] == "mnist-ps-tensorboard-"
     assert metadata["namespace"] == "default"
     labels = metadata["labels"]
-    assert labels[contract.LABEL_INSTANCE] == "mnist-ps"
-    assert labels[contract.LABEL_COMPONENT] == "tensorboard"
+    assert labels[k8s_contract.LABEL_INSTANCE] == "mnist-ps"
+    assert labels[k8s_contract.LABEL_COMPONENT] == "tensorboard"
 
 
 def test_emptydir_checkpoint_dir_is_refused_with_the_fix():
@@ -108,7 +108,7 @@ def test_jobset_cluster_reads_the_chief_template_from_the_jobset():
     objects = render.render(spec)
     [root] = [o for o in objects if o["kind"] == "JobSet"]
     template = success_template(None, spec.namespace, spec.name, root)  # no API call needed
-    assert template["metadata"]["labels"][contract.LABEL_COMPONENT] == "chief"
+    assert template["metadata"]["labels"][k8s_contract.LABEL_COMPONENT] == "chief"
     assert tensorboard.model_dir(template) == "/ckpt/default/mnist-ps"
 
 

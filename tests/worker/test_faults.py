@@ -97,20 +97,23 @@ def test_killed_chief_restarts_and_resumes_from_checkpoint(backend, workdir):
 def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workdir):
     name = "kill-ps"
     spec = make_spec(name, "parameter_server", ARGS, evaluator=False, restartPolicy="Never",
-                     backoffLimit=0)  # no replacement: the chief's exit 4 ends the cluster
+                     backoffLimit=0)  # no replacement of the ps: its loss ends the cluster
     run = Submission(backend, spec)
     wait_until(lambda: checkpointed_step(backend, name) >= 100, TIMEOUT, "a checkpoint >= 100")
     backend.kill(name, "ps", 0)
     killed_at = time.time()
     exit_code = run.wait(TIMEOUT)
     failed_after = time.time() - killed_at
-    assert exit_code == 4, backend.status(name)  # the worker's EXIT_LOST_PARAMETER_SERVER
+    # The chief had saved, so it exits EXIT_PEER_LOST (6, not counted: the ps' own SIGKILL is,
+    # and used up its backoffLimit 0); a chief without its ps cannot go on: Failed, exit 1.
+    assert exit_code == 1, backend.status(name)
     assert_no_task_processes(workdir)
     status = backend.status(name)
     assert status.phase == "Failed" and "ps-0" in status.message, status
     chief_log = backend.log_path(name, "chief", 0).read_text()
     error = [line for line in chief_log.splitlines() if "tfk8s chief-0: error:" in line]
     assert error and "lost contact with ps-0" in error[0] and "resume from" in error[0], error
+    assert "so this restart is not counted against backoffLimit (exit 6)" in error[0], error
     last_checkpoint = checkpointed_step(backend, name)
 
     resubmitted_at = time.time()
@@ -122,7 +125,7 @@ def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workd
     first_step = events(backend, name, "chief", 0, "first_step")[0]
     assert final_marker(backend, name)["step"] == STEPS
     measure(f"fault: SIGKILL ps-0: the cluster failed {failed_after:.1f} s later with the "
-            f"chief's exit code 4 (\"lost contact with ps-0 ...\"); resubmitted, it resumed at "
+            f"chief's exit code 6 (\"lost contact with ps-0 ...\", not counted); resubmitted, it resumed at "
             f"step {resumed['step']} with its first step {first_step['wall'] - resubmitted_at:.1f} s "
             f"after the resubmit")
 

@@ -251,3 +251,35 @@ def test_ps_keeps_serving_while_the_chief_saves(tmp_path):
     assert seconds < 10, seconds
     measure(f"ps after SIGTERM: served on while the chief was up (3 s), exited {code} "
             f"{seconds:.2f} s after the chief's port closed")
+
+
+def test_ps_lingers_for_the_pods_grace_not_10_s(tmp_path):
+    """The linger the plan sets (the pod's grace less a margin: 115 s of the default 120), not
+    the old fixed 10 s: a chief whose save takes longer than 10 s still finds its ps serving."""
+    import socket
+
+    chief = socket.socket()
+    chief.bind(("127.0.0.1", 0))
+    chief.listen(16)
+    address = f"127.0.0.1:{chief.getsockname()[1]}"
+    proc, server = _start_ps_as_pid_1(tmp_path, address)  # TFK8S_SERVER_LINGER_SECONDS from the plan
+    try:
+        server.send_signal(signal.SIGTERM)
+        time.sleep(13)  # a save longer than the old 10 s
+        if proc.poll() is not None:
+            raise AssertionError(f"the ps left ({proc.returncode}) while the chief was still up:\n"
+                                 + proc.stdout.read()[-3000:])
+        chief.close()
+        gone = time.monotonic()
+        code = proc.wait(timeout=30)
+        seconds = time.monotonic() - gone
+        rest = proc.stdout.read()
+    finally:
+        chief.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert code == EXIT_PREEMPTED, rest[-3000:]
+    assert "at most 115 s" in rest, rest[-3000:]
+    assert seconds < 10, seconds
+    measure(f"ps after SIGTERM, linger from the plan (115 s): served on 13 s while the chief was "
+            f"up, exited {code} {seconds:.2f} s after the chief's port closed")

@@ -50,7 +50,13 @@ Numbers come back as floats: compare them with `int`.
       "setSuccessRoles": [
         "chief"
       ],
-      "setMaxRestarts": 0
+      "setMaxRestarts": 0,
+      "ncclRoles": [],
+      "perIndexRoles": [],
+      "serverRoles": [
+        "worker",
+        "ps"
+      ]
     },
     "multi_worker_mirrored": {
       "allowedRoles": [
@@ -66,7 +72,14 @@ Numbers come back as floats: compare them with `int`.
       "setSuccessRoles": [
         "worker"
       ],
-      "setMaxRestarts": 1
+      "setMaxRestarts": 1,
+      "ncclRoles": [
+        "worker"
+      ],
+      "perIndexRoles": [
+        "worker"
+      ],
+      "serverRoles": []
     },
     "mirrored": {
       "allowedRoles": [
@@ -82,7 +95,10 @@ Numbers come back as floats: compare them with `int`.
       "setSuccessRoles": [
         "chief"
       ],
-      "setMaxRestarts": 0
+      "setMaxRestarts": 0,
+      "ncclRoles": [],
+      "perIndexRoles": [],
+      "serverRoles": []
     }
   },
   "successIndex": 0,
@@ -93,6 +109,8 @@ Numbers come back as floats: compare them with `int`.
   "queueLabel": "kueue.x-k8s.io/queue-name",
   "jobsetApiVersion": "jobset.x-k8s.io/v1alpha2",
   "jobsetJobIndex": 0,
+  "jobsetRestartStrategy": "BlockingRecreate",
+  "jobsetRestartAttemptKey": "jobset.sigs.k8s.io/restart-attempt",
   "fatalJobFailureReasons": [
     "PodFailurePolicy",
     "DeadlineExceeded"
@@ -106,8 +124,10 @@ Numbers come back as floats: compare them with `int`.
     "program": "TFK8S_PROGRAM",
     "peerTimeout": "TFK8S_PEER_TIMEOUT",
     "clusterName": "TFK8S_CLUSTER",
-    "namespace": "TFK8S_NAMESPACE"
+    "namespace": "TFK8S_NAMESPACE",
+    "serverLinger": "TFK8S_SERVER_LINGER_SECONDS"
   },
+  "serverLingerMarginSeconds": 5,
   "grpcFailFastValue": "use_caller",
   "reservedEnv": [
     "TF_CONFIG",
@@ -118,7 +138,8 @@ Numbers come back as floats: compare them with `int`.
     "watchJob": "TFK8S_WATCH_JOB",
     "namespace": "TFK8S_NAMESPACE",
     "graceSeconds": "TFK8S_GRACE_SECONDS",
-    "podGraceSeconds": "TFK8S_POD_GRACE_SECONDS"
+    "podGraceSeconds": "TFK8S_POD_GRACE_SECONDS",
+    "restartAttempt": "TFK8S_RESTART_ATTEMPT"
   },
   "defaults": {
     "program": "worker.examples.fashion_mnist",
@@ -134,13 +155,90 @@ Numbers come back as floats: compare them with `int`.
   },
   "managedBy": "tfk8s",
   "container": "tensorflow",
+  "gpuResource": "nvidia.com/gpu",
   "supervisorDir": "/var/run/tfk8s",
   "indexAnnotation": "batch.kubernetes.io/job-completion-index",
   "dns1035Pattern": "^[a-z]([-a-z0-9]*[a-z0-9])?$",
   "maxLabel": 63,
-  "exitCodes": {
-    "preempted": 143,
-    "config": 2
-  }
+  "podFailurePolicy": {
+    "builtin": {
+      "rules": [
+        {
+          "action": "Ignore",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              6,
+              143
+            ]
+          }
+        },
+        {
+          "action": "FailJob",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              2
+            ]
+          }
+        },
+        {
+          "action": "Count",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              137
+            ]
+          }
+        },
+        {
+          "action": "Ignore",
+          "onPodConditions": [
+            {
+              "type": "DisruptionTarget",
+              "status": "True"
+            }
+          ]
+        }
+      ]
+    },
+    "command": {
+      "rules": [
+        {
+          "action": "Ignore",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              143
+            ]
+          }
+        },
+        {
+          "action": "Count",
+          "onExitCodes": {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [
+              137
+            ]
+          }
+        },
+        {
+          "action": "Ignore",
+          "onPodConditions": [
+            {
+              "type": "DisruptionTarget",
+              "status": "True"
+            }
+          ]
+        }
+      ]
+    }
+  },
+  "maxFailedIndexes": 0
 }
 {{- end }}

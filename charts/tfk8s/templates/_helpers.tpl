@@ -150,6 +150,11 @@ $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
 {{- if $m.builtin -}}
 {{- $pairs = append $pairs (list $c.env.program (default $c.defaults.program $program.module)) -}}
 {{- end -}}
+{{- if has $role (get $c.strategies $v.strategy).serverRoles -}}
+{{- /* contract.server_linger_seconds: the pod's grace less a margin (at most half of it). */ -}}
+{{- $grace := int $v.terminationGracePeriodSeconds -}}
+{{- $pairs = append $pairs (list $c.env.serverLinger (toString (sub $grace (min (int $c.serverLingerMarginSeconds) (div $grace 2))))) -}}
+{{- end -}}
 {{- range $k, $val := (default dict $v.env) }}{{ $pairs = append $pairs (list $k $val) }}{{ end -}}
 {{- range $k, $val := (default dict $cfg.env) }}{{ $pairs = append $pairs (list $k $val) }}{{ end -}}
 {{- $pairs = append $pairs (list "HOME" "/tmp") -}}
@@ -221,19 +226,18 @@ spec:
   completionMode: Indexed
   completions: {{ $n | toJson }}
   parallelism: {{ $n | toJson }}
+{{- /* job_failure.backoff: per index for the strategy's perIndexRoles under restartPolicy Never. */}}
+{{- if and (eq $v.restartPolicy "Never") (has $role (get $c.strategies $v.strategy).perIndexRoles) }}
+  backoffLimitPerIndex: {{ $v.backoffLimit | toJson }}
+  maxFailedIndexes: {{ int $c.maxFailedIndexes }}
+{{- else }}
   backoffLimit: {{ $v.backoffLimit | toJson }}
-  podReplacementPolicy: Failed
-{{- /* render.pod_failure_policy: only with restartPolicy Never (Kubernetes refuses it with
-       OnFailure); exit codes from worker/contract.py: EXIT_PREEMPTED is ignored, EXIT_CONFIG
-       (built-in worker) fails the Job. */}}
-{{- if eq $v.restartPolicy "Never" }}
-  podFailurePolicy:
-    rules:
-    - {"action":"Ignore","onExitCodes":{"containerName":{{ $c.container | toJson }},"operator":"In","values":[{{ int $c.exitCodes.preempted }}]}}
-    - {"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget","status":"True"}]}
-{{- if $m.builtin }}
-    - {"action":"FailJob","onExitCodes":{"containerName":{{ $c.container | toJson }},"operator":"In","values":[{{ int $c.exitCodes.config }}]}}
 {{- end }}
+  podReplacementPolicy: Failed
+{{- /* job_failure.pod_failure_policy: only with restartPolicy Never (Kubernetes refuses it with
+       OnFailure); the rules come from plan.restart_rules through the contract. */}}
+{{- if eq $v.restartPolicy "Never" }}
+  podFailurePolicy: {{ get $c.podFailurePolicy (ternary "builtin" "command" $m.builtin) | toJson }}
 {{- end }}
 {{- if not (kindIs "invalid" $v.activeDeadlineSeconds) }}
   activeDeadlineSeconds: {{ $v.activeDeadlineSeconds | toJson }}
@@ -287,6 +291,12 @@ spec:
 {{- range $k := $envNames }}
         - name: {{ $k | toJson }}
           value: {{ get $envValues $k | toJson }}
+{{- end }}
+{{- if and $supervised $m.jobset }}
+        - name: {{ $c.supervisorEnv.restartAttempt | toJson }}
+          valueFrom:
+            fieldRef:
+              fieldPath: {{ printf "metadata.annotations['%s']" $c.jobsetRestartAttemptKey | toJson }}
 {{- end }}
 {{- if $inTraining }}
         ports:

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Iterator, TextIO
 
-from launcher import checkpoints, lifecycle
+from launcher import checkpoints, k8s_contract, lifecycle
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import JOBSET, Api, LogUnavailable, api_message
@@ -111,7 +111,7 @@ class KubernetesBackend(Backend):
 
     def _training(self, ns: str, pods: list[dict]) -> TrainingProgress | None:
         """From the log tails of the success task's and the evaluator's newest pods."""
-        strategies = {(p["metadata"].get("labels") or {}).get(contract.LABEL_STRATEGY) for p in pods}
+        strategies = {(p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_STRATEGY) for p in pods}
         strategies.discard(None)
         if len(strategies) != 1:
             return None  # no pods (yet, or any more)
@@ -195,7 +195,7 @@ class KubernetesBackend(Backend):
         ns = self.namespace
         out = []
         # A JobSet cluster may also have a ConfigMap (its evaluator's supervisor): once each.
-        instances = dict.fromkeys(root["metadata"]["labels"][contract.LABEL_INSTANCE]
+        instances = dict.fromkeys(root["metadata"]["labels"][k8s_contract.LABEL_INSTANCE]
                                   for root in self.api.list_roots(ns))
         for name in instances:
             try:
@@ -215,8 +215,8 @@ class KubernetesBackend(Backend):
 
 def task_of(pod: dict) -> tuple[str, int] | None:
     """(role, index) of one of our pods, None for anything else."""
-    role = (pod["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT)
-    index = (pod["metadata"].get("annotations") or {}).get(contract.INDEX_ANNOTATION)
+    role = (pod["metadata"].get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
+    index = (pod["metadata"].get("annotations") or {}).get(k8s_contract.INDEX_ANNOTATION)
     if role not in {r.value for r in contract.ROLES} or index is None:
         return None
     return role, int(index)
@@ -257,7 +257,7 @@ def newest_pod(pods: list[dict], role: str, index: int) -> dict | None:
     """A task's current pod: a replaced task's newest one."""
     mine = [
         p for p in pods
-        if (p["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT) == role
-        and (p["metadata"].get("annotations") or {}).get(contract.INDEX_ANNOTATION) == str(index)
+        if (p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_COMPONENT) == role
+        and (p["metadata"].get("annotations") or {}).get(k8s_contract.INDEX_ANNOTATION) == str(index)
     ]
     return max(mine, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.errors import ClusterUnreachable
 from worker import contract
 
 FIELD_MANAGER = "tfk8s"
-JOBSET = (contract.JOBSET_API_VERSION, "JobSet")
+JOBSET = (k8s_contract.JOBSET_API_VERSION, "JobSet")
 # Kueue's API (Workload, LocalQueue), newest served version first (v1beta2 from Kueue 0.15).
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 # Kueue labels a Workload with the UID of the job object it admits.
@@ -38,7 +38,7 @@ ROOT_KINDS = [JOBSET, ("v1", "ConfigMap")]
 
 
 def instance_selector(name: str) -> str:
-    return f"{contract.LABEL_NAME}={contract.MANAGED_BY},{contract.LABEL_INSTANCE}={name}"
+    return f"{k8s_contract.LABEL_NAME}={k8s_contract.MANAGED_BY},{k8s_contract.LABEL_INSTANCE}={name}"
 
 
 class Api:
@@ -127,7 +127,7 @@ class Api:
     def list_roots(self, namespace: str) -> list[dict]:
         """Every cluster's root object in the namespace (ConfigMaps and JobSets)."""
         return [obj for api_version, kind in ROOT_KINDS for obj in self.select(
-            api_version, kind, namespace, f"{contract.LABEL_NAME}={contract.MANAGED_BY}")]
+            api_version, kind, namespace, f"{k8s_contract.LABEL_NAME}={k8s_contract.MANAGED_BY}")]
 
     def workload_of(self, namespace: str, owner_uid: str) -> dict | None:
         """The Kueue Workload that admits the object with this UID, if Kueue made one."""
@@ -183,7 +183,7 @@ class Api:
     def pod_log(self, namespace: str, pod: str, follow: bool, timestamps: bool = False):
         """A streaming response of the task container's log (caller releases it)."""
         return self.core_v1().read_namespaced_pod_log(
-            pod, namespace, container=contract.CONTAINER, follow=follow, timestamps=timestamps,
+            pod, namespace, container=k8s_contract.CONTAINER, follow=follow, timestamps=timestamps,
             _preload_content=False)
 
     def pod_log_tail(self, namespace: str, pod: str, lines: int) -> list[str]:
@@ -195,7 +195,7 @@ class Api:
 
         try:
             text = self.core_v1().read_namespaced_pod_log(
-                pod, namespace, container=contract.CONTAINER, tail_lines=lines,
+                pod, namespace, container=k8s_contract.CONTAINER, tail_lines=lines,
                 _request_timeout=LOG_TAIL_TIMEOUT)
         except ApiException as exc:
             if exc.status in (400, 404):  # container not started yet / pod gone meanwhile

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from launcher import render
+from launcher import k8s_contract, render
 from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError, SubmitRefused
@@ -68,7 +68,7 @@ def preflight(sub: Submission) -> None:
             f"namespace {ns!r} does not exist (create it: kubectl create namespace {ns})")
     if spec.workload is Workload.JOBSET and not sub.api.served(*JOBSET):
         raise LauncherError(
-            f"workload: jobset, but this cluster has no JobSet API ({contract.JOBSET_API_VERSION}): "
+            f"workload: jobset, but this cluster has no JobSet API ({k8s_contract.JOBSET_API_VERSION}): "
             f"install JobSet ({JOBSET_INSTALL}), or use workload: jobs")
     if spec.queue is not None:
         version = sub.api.first_served(KUEUE_VERSIONS, "LocalQueue")
@@ -92,7 +92,7 @@ def make_room(sub: Submission) -> bool:
     if root is None and not existing:
         return True
     old = ((root or {}).get("metadata", {}).get("annotations") or {}).get(
-        contract.SPEC_HASH_ANNOTATION)
+        k8s_contract.SPEC_HASH_ANNOTATION)
     if root is not None and old == render.spec_hash(spec) and not sub.replace:
         sub.say(f"cluster {ns}/{spec.name} is unchanged; nothing applied")
         return False
@@ -114,7 +114,7 @@ def apply_all(sub: Submission, objects: list[dict]) -> None:
     root = {**root, "metadata": {
         **root["metadata"],
         "annotations": {**root["metadata"].get("annotations", {}),
-                        contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec)},
+                        k8s_contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec)},
     }}
     current = root
     created_root = False

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from launcher import tensorboard
+from launcher import k8s_contract, tensorboard
 from launcher.backends.kubernetes.api import JOBSET, Api, api_message
 from launcher.errors import LauncherError
 from worker import contract
@@ -24,9 +24,9 @@ GONE_TIMEOUT_SECONDS = 60.0
 
 def success_template(api: Api, namespace: str, name: str, root: dict) -> dict:
     """The pod template of the cluster's success role Job (or the JobSet's replicatedJob)."""
-    strategy = (root["metadata"].get("labels") or {}).get(contract.LABEL_STRATEGY)
+    strategy = (root["metadata"].get("labels") or {}).get(k8s_contract.LABEL_STRATEGY)
     if strategy is None:
-        raise LauncherError(f"cluster {namespace}/{name} has no {contract.LABEL_STRATEGY} label: "
+        raise LauncherError(f"cluster {namespace}/{name} has no {k8s_contract.LABEL_STRATEGY} label: "
                             "not made by tfk8s")
     role = contract.success_role(contract.Strategy(strategy)).value
     if root["kind"] == JOBSET[1]:
@@ -34,7 +34,7 @@ def success_template(api: Api, namespace: str, name: str, root: dict) -> dict:
             if replicated["name"] == role:
                 return replicated["template"]["spec"]["template"]
     for job in api.list("batch/v1", "Job", namespace, name):
-        if (job["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT) == role:
+        if (job["metadata"].get("labels") or {}).get(k8s_contract.LABEL_COMPONENT) == role:
             return job["spec"]["template"]
     raise LauncherError(
         f"cluster {namespace}/{name} has no {role} Job left (deleted ttlSecondsAfterFinished "

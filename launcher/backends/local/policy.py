@@ -48,7 +48,8 @@ class RestartDecision:
 def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used: int,
                      training_over: bool = False, last_words: str | None = None) -> RestartDecision:
     """What Kubernetes would do about a task (pod) that exited with `code` (Popen's
-    returncode, non-zero), given `restarts_used` counted restarts of its role so far.
+    returncode, non-zero), given `restarts_used` counted restarts of its budget so far. `role`
+    names that budget (FailurePolicy.budget): the role, or the task under backoffLimitPerIndex.
 
     restartPolicy Never (plan.failure_policy, rendered as the Jobs' podFailurePolicy): an exit
     in ignored_exit_codes (a preemption) replaces the pod without counting; one in
@@ -71,16 +72,17 @@ def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used
         return RestartDecision(False, True, described, f"{described}; not restarting it "
                                "(training is over)")
     if status in failure.ignored_exit_codes:
+        why = "a preemption" if preempted else "a peer lost after this task had saved"
         return RestartDecision(True, False, described, (
-            f"{described}; replacing it like a replaced pod (a preemption is not counted against "
-            f"backoffLimit; {restarts_used} of {limit} used for role {role})"))
+            f"{described}; replacing it like a replaced pod ({why} is not counted against "
+            f"backoffLimit; {restarts_used} of {limit} used for {_budget(role)})"))
     if status in failure.fatal_exit_codes:
         return RestartDecision(False, True, f"{described} (a configuration error)", (
             f"{described}, a configuration error of the built-in worker (see its log); not "
             "restarting it, the same arguments would fail again (podFailurePolicy FailJob)"))
     if restarts_used >= limit:
         return RestartDecision(False, True, described, (
-            f"{described}; not restarting it (backoffLimit {limit} reached for role {role})"))
+            f"{described}; not restarting it (backoffLimit {limit} reached for {_budget(role)})"))
     if not in_place:
         how = f"replacing it (restartPolicy {failure.restart_policy}: a new pod"
     elif preempted:
@@ -89,8 +91,13 @@ def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used
     else:
         how = f"restarting it in place (restartPolicy {failure.restart_policy}"
     return RestartDecision(True, True, described, (
-        f"{described}; {how}, failure {restarts_used + 1} of backoffLimit {limit} for role "
-        f"{role})"))
+        f"{described}; {how}, failure {restarts_used + 1} of backoffLimit {limit} for "
+        f"{_budget(role)})"))
+
+
+def _budget(name: str) -> str:
+    """'role worker', or 'worker-3 (backoffLimitPerIndex)': role names have no '-', tasks do."""
+    return f"{name} (backoffLimitPerIndex)" if "-" in name else f"role {name}"
 
 
 def explains_itself(code: int) -> bool:

@@ -49,7 +49,8 @@ class Supervisor:
         self.timing = timing
         self.output = runner.Output(stream, files.combined_log, echo_tasks)
         self.plan = make_plan(spec, model_dir)
-        self.restarts_used = {role: 0 for role in spec.active_roles()}
+        # Counted restarts per budget (plan.FailurePolicy.budget: a role, or an MWMS worker's index).
+        self.restarts_used: dict[str, int] = {}
         self.failed_attempts = {role: 0 for role in spec.active_roles()}
         self.decision = Decision(Phase.PENDING)
         self.said: set[str] = set()  # notes of the decisions, each said once
@@ -111,15 +112,16 @@ class Supervisor:
             return
         # After training, only the evaluator may still be restarted.
         training_over = self.chief.state is TaskState.SUCCEEDED and task.role is not Role.EVALUATOR
-        decision = policy.restart_decision(self.plan.failure, task.role, code,
-                                           self.restarts_used[task.role], training_over,
+        budget = self.plan.failure.budget(task.role, task.index)
+        decision = policy.restart_decision(self.plan.failure, budget, code,
+                                           self.restarts_used.get(budget, 0), training_over,
                                            self._last_words(task, code))
         task.reason = decision.reason
         if decision.counted:
             self.failed_attempts[task.role] += 1
         if decision.restart:
             if decision.counted:
-                self.restarts_used[task.role] += 1
+                self.restarts_used[budget] = self.restarts_used.get(budget, 0) + 1
             task.state = TaskState.WAITING_RESTART
             task.restart_at = time.monotonic() + self.timing.restart_delay_seconds
         else:

@@ -1,0 +1,103 @@
+"""The Kubernetes side of the contract: object labels, names and JobSet rules (standard library only).
+
+No task process reads these (worker/contract.py keeps what the worker and the launcher share);
+the launcher renders objects with them, launcher/supervise.py's pods never import them, and
+scripts/gen_chart.py writes them into the chart (templates/_contract.tpl) for Helm.
+"""
+from __future__ import annotations
+
+from worker.contract import Role, Strategy, Workload, success_role
+
+# --- labels and names on Kubernetes objects -------------------------------------------------
+MANAGED_BY = "tfk8s"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_STRATEGY = "tfk8s.io/strategy"
+SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
+# The Job controller stamps each Indexed Job pod with its index in this annotation.
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+CONTAINER = "tensorflow"
+# `tfk8s tensorboard`'s pod: the cluster's labels with this component (never a Role: status and
+# the NetworkPolicies, which select pods by role, leave it alone).
+TENSORBOARD_COMPONENT = "tensorboard"
+# Kueue admits a JobSet that carries this label through the named LocalQueue, all or nothing.
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+# A JobSet names its child Jobs <set>-<replicatedJob>-<jobIndex>; every role is one Job.
+JOBSET_JOB_INDEX = 0
+# A JobSet restart deletes every Job of the attempt, then creates the next attempt's. With
+# JobSet's default (Recreate) each Job comes back as soon as its own old one is gone: a new
+# evaluator could start while the old attempt's failed worker Job was still there, and stop at
+# once; the set's success policy (worker + evaluator) then held without the final checkpoint
+# evaluated. (The supervisor also ignores an earlier attempt's Job: launcher/supervise.py.)
+JOBSET_RESTART_STRATEGY = "BlockingRecreate"
+# Job failure reasons no restart of a JobSet can cure: the worker's configuration error (the
+# podFailurePolicy's FailJob rule) and activeDeadlineSeconds. They fail the set at once.
+FATAL_JOB_FAILURE_REASONS = ("PodFailurePolicy", "DeadlineExceeded")
+SUPERVISOR_DIR = "/var/run/tfk8s"
+
+# --- who must be ended, when a JobSet is done ----------------------------------------------
+
+def supervised_roles(strategy: Strategy, has_evaluator: bool,
+                     workload: Workload = Workload.JOBS) -> tuple[Role, ...]:
+    """Roles that never end by themselves and are ended by our supervisor when training is over.
+
+    PS-strategy workers and ps block in server.join() forever; as Jobs they are ended by the
+    supervisor, in a JobSet by its success policy (the set completes with the chief and deletes
+    the Jobs still running). Any evaluator: a bring-your-own one may poll checkpoints forever,
+    and the built-in one exits only after evaluating the final checkpoint, which a failed
+    training never writes. After a success the evaluator gets evaluatorGraceSeconds; after a
+    failure none. Under a JobSet the evaluator stays supervised: the set's success waits for it.
+    """
+    roles: tuple[Role, ...] = ()
+    if Strategy(strategy) is Strategy.PARAMETER_SERVER and Workload(workload) is Workload.JOBS:
+        roles = (Role.WORKER, Role.PS)
+    return roles + ((Role.EVALUATOR,) if has_evaluator else ())
+
+
+def set_success_roles(strategy: Strategy, has_evaluator: bool) -> tuple[Role, ...]:
+    """The JobSet succeeds when all of these roles' Jobs have: the success role, and the
+    evaluator, so that the final checkpoint is evaluated before JobSet deletes what still runs
+    (TFJob's "final checkpoint never evaluated")."""
+    return (success_role(strategy),) + ((Role.EVALUATOR,) if has_evaluator else ())
+
+
+def set_max_restarts(strategy: Strategy) -> int:
+    """How often a JobSet restarts every Job when one role's Job failed.
+
+    MWMS workers all-reduce in lockstep: when one worker's Job has failed for good the others
+    hang in a collective, and recreating the whole set (each worker restores the same
+    checkpoint) is the recovery. Under parameter_server the coordinator already survives lost
+    workers and restarts after a lost ps; a role that exhausted its backoffLimit ends the set.
+    """
+    return 1 if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else 0
+
+
+def nccl_roles(strategy: Strategy) -> tuple[Role, ...]:
+    """Roles whose pods all-reduce with each other through NCCL once they have GPUs: MWMS
+    workers (the built-in worker's --collective auto picks NCCL when it sees a GPU).
+
+    NCCL's bootstrap and its socket transport listen on ports the kernel picks (ephemeral), and
+    no NCCL setting pins them (NVIDIA/nccl#388; NCCL_SOCKET_IFNAME picks the interface only):
+    between these pods the NetworkPolicy must admit every TCP port, not only the gRPC port.
+    """
+    return (Role.WORKER,) if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else ()
+
+
+# A per-index role fails with its first index out of retries: the others cannot go on without it.
+MAX_FAILED_INDEXES = 0
+
+
+def per_index_roles(strategy: Strategy) -> tuple[Role, ...]:
+    """Roles whose retries are counted per index (Job backoffLimitPerIndex), and whose first
+    index out of retries fails the role (maxFailedIndexes 0).
+
+    MWMS workers all-reduce in lockstep: one crashed worker makes every peer's collective fail.
+    With one backoffLimit for the role, one crash cost N retries (N workers), and with N >=
+    backoffLimit one transient crash ended the run. Per index, each crash costs each index at
+    most one retry (the peers' own exits are not counted at all once they had saved, exit
+    EXIT_PEER_LOST), and one worker crashing again and again still fails the run at its limit.
+    """
+    return (Role.WORKER,) if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else ()
