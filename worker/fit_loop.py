@@ -152,14 +152,29 @@ def _preemption_callback(task: TaskContext, synchronous: bool, backup):
     """
 
     class PreemptionExit(tf.keras.callbacks.Callback):
+        """PS: exits at the end of the epoch (no batch hooks: tf_keras refuses them there)."""
+
+        def on_train_begin(self, logs=None):
+            preemption.defer()
+
+        def on_epoch_end(self, epoch, logs=None):
+            if preemption.requested():
+                self._exit()
+
+        def _step(self) -> int:
+            return int(self.model.optimizer.iterations.numpy())
+
+        def _exit(self):
+            preemption.exit_preempted(self._step(), layout.backup_dir(task.model_dir))
+
+    class SynchronousPreemptionExit(PreemptionExit):
         def on_train_begin(self, logs=None):
             # After BackupAndRestore's on_train_begin, which restored the backup.
-            if synchronous:
-                strategy = self.model.distribute_strategy
-                if task.strategy is Strategy.MULTI_WORKER_MIRRORED:
-                    agreement.check_same_restored_step(
-                        strategy, task, self._step(), layout.backup_dir(task.model_dir))
-                self._stop_vote = agreement.make_stop_vote(strategy)
+            strategy = self.model.distribute_strategy
+            if task.strategy is Strategy.MULTI_WORKER_MIRRORED:
+                agreement.check_same_restored_step(
+                    strategy, task, self._step(), layout.backup_dir(task.model_dir))
+            self._stop_vote = agreement.make_stop_vote(strategy)
             preemption.defer()
 
         def on_epoch_begin(self, epoch, logs=None):
@@ -169,18 +184,11 @@ def _preemption_callback(task: TaskContext, synchronous: bool, backup):
                 backup._batches_count = 0
 
         def on_train_batch_end(self, batch, logs=None):
-            if synchronous and self._stop_vote():  # the same answer on every worker
+            if self._stop_vote():  # the same answer on every worker
                 self.model._training_state.back_up(epoch=None, batch=batch)
                 self._exit()
 
         def on_epoch_end(self, epoch, logs=None):
-            if not synchronous and preemption.requested():
-                self._exit()
+            pass  # saved and exited at the batch
 
-        def _step(self) -> int:
-            return int(self.model.optimizer.iterations.numpy())
-
-        def _exit(self):
-            preemption.exit_preempted(self._step(), layout.backup_dir(task.model_dir))
-
-    return PreemptionExit()
+    return SynchronousPreemptionExit() if synchronous else PreemptionExit()
