@@ -285,6 +285,19 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
     assert restarts == set_restarts, jobset_of(kind_cluster, namespace, name).get("status")
     evaluated = evaluated_steps(kind_cluster, name, namespace)
     assert 400 in evaluated, evaluated
+    counts = {}
+    if set_restarts == 0:  # the same Job all along: its pods carry the per-index counts
+        pods = kind_cluster.get_json("pods", "-n", namespace, "-l",
+                                     f"{LABEL}={name},app.kubernetes.io/component=worker")["items"]
+        for pod in pods:
+            annotations = pod["metadata"]["annotations"]
+            index = int(annotations["batch.kubernetes.io/job-completion-index"])
+            counts[index] = max(counts.get(index, (0, 0)), (
+                int(annotations.get("batch.kubernetes.io/job-index-failure-count", "0")),
+                int(annotations.get("batch.kubernetes.io/job-index-ignored-failure-count", "0"))))
+        # (counted, ignored) per index: the crash cost worker 1 one retry; worker 0, whose
+        # collective failed after it had saved (exit 6), none
+        assert counts == {0: (0, 1), 1: (1, 0)}, counts
     worker_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index",
                      "0", check=True).stdout
     starts = [e["step"] for e in progress(worker_log) if e["event"] == "start"]
@@ -292,5 +305,5 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
           f"{crashed - started:.1f}s after submit; set restarts {restarts}; last attempt of "
           f"worker-0 started at step {starts[-1] if starts else None}; Succeeded "
           f"{finished - crashed:.1f}s after the crash, final step 400 evaluated "
-          f"(evaluated steps {evaluated})")
+          f"(evaluated steps {evaluated}); per-index (counted, ignored) failures {counts}")
     cli(kind_cluster, "delete", name, "-n", namespace, check=True)
