@@ -159,17 +159,6 @@ def _checkpoint_number(path: str) -> int:
     return int(path.rsplit("-", 1)[1])
 
 
-def _first_informative_line(message: str) -> str:
-    """TF's message starts with 'Graph execution error:'; the gRPC cause comes later."""
-    for line in message.splitlines():
-        line = line.strip()
-        if line and not line.endswith(":") and not line.startswith(
-            ("Graph execution error", "Detected at node", "File ", "Additional GRPC")
-        ):
-            return line[:300]
-    return message.strip()[:300]
-
-
 def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
                            resume: str) -> errors.WorkerError:
     """LostParameterServer (exit 4, counted), or PeerLost (exit 6, not counted) once this
@@ -184,7 +173,7 @@ def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
         who = "the parameter servers (" + ", ".join(ps_addresses) + ")"
     lost = errors.LostParameterServer(
         f"lost contact with {who} at {where} ({type(exc).__name__}: "
-        f"{_first_informative_line(str(exc))}). The ps holds the only copy of the variables, so "
+        f"{errors.first_informative_line(str(exc))}). The ps holds the only copy of the variables, so "
         "training cannot go on. Restart the chief once the ps is back (restartPolicy OnFailure "
         f"does this, or resubmit the cluster) to {resume}"
     )
