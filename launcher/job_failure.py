@@ -14,6 +14,7 @@ def pod_failure_policy(failure: FailurePolicy) -> dict | None:
     OnFailure: Kubernetes refuses a podFailurePolicy there."""
     if failure.restart_policy != "Never":
         return None
+
     def on_exit(action: str, codes: tuple[int, ...]) -> list[dict]:
         return [{"action": action, "onExitCodes": {
             # Kubernetes refuses values out of order

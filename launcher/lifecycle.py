@@ -244,4 +244,11 @@ def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[di
     if base.phase is Phase.SUCCEEDED:  # every Job ended, the set not yet marked: a moment
         return ClusterStatus(name, namespace, Phase.FINISHING, "waiting for the JobSet to complete",
                              0, roles)
+    if base.phase is Phase.FAILED:
+        # Only the set's Failed condition ends the cluster: its failure policy may recreate
+        # every Job instead (MWMS: maxRestarts), so a failed child Job is not the end yet.
+        restarts = (jobset.get("status") or {}).get("restarts") or 0
+        return ClusterStatus(name, namespace, Phase.RUNNING, (
+            f"{base.message}; the JobSet restarts its Jobs or fails (restarts so far: "
+            f"{restarts})"), None, roles)
     return base

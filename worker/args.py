@@ -41,7 +41,7 @@ exit codes:
   3 a peer was unreachable for TFK8S_PEER_TIMEOUT seconds; 4 a parameter server was lost during
   training (restart the chief to resume from the last checkpoint); 5 MWMS workers restored
   different steps; 6 a peer (a ps, or an MWMS worker) was lost after this attempt had saved a
-  checkpoint: not counted against backoffLimit (without a save: 4, or 1 under MWMS);
+  step beyond the one it restored: not counted against backoffLimit (without a save: 4, or 1 under MWMS);
   143 preempted (SIGTERM) after saving the current step
 """
 

@@ -136,10 +136,11 @@ EXIT_CONFIG = 2  # bad arguments, environment, TF_CONFIG or program module: a re
 EXIT_PEERS_UNREACHABLE = 3  # a peer never answered within TFK8S_PEER_TIMEOUT
 EXIT_LOST_PARAMETER_SERVER = 4  # a ps died during training; restart the chief to resume
 EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train a wrong model
-# A peer (a ps, an MWMS worker) was lost after this attempt had saved a checkpoint: the peer's own
-# failure counts against its own Job or index, so this task's is not counted (podFailurePolicy
-# Ignore). Without a save in this attempt the task exits with its counted code (4, or 1 under
-# MWMS): every ignored restart follows saved progress, so a loop of them ends with training.
+# A peer (a ps, an MWMS worker) was lost after this attempt had saved a step beyond the one it
+# restored (worker/progress.saved_step): the peer's own failure counts against its own Job or
+# index, so this task's is not counted (podFailurePolicy Ignore). Without such a save the task
+# exits with its counted code (4, or 1 under MWMS): every ignored restart follows saved
+# progress, so a loop of them ends with training.
 EXIT_PEER_LOST = 6
 # SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die

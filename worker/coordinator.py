@@ -159,17 +159,6 @@ def _checkpoint_number(path: str) -> int:
     return int(path.rsplit("-", 1)[1])
 
 
-def _first_informative_line(message: str) -> str:
-    """TF's message starts with 'Graph execution error:'; the gRPC cause comes later."""
-    for line in message.splitlines():
-        line = line.strip()
-        if line and not line.endswith(":") and not line.startswith(
-            ("Graph execution error", "Detected at node", "File ", "Additional GRPC")
-        ):
-            return line[:300]
-    return message.strip()[:300]
-
-
 def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
                            resume: str) -> errors.WorkerError:
     """The chief lost part of its cluster: names the tasks TF's error names (ps or workers),
@@ -178,7 +167,7 @@ def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
     (errors.after_peer_loss): a preempted ps or worker is no crash of ours."""
     named = sorted({(job, int(i)) for job, i in
                     re.findall(r"/job:(ps|worker)/replica:\d+/task:(\d+)", str(exc))})
-    cause = f"{type(exc).__name__}: {_first_informative_line(str(exc))}"
+    cause = f"{type(exc).__name__}: {errors.first_informative_line(str(exc))}"
     ps_named = [(job, i) for job, i in named if job == Role.PS.value]
     if named and not ps_named:
         # ClusterCoordinator retries on other workers; it gives up only when none is left

@@ -44,7 +44,8 @@ class PeerLost(WorkerError):
 
 def after_peer_loss(message: str, counted: WorkerError | None) -> WorkerError | None:
     """What a task that lost a peer exits with: PeerLost (not counted against backoffLimit) when
-    this attempt saved a checkpoint, else `counted` (None: let the original error go on).
+    this attempt saved a checkpoint beyond the step it restored, else `counted` (None: let the
+    original error go on).
 
     Only saved progress earns an uncounted restart, so restarts that save nothing (a peer that
     is never back, a network that fails every time) still end at backoffLimit.
@@ -54,6 +55,17 @@ def after_peer_loss(message: str, counted: WorkerError | None) -> WorkerError | 
         return counted
     return PeerLost(f"{message}; this attempt had saved step {step}, so this restart is not "
                     f"counted against backoffLimit (exit {EXIT_PEER_LOST})")
+
+
+def first_informative_line(message: str) -> str:
+    """TF's message starts with 'Graph execution error:'; the gRPC cause comes later."""
+    for line in message.splitlines():
+        line = line.strip()
+        if line and not line.endswith(":") and not line.startswith(
+            ("Graph execution error", "Detected at node", "File ", "Additional GRPC")
+        ):
+            return line[:300]
+    return message.strip()[:300]
 
 
 def from_missing_module(exc: ModuleNotFoundError) -> ConfigError | None:

@@ -40,9 +40,9 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
             synchronous.custom_loop(task, options, program, strategy, resolver)
     except PEER_ERRORS as exc:
         lost = errors.after_peer_loss(
-            f"{task.name}: a collective failed ({type(exc).__name__}: "
-            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}): a peer "
-            "worker was lost; every worker restarts from worker 0's latest checkpoint", None)
+            f"a collective failed ({type(exc).__name__}: "
+            f"{errors.first_informative_line(str(exc))}): a peer worker was lost; "
+            "every worker restarts from worker 0's latest checkpoint", None)
         if lost is None:
             raise  # nothing saved yet: a counted failure, with its traceback
         raise lost from None

@@ -27,9 +27,10 @@ def seconds_since_start() -> float:
 
 
 # Events that follow a save of the training state (a checkpoint; fit's epoch end, when
-# BackupAndRestore saves) and the last step such an event named, in this process.
+# BackupAndRestore saves): the last step such an event named in this process, and the step
+# training started from ("start").
 SAVED_EVENTS = ("checkpoint", "epoch")
-_saved: dict[str, int | None] = {"step": None}
+_saved: dict[str, int | None] = {"step": None, "start": None}
 
 
 def report(event: str, **fields) -> None:
@@ -38,11 +39,16 @@ def report(event: str, **fields) -> None:
     print(PREFIX + json.dumps(record, sort_keys=True), flush=True)
     if event in SAVED_EVENTS:
         _saved["step"] = int(fields.get("step") or 0)
+    elif event == "start":
+        _saved["start"] = int(fields.get("step") or 0)
 
 
 def saved_step() -> int | None:
-    """The step this process last saved (None: nothing saved yet), for errors.after_peer_loss."""
-    return _saved["step"]
+    """The step this process last saved beyond the one it started from (None: no progress
+    saved yet; a save at the restored step, as on a preemption at once, is none), for
+    errors.after_peer_loss."""
+    step, start = _saved["step"], _saved["start"]
+    return step if step is not None and (start is None or step > start) else None
 
 
 def parse_line(line: str) -> dict | None:

@@ -193,3 +193,14 @@ def test_a_failed_jobset_gives_the_chiefs_own_words_too():
                               [chief], [failed_pod], None)
     assert s.message == ("JobSet failed: FailedJobs: job c-chief-0 failed; chief failed: "
                          "--data x.npz: no such file (PodFailurePolicy: FailJob rule)")
+
+
+def test_a_failed_child_job_is_not_the_end_until_the_jobset_says_so():
+    """MWMS: a worker Job out of retries makes JobSet restart the set (maxRestarts); `submit
+    --wait` must wait for that, not report Failed (seen on kind)."""
+    restarting = jobset()
+    restarting["status"]["restarts"] = 0
+    s = compute_jobset_status("c", "ns", restarting, [job("chief", condition="Failed")],
+                              [pod("chief", phase="Failed", exit_code=130)], None)
+    assert s.phase == "Running" and not s.finished and s.exit_code is None
+    assert "the JobSet restarts its Jobs or fails (restarts so far: 0)" in s.message
