@@ -12,6 +12,7 @@ class Phase(str, Enum):
     PENDING = "Pending"  # created; no task runs yet
     RUNNING = "Running"
     STUCK = "Stuck"  # a task cannot make progress by itself (image pull error, unschedulable)
+    NODE_LOST = "NodeLost"  # a task sits on a node that stopped reporting (launcher/node_loss.py)
     FINISHING = "Finishing"  # training succeeded; waiting for the evaluator or servers to end
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
