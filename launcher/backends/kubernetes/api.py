@@ -205,6 +205,33 @@ class Api:
             raise LogUnavailable(f"{pod}: {exc}") from None
         return text.splitlines()
 
+    def nodes(self, names) -> dict[str, dict | None]:
+        """name -> Node (raw JSON), None for a Node that no longer exists. One get per name:
+        the CLI user needs only `get` on nodes, and a cluster's pods sit on few of them.
+        Raises NodesUnreadable when RBAC forbids it."""
+        from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
+
+        found: dict[str, dict | None] = {}
+        for name in sorted(set(names)):
+            try:
+                found[name] = json.loads(
+                    self.resource("v1", "Node").get(name=name, serialize=False).data)
+            except NotFoundError:
+                found[name] = None
+            except ForbiddenError as exc:
+                raise NodesUnreadable(api_message(exc)) from None
+        return found
+
+
+class NodesUnreadable(Exception):
+    """The CLI's user may not get Nodes (RBAC): lost nodes cannot be detected."""
+
+
+# How to let the CLI's user read Nodes (cluster-scoped, so a ClusterRole).
+GRANT_NODE_READ = ("kubectl create clusterrole tfk8s-node-reader --verb=get --resource=nodes && "
+                   "kubectl create clusterrolebinding tfk8s-node-reader "
+                   "--clusterrole=tfk8s-node-reader --user=<you>")
+
 
 class LogUnavailable(Exception):
     """A pod's log cannot be read now (its node does not answer)."""
