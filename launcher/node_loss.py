@@ -187,6 +187,17 @@ def describe(lost: LostNode, now: datetime) -> str:
     return f"{head}; {nxt}; to let the Job replace it: {remedy(lost)}"
 
 
+def to_dict(lost: LostNode) -> dict:
+    """For `status -o json` (lostNodes)."""
+    def stamp(t: datetime | None) -> str | None:
+        return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+
+    return {"node": lost.node, "why": lost.why, "since": stamp(lost.since), "cloud": lost.cloud,
+            "deleted": lost.gone, "outOfService": lost.out_of_service, "remedy": remedy(lost),
+            "tasks": [{"task": t.task, "pod": t.pod, "terminating": t.terminating,
+                       "evictedAt": stamp(t.evicted_at)} for t in lost.tasks]}
+
+
 def apply(status: ClusterStatus, pods: list[dict], nodes: dict[str, dict | None] | None,
           now: datetime, unknown_because: str | None = None) -> ClusterStatus:
     """The status with its lost nodes: phase NodeLost (unless it has ended) and the message
@@ -205,8 +216,27 @@ def apply(status: ClusterStatus, pods: list[dict], nodes: dict[str, dict | None]
     status.message = "; ".join([describe(n, now) for n in lost]
                                + ([f"also: {status.message}"] if status.message else []))
     status.phase = Phase.NODE_LOST
+    status.lost_nodes = [to_dict(n) for n in lost]
     on_lost = {t.task.rsplit("-", 1)[0]: n.node for n in lost for t in n.tasks}
     for role in status.roles:
         if role.role in on_lost:
             role.reason = f"on lost node {on_lost[role.role]}"
     return status
+
+
+def delete_blocked(cluster: str, namespace: str, pods: list[dict],
+                   nodes: dict[str, dict | None]) -> str | None:
+    """Why a delete cannot finish by itself, with the commands that finish it, when every pod
+    left sits on a lost node that nobody is removing (not a deleted Node: the pod garbage
+    collector takes those pods; not an out-of-service one: Kubernetes force-deletes them)."""
+    lost = [n for n in lost_nodes(pods, nodes) if not n.gone and not n.out_of_service]
+    stuck = sorted(t.pod for n in lost for t in n.tasks)
+    if not stuck or len(stuck) < len(pods):
+        return None  # some pods are still ending normally: wait for them first
+    where = "; ".join(f"{', '.join(t.pod for t in n.tasks)} on node {n.node} ({n.why})"
+                      for n in lost)
+    return (f"cluster {cluster}: everything is deleted but {len(stuck)} pod(s) on lost nodes, "
+            f"which stay Terminating while their Node objects exist: {where}. Once the machine "
+            "is really off (a partitioned node may still run the task), finish with: kubectl "
+            f"delete pod {' '.join(stuck)} -n {namespace} --force --grace-period=0 (or delete "
+            f"the Node, or taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute)")

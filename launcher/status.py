@@ -47,6 +47,7 @@ class ClusterStatus:
     roles: list[RoleStatus] = field(default_factory=list)
     training: TrainingProgress | None = None  # from the tasks' progress lines, once reported
     notes: list[str] = field(default_factory=list)  # standing remarks (launcher/checkpoints.py)
+    lost_nodes: list[dict] = field(default_factory=list)  # tasks on lost nodes (node_loss.py)
 
     def __post_init__(self):
         self.phase = Phase(self.phase)
@@ -62,6 +63,7 @@ class ClusterStatus:
             "roles": [vars(r) for r in self.roles],
             "training": self.training.to_dict() if self.training else None,
             "notes": list(self.notes),
+            "lostNodes": list(self.lost_nodes),
         }
 
     def line(self) -> str:

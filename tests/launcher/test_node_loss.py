@@ -92,6 +92,10 @@ def test_a_task_on_an_unreachable_bare_metal_node_is_node_lost_with_the_taint_re
         "(remove it when the machine is back), or: kubectl delete pod c-chief-0-abcde -n team "
         "--force --grace-period=0")
     assert s.roles[0].reason == "on lost node tfk8s-worker" and s.roles[1].reason is None
+    [as_json] = s.to_dict()["lostNodes"]
+    assert as_json["node"] == "tfk8s-worker" and as_json["since"] == "2026-11-24T16:40:51Z"
+    assert as_json["tasks"] == [{"task": "chief-0", "pod": "c-chief-0-abcde", "terminating": False,
+                                 "evictedAt": "2026-11-24T16:45:56Z"}]
 
 
 def test_an_evicted_pod_stuck_terminating_says_so():
@@ -144,3 +148,20 @@ def test_an_ended_cluster_stays_ended_and_the_exit_code_is_its_own():
               {"tfk8s-worker": node(ready="Unknown")}, NOW)
     assert s.phase == "Succeeded"
     assert EXIT_NODE_LOST not in (0, 1, 2, 3, 4, 5, 143)
+
+
+def test_delete_stops_waiting_only_when_every_pod_left_is_on_a_lost_node():
+    lost_node = node(ready="Unknown", taints=unreachable())
+    nodes = {"tfk8s-worker": lost_node, "tfk8s-worker2": node("tfk8s-worker2")}
+    chief, ps = pod("chief", deleted=True), pod("ps", node_name="tfk8s-worker2", deleted=True)
+    assert node_loss.delete_blocked("team/c", "team", [chief, ps], nodes) is None
+    message = node_loss.delete_blocked("team/c", "team", [chief], nodes)
+    assert message == (
+        "cluster team/c: everything is deleted but 1 pod(s) on lost nodes, which stay Terminating "
+        "while their Node objects exist: c-chief-0-abcde on node tfk8s-worker (Ready Unknown "
+        "(NodeStatusUnknown: Kubelet stopped posting node status.)). Once the machine is really "
+        "off (a partitioned node may still run the task), finish with: kubectl delete pod "
+        "c-chief-0-abcde -n team --force --grace-period=0 (or delete the Node, or taint it "
+        "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute)")
+    # a deleted Node: the pod garbage collector finishes it; keep waiting
+    assert node_loss.delete_blocked("team/c", "team", [chief], {"tfk8s-worker": None}) is None

@@ -50,15 +50,6 @@ def refuse_pods_on_lost_nodes(api: Api, namespace: str, name: str) -> None:
         nodes = api.nodes({(p.get("spec") or {}).get("nodeName") for p in pods} - {None})
     except NodesUnreadable:
         return
-    lost = node_loss.lost_nodes(pods, nodes)
-    stuck = sorted(t.pod for n in lost for t in n.tasks)
-    if not stuck or len(stuck) < len(pods):
-        return  # some pods are still ending normally: wait for them first
-    where = "; ".join(f"{', '.join(t.pod for t in n.tasks)} on node {n.node} ({n.why})"
-                      for n in lost)
-    raise PodsOnLostNodes(
-        f"cluster {namespace}/{name}: everything is deleted but {len(stuck)} pod(s) on lost "
-        f"nodes, which stay Terminating while their Node objects exist: {where}. Once the "
-        f"machine is really off (a partitioned node may still run the task), finish with: "
-        f"kubectl delete pod {' '.join(stuck)} -n {namespace} --force --grace-period=0 "
-        "(or delete the Node, or taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute)")
+    blocked = node_loss.delete_blocked(f"{namespace}/{name}", namespace, pods, nodes)
+    if blocked:
+        raise PodsOnLostNodes(blocked)
