@@ -165,14 +165,13 @@ def remedy(lost: LostNode) -> str:
             f"or: {force}")
 
 
-def describe(lost: LostNode, now: datetime) -> str:
+def describe(lost: LostNode) -> str:
     """One sentence per lost node: which tasks, since when, what happens next, the remedy."""
     tasks = ", ".join(f"{t.task} (pod {t.pod})" for t in lost.tasks)
     if lost.gone:
         return f"{tasks} on node {lost.node}, which was deleted: {remedy(lost)}"
-    since = lost.since
-    ago = f", {int((now - since).total_seconds())}s ago" if since else ""
-    head = f"{tasks} on lost node {lost.node}: {lost.why} since {_clock(since)}{ago}"
+    # No "N s ago": the plain view prints a line whenever the message changes.
+    head = f"{tasks} on lost node {lost.node}: {lost.why} since {_clock(lost.since)}"
     if all(t.terminating for t in lost.tasks):
         nxt = ("evicted, but stays Terminating while the Node exists (no kubelet confirms it "
                "stopped) and nothing replaces it")
@@ -199,7 +198,7 @@ def to_dict(lost: LostNode) -> dict:
 
 
 def apply(status: ClusterStatus, pods: list[dict], nodes: dict[str, dict | None] | None,
-          now: datetime, unknown_because: str | None = None) -> ClusterStatus:
+          unknown_because: str | None = None) -> ClusterStatus:
     """The status with its lost nodes: phase NodeLost (unless it has ended) and the message
     leading with them. nodes None: node state could not be read, and unknown_because says why
     (in the message: never a silent Running)."""
@@ -213,7 +212,7 @@ def apply(status: ClusterStatus, pods: list[dict], nodes: dict[str, dict | None]
     lost = lost_nodes(pods, nodes)
     if not lost:
         return status
-    status.message = "; ".join([describe(n, now) for n in lost]
+    status.message = "; ".join([describe(n) for n in lost]
                                + ([f"also: {status.message}"] if status.message else []))
     status.phase = Phase.NODE_LOST
     status.lost_nodes = [to_dict(n) for n in lost]

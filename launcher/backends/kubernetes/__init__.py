@@ -12,7 +12,6 @@ import queue
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from typing import Iterator, TextIO
 
 from launcher import checkpoints, lifecycle, node_loss
@@ -123,14 +122,13 @@ class KubernetesBackend(Backend):
             return status
         live = [p for p in lifecycle.task_pods(pods) if (p.get("spec") or {}).get("nodeName")
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-        now = datetime.now(timezone.utc)
         try:
             nodes = self.api.nodes({p["spec"]["nodeName"] for p in live})
         except NodesUnreadable as exc:
             status.notes.append(f"lost nodes cannot be detected: {exc}; to let this user read "
                                 f"Nodes: {GRANT_NODE_READ}")
-            return node_loss.apply(status, live, None, now, "forbidden to get nodes (RBAC)")
-        return node_loss.apply(status, live, nodes, now)
+            return node_loss.apply(status, live, None, "forbidden to get nodes (RBAC)")
+        return node_loss.apply(status, live, nodes)
 
     def _training(self, ns: str, pods: list[dict]) -> TrainingProgress | None:
         """From the log tails of the success task's and the evaluator's newest pods."""
