@@ -48,6 +48,7 @@ class Api:
         self.kubeconfig, self.context = kubeconfig, context
         self._dyn = None
         self._api = None
+        self._tail_api = None
 
     def connect(self) -> None:
         if self._dyn is not None:
@@ -194,7 +195,7 @@ class Api:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            text = self.core_v1().read_namespaced_pod_log(
+            text = self._tail_client().read_namespaced_pod_log(
                 pod, namespace, container=contract.CONTAINER, tail_lines=lines,
                 _request_timeout=LOG_TAIL_TIMEOUT)
         except ApiException as exc:
@@ -204,6 +205,21 @@ class Api:
         except urllib3.exceptions.HTTPError as exc:  # timed out, connection dropped
             raise LogUnavailable(f"{pod}: {exc}") from None
         return text.splitlines()
+
+    def _tail_client(self):
+        """core/v1 without urllib3's retries: a silent node (dead, not yet NotReady) made every
+        log tail wait LOG_TAIL_TIMEOUT four times (42 s per `status` on kind), which held the
+        NodeLost verdict back by as long."""
+        import copy
+
+        from kubernetes import client
+
+        if self._tail_api is None:
+            self.connect()
+            configuration = copy.deepcopy(self._api.configuration)
+            configuration.retries = False
+            self._tail_api = client.CoreV1Api(client.ApiClient(configuration))
+        return self._tail_api
 
     def nodes(self, names) -> dict[str, dict | None]:
         """name -> Node (raw JSON), None for a Node that no longer exists. One get per name:
