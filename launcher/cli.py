@@ -15,6 +15,7 @@ from pathlib import Path
 from launcher import checkpoints, loader, render
 from launcher.backends.base import Backend
 from launcher.errors import LauncherError, SpecError
+from launcher.node_loss import EXIT_NODE_LOST
 from launcher.spec import ClusterSpec
 from launcher.view import DEFAULT_LINE_SECONDS, LineView, View, make_view
 from worker.contract import ROLES
@@ -69,14 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", nargs="?", help=f"cluster.yaml (default: {DEFAULT_SPEC})")
     _add_cluster_flags(p)
     p.add_argument("--wait", action="store_true",
-                   help="show progress and exit with the chief's exit code (always on with --local)")
+                   help="show progress and exit with the chief's exit code (always on with "
+                        "--local); after --stuck-timeout: 1 if Stuck, "
+                        f"{EXIT_NODE_LOST} if a task is on a lost node (NodeLost)")
     p.add_argument("--replace", action="store_true",
                    help="delete and recreate a cluster whose spec changed")
     p.add_argument("--dry-run", choices=["none", "client", "server"], default="none",
                    help="client: print the objects; server: have the API server validate them")
     p.add_argument("--stuck-timeout", type=float, default=120.0,
                    help="with --wait, give up after a pod is stuck this many seconds "
-                        "(image pull error, unschedulable)")
+                        "(image pull error, unschedulable: exit 1) or a task sits on a lost "
+                        f"node this long (exit {EXIT_NODE_LOST}); the cluster is left in place")
     _add_view_flags(p)
 
     p = sub.add_parser("status", help="phase, per-role counts and training progress of a cluster")
@@ -97,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", type=int, default=0)
     p.add_argument("-f", "--follow", action="store_true")
 
-    p = sub.add_parser("delete", help="delete a cluster and wait until everything is gone")
+    p = sub.add_parser("delete", help="delete a cluster and wait until everything is gone "
+                       f"(exit {EXIT_NODE_LOST} with the commands to finish when only pods on "
+                       "lost nodes are left)")
     p.add_argument("name")
     _add_cluster_flags(p)
 

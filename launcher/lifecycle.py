@@ -4,16 +4,18 @@ Lifecycle (README "Lifecycle"):
 - Succeeded: the chief's Job (MWMS: the worker Job, whose success policy is worker 0) completed,
   the evaluator (if any) has finished, and the supervised workers/ps have been ended.
 - Failed: the chief's Job failed (backoff exhausted, a podFailurePolicy FailJob rule, or
-  deadline passed). The message leads with the chief's own words: the last line of its
-  container's termination message (the built-in worker writes its one-line error there; other
-  commands' log tails get there through terminationMessagePolicy FallbackToLogsOnError).
+  deadline passed). The message leads with why the chief ended: what Kubernetes recorded
+  (OOMKilled with the limit, Evicted, a deadline, a taint or a lost node: failure_reasons.py),
+  else the chief's own words, the last line of its container's termination message that is not
+  TF's logging (the built-in worker writes its one-line error there; other commands' log tails
+  get there through terminationMessagePolicy FallbackToLogsOnError).
 - Evaluator failure never fails training: it is reported in the message only.
 - A JobSet (workload jobset) decides Succeeded/Failed itself (its success and failure
   policies); while suspended it is Queued, with Kueue's reason from its Workload.
 """
 from __future__ import annotations
 
-from launcher import k8s_contract
+from launcher import failure_reasons, k8s_contract
 from launcher.status import ClusterStatus, Phase, RoleStatus
 from worker import contract
 from worker.contract import ROLES, Role, Strategy
@@ -68,10 +70,26 @@ def _terminated(pod: dict) -> dict | None:
 def termination_reason(term: dict) -> str | None:
     """Why a container exited non-zero, in its own words: the last line of its termination
     message (the built-in worker's one-line error, or the log's tail under
-    FallbackToLogsOnError)."""
+    FallbackToLogsOnError) that is not TF's logging."""
     if not term.get("exitCode"):
         return None
-    return contract.exit_reason(term.get("message") or "")
+    return failure_reasons.said_by_task(term.get("message") or "")
+
+
+# Unschedulable for a moment while a PersistentVolumeClaim binds (WaitForFirstConsumer or a
+# provisioner at work): the scheduler's message says so; it fixes itself, so it is not Stuck.
+TRANSIENT_UNSCHEDULABLE = ("unbound immediate PersistentVolumeClaims",)
+
+
+def pod_waits(pod: dict) -> str | None:
+    """A reason this pod waits that normally resolves by itself (shown, never Stuck), or None."""
+    name = (pod.get("metadata") or {}).get("name", "?")
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                and any(t in (cond.get("message") or "") for t in TRANSIENT_UNSCHEDULABLE):
+            return (f"pod {name} waits for its PersistentVolumeClaims to bind "
+                    "(if this lasts, see `kubectl get pvc` and the StorageClass's provisioner)")
+    return None
 
 
 def pod_problem(pod: dict) -> str | None:
@@ -86,7 +104,7 @@ def pod_problem(pod: dict) -> str | None:
             return f"pod {name}: {STUCK_REASONS[reason]} ({reason}: {detail})"
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
-                and cond.get("reason") == "Unschedulable":
+                and cond.get("reason") == "Unschedulable" and pod_waits(pod) is None:
             return f"pod {name} cannot be scheduled: {cond.get('message', '')}"
     return None
 
@@ -110,6 +128,7 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
     success_role = contract.success_role(strategy).value
     roles: list[RoleStatus] = []
     problems: list[str] = []
+    waits: list[str] = []
     for role in ROLES:
         job = by_role.get(role)
         if job is None:
@@ -132,8 +151,14 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
             term = _terminated(pod)
             if term is not None:
                 rs.last_exit_code = term.get("exitCode")
+            recorded = failure_reasons.recorded_by_kubernetes(pod, term)
+            if recorded is not None:
+                rs.reason = recorded
+            elif term is not None:
                 said = termination_reason(term)
                 rs.reason = f"{term.get('reason')}: {said}" if said else term.get("reason")
+            if (wait := pod_waits(pod)) is not None:
+                waits.append(wait)
             problem = pod_problem(pod)
             if problem:
                 problems.append(problem)
@@ -145,8 +170,9 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
         if _role_of(pod) == success_role and _index_of(pod) == contract.SUCCESS_INDEX:
             term = _terminated(pod)
-            if term is not None:
-                exit_code, said = term.get("exitCode"), termination_reason(term)
+            if term is not None or failure_reasons.recorded_by_kubernetes(pod, None):
+                exit_code = (term or {}).get("exitCode")
+                said = failure_reasons.failure_reason(pod, term)
 
     main = by_role.get(success_role)
     if main is None:
@@ -172,7 +198,8 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
     running = any(
         (p.get("status") or {}).get("phase") == "Running" for p in pods
     )
-    return ClusterStatus(name, namespace, Phase.RUNNING if running else Phase.PENDING, "", None, roles)
+    return ClusterStatus(name, namespace, Phase.RUNNING if running else Phase.PENDING,
+                         "; ".join(waits), None, roles)
 
 
 # JobSet conditions (jobset.x-k8s.io/v1alpha2 JobSetConditionType)

@@ -12,6 +12,7 @@ class Phase(str, Enum):
     PENDING = "Pending"  # created; no task runs yet
     RUNNING = "Running"
     STUCK = "Stuck"  # a task cannot make progress by itself (image pull error, unschedulable)
+    NODE_LOST = "NodeLost"  # a task sits on a node that stopped reporting (launcher/node_loss.py)
     FINISHING = "Finishing"  # training succeeded; waiting for the evaluator or servers to end
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
@@ -46,6 +47,7 @@ class ClusterStatus:
     roles: list[RoleStatus] = field(default_factory=list)
     training: TrainingProgress | None = None  # from the tasks' progress lines, once reported
     notes: list[str] = field(default_factory=list)  # standing remarks (launcher/checkpoints.py)
+    lost_nodes: list[dict] = field(default_factory=list)  # tasks on lost nodes (node_loss.py)
 
     def __post_init__(self):
         self.phase = Phase(self.phase)
@@ -61,6 +63,7 @@ class ClusterStatus:
             "roles": [vars(r) for r in self.roles],
             "training": self.training.to_dict() if self.training else None,
             "notes": list(self.notes),
+            "lostNodes": list(self.lost_nodes),
         }
 
     def line(self) -> str:

@@ -128,7 +128,7 @@ def render(status: ClusterStatus):
     return Group(*parts)
 
 
-_PHASE_STYLE = {"Succeeded": "green", "Failed": "red", "Stuck": "red", "Running": "cyan",
+_PHASE_STYLE = {"Succeeded": "green", "Failed": "red", "Stuck": "red", "NodeLost": "red", "Running": "cyan",
                 "Finishing": "cyan", "Queued": "yellow", "Pending": "yellow"}
 
 

@@ -14,10 +14,12 @@ import threading
 import time
 from typing import Iterator, TextIO
 
-from launcher import checkpoints, k8s_contract, lifecycle
+from launcher import checkpoints, k8s_contract, lifecycle, node_loss
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import submit as submit_steps
-from launcher.backends.kubernetes.api import JOBSET, Api, LogUnavailable, api_message
+from launcher.backends.kubernetes.api import (
+    GRANT_NODE_READ, JOBSET, Api, LogUnavailable, NodesUnreadable, api_message,
+)
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError
 from launcher.progress import TAIL_LINES, TrainingProgress, read_progress
@@ -59,8 +61,9 @@ class KubernetesBackend(Backend):
         ))
 
     def wait(self, name: str) -> int:
-        """Show the cluster in the view until it ends; give up on a Stuck cluster after
-        `stuck_seconds` (it is left in place for inspection)."""
+        """Show the cluster in the view until it ends; give up on a Stuck cluster (exit 1) or
+        one with a task on a lost node (exit EXIT_NODE_LOST) after `stuck_seconds`; it is left
+        in place for inspection."""
         try:
             return self._wait(name)
         finally:
@@ -76,15 +79,17 @@ class KubernetesBackend(Backend):
             self.view.show(status)
             if status.finished:
                 return exit_code(status)
-            if status.phase is Phase.STUCK:
+            if status.phase in (Phase.STUCK, Phase.NODE_LOST):
                 stuck_since = stuck_since or time.monotonic()
                 if time.monotonic() - stuck_since > self.stuck_seconds:
+                    lost = status.phase is Phase.NODE_LOST
                     self.view.note(
-                        f"error: cluster {self.namespace}/{name} made no progress for "
-                        f"{self.stuck_seconds:.0f}s: {status.message}. It is left in place "
-                        f"for inspection; remove it with: python -m launcher delete "
-                        f"{name} -n {self.namespace}")
-                    return 1
+                        f"error: cluster {self.namespace}/{name} "
+                        + ("has a task on a lost node" if lost else "made no progress")
+                        + f" for {self.stuck_seconds:.0f}s: {status.message}. It is left in "
+                        f"place (training resumes once the task is replaced); remove it with: "
+                        f"python -m launcher delete {name} -n {self.namespace}")
+                    return node_loss.EXIT_NODE_LOST if lost else 1
             else:
                 stuck_since = None
             time.sleep(self.poll_seconds)
@@ -105,9 +110,25 @@ class KubernetesBackend(Backend):
         else:
             pods = self.api.list("v1", "Pod", ns, name)
             status = lifecycle.compute_status(name, ns, jobs, pods)
+        status = self._with_nodes(status, pods)
         status.training = self._training(ns, pods)
-        status.notes = checkpoints.storage_notes([job.get("spec") or {} for job in jobs])
+        status.notes += checkpoints.storage_notes([job.get("spec") or {} for job in jobs])
         return status
+
+    def _with_nodes(self, status: ClusterStatus, pods: list[dict]) -> ClusterStatus:
+        """The status with the lost nodes under its unfinished pods (node_loss.py); when RBAC
+        forbids reading Nodes, the message says node state is unknown and a note how to fix it."""
+        if status.finished:
+            return status
+        live = [p for p in lifecycle.task_pods(pods) if (p.get("spec") or {}).get("nodeName")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        try:
+            nodes = self.api.nodes({p["spec"]["nodeName"] for p in live})
+        except NodesUnreadable as exc:
+            status.notes.append(f"lost nodes cannot be detected: {exc}; to let this user read "
+                                f"Nodes: {GRANT_NODE_READ}")
+            return node_loss.apply(status, live, None, "forbidden to get nodes (RBAC)")
+        return node_loss.apply(status, live, nodes)
 
     def _training(self, ns: str, pods: list[dict]) -> TrainingProgress | None:
         """From the log tails of the success task's and the evaluator's newest pods."""

@@ -9,7 +9,6 @@ import json
 
 from launcher import k8s_contract, names
 from launcher.errors import ClusterUnreachable
-from worker import contract
 
 FIELD_MANAGER = "tfk8s"
 JOBSET = (k8s_contract.JOBSET_API_VERSION, "JobSet")
@@ -48,6 +47,7 @@ class Api:
         self.kubeconfig, self.context = kubeconfig, context
         self._dyn = None
         self._api = None
+        self._tail_api = None
 
     def connect(self) -> None:
         if self._dyn is not None:
@@ -194,7 +194,7 @@ class Api:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            text = self.core_v1().read_namespaced_pod_log(
+            text = self._tail_client().read_namespaced_pod_log(
                 pod, namespace, container=k8s_contract.CONTAINER, tail_lines=lines,
                 _request_timeout=LOG_TAIL_TIMEOUT)
         except ApiException as exc:
@@ -204,6 +204,48 @@ class Api:
         except urllib3.exceptions.HTTPError as exc:  # timed out, connection dropped
             raise LogUnavailable(f"{pod}: {exc}") from None
         return text.splitlines()
+
+    def _tail_client(self):
+        """core/v1 without urllib3's retries: a silent node (dead, not yet NotReady) made every
+        log tail wait LOG_TAIL_TIMEOUT four times (42 s per `status` on kind), which held the
+        NodeLost verdict back by as long."""
+        import copy
+
+        from kubernetes import client
+
+        if self._tail_api is None:
+            self.connect()
+            configuration = copy.deepcopy(self._api.configuration)
+            configuration.retries = False
+            self._tail_api = client.CoreV1Api(client.ApiClient(configuration))
+        return self._tail_api
+
+    def nodes(self, names) -> dict[str, dict | None]:
+        """name -> Node (raw JSON), None for a Node that no longer exists. One get per name:
+        the CLI user needs only `get` on nodes, and a cluster's pods sit on few of them.
+        Raises NodesUnreadable when RBAC forbids it."""
+        from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
+
+        found: dict[str, dict | None] = {}
+        for name in sorted(set(names)):
+            try:
+                found[name] = json.loads(
+                    self.resource("v1", "Node").get(name=name, serialize=False).data)
+            except NotFoundError:
+                found[name] = None
+            except ForbiddenError as exc:
+                raise NodesUnreadable(api_message(exc)) from None
+        return found
+
+
+class NodesUnreadable(Exception):
+    """The CLI's user may not get Nodes (RBAC): lost nodes cannot be detected."""
+
+
+# How to let the CLI's user read Nodes (cluster-scoped, so a ClusterRole).
+GRANT_NODE_READ = ("kubectl create clusterrole tfk8s-node-reader --verb=get --resource=nodes && "
+                   "kubectl create clusterrolebinding tfk8s-node-reader "
+                   "--clusterrole=tfk8s-node-reader --user=<you>")
 
 
 class LogUnavailable(Exception):

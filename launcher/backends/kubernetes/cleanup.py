@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import time
 
-from launcher.backends.kubernetes.api import KINDS, OWNED_KINDS, Api
+from launcher import node_loss
+from launcher.backends.kubernetes.api import KINDS, OWNED_KINDS, Api, NodesUnreadable
 from launcher.errors import LauncherError
+
+
+class PodsOnLostNodes(LauncherError):
+    """Deleted pods that stay Terminating because their node does not answer."""
+
+    exit_code = node_loss.EXIT_NODE_LOST
 
 
 def delete_cluster(api: Api, namespace: str, name: str, timeout: float) -> bool:
@@ -24,9 +31,25 @@ def delete_cluster(api: Api, namespace: str, name: str, timeout: float) -> bool:
                 for o in api.list(api_version, kind, namespace, name)]
         if not left:
             return found
+        if all(kind == "Pod" for kind, _ in (entry.split("/", 1) for entry in left)):
+            refuse_pods_on_lost_nodes(api, namespace, name)
         if time.monotonic() > deadline:
             raise LauncherError(
                 f"cluster {namespace}/{name} not gone after {timeout:.0f}s; still present: "
                 + ", ".join(left)
             )
         time.sleep(1.0)
+
+
+def refuse_pods_on_lost_nodes(api: Api, namespace: str, name: str) -> None:
+    """Raise PodsOnLostNodes, with the commands that finish the delete, when every pod left sits
+    on a lost node: their deletion waits for a kubelet that will not answer, so waiting out the
+    timeout would only fail later. Nodes unreadable (RBAC): keep waiting, as before."""
+    pods = api.list("v1", "Pod", namespace, name)
+    try:
+        nodes = api.nodes({(p.get("spec") or {}).get("nodeName") for p in pods} - {None})
+    except NodesUnreadable:
+        return
+    blocked = node_loss.delete_blocked(f"{namespace}/{name}", namespace, pods, nodes)
+    if blocked:
+        raise PodsOnLostNodes(blocked)

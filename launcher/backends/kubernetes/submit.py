@@ -17,7 +17,6 @@ from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.spec import ClusterSpec
-from worker import contract
 from worker.contract import Workload
 
 
