@@ -353,8 +353,12 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
     name = f"chaos-{role}"
     # Long enough that the deletion lands mid-training: the first checkpoint is at 1/4.
     steps = 1600
+    # A deleted ps serves on while the chief's port answers, up to its grace less 5 s (for a
+    # chief that saves in a whole-cluster preemption): with the default 120 s the rest of the
+    # training could end in that time and the chief would never lose its ps. 20 s: it does.
+    extra = {"terminationGracePeriodSeconds": 20} if role == "ps" else {}
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      steps=steps)
+                      steps=steps, **extra)
     proc = submit_in_background(kind_cluster, spec)
     try:
         first = wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
