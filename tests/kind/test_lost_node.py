@@ -13,6 +13,7 @@ nodes.
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import datetime
 
@@ -25,7 +26,16 @@ from test_e2e import (
 )
 from test_network import measured
 
-pytestmark = pytest.mark.kind
+pytestmark = [
+    pytest.mark.kind,
+    # Opt-in, on a cluster of its own: in the shared CI cluster (clean-clone run, 2026-11-24)
+    # the node it had killed and started again left cross-node pod traffic broken for the
+    # tests after it (its second variant and test_network timed out). Run it with
+    # TFK8S_NODE_KILL=1 TFK8S_KIND_CLUSTER=tfk8s-node python -m pytest tests/kind/test_lost_node.py
+    pytest.mark.skipif(os.environ.get("TFK8S_NODE_KILL") != "1",
+                       reason="kills a node: run alone on its own kind cluster with "
+                              "TFK8S_NODE_KILL=1 TFK8S_KIND_CLUSTER=tfk8s-node"),
+]
 
 HOLD_TAINT = "tfk8s-test/chief-elsewhere"
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
