@@ -224,28 +224,8 @@ def test_ps_keeps_serving_while_the_chief_saves(tmp_path):
     """The whole cluster preempted at once: the chief saves the current step from the ps'
     variables, so the ps serves on after SIGTERM while the chief's port answers, and leaves
     (143) as soon as the chief has gone, well before TFK8S_SERVER_LINGER_SECONDS."""
-    import socket
-
-    chief = socket.socket()
-    chief.bind(("127.0.0.1", 0))
-    chief.listen(16)
-    address = f"127.0.0.1:{chief.getsockname()[1]}"
-    proc, server = _start_ps_as_pid_1(tmp_path, address, TFK8S_SERVER_LINGER_SECONDS="60")
-    try:
-        server.send_signal(signal.SIGTERM)
-        time.sleep(3)
-        if proc.poll() is not None:
-            raise AssertionError(f"the ps left ({proc.returncode}) while the chief was still up:\n"
-                                 + proc.stdout.read()[-3000:])
-        chief.close()
-        gone = time.monotonic()
-        code = proc.wait(timeout=30)
-        seconds = time.monotonic() - gone
-        rest = proc.stdout.read()
-    finally:
-        chief.close()
-        if proc.poll() is None:
-            proc.kill()
+    code, seconds, rest = _sigterm_ps_while_the_chief_is_up(tmp_path, 3,
+                                                            TFK8S_SERVER_LINGER_SECONDS="60")
     assert code == EXIT_PREEMPTED, rest[-3000:]
     assert "serving while the chief is up" in rest
     assert seconds < 10, seconds
@@ -256,16 +236,29 @@ def test_ps_keeps_serving_while_the_chief_saves(tmp_path):
 def test_ps_lingers_for_the_pods_grace_not_10_s(tmp_path):
     """The linger the plan sets (the pod's grace less a margin: 115 s of the default 120), not
     the old fixed 10 s: a chief whose save takes longer than 10 s still finds its ps serving."""
+    # TFK8S_SERVER_LINGER_SECONDS from the plan; 13 s: a save longer than the old 10 s
+    code, seconds, rest = _sigterm_ps_while_the_chief_is_up(tmp_path, 13)
+    assert code == EXIT_PREEMPTED, rest[-3000:]
+    assert "at most 115 s" in rest, rest[-3000:]
+    assert seconds < 10, seconds
+    measure(f"ps after SIGTERM, linger from the plan (115 s): served on 13 s while the chief was "
+            f"up, exited {code} {seconds:.2f} s after the chief's port closed")
+
+
+def _sigterm_ps_while_the_chief_is_up(tmp_path, serve_seconds: float, **env):
+    """SIGTERM to a ps whose chief's port answers; after `serve_seconds` (the ps must still be
+    there) the chief's port closes. (the ps' exit code, seconds from the close to its exit,
+    its output after serving)."""
     import socket
 
     chief = socket.socket()
     chief.bind(("127.0.0.1", 0))
     chief.listen(16)
     address = f"127.0.0.1:{chief.getsockname()[1]}"
-    proc, server = _start_ps_as_pid_1(tmp_path, address)  # TFK8S_SERVER_LINGER_SECONDS from the plan
+    proc, server = _start_ps_as_pid_1(tmp_path, address, **env)
     try:
         server.send_signal(signal.SIGTERM)
-        time.sleep(13)  # a save longer than the old 10 s
+        time.sleep(serve_seconds)
         if proc.poll() is not None:
             raise AssertionError(f"the ps left ({proc.returncode}) while the chief was still up:\n"
                                  + proc.stdout.read()[-3000:])
@@ -278,8 +271,4 @@ def test_ps_lingers_for_the_pods_grace_not_10_s(tmp_path):
         chief.close()
         if proc.poll() is None:
             proc.kill()
-    assert code == EXIT_PREEMPTED, rest[-3000:]
-    assert "at most 115 s" in rest, rest[-3000:]
-    assert seconds < 10, seconds
-    measure(f"ps after SIGTERM, linger from the plan (115 s): served on 13 s while the chief was "
-            f"up, exited {code} {seconds:.2f} s after the chief's port closed")
+    return code, seconds, rest
