@@ -266,7 +266,10 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
              "evaluator": {"replicas": 1, "resources": REQUESTS}}
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
                       strategy="multi_worker_mirrored", steps=MWMS_STEPS, workload="jobset",
-                      roles=roles, backoffLimit=backoff_limit)
+                      roles=roles, backoffLimit=backoff_limit,
+                      # a global batch that divides over 2 and 6 replicas alike
+                      program={"args": ["--steps", str(MWMS_STEPS), "--checkpoint-every",
+                                        str(MWMS_STEPS // 4), "--global-batch-size", "48"]})
     started = time.monotonic()
     run = submit_in_background(kind_cluster, spec)
     try:
