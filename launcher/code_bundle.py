@@ -47,11 +47,12 @@ UNPACK = (
     "import sys, tarfile\n"
     "src, dst = sys.argv[1], sys.argv[2]\n"
     "with tarfile.open(src) as t:\n"
-    "    for m in t.getmembers():\n"
+    "    members = t.getmembers()\n"
+    "    for m in members:\n"
     "        if not m.isreg() or m.name.startswith('/') or '..' in m.name.split('/'):\n"
     "            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n"
-    "    t.extractall(dst)\n"
-    "print(f'tfk8s code: unpacked {len(t.getmembers())} files into {dst}')\n"
+    "    t.extractall(dst, members)\n"
+    "print(f'tfk8s code: unpacked {len(members)} files into {dst}')\n"
 )
 
 

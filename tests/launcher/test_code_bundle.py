@@ -5,7 +5,11 @@ import base64
 import gzip
 import io
 import os
+import shutil
+import subprocess
+import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +146,36 @@ def test_plan_is_pure_and_local_runs_use_the_dir_in_place(tmp_path):
     assert local.roles[0].workdir == str(tmp_path / "src")
     assert local.roles[0].env["PYTHONPATH"] == str(tmp_path / "src")
     assert plan(spec).code.object_name == spec.code_bundle.object_name("demo")
+
+
+def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
+    """The rendered init container's command unpacks the ConfigMap's archive, and the main
+    container's `command:` then runs from it (paths moved under tmp_path; no cluster)."""
+    shutil.copytree(Path(__file__).resolve().parents[1] / "code_demo" / "v1", tmp_path / "src")
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\n"
+        "roles: {chief: {replicas: 1}}\n")
+    objects = render.render(load_file(tmp_path / "cluster.yaml"))
+    cm = next(o for o in objects if "binaryData" in o)
+    pod = render.job_specs(objects)[0][1]["template"]["spec"]
+    archive_dir, code_dir = tmp_path / "code-archive", tmp_path / "code"
+    archive_dir.mkdir()
+    code_dir.mkdir()
+    (archive_dir / "code.tar.gz").write_bytes(base64.b64decode(cm["binaryData"]["code.tar.gz"]))
+    moved = {code_bundle.ARCHIVE_DIR: str(archive_dir), CODE_DIR: str(code_dir)}
+
+    def move(text: str) -> str:
+        for old, new in moved.items():
+            text = text.replace(old, new)
+        return text
+
+    init = [move(a) for a in pod["initContainers"][0]["command"]]
+    init[0] = sys.executable
+    out = subprocess.run(init, capture_output=True, text=True, check=True).stdout
+    assert "unpacked 4 files" in out
+    main = pod["containers"][0]
+    env = {e["name"]: move(e["value"]) for e in main["env"] if "value" in e}
+    result = subprocess.run([sys.executable, *main["command"][1:]], cwd=move(main["workingDir"]),
+                            env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.strip() == f"tfk8s-code-marker v1 cwd={code_dir}"

@@ -250,7 +250,7 @@ Numbers come back as floats: compare them with `int`.
       "command": [
         "python3",
         "-c",
-        "import sys, tarfile\nsrc, dst = sys.argv[1], sys.argv[2]\nwith tarfile.open(src) as t:\n    for m in t.getmembers():\n        if not m.isreg() or m.name.startswith('/') or '..' in m.name.split('/'):\n            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n    t.extractall(dst)\nprint(f'tfk8s code: unpacked {len(t.getmembers())} files into {dst}')\n",
+        "import sys, tarfile\nsrc, dst = sys.argv[1], sys.argv[2]\nwith tarfile.open(src) as t:\n    members = t.getmembers()\n    for m in members:\n        if not m.isreg() or m.name.startswith('/') or '..' in m.name.split('/'):\n            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n    t.extractall(dst, members)\nprint(f'tfk8s code: unpacked {len(members)} files into {dst}')\n",
         "/opt/tfk8s/code-archive/code.tar.gz",
         "/opt/tfk8s/code"
       ],
