@@ -104,6 +104,8 @@ class TooLarge(ValueError):
 
 
 def human(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
     return f"{n / MIB:.2f} MiB" if n >= MIB // 10 else f"{n / 1024:.1f} KiB"
 
 

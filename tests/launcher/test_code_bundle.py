@@ -179,3 +179,15 @@ def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
                             env={"PATH": os.environ["PATH"], **env}, capture_output=True,
                             text=True, check=True)
     assert result.stdout.strip() == f"tfk8s-code-marker v1 cwd={code_dir}"
+
+
+def test_submit_says_when_the_running_clusters_code_changed(tmp_path):
+    from launcher.backends.kubernetes.submit import code_change
+    from launcher.code_render import SHA256_ANNOTATION
+    _tree(tmp_path / "src", TWO_MODULES)
+    spec = _spec(tmp_path, "code: ./src")
+    new = spec.code_bundle.digest
+    root = {"metadata": {"annotations": {SHA256_ANNOTATION: "0123456789abcdef"}}}
+    assert code_change(root, spec) == f" (its code changed: sha256 0123456789 -> {new[:10]})"
+    assert code_change({"metadata": {"annotations": {SHA256_ANNOTATION: new}}}, spec) == ""
+    assert code_change(None, spec) == ""
