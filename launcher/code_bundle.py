@@ -213,6 +213,15 @@ def ensure(spec) -> Bundle | None:
     return spec.code_bundle
 
 
+def note(spec) -> str:
+    """One line on what `code:` ships: the dir, its object, sizes, the first files."""
+    bundle = ensure(spec)
+    names = [rel for rel, _ in bundle.files]
+    shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
+    return (f"code: {bundle.root} -> ConfigMap {bundle.object_name(spec.name)}: "
+            f"{bundle.summary()}: {shown}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m launcher.code_bundle",
                                 description="print a code dir's archive in base64 (for Helm)")

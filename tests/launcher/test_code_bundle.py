@@ -191,3 +191,20 @@ def test_submit_says_when_the_running_clusters_code_changed(tmp_path):
     assert code_change(root, spec) == f" (its code changed: sha256 0123456789 -> {new[:10]})"
     assert code_change({"metadata": {"annotations": {SHA256_ANNOTATION: new}}}, spec) == ""
     assert code_change(None, spec) == ""
+
+
+def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
+    _tree(tmp_path / "src", TWO_MODULES)
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\ncode: ./src\nprogram:\n  module: trian\n"
+        "roles: {chief: {replicas: 1}}\n")
+    with pytest.raises(SpecError) as info:
+        load_file(tmp_path / "cluster.yaml")
+    assert "cluster.yaml:5: program.module: 'trian' is not in code: ./src" in str(info.value)
+    assert "e.g. pkg, pkg.helper, train" in str(info.value)
+    # the worker's own programs, and modules of a package in the code, are fine
+    for module in ("worker.examples.fashion_mnist", "pkg.helper"):
+        (tmp_path / "cluster.yaml").write_text(
+            f"name: demo\nstrategy: mirrored\ncode: ./src\nprogram: {{module: {module}}}\n"
+            "roles: {chief: {replicas: 1}}\n")
+        assert load_file(tmp_path / "cluster.yaml").code_bundle is not None
