@@ -41,7 +41,9 @@ CODE_DIR = "/opt/tfk8s/code"  # in the pods: unpacked here, first on PYTHONPATH,
 ARCHIVE_DIR = "/opt/tfk8s/code-archive"  # the ConfigMap, mounted read-only for the init container
 ARCHIVE_KEY = "code.tar.gz"
 IGNORE_FILE = ".tfk8signore"
-DEFAULT_EXCLUDES = ("__pycache__/", ".git/", "*.pyc", ".ipynb_checkpoints/", ".DS_Store")
+# .tfk8s/: --local's runs (logs, checkpoints) when the code dir is the spec's own dir.
+DEFAULT_EXCLUDES = ("__pycache__/", ".git/", "*.pyc", ".ipynb_checkpoints/", ".DS_Store",
+                    ".tfk8s/", ".venv/", ".pytest_cache/", ".mypy_cache/")
 # The init container's program: unpack the archive into the emptyDir (stdlib only).
 UNPACK = (
     "import sys, tarfile\n"

@@ -6,7 +6,9 @@ an emptyDir, which the main container mounts read-only at code_bundle.CODE_DIR, 
 and first on PYTHONPATH (plan.task_env). An init container, not a wrapper around the command:
 the main command stays the task's own (the built-in worker, or the user's `command:`, under
 the supervisor where there is one), signals reach it directly, and a bad archive shows as
-Init:Error before anything trains.
+Init:Error before anything trains. Under a JobSet (the root, applied first) the ConfigMap
+follows it at once; a pod that gets to its volumes before that waits for it (FailedMount,
+retried by the kubelet), as for any missing ConfigMap.
 """
 from __future__ import annotations
 

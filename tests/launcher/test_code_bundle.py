@@ -62,6 +62,7 @@ def test_excludes_defaults_ignore_file_and_spec(tmp_path):
         "pkg/__pycache__/helper.cpython-311.pyc": b"x", "old.pyc": b"x", ".git/HEAD": "ref",
         ".ipynb_checkpoints/n.ipynb": "{}", "data/big.bin": b"0" * 100, "data/keep.txt": "k",
         "notes/a.md": "a", "deep/x/scratch.tmp": "t", ".tfk8signore": "data/\n*.tmp\n",
+        ".tfk8s/run/logs/chief-0.log": "x", ".venv/bin/python": "x",
     })
     names = _names(code_bundle.pack(root, ["notes", "/train.py", "!train.py"]))
     assert names == [".tfk8signore", "pkg/__init__.py", "pkg/helper.py", "train.py"]
