@@ -23,6 +23,13 @@ BYTES_ANNOTATION = "tfk8s.io/code-bytes"
 INIT_CONTAINER = "code"
 CODE_VOLUME = "code"
 ARCHIVE_VOLUME = "code-archive"
+# The main container's (manifests/job.yaml.j2), for the init container: restricted Pod Security.
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 
 
 def code_objects(cluster: ClusterPlan, context: dict) -> list[dict]:
@@ -47,7 +54,25 @@ def code_objects(cluster: ClusterPlan, context: dict) -> list[dict]:
     }]
 
 
-def pod_code(cluster: ClusterPlan, container_security: dict) -> dict:
+def packed(spec):
+    """`spec`, its code packed (code_bundle.ensure) before it is planned."""
+    code_bundle.ensure(spec)
+    return spec
+
+
+def hashed(spec, data: dict) -> dict:
+    """The spec's dump for its hash: the code's content, not where it sits on this machine."""
+    if spec.code is not None:
+        data["code"] = {"exclude": spec.code.exclude, "sha256": code_bundle.ensure(spec).digest}
+    return data
+
+
+def after_root(cluster: ClusterPlan, context: dict, objects: list[dict]) -> list[dict]:
+    """The rendered objects with the code ConfigMap right after the root (its owner)."""
+    return objects[:1] + code_objects(cluster, context) + objects[1:]
+
+
+def pod_code(cluster: ClusterPlan, container_security: dict | None = None) -> dict:
     """What a pod template adds for the code: initContainers, mounts, volumes (empty without)."""
     code = cluster.code
     if code is None:
@@ -59,7 +84,7 @@ def pod_code(cluster: ClusterPlan, container_security: dict) -> dict:
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["python3", "-c", UNPACK, f"{ARCHIVE_DIR}/{ARCHIVE_KEY}", code.dir],
         "resources": {},
-        "securityContext": container_security,
+        "securityContext": container_security or CONTAINER_SECURITY,
         "volumeMounts": [{"name": ARCHIVE_VOLUME, "mountPath": ARCHIVE_DIR, "readOnly": True},
                          {"name": CODE_VOLUME, "mountPath": code.dir}],
     }
@@ -69,14 +94,6 @@ def pod_code(cluster: ClusterPlan, container_security: dict) -> dict:
         "volumes": [{"name": CODE_VOLUME, "emptyDir": {}},
                     {"name": ARCHIVE_VOLUME, "configMap": {"name": code.object_name}}],
     }
-
-
-CONTAINER_SECURITY = {
-    "allowPrivilegeEscalation": False,
-    "runAsNonRoot": True,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 
 
 def code_values(spec, values: dict) -> dict:

@@ -19,8 +19,7 @@ from importlib import resources
 import jinja2
 import yaml
 
-from launcher import code_bundle, k8s_contract, names, tfconfig
-from launcher.code_render import CONTAINER_SECURITY, code_objects, code_values, pod_code
+from launcher import code_render, k8s_contract, names, tfconfig
 from launcher.job_failure import backoff, pod_failure_policy
 from launcher.network_policy import network_policies
 from launcher.plan import ClusterPlan, RolePlan, SUPERVISOR_SCRIPT, plan
@@ -76,9 +75,7 @@ def supervisor_source() -> str:
 
 
 def spec_hash(spec: ClusterSpec) -> str:
-    data = spec.model_dump(by_alias=True, mode="json")
-    if spec.code is not None:  # the code's content, not where it sits on this machine
-        data["code"] = {"exclude": spec.code.exclude, "sha256": code_bundle.ensure(spec).digest}
+    data = code_render.hashed(spec, spec.model_dump(by_alias=True, mode="json"))
     canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -89,10 +86,8 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def render(spec: ClusterSpec) -> list[dict]:
     """The cluster's objects as plain dicts, ready for server-side apply; the root first."""
-    code_bundle.ensure(spec)
-    cluster = plan(spec)
+    cluster = plan(code_render.packed(spec))
     context = _context(cluster)
-    code = code_objects(cluster, context)
     rbac = [("rbac.yaml.j2", {})] if context["watched_jobs"] else []
     policies = [("networkpolicy.yaml.j2", {})] if context["network_policies"] else []
     if cluster.workload is contract.Workload.JOBSET:
@@ -101,12 +96,11 @@ def render(spec: ClusterSpec) -> list[dict]:
         documents = [("jobset.yaml.j2", {"jobset": _jobset(cluster, jobs, context)})]
         if rbac:  # the supervised evaluator's script and RBAC
             documents += [("root.yaml.j2", {}), *rbac]
-        out = _render_all(context, documents + policies)
-        return out[:1] + code + out[1:]
+        return code_render.after_root(cluster, context, _render_all(context, documents + policies))
     # The policies before the Jobs: no pod of the cluster starts without them.
-    documents = [("service.yaml.j2", {}), *rbac, *policies]
+    documents = [("root.yaml.j2", {}), ("service.yaml.j2", {}), *rbac, *policies]
     documents += [("job.yaml.j2", {"job": _job(cluster, role, context)}) for role in cluster.roles]
-    return _render_all(context, [("root.yaml.j2", {})]) + code + _render_all(context, documents)
+    return code_render.after_root(cluster, context, _render_all(context, documents))
 
 
 def _render_all(context: dict, documents: list[tuple[str, dict]]) -> list[dict]:
@@ -220,7 +214,6 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
             POD_GRACE_ENV: str(supervision.stop_grace_seconds),
         })
     mounts, volumes = _volumes(spec, supervised=supervision is not None)
-    code = pod_code(cluster, CONTAINER_SECURITY)
     resources_ = {k: v for k, v in (("requests", cfg.resources.requests),
                                      ("limits", cfg.resources.limits)) if v}
     success_policy = None
@@ -239,9 +232,9 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "resources": resources_,
         "node_selector": cfg.node_selector,
         "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in cfg.tolerations],
-        "volume_mounts": mounts + code["mounts"],
-        "volumes": volumes + code["volumes"],
-        "init_containers": code["init_containers"],
+        "volume_mounts": mounts,
+        "volumes": volumes,
+        "code": code_render.pod_code(cluster),  # init container, mounts, volumes (code:)
         "workdir": role.workdir,
         "supervised": supervision is not None,
         "service_account": role.service_account,
@@ -321,9 +314,8 @@ def to_json(objects: list[dict]) -> str:
 
 
 def helm_values(spec: ClusterSpec) -> dict:
-    """values.yaml for charts/tfk8s: the spec itself, every default spelled out; `code:` as
-    codeArchive, the packed dir in base64 (the chart cannot read a local dir)."""
-    return code_values(spec, spec.model_dump(by_alias=True, mode="json"))
+    """values.yaml for charts/tfk8s: the spec itself, every default spelled out (code: packed)."""
+    return code_render.code_values(spec, spec.model_dump(by_alias=True, mode="json"))
 
 
 class _QuotedDumper(yaml.SafeDumper):
