@@ -37,6 +37,11 @@ JOBSET_RESTART_STRATEGY = "BlockingRecreate"
 # podFailurePolicy's FailJob rule) and activeDeadlineSeconds. They fail the set at once.
 FATAL_JOB_FAILURE_REASONS = ("PodFailurePolicy", "DeadlineExceeded")
 SUPERVISOR_DIR = "/var/run/tfk8s"
+# The node lifecycle controller's NoExecute taints on a node that stopped reporting: the spec's
+# nodeLossTolerationSeconds is how long the pods tolerate them (launcher/node_loss.py reads them).
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
 
 # --- who must be ended, when a JobSet is done ----------------------------------------------
 

@@ -18,9 +18,8 @@ from datetime import datetime, timezone
 
 from launcher.status import ClusterStatus, Phase
 from launcher import k8s_contract
+from launcher.k8s_contract import NOT_READY_TAINT, UNREACHABLE_TAINT
 
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 DEFAULT_TOLERATION_SECONDS = 300  # kube-apiserver's DefaultTolerationSeconds admission plugin
 # `submit --wait` / `status -w` exit code when a task stays on a lost node past --stuck-timeout

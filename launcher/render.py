@@ -231,7 +231,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "in_training_cluster": role.in_training_cluster,
         "resources": resources_,
         "node_selector": cfg.node_selector,
-        "tolerations": [t.model_dump(by_alias=True, exclude_none=True) for t in cfg.tolerations],
+        "tolerations": _tolerations(spec, cfg),
         "volume_mounts": mounts,
         "volumes": volumes,
         "code": code_render.pod_code(cluster),  # init container, mounts, volumes (code:)
@@ -241,6 +241,19 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "success_policy": success_policy,
         "backoff": backoff(cluster.failure, role),
     }
+
+
+def _tolerations(spec: ClusterSpec, cfg) -> list[dict]:
+    """The role's own tolerations, then nodeLossTolerationSeconds for the lost-node taints the
+    role does not already tolerate itself."""
+    own = [t.model_dump(by_alias=True, exclude_none=True) for t in cfg.tolerations]
+    seconds = spec.node_loss_toleration_seconds
+    if seconds is None:
+        return own
+    named = {t.get("key") for t in own}
+    return own + [{"key": key, "operator": "Exists", "effect": "NoExecute",
+                   "tolerationSeconds": seconds}
+                  for key in k8s_contract.NODE_LOSS_TAINTS if key not in named]
 
 
 def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict]]:

@@ -218,6 +218,11 @@ class ClusterSpec(_Model):
     # built-in one exits by itself once it has evaluated the final checkpoint). When training
     # fails the evaluator is stopped at once.
     evaluator_grace_seconds: int = Field(default=600, ge=0)
+    # Seconds every pod stays bound to a node that stopped reporting (tolerationSeconds of the
+    # not-ready/unreachable NoExecute taints) before Kubernetes evicts it. Unset: the cluster's
+    # default (300). Shorter: a lost node's tasks are marked for deletion sooner; a node back
+    # within it (a kubelet restart, a brief partition) keeps its tasks. README: "Lost nodes".
+    node_loss_toleration_seconds: int | None = Field(default=None, ge=0, le=86400)
     # Seconds the built-in chief waits for every peer's DNS name and port before failing.
     peer_timeout_seconds: int = Field(default=300, ge=1)
     labels: dict[str, str] = Field(default_factory=dict)

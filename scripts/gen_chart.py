@@ -324,6 +324,7 @@ def generate_contract() -> dict:
         "jobsetRestartStrategy": k8s_contract.JOBSET_RESTART_STRATEGY,
         "jobsetRestartAttemptKey": supervise.RESTART_ATTEMPT_KEY,
         "fatalJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS),
+        "nodeLossTaints": list(k8s_contract.NODE_LOSS_TAINTS),
         "env": {
             "tfConfig": contract.TF_CONFIG,
             "taskIndex": contract.TASK_INDEX,

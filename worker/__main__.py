@@ -93,7 +93,7 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     exit the process themselves when done (worker/shutdown.py); ps and PS workers never end."""
     import tensorflow as tf
 
-    from worker import ownership, training
+    from worker import ownership, training, writer_lease
     from worker import program as program_module
 
     if options.uses_legacy_keras(task.strategy):
@@ -110,6 +110,8 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     # Whose model dir this is, before anything in it is read (FINAL.json included): another
     # cluster's, or another training's, is refused (worker/ownership.py).
     owner_checked = ownership.check(task, options)
+    if task.is_writer:  # before the restore: a replaced writer still running stops at its next save
+        writer_lease.take(task)
     if task.role is Role.EVALUATOR:
         from worker import evaluator
 

@@ -142,6 +142,9 @@ EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train 
 # exits with its counted code (4, or 1 under MWMS): every ignored restart follows saved
 # progress, so a loop of them ends with training.
 EXIT_PEER_LOST = 6
+# Another writer took the model dir's lease (worker/writer_lease.py): this task was replaced
+# while it still ran (its node declared lost during a partition). It stops without saving.
+EXIT_SUPERSEDED = 7
 # SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
 # of the signal read alike. Not a failure: the task is replaced without counting it.

@@ -21,7 +21,7 @@ import time
 
 import tensorflow as tf
 
-from worker import errors, fit_loop, layout, preemption, progress, shutdown, training
+from worker import errors, fit_loop, layout, preemption, progress, shutdown, training, writer_lease
 from worker.args import Options
 from worker.contract import Role
 from worker.context import TaskContext
@@ -94,6 +94,7 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
         latest = manager.latest_checkpoint
         if latest is not None and _checkpoint_number(latest) == at_step:
             return latest  # already saved (a preemption right after a periodic checkpoint)
+        writer_lease.check(before=f"step {at_step}")
         path = manager.save(checkpoint_number=at_step)
         progress.report("checkpoint", step=at_step, path=path)
         return path

@@ -12,7 +12,7 @@ import os
 from worker import contract, progress
 from worker.contract import (  # noqa: F401  (re-exported: the worker raises by these names)
     EXIT_CONFIG, EXIT_DIVERGED_RESTORE, EXIT_LOST_PARAMETER_SERVER, EXIT_OK, EXIT_PEER_LOST,
-    EXIT_PEERS_UNREACHABLE, EXIT_PREEMPTED, EXIT_UNEXPECTED,
+    EXIT_PEERS_UNREACHABLE, EXIT_PREEMPTED, EXIT_SUPERSEDED, EXIT_UNEXPECTED,
 )
 
 

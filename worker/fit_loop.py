@@ -9,7 +9,7 @@ import time
 
 import tensorflow as tf
 
-from worker import agreement, layout, preemption, progress, training
+from worker import agreement, layout, preemption, progress, training, writer_lease
 from worker.args import Options
 from worker.contract import Strategy
 from worker.context import TaskContext
@@ -105,6 +105,7 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
         save_freq=options.checkpoint_every if synchronous else "epoch",
     )
     return [
+        _writer_lease_callback(),  # first: an epoch's check comes before any of its saves
         backup,
         # The evaluator's checkpoints: SidecarEvaluator-compatible names ckpt-<epoch>.
         tf.keras.callbacks.ModelCheckpoint(
@@ -115,6 +116,17 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
         fit_progress_callback(task, options, synchronous),
         _preemption_callback(task, synchronous, backup),
     ]
+
+
+def _writer_lease_callback():
+    """The writer checks its lease at each epoch's start (worker/writer_lease.py): a replaced
+    writer that still runs saves at most the epoch it is in."""
+
+    class WriterLease(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            writer_lease.check(before=f"epoch {epoch + 1}")
+
+    return WriterLease()
 
 
 def _prune_checkpoints_callback(task: TaskContext, options: Options):

@@ -10,6 +10,7 @@
                           tf.saved_model.load(path).signatures["serving_default"](images=...)
                           returns {"logits": ...}
       OWNER.json          written first, by the writer: whose dir this is (worker/ownership.py)
+      WRITER.json         the writer's lease, taken at each start (worker/writer_lease.py)
       FINAL.json          written last, by the writer (chief; MWMS: worker 0), see below
       eval/metrics.jsonl  one JSON line per evaluated checkpoint (evaluator)
       eval/tensorboard/   evaluation summaries (loss, accuracy per step)

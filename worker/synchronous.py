@@ -16,7 +16,8 @@ import time
 
 import tensorflow as tf
 
-from worker import agreement, args, fit_loop, layout, preemption, progress, shutdown, training
+from worker import (agreement, args, fit_loop, layout, preemption, progress, shutdown, training,
+                    writer_lease)
 from worker.args import Options
 from worker.contract import Strategy
 from worker.context import TaskContext
@@ -46,6 +47,7 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
     def save_current_step() -> None:
         """Every worker takes part (saving may all-reduce); only the writer's copy is kept."""
         at_step = int(optimizer.iterations.numpy())
+        writer_lease.check(before=f"step {at_step}")  # the writer's, before the collective save
         saved["path"] = manager.save(checkpoint_number=at_step)
         saved["step"] = at_step
         progress.report("checkpoint", step=at_step, path=saved["path"])

@@ -8,7 +8,7 @@ import time
 
 import tensorflow as tf
 
-from worker import errors, layout, progress
+from worker import errors, layout, progress, writer_lease
 from worker.args import Options
 from worker.contract import Strategy
 from worker.context import TaskContext
@@ -228,6 +228,7 @@ def export_saved_model(program: Program, trained_model, path: str) -> None:
 def finish(task: TaskContext, options: Options, program: Program, model,
            final_checkpoint: str, step: int) -> None:
     """Writer only: export the SavedModel, then mark the final checkpoint for the evaluator."""
+    writer_lease.check(before="the final SavedModel")
     saved_model = layout.saved_model_dir(task.model_dir)
     export_saved_model(program, model, saved_model)
     progress.report("exported", path=saved_model)

@@ -66,6 +66,18 @@ RESTRICTED_CONTAINER_SECURITY = {
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kind: needs a kind cluster (built by tests/kind/toolchain.sh)")
+    config.addinivalue_line("markers", "node_kill: kills a kind node; runs after every other kind test")
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """`node_kill` tests go right after the last other kind test: the node they kill comes back
+    with cross-node traffic that later tests cannot rely on (tests/kind/test_lost_node.py)."""
+    killers = [item for item in items if item.get_closest_marker("node_kill")]
+    if not killers:
+        return
+    rest = [item for item in items if not item.get_closest_marker("node_kill")]
+    last_kind = max((i for i, item in enumerate(rest) if item.get_closest_marker("kind")), default=-1)
+    items[:] = rest[:last_kind + 1] + killers + rest[last_kind + 1:]
 
 
 # --------------------------------------------------------------------------- helpers

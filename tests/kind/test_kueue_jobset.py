@@ -248,19 +248,21 @@ def worker0_checkpoint(cluster, namespace: str, name: str) -> int | None:
     return max(steps) if steps else None
 
 
-@pytest.mark.parametrize("backoff_limit, set_restarts", [(0, 1), (6, 0)],
-                         ids=["worker-out-of-retries-restarts-the-set", "crash-costs-one-retry"])
+@pytest.mark.parametrize("backoff_limit, set_restarts, workers", [(0, 1, 2), (1, 0, 6)],
+                         ids=["worker-out-of-retries-restarts-the-set", "6-workers-crash-costs-one-retry"])
 def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
         kind_cluster, worker_image, jobset_installed, namespace, checkpoint_pvc, tmp_path,
-        backoff_limit, set_restarts):
+        backoff_limit, set_restarts, workers):
     """One MWMS worker crashes once (SIGINT: exit 130, counted). backoffLimit 0: its index is
     out of retries, the worker Job fails (maxFailedIndexes 0) and JobSet restarts the set
     (BlockingRecreate): the new evaluator must not take the old attempt's failed worker Job for
     the end of training. backoffLimit 6: per index, the crash costs worker 1 one retry and
     worker 0 none (it had saved: exit 6, ignored); no set restart. Both: Succeeded, with the
-    final checkpoint evaluated."""
+    final checkpoint evaluated. With 6 workers and backoffLimit 1: one crash used to count 6
+    failures (one per worker whose collective failed) against one budget; per index it costs
+    worker 1 its one retry and no other worker any."""
     name = f"mw-crash-{backoff_limit}"
-    roles = {"worker": {"replicas": 2, "resources": REQUESTS},
+    roles = {"worker": {"replicas": workers, "resources": REQUESTS},
              "evaluator": {"replicas": 1, "resources": REQUESTS}}
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
                       strategy="multi_worker_mirrored", steps=MWMS_STEPS, workload="jobset",
@@ -300,13 +302,14 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
             counts[index] = max(counts.get(index, (0, 0)), (
                 int(annotations.get("batch.kubernetes.io/job-index-failure-count", "0")),
                 int(annotations.get("batch.kubernetes.io/job-index-ignored-failure-count", "0"))))
-        # (counted, ignored) per index: the crash cost worker 1 one retry; worker 0, whose
-        # collective failed after it had saved (exit 6), none
-        assert counts == {0: (0, 1), 1: (1, 0)}, counts
+        # (counted, ignored) per index: the crash cost worker 1 one retry; the others, whose
+        # collectives failed after they had saved (exit 6), none
+        assert {i: c[0] for i, c in counts.items()} == {i: int(i == 1) for i in range(workers)}, counts
+        assert all(counts[i][1] <= 1 for i in range(workers) if i != 1), counts
     worker_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index",
                      "0", check=True).stdout
     starts = [e["step"] for e in progress(worker_log) if e["event"] == "start"]
-    print(f"MEASURE mwms jobset crash (backoffLimit {backoff_limit}): worker-1 SIGINT "
+    print(f"MEASURE mwms jobset crash ({workers} workers, backoffLimit {backoff_limit}): worker-1 SIGINT "
           f"{crashed - started:.1f}s after submit; set restarts {restarts}; last attempt of "
           f"worker-0 started at step {starts[-1] if starts else None}; Succeeded "
           f"{finished - crashed:.1f}s after the crash, final step {MWMS_STEPS} evaluated "

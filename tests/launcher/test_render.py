@@ -268,3 +268,19 @@ def test_exit_codes_are_in_order(example):
         for rule in (spec.get("podFailurePolicy") or {}).get("rules", []):
             values = rule.get("onExitCodes", {}).get("values")
             assert values is None or values == sorted(set(values)), (name, rule)
+
+
+def test_node_loss_toleration_seconds_reach_every_pod_unless_a_role_sets_its_own():
+    base = ("name: t\nstrategy: parameter_server\n"
+            "roles: {chief: {replicas: 1, tolerations: [{key: node.kubernetes.io/unreachable, "
+            "operator: Exists, effect: NoExecute, tolerationSeconds: 900}]}, "
+            "worker: {replicas: 1}, ps: {replicas: 1}}\n")
+    untouched = _jobs(render.render(load_text(base)))
+    assert [t["key"] for t in untouched["worker"]["spec"]["template"]["spec"].get("tolerations", [])] == []
+    jobs = _jobs(render.render(load_text(base + "nodeLossTolerationSeconds: 45\n")))
+    seconds = {role: {t["key"]: t["tolerationSeconds"]
+                      for t in job["spec"]["template"]["spec"]["tolerations"]}
+               for role, job in jobs.items()}
+    loss = {"node.kubernetes.io/not-ready": 45, "node.kubernetes.io/unreachable": 45}
+    assert seconds["worker"] == seconds["ps"] == loss
+    assert seconds["chief"] == {**loss, "node.kubernetes.io/unreachable": 900}  # its own wins

@@ -115,6 +115,10 @@ Numbers come back as floats: compare them with `int`.
     "PodFailurePolicy",
     "DeadlineExceeded"
   ],
+  "nodeLossTaints": [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable"
+  ],
   "env": {
     "tfConfig": "TF_CONFIG",
     "taskIndex": "TFK8S_TASK_INDEX",

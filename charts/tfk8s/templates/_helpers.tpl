@@ -232,6 +232,15 @@ $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
 {{- range $k, $val := $t }}{{ if not (kindIs "invalid" $val) }}{{ $_ := set $clean $k $val }}{{ end }}{{ end -}}
 {{- $tolerations = append $tolerations $clean -}}
 {{- end -}}
+{{- if not (kindIs "invalid" $v.nodeLossTolerationSeconds) -}}
+{{- $named := list -}}
+{{- range $t := $tolerations }}{{ $named = append $named (get $t "key") }}{{ end -}}
+{{- range $key := $c.nodeLossTaints -}}
+{{- if not (has $key $named) -}}
+{{- $tolerations = append $tolerations (dict "key" $key "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" $v.nodeLossTolerationSeconds) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $serviceAccount := $m.userServiceAccount | default (ternary $m.supervisor "" $supervised) -}}
 {{- $n := get $m.replicas $role }}
 apiVersion: batch/v1
