@@ -12,7 +12,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from launcher import checkpoints, loader, render
+from launcher import checkpoints, code_bundle, loader, render
 from launcher.backends.base import Backend
 from launcher.errors import LauncherError, SpecError
 from launcher.node_loss import EXIT_NODE_LOST
@@ -153,6 +153,8 @@ def warn_about_storage(spec: ClusterSpec) -> None:
     warning = checkpoints.ephemeral_warning(spec)
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
+    if spec.code is not None:  # what `code:` ships (launcher/code_bundle.py)
+        print(f"note: {code_bundle.note(spec)}", file=sys.stderr, flush=True)
 
 
 def cmd_render(args) -> int:

@@ -13,8 +13,9 @@ from typing import Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from launcher import code_bundle
 from launcher.errors import Problem, SpecError
-from launcher.spec import ROLES, ClusterSpec, CrossFieldProblems, Strategy, role_count_problems
+from launcher.spec import DEFAULT_IMAGE, ROLES, ClusterSpec, CrossFieldProblems, Strategy, role_count_problems
 
 Path_ = tuple[Union[str, int], ...]
 
@@ -27,10 +28,12 @@ def load_file(path: str | Path) -> ClusterSpec:
         raise SpecError([Problem(f"cannot read the spec: {exc.strerror}", file=str(path))]) from None
     except UnicodeDecodeError:
         raise SpecError([Problem("the spec is not UTF-8 text", file=str(path))]) from None
-    return load_text(text, filename=str(path))
+    return load_text(text, filename=str(path), base_dir=path.parent)
 
 
-def load_text(text: str, filename: str = "<spec>") -> ClusterSpec:
+def load_text(text: str, filename: str = "<spec>", base_dir: Path | None = None) -> ClusterSpec:
+    """The spec in `text`; its code dir (if any) is relative to `base_dir` (default: the
+    working dir), packed here and attached to the spec."""
     data, lines, problems = _parse_yaml(text, filename)
     if problems:
         raise SpecError(problems)
@@ -40,10 +43,34 @@ def load_text(text: str, filename: str = "<spec>") -> ClusterSpec:
             file=filename, line=1, hint="see examples/ for complete specs",
         )])
     try:
-        return ClusterSpec.model_validate(data)
+        spec = ClusterSpec.model_validate(data)
     except ValidationError as exc:
         problems = _problems(exc, lines, filename)
         raise SpecError(problems + _role_problems_of_raw(data, problems, lines, filename)) from None
+    return spec if spec.code is None else _with_code(spec, base_dir or Path.cwd(), lines, filename)
+
+
+def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename: str) -> ClusterSpec:
+    """The spec with code.path made absolute and its code packed (the I/O edge of `code:`)."""
+    code = spec.code
+    where = _line_for(("code", "path"), lines)
+    root = code_bundle.resolve(code, base)
+    try:
+        bundle = code_bundle.checked(code_bundle.pack(root, code.exclude), code.path)
+    except code_bundle.TooLarge as exc:
+        raise SpecError([Problem(str(exc), path="code", file=filename, line=where,
+                                 hint=exc.hint)]) from None
+    except (ValueError, OSError) as exc:
+        raise SpecError([Problem(
+            f"{code.path!r} cannot be packed: {exc}", path="code.path", file=filename, line=where,
+            hint="code is a directory, relative to the spec file's directory")]) from None
+    problem = _program_outside(spec, bundle)
+    if problem:
+        raise SpecError([Problem(problem[0], path="program.module", file=filename,
+                                 line=_line_for(("program", "module"), lines), hint=problem[1])])
+    spec = spec.model_copy(update={"code": code.model_copy(update={"path": str(root)})})
+    spec.attach_code(bundle)
+    return spec
 
 
 def _parse_yaml(text: str, filename: str) -> tuple[Any, dict[Path_, int], list[Problem]]:
@@ -159,6 +186,21 @@ def _role_problems_of_raw(data: dict, found: list[Problem], lines: dict[Path_, i
         path = tuple(dotted.split("."))
         out.append(Problem(message, path=dotted, file=filename, line=_line_for(path, lines)))
     return out
+
+
+def _program_outside(spec: ClusterSpec, bundle: code_bundle.Bundle) -> tuple[str, str] | None:
+    """With the stock image, program.module must come from the shipped code (or be the
+    worker's own): a typo would otherwise fail in every pod, after scheduling."""
+    if spec.program is None or spec.image != DEFAULT_IMAGE:
+        return None
+    top = spec.program.module.split(".")[0]
+    if top == "worker" or any(rel.split("/")[0] in (top, f"{top}.py") for rel, _ in bundle.files):
+        return None
+    return (f"{spec.program.module!r} is not in code: {spec.code.path} (no {top}.py or {top}/ "
+            "there) nor in the stock worker image",
+            f"name a module of {spec.code.path}, e.g. " + ", ".join(
+                rel[:-3].replace("/", ".").removesuffix(".__init__")
+                for rel, _ in bundle.files if rel.endswith(".py"))[:200])
 
 
 def _is_union_tag(part: Any) -> bool:

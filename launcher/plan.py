@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from launcher import k8s_contract, names
+from launcher import code_bundle, k8s_contract, names
 from launcher.spec import ClusterSpec
 from worker import contract
 from worker.contract import Role, Strategy
@@ -59,6 +59,18 @@ class Supervision:
 
 
 @dataclass(frozen=True)
+class CodePlan:
+    """The spec's code: where tasks find it (first on PYTHONPATH, their working dir) and, once
+    packed, the object that carries it (Kubernetes) and what it holds."""
+
+    dir: str  # code_bundle.CODE_DIR in pods; the code dir itself for local processes
+    object_name: str | None = None  # <name>-code-<sha256[:10]>; None when not packed
+    digest: str | None = None
+    files: int = 0
+    size: int = 0  # compressed
+
+
+@dataclass(frozen=True)
 class RolePlan:
     role: Role
     replicas: int
@@ -67,6 +79,7 @@ class RolePlan:
     env: dict[str, str]  # launcher values first, then the user's (TF_CONFIG and index apart)
     supervision: Supervision | None
     service_account: str | None
+    workdir: str | None = None  # the task's working dir (the code dir), None: the image's
 
     @property
     def in_training_cluster(self) -> bool:
@@ -87,6 +100,7 @@ class ClusterPlan:
     # Roles whose pods connect to each other through NCCL on ports nobody can pin
     # (k8s_contract.nccl_roles): those that may use it and get GPUs (NCCL needs one).
     nccl_roles: tuple[Role, ...] = ()
+    code: CodePlan | None = None
 
     @property
     def name(self) -> str:
@@ -121,8 +135,10 @@ class ClusterPlan:
         return [(r.role, i) for r in self.roles for i in range(r.replicas)]
 
 
-def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
-    """The plan of `spec`; `model_dir` replaces spec.model_dir (local runs keep it in their dir)."""
+def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None = None) -> ClusterPlan:
+    """The plan of `spec`; `model_dir` replaces spec.model_dir (local runs keep it in their dir),
+    `code_dir` the pods' code dir (local runs use the spec's code dir in place)."""
+    code = code_plan(spec, code_dir)
     strategy = Strategy(spec.strategy)
     success = contract.success_role(strategy)
     workload = spec.workload
@@ -140,7 +156,9 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
             )
         roles.append(RolePlan(
             role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role, workload),
-            command=tuple(task_command(spec)), env=task_env(spec, role, model_dir),
+            command=tuple(task_command(spec)),
+            env=task_env(spec, role, model_dir, code.dir if code else None),
+            workdir=code.dir if code else None,
             supervision=supervision,
             # The spec's account for every pod; otherwise only supervised pods need one.
             service_account=supervisor_account if supervision or spec.service_account_name else None,
@@ -152,7 +170,19 @@ def plan(spec: ClusterSpec, model_dir: str | None = None) -> ClusterPlan:
         supervisor_account=supervisor_account,
         nccl_roles=tuple(r for r in k8s_contract.nccl_roles(strategy)
                          if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus),
+        code=code,
     )
+
+
+def code_plan(spec: ClusterSpec, code_dir: str | None = None) -> CodePlan | None:
+    if spec.code is None:
+        return None
+    where = code_dir or code_bundle.CODE_DIR
+    bundle = spec.code_bundle
+    if bundle is None:
+        return CodePlan(dir=where)
+    return CodePlan(dir=where, object_name=bundle.object_name(spec.name), digest=bundle.digest,
+                    files=len(bundle.files), size=bundle.size)
 
 
 def failure_policy(spec: ClusterSpec) -> FailurePolicy:
@@ -185,7 +215,8 @@ def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy,
     )
 
 
-def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None) -> dict[str, str]:
+def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None,
+             code_dir: str | None = None) -> dict[str, str]:
     """What every task process gets besides TF_CONFIG and its index, on Kubernetes and locally.
 
     User values last, so they cannot be mistaken for ours; sorted, because Helm values are maps
@@ -201,6 +232,8 @@ def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None) -> dict
     }
     if spec.builtin:
         env[contract.PROGRAM] = spec.effective_program.module
+    if code_dir is not None:  # the code dir first on the module path (an env PYTHONPATH replaces it)
+        env["PYTHONPATH"] = code_dir
     if contract.is_server(Strategy(spec.strategy), Role(role)):
         env[contract.SERVER_LINGER] = str(
             contract.server_linger_seconds(spec.termination_grace_period_seconds))

@@ -19,7 +19,7 @@ from importlib import resources
 import jinja2
 import yaml
 
-from launcher import k8s_contract, names, tfconfig
+from launcher import code_render, k8s_contract, names, tfconfig
 from launcher.job_failure import backoff, pod_failure_policy
 from launcher.network_policy import network_policies
 from launcher.plan import ClusterPlan, RolePlan, SUPERVISOR_SCRIPT, plan
@@ -75,7 +75,8 @@ def supervisor_source() -> str:
 
 
 def spec_hash(spec: ClusterSpec) -> str:
-    canonical = json.dumps(spec.model_dump(by_alias=True, mode="json"), sort_keys=True)
+    data = code_render.hashed(spec, spec.model_dump(by_alias=True, mode="json"))
+    canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -85,7 +86,7 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def render(spec: ClusterSpec) -> list[dict]:
     """The cluster's objects as plain dicts, ready for server-side apply; the root first."""
-    cluster = plan(spec)
+    cluster = plan(code_render.packed(spec))
     context = _context(cluster)
     rbac = [("rbac.yaml.j2", {})] if context["watched_jobs"] else []
     policies = [("networkpolicy.yaml.j2", {})] if context["network_policies"] else []
@@ -95,11 +96,11 @@ def render(spec: ClusterSpec) -> list[dict]:
         documents = [("jobset.yaml.j2", {"jobset": _jobset(cluster, jobs, context)})]
         if rbac:  # the supervised evaluator's script and RBAC
             documents += [("root.yaml.j2", {}), *rbac]
-        return _render_all(context, documents + policies)
+        return code_render.after_root(cluster, context, _render_all(context, documents + policies))
     # The policies before the Jobs: no pod of the cluster starts without them.
     documents = [("root.yaml.j2", {}), ("service.yaml.j2", {}), *rbac, *policies]
     documents += [("job.yaml.j2", {"job": _job(cluster, role, context)}) for role in cluster.roles]
-    return _render_all(context, documents)
+    return code_render.after_root(cluster, context, _render_all(context, documents))
 
 
 def _render_all(context: dict, documents: list[tuple[str, dict]]) -> list[dict]:
@@ -233,6 +234,8 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "tolerations": _tolerations(spec, cfg),
         "volume_mounts": mounts,
         "volumes": volumes,
+        "code": code_render.pod_code(cluster),  # init container, mounts, volumes (code:)
+        "workdir": role.workdir,
         "supervised": supervision is not None,
         "service_account": role.service_account,
         "success_policy": success_policy,
@@ -324,8 +327,8 @@ def to_json(objects: list[dict]) -> str:
 
 
 def helm_values(spec: ClusterSpec) -> dict:
-    """values.yaml for charts/tfk8s: the spec itself, every default spelled out."""
-    return spec.model_dump(by_alias=True, mode="json")
+    """values.yaml for charts/tfk8s: the spec itself, every default spelled out (code: packed)."""
+    return code_render.code_values(spec, spec.model_dump(by_alias=True, mode="json"))
 
 
 class _QuotedDumper(yaml.SafeDumper):

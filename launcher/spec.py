@@ -8,11 +8,12 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from launcher import names
 from launcher.checkpoints import DEFAULT_MOUNT_PATH, default_model_dir, mwms_storage_problem
+from launcher.code_bundle import Bundle, CodeSpec
 from worker import contract
 from worker.contract import ROLES, Role, Strategy, Workload, role_count_problems  # noqa: F401 (re-exported)
 
@@ -192,6 +193,9 @@ class ClusterSpec(_Model):
     program: Program | None = None
     command: list[str] | None = None
     args: list[str] | None = None
+    # Your own code, shipped to every pod without an image build (launcher/code_bundle.py).
+    code: CodeSpec | None = None
+    _code_bundle: Bundle | None = PrivateAttr(default=None)  # the packed code (the loader's)
     env: dict[str, str] = Field(default_factory=dict)
     roles: Roles = Field(default_factory=Roles)
     port: int = Field(default=2222, ge=1024, le=65535)
@@ -304,6 +308,13 @@ class ClusterSpec(_Model):
         volume = self.checkpoint.volume
         return default_model_dir(volume.mount_path if volume else DEFAULT_MOUNT_PATH,
                                  self.namespace, self.name)
+
+    @property
+    def code_bundle(self) -> Bundle | None:
+        return self._code_bundle
+
+    def attach_code(self, bundle: Bundle) -> None:
+        self._code_bundle = bundle
 
     @property
     def effective_program(self) -> Program:

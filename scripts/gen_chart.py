@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywhere
     sys.path.insert(0, str(REPO))
 
-from launcher import job_failure, k8s_contract, plan, spec, supervise  # noqa: E402
+from launcher import code_bundle, job_failure, k8s_contract, plan, spec, supervise  # noqa: E402
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy, Workload  # noqa: E402
 
@@ -192,6 +193,15 @@ def generate_schema() -> dict:
         "description": "must equal the release namespace (helm --namespace); empty: that one",
     })
     schema["required"] = [r for r in schema["required"] if r != "name"]
+    # The chart cannot read a local dir: it ships the archive given in codeArchive.
+    props["codeArchive"] = {
+        "type": "string", "contentEncoding": "base64",
+        "description": "code: the archive of `python -m launcher.code_bundle DIR` (base64), e.g. "
+                       "--set-file codeArchive=code.b64; `render --helm-values` includes it",
+    }
+    props["code"]["anyOf"].insert(0, {"type": "string"})  # code: ./src, the short form
+    props["code"]["description"] = (
+        "the launcher's local code dir; the chart needs codeArchive instead")
     props["env"] = env
     props["checkpoint"]["description"] = (
         "dir: an absolute path (under volume.mountPath when a volume is set) or a gs:// URL; "
@@ -357,7 +367,24 @@ def generate_contract() -> dict:
             kind: job_failure.pod_failure_policy(plan.restart_rules("Never", 0, Strategy.MIRRORED, builtin))
             for kind, builtin in (("builtin", True), ("command", False))},
         "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES,
+        "code": _code_contract(),
     }
+
+
+def _code_contract() -> dict:
+    """code_render's pod additions with a placeholder object, image and pull policy (the chart
+    sets those), and the ConfigMap's key and annotations."""
+    from launcher.code_render import (BYTES_ANNOTATION, CONTAINER_SECURITY, SHA256_ANNOTATION,
+                                      pod_code)
+    from launcher.plan import CodePlan
+    stub = types.SimpleNamespace(code=CodePlan(dir=code_bundle.CODE_DIR, object_name=""),
+                                 spec=types.SimpleNamespace(image="", image_pull_policy=""))
+    pod = pod_code(stub, CONTAINER_SECURITY)
+    init = {k: v for k, v in pod["init_containers"][0].items()
+            if k not in ("image", "imagePullPolicy")}
+    return {"dir": code_bundle.CODE_DIR, "archiveKey": code_bundle.ARCHIVE_KEY,
+            "sha256Annotation": SHA256_ANNOTATION, "bytesAnnotation": BYTES_ANNOTATION,
+            "initContainer": init, "mounts": pod["mounts"], "volumes": pod["volumes"]}
 
 
 def contract_text() -> str:

@@ -243,6 +243,65 @@ Numbers come back as floats: compare them with `int`.
       ]
     }
   },
-  "maxFailedIndexes": 0
+  "maxFailedIndexes": 0,
+  "code": {
+    "dir": "/opt/tfk8s/code",
+    "archiveKey": "code.tar.gz",
+    "sha256Annotation": "tfk8s.io/code-sha256",
+    "bytesAnnotation": "tfk8s.io/code-bytes",
+    "initContainer": {
+      "name": "code",
+      "command": [
+        "python3",
+        "-c",
+        "import sys, tarfile\nsrc, dst = sys.argv[1], sys.argv[2]\nwith tarfile.open(src) as t:\n    members = t.getmembers()\n    for m in members:\n        if not m.isreg() or m.name.startswith('/') or '..' in m.name.split('/'):\n            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n    t.extractall(dst, members)\nprint(f'tfk8s code: unpacked {len(members)} files into {dst}')\n",
+        "/opt/tfk8s/code-archive/code.tar.gz",
+        "/opt/tfk8s/code"
+      ],
+      "resources": {},
+      "securityContext": {
+        "allowPrivilegeEscalation": false,
+        "runAsNonRoot": true,
+        "capabilities": {
+          "drop": [
+            "ALL"
+          ]
+        },
+        "seccompProfile": {
+          "type": "RuntimeDefault"
+        }
+      },
+      "volumeMounts": [
+        {
+          "name": "code-archive",
+          "mountPath": "/opt/tfk8s/code-archive",
+          "readOnly": true
+        },
+        {
+          "name": "code",
+          "mountPath": "/opt/tfk8s/code"
+        }
+      ]
+    },
+    "mounts": [
+      {
+        "name": "code",
+        "mountPath": "/opt/tfk8s/code",
+        "readOnly": true
+      }
+    ],
+    "volumes": [
+      {
+        "name": "code",
+        "emptyDir": {}
+      },
+      {
+        "name": "code-archive",
+        "configMap": {
+          "name": ""
+        }
+      }
+    ]
+  }
 }
 {{- end }}

@@ -87,5 +87,8 @@ not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter
 {{- $failed = printf "name: generated %s name '%s' for role %s: %s; shorten name" (index $g 1) (index $g 2) (index $g 0) $problem -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.code (not $v.codeArchive) -}}
+{{- fail "code: the chart cannot read a local directory; set codeArchive to its archive in base64 (python -m launcher.code_bundle DIR > code.b64, then --set-file codeArchive=code.b64), or use the values of `python -m launcher render --helm-values SPEC`" -}}
+{{- end -}}
 {{- if $failed }}{{ fail $failed }}{{ end -}}
 {{- end }}

@@ -15,6 +15,7 @@ from typing import Callable
 from launcher import k8s_contract, render
 from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
+from launcher.code_render import SHA256_ANNOTATION
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.spec import ClusterSpec
 from worker.contract import Workload
@@ -95,16 +96,26 @@ def make_room(sub: Submission) -> bool:
     if root is not None and old == render.spec_hash(spec) and not sub.replace:
         sub.say(f"cluster {ns}/{spec.name} is unchanged; nothing applied")
         return False
+    changed = code_change(root, spec)
     if not sub.replace:
         what = ("exists with a different spec" if root is not None and old
                 else "exists but was not created by this launcher (Helm?)")
         raise SubmitRefused(
-            f"cluster {ns}/{spec.name} {what}; Job pod templates are immutable, so "
+            f"cluster {ns}/{spec.name} {what}{changed}; Job pod templates are immutable, so "
             "rerun with --replace to delete and recreate it, or choose another name")
     if not sub.dry_run:
-        sub.say(f"replacing cluster {ns}/{spec.name}")
+        sub.say(f"replacing cluster {ns}/{spec.name}{changed}")
         delete_cluster(sub.api, ns, spec.name, sub.delete_timeout)
     return True
+
+
+def code_change(root: dict | None, spec: ClusterSpec) -> str:
+    """', its code changed (sha256 a -> b)' when the running cluster's code differs, else ''."""
+    old = ((root or {}).get("metadata", {}).get("annotations") or {}).get(SHA256_ANNOTATION)
+    new = spec.code_bundle.digest if spec.code_bundle is not None else None
+    if root is None or old == new:
+        return ""
+    return f" (its code changed: sha256 {(old or 'none')[:10]} -> {(new or 'none')[:10]})"
 
 
 def apply_all(sub: Submission, objects: list[dict]) -> None:
@@ -113,7 +124,9 @@ def apply_all(sub: Submission, objects: list[dict]) -> None:
     root = {**root, "metadata": {
         **root["metadata"],
         "annotations": {**root["metadata"].get("annotations", {}),
-                        k8s_contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec)},
+                        k8s_contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec),
+                        **({SHA256_ANNOTATION: sub.spec.code_bundle.digest}
+                           if sub.spec.code_bundle is not None else {})},
     }}
     current = root
     created_root = False

@@ -64,15 +64,15 @@ class Output:
 
 
 def start(argv: list[str], env: dict[str, str], *, name: str, log_path: Path,
-          header: Callable[[int], str],
-          output: Output) -> tuple[subprocess.Popen, threading.Thread]:
+          header: Callable[[int], str], output: Output,
+          cwd: str | None = None) -> tuple[subprocess.Popen, threading.Thread]:
     """Start `argv` in a new session (its own process group); a thread copies its output to
     `log_path`, behind the line header(pid), and to `output` prefixed with `[name] `."""
     if sys.platform.startswith("linux"):
         argv = [sys.executable, "-c", _EXEC_WITH_PARENT_DEATH_SIGNAL, str(os.getpid()), *argv]
     process = subprocess.Popen(
         argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True,
+        stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd,
     )
     reader = threading.Thread(
         target=_copy_output, args=(process, log_path, header(process.pid), f"[{name}] ", output),

@@ -48,7 +48,8 @@ class Supervisor:
         self.model_dir = model_dir
         self.timing = timing
         self.output = runner.Output(stream, files.combined_log, echo_tasks)
-        self.plan = make_plan(spec, model_dir)
+        # code: the spec's dir in place (the loader made its path absolute), not a ConfigMap
+        self.plan = make_plan(spec, model_dir, spec.code.path if spec.code else None)
         # Counted restarts per budget (plan.FailurePolicy.budget: a role, or an MWMS worker's index).
         self.restarts_used: dict[str, int] = {}
         self.failed_attempts = {role: 0 for role in spec.active_roles()}
@@ -167,7 +168,7 @@ class Supervisor:
 
         task.process, task.reader = runner.start(
             task.argv, task.env, name=task.name, header=header, output=self.output,
-            log_path=self.files.log_path(task.role, task.index),
+            log_path=self.files.log_path(task.role, task.index), cwd=task.cwd,
         )
         task.state, task.restart_at = TaskState.RUNNING, None
         task.reason = f"running (attempt {task.attempts})"

@@ -23,6 +23,7 @@ class Task:
     index: int
     argv: list[str]
     env: dict[str, str]
+    cwd: str | None = None  # the code dir of `code:`, else the launcher's
     state: TaskState = TaskState.PENDING
     process: subprocess.Popen | None = None
     reader: threading.Thread | None = None
@@ -69,9 +70,10 @@ def plan_tasks(plan: ClusterPlan) -> list[Task]:
             contract.TF_CONFIG: json.dumps(plan.tf_config(role, index, address)),
             contract.TASK_INDEX: str(index),
             "PYTHONUNBUFFERED": "1",  # lines reach the log as they are printed
-            "PYTHONPATH": runner.pythonpath(),
+            # the code dir (code:) first, like /opt/tfk8s/code in a pod
+            "PYTHONPATH": os.pathsep.join(filter(None, [role_plan.workdir, runner.pythonpath()])),
         }
-        tasks.append(Task(role=role, index=index, argv=argv, env=env))
+        tasks.append(Task(role=role, index=index, argv=argv, env=env, cwd=role_plan.workdir))
     return tasks
 
 

@@ -1,0 +1,244 @@
+"""Your own code without an image build: `code: ./src` packed into a deterministic tar.gz.
+
+The archive depends on the files' relative paths, contents and executable bits only (sorted
+order, mtime 0, uid/gid 0, no directory entries, gzip without name or time), so the same code
+always gives the same sha256, and the cluster's code ConfigMap is named by it
+(`<name>-code-<sha256[:10]>`). This module is the I/O edge: the loader packs the directory once
+and attaches the Bundle to the spec (ClusterSpec.code_bundle); plan and render only read it.
+
+Excludes are .gitignore-style patterns, applied in order (a later match wins, `!` re-includes,
+a trailing `/` matches directories only, a pattern with a `/` inside is anchored at the code
+dir, `**` spans directories): DEFAULT_EXCLUDES, then the lines of `.tfk8signore` in the code
+dir, then the spec's code.exclude.
+
+Run as `python -m launcher.code_bundle DIR [--exclude PATTERN ...]` it prints the archive in
+base64, for the Helm chart (`helm install ... --set-file codeArchive=code.b64`).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import hashlib
+import io
+import os
+import re
+import sys
+import tarfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+MIB = 1024 * 1024
+# A ConfigMap holds at most 1 MiB (data + binaryData, decoded); the rest of the object
+# (metadata, the base64 overhead is not counted by that check but by etcd's 1.5 MiB request
+# limit) needs some room: 0.95 MiB of compressed archive.
+LIMIT = int(0.95 * MIB)
+CODE_DIR = "/opt/tfk8s/code"  # in the pods: unpacked here, first on PYTHONPATH, the working dir
+ARCHIVE_DIR = "/opt/tfk8s/code-archive"  # the ConfigMap, mounted read-only for the init container
+ARCHIVE_KEY = "code.tar.gz"
+IGNORE_FILE = ".tfk8signore"
+# .tfk8s/: --local's runs (logs, checkpoints) when the code dir is the spec's own dir.
+DEFAULT_EXCLUDES = ("__pycache__/", ".git/", "*.pyc", ".ipynb_checkpoints/", ".DS_Store",
+                    ".tfk8s/", ".venv/", ".pytest_cache/", ".mypy_cache/")
+# The init container's program: unpack the archive into the emptyDir (stdlib only).
+UNPACK = (
+    "import sys, tarfile\n"
+    "src, dst = sys.argv[1], sys.argv[2]\n"
+    "with tarfile.open(src) as t:\n"
+    "    members = t.getmembers()\n"
+    "    for m in members:\n"
+    "        if not m.isreg() or m.name.startswith('/') or '..' in m.name.split('/'):\n"
+    "            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n"
+    "    t.extractall(dst, members)\n"
+    "print(f'tfk8s code: unpacked {len(members)} files into {dst}')\n"
+)
+
+
+class CodeSpec(BaseModel):
+    """The spec's `code:` key: a directory relative to the spec file, and excludes."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              frozen=True)
+
+    path: str = Field(min_length=1)
+    exclude: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value):
+        return {"path": value} if isinstance(value, str) else value
+
+
+@dataclass(frozen=True)
+class Bundle:
+    root: str  # the code dir, absolute
+    archive: bytes  # the tar.gz
+    files: tuple[tuple[str, int], ...]  # (relative path, size) of every packed file, sorted
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.archive).hexdigest()
+
+    @property
+    def size(self) -> int:
+        return len(self.archive)
+
+    @property
+    def raw_size(self) -> int:
+        return sum(size for _, size in self.files)
+
+    def object_name(self, cluster: str) -> str:
+        return f"{cluster}-code-{self.digest[:10]}"
+
+    def summary(self) -> str:
+        return (f"{len(self.files)} files, {human(self.raw_size)} packed to {human(self.size)} "
+                f"(sha256 {self.digest[:10]})")
+
+
+class TooLarge(ValueError):
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.hint = hint
+
+
+def human(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / MIB:.2f} MiB" if n >= MIB // 10 else f"{n / 1024:.1f} KiB"
+
+
+@lru_cache(maxsize=256)
+def _regex(glob: str) -> re.Pattern:
+    out, i = "", 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif glob.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif glob[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif glob[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(glob[i]), i + 1
+    return re.compile(out + r"\Z")
+
+
+def excluded(rel: str, is_dir: bool, patterns: list[str]) -> bool:
+    """Whether the .gitignore-style `patterns` (in order, the last match wins) exclude `rel`."""
+    out = False
+    for raw in patterns:
+        pattern = raw.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        negate = pattern.startswith("!")
+        pattern = pattern[1:] if negate else pattern
+        if pattern.endswith("/"):
+            if not is_dir:
+                continue
+            pattern = pattern.rstrip("/")
+        anchored = "/" in pattern
+        subject = rel if anchored else rel.rsplit("/", 1)[-1]
+        if _regex(pattern.lstrip("/")).match(subject):
+            out = not negate
+    return out
+
+
+def patterns_for(root: Path, exclude: list[str]) -> list[str]:
+    ignore = root / IGNORE_FILE
+    own = ignore.read_text().splitlines() if ignore.is_file() else []
+    return [*DEFAULT_EXCLUDES, *own, *exclude]
+
+
+def collect(root: Path, patterns: list[str]) -> list[str]:
+    """The relative paths of the files to pack, sorted; excluded directories are not entered."""
+    found = []
+    for current, dirs, files in os.walk(root):
+        rel_dir = os.path.relpath(current, root).replace(os.sep, "/")
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        dirs[:] = sorted(d for d in dirs if not excluded(prefix + d, True, patterns))
+        found += [prefix + f for f in files if not excluded(prefix + f, False, patterns)]
+    return sorted(found)
+
+
+def pack(root: str | Path, exclude: list[str] = ()) -> Bundle:
+    """The Bundle of directory `root` (a ValueError when it is not one)."""
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise ValueError(f"{root} is not a directory")
+    files = []
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for rel in collect(root, patterns_for(root, list(exclude))):
+            path = root / rel
+            data = path.read_bytes()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mtime, info.uid, info.gid = len(data), 0, 0, 0
+            info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            tar.addfile(info, io.BytesIO(data))
+            files.append((rel, len(data)))
+    out = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
+        gz.write(raw.getvalue())
+    return Bundle(root=str(root), archive=out.getvalue(), files=tuple(files))
+
+
+def checked(bundle: Bundle, given: str) -> Bundle:
+    """`bundle`, or TooLarge when a ConfigMap cannot carry it: never a truncated archive."""
+    if bundle.size <= LIMIT:
+        return bundle
+    biggest = sorted(bundle.files, key=lambda f: -f[1])[:3]
+    raise TooLarge(
+        f"{given} packs to {human(bundle.size)} compressed ({len(bundle.files)} files, "
+        f"{human(bundle.raw_size)} raw), over the {LIMIT / MIB:.2f} MiB a ConfigMap holds; "
+        "largest: " + ", ".join(f"{rel} ({human(size)})" for rel, size in biggest),
+        "exclude data files (code.exclude or a .tfk8signore in the code dir), or put data on "
+        "the checkpoint volume")
+
+
+def resolve(code: CodeSpec, base: Path) -> Path:
+    return (base / code.path).resolve()
+
+
+def ensure(spec) -> Bundle | None:
+    """The spec's attached Bundle; packed now (code.path relative to the working dir, or
+    absolute as the loader leaves it) for a spec that did not come from the loader."""
+    if spec.code is None:
+        return None
+    if spec.code_bundle is None:
+        spec.attach_code(checked(pack(resolve(spec.code, Path.cwd()), spec.code.exclude),
+                                 spec.code.path))
+    return spec.code_bundle
+
+
+def note(spec) -> str:
+    """One line on what `code:` ships: the dir, its object, sizes, the first files."""
+    bundle = ensure(spec)
+    names = [rel for rel, _ in bundle.files]
+    shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
+    return (f"code: {bundle.root} -> ConfigMap {bundle.object_name(spec.name)}: "
+            f"{bundle.summary()}: {shown}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m launcher.code_bundle",
+                                description="print a code dir's archive in base64 (for Helm)")
+    p.add_argument("dir")
+    p.add_argument("--exclude", action="append", default=[])
+    args = p.parse_args(argv)
+    try:
+        bundle = checked(pack(args.dir, args.exclude), args.dir)
+    except TooLarge as exc:
+        print(f"code: {exc} ({exc.hint})", file=sys.stderr)
+        return 2
+    print(f"{args.dir}: {bundle.summary()}", file=sys.stderr)
+    sys.stdout.write(base64.b64encode(bundle.archive).decode() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+from pkg.helper import VALUE

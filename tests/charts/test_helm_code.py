@@ -1,0 +1,39 @@
+"""The chart ships `code:` like the launcher: codeArchive through --set-file (a base64 file with
+its trailing newline, as `python -m launcher.code_bundle` prints it) gives the same objects as
+render, and `code:` without codeArchive is refused with the fix."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from launcher import render
+from launcher.loader import load_file
+from support import REPO
+from test_helm_parity import CHART, SPECS_DIR, assert_same_objects, helm  # noqa: F401 (fixture)
+
+import yaml
+
+
+def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
+    spec = load_file(SPECS_DIR / "code-ps-jobset.yaml")
+    values = render.helm_values(spec)
+    values.pop("codeArchive")
+    b64 = subprocess.run(
+        [sys.executable, "-m", "launcher.code_bundle", str(SPECS_DIR / "code-src"),
+         "--exclude", "*.md"], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert b64.endswith("\n")
+    (tmp_path / "code.b64").write_text(b64)
+    r = helm.run("template", spec.name, str(CHART), "--namespace", spec.namespace,
+                 "-f", str(helm.values_file(values)), "--set-file",
+                 f"codeArchive={tmp_path / 'code.b64'}")
+    assert r.returncode == 0, r.stderr
+    assert_same_objects(render.render(spec), [d for d in yaml.safe_load_all(r.stdout) if d])
+
+
+def test_code_without_archive_is_refused(helm):  # noqa: F811
+    values = render.helm_values(load_file(SPECS_DIR / "code-byo-jobs.yaml"))
+    values.pop("codeArchive")
+    values["code"] = "./src"
+    r = helm.template("codebyo", "default", values)
+    assert r.returncode != 0
+    assert "code: the chart cannot read a local directory; set codeArchive" in r.stderr

@@ -1,0 +1,211 @@
+"""`code:`: deterministic packing, excludes, the size limit, and what render makes of it."""
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from launcher import code_bundle, render
+from launcher.code_bundle import CODE_DIR, LIMIT
+from launcher.errors import SpecError
+from launcher.loader import load_file
+from launcher.plan import plan
+
+
+def _tree(root, files: dict[str, str | bytes]):
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    return root
+
+
+TWO_MODULES = {"train.py": "from pkg.helper import VALUE\n", "pkg/__init__.py": "",
+               "pkg/helper.py": "VALUE = 1\n"}
+
+
+def _names(bundle) -> list[str]:
+    with tarfile.open(fileobj=io.BytesIO(bundle.archive)) as tar:
+        return tar.getnames()
+
+
+def test_same_content_same_digest_mtime_ignored_byte_changes_it(tmp_path):
+    a = _tree(tmp_path / "a", TWO_MODULES)
+    b = _tree(tmp_path / "b", TWO_MODULES)  # another dir, other inode order, other mtimes
+    first = code_bundle.pack(a)
+    assert code_bundle.pack(b).digest == first.digest == code_bundle.pack(a).digest
+    os.utime(a / "pkg" / "helper.py", (1, 1))
+    assert code_bundle.pack(a).digest == first.digest
+    (a / "pkg" / "helper.py").write_text("VALUE = 2\n")
+    changed = code_bundle.pack(a)
+    assert changed.digest != first.digest
+    assert changed.object_name("demo") != first.object_name("demo")
+    assert first.object_name("demo") == f"demo-code-{first.digest[:10]}"
+    # gzip header without a name or a time; tar members owned by 0 with mtime 0
+    assert gzip.decompress(first.archive) and first.archive[4:8] == b"\0\0\0\0"
+    with tarfile.open(fileobj=io.BytesIO(first.archive)) as tar:
+        assert {(m.mtime, m.uid, m.gid, m.uname) for m in tar.getmembers()} == {(0, 0, 0, "")}
+        assert tar.getnames() == sorted(tar.getnames())
+
+
+def test_excludes_defaults_ignore_file_and_spec(tmp_path):
+    root = _tree(tmp_path / "src", {
+        **TWO_MODULES,
+        "pkg/__pycache__/helper.cpython-311.pyc": b"x", "old.pyc": b"x", ".git/HEAD": "ref",
+        ".ipynb_checkpoints/n.ipynb": "{}", "data/big.bin": b"0" * 100, "data/keep.txt": "k",
+        "notes/a.md": "a", "deep/x/scratch.tmp": "t", ".tfk8signore": "data/\n*.tmp\n",
+        ".tfk8s/run/logs/chief-0.log": "x", ".venv/bin/python": "x",
+    })
+    names = _names(code_bundle.pack(root, ["notes", "/train.py", "!train.py"]))
+    assert names == [".tfk8signore", "pkg/__init__.py", "pkg/helper.py", "train.py"]
+    # anchored patterns and ** match paths; an unanchored one any basename
+    assert code_bundle.excluded("a/b/c.csv", False, ["**/*.csv"])
+    assert not code_bundle.excluded("x/train.py", False, ["/train.py"])
+    assert code_bundle.excluded("x/train.py", False, ["train.py"])
+
+
+def _spec(tmp_path, code: str, extra: str = "") -> object:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(f"name: demo\nstrategy: mirrored\n{code}\nprogram: {{module: train}}\n"
+                    f"roles: {{chief: {{replicas: 1}}}}\n{extra}")
+    return load_file(path)
+
+
+def test_too_large_is_refused_with_size_limit_and_fix(tmp_path):
+    _tree(tmp_path / "src", {**TWO_MODULES, "weights.bin": os.urandom(LIMIT + 1000)})
+    with pytest.raises(SpecError) as info:
+        _spec(tmp_path, "code: ./src")
+    text = str(info.value)
+    assert "cluster.yaml:3: code: ./src packs to" in text
+    assert "MiB compressed" in text and "over the 0.95 MiB a ConfigMap holds" in text
+    assert "weights.bin" in text and "code.exclude or a .tfk8signore" in text
+    # and with it excluded, it ships
+    spec = _spec(tmp_path, "code: {path: ./src, exclude: ['*.bin']}")
+    assert spec.code_bundle.size < LIMIT
+
+
+def test_missing_dir_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match=r"cluster.yaml:4: code.path: './nope' cannot be packed"):
+        _spec(tmp_path, "code:\n  path: ./nope")
+
+
+@pytest.mark.parametrize("workload", ["jobs", "jobset"])
+@pytest.mark.parametrize("program", ["program: {module: train}", "command: [python, train.py]"])
+def test_render_ships_the_code_to_every_pod(tmp_path, workload, program):
+    _tree(tmp_path / "src", TWO_MODULES)
+    (tmp_path / "cluster.yaml").write_text(
+        f"name: demo\nstrategy: parameter_server\nworkload: {workload}\ncode: ./src\n{program}\n"
+        "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n")
+    spec = load_file(tmp_path / "cluster.yaml")
+    objects = render.render(spec)
+    maps = [o for o in objects if o["kind"] == "ConfigMap" and "binaryData" in o]
+    assert len(maps) == 1
+    cm = maps[0]
+    assert cm["metadata"]["name"] == spec.code_bundle.object_name("demo") and cm["immutable"]
+    assert base64.b64decode(cm["binaryData"]["code.tar.gz"]) == spec.code_bundle.archive
+    # after the root (its owner), before any pod's Job
+    assert objects.index(cm) == 1
+    pods = [spec_["template"]["spec"] for _, spec_ in render.job_specs(objects)]
+    assert len(pods) == 3
+    for pod in pods:
+        init, main = pod["initContainers"][0], pod["containers"][0]
+        assert init["image"] == main["image"] == spec.image
+        for c in (init, main):
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+            assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert main["workingDir"] == CODE_DIR
+        env = {e["name"]: e.get("value") for e in main["env"]}
+        assert env["PYTHONPATH"] == CODE_DIR
+        assert {"name": "code", "mountPath": CODE_DIR, "readOnly": True} in main["volumeMounts"]
+        assert {"name": "code-archive", "configMap": {"name": cm["metadata"]["name"]}} \
+            in pod["volumes"]
+
+
+def test_spec_hash_follows_the_content_not_the_place(tmp_path):
+    one = tmp_path / "one"
+    two = tmp_path / "two"
+    _tree(one / "src", TWO_MODULES)
+    _tree(two / "src", TWO_MODULES)
+    a, b = _spec(one, "code: ./src"), _spec(two, "code: ./src")
+    assert a.code.path != b.code.path and render.spec_hash(a) == render.spec_hash(b)
+    (two / "src" / "pkg" / "helper.py").write_text("VALUE = 2\n")
+    assert render.spec_hash(_spec(two, "code: ./src")) != render.spec_hash(a)
+
+
+def test_plan_is_pure_and_local_runs_use_the_dir_in_place(tmp_path):
+    _tree(tmp_path / "src", TWO_MODULES)
+    spec = _spec(tmp_path, "code: ./src")
+    local = plan(spec, code_dir=spec.code.path)
+    assert local.roles[0].workdir == str(tmp_path / "src")
+    assert local.roles[0].env["PYTHONPATH"] == str(tmp_path / "src")
+    assert plan(spec).code.object_name == spec.code_bundle.object_name("demo")
+
+
+def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
+    """The rendered init container's command unpacks the ConfigMap's archive, and the main
+    container's `command:` then runs from it (paths moved under tmp_path; no cluster)."""
+    shutil.copytree(Path(__file__).resolve().parents[1] / "code_demo" / "v1", tmp_path / "src")
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\n"
+        "roles: {chief: {replicas: 1}}\n")
+    objects = render.render(load_file(tmp_path / "cluster.yaml"))
+    cm = next(o for o in objects if "binaryData" in o)
+    pod = render.job_specs(objects)[0][1]["template"]["spec"]
+    archive_dir, code_dir = tmp_path / "code-archive", tmp_path / "code"
+    archive_dir.mkdir()
+    code_dir.mkdir()
+    (archive_dir / "code.tar.gz").write_bytes(base64.b64decode(cm["binaryData"]["code.tar.gz"]))
+    moved = {code_bundle.ARCHIVE_DIR: str(archive_dir), CODE_DIR: str(code_dir)}
+
+    def move(text: str) -> str:
+        for old, new in moved.items():
+            text = text.replace(old, new)
+        return text
+
+    init = [move(a) for a in pod["initContainers"][0]["command"]]
+    init[0] = sys.executable
+    out = subprocess.run(init, capture_output=True, text=True, check=True).stdout
+    assert "unpacked 4 files" in out
+    main = pod["containers"][0]
+    env = {e["name"]: move(e["value"]) for e in main["env"] if "value" in e}
+    result = subprocess.run([sys.executable, *main["command"][1:]], cwd=move(main["workingDir"]),
+                            env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.strip() == f"tfk8s-code-marker v1 cwd={code_dir}"
+
+
+def test_submit_says_when_the_running_clusters_code_changed(tmp_path):
+    from launcher.backends.kubernetes.submit import code_change
+    from launcher.code_render import SHA256_ANNOTATION
+    _tree(tmp_path / "src", TWO_MODULES)
+    spec = _spec(tmp_path, "code: ./src")
+    new = spec.code_bundle.digest
+    root = {"metadata": {"annotations": {SHA256_ANNOTATION: "0123456789abcdef"}}}
+    assert code_change(root, spec) == f" (its code changed: sha256 0123456789 -> {new[:10]})"
+    assert code_change({"metadata": {"annotations": {SHA256_ANNOTATION: new}}}, spec) == ""
+    assert code_change(None, spec) == ""
+
+
+def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
+    _tree(tmp_path / "src", TWO_MODULES)
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\ncode: ./src\nprogram:\n  module: trian\n"
+        "roles: {chief: {replicas: 1}}\n")
+    with pytest.raises(SpecError) as info:
+        load_file(tmp_path / "cluster.yaml")
+    assert "cluster.yaml:5: program.module: 'trian' is not in code: ./src" in str(info.value)
+    assert "e.g. pkg, pkg.helper, train" in str(info.value)
+    # the worker's own programs, and modules of a package in the code, are fine
+    for module in ("worker.examples.fashion_mnist", "pkg.helper"):
+        (tmp_path / "cluster.yaml").write_text(
+            f"name: demo\nstrategy: mirrored\ncode: ./src\nprogram: {{module: {module}}}\n"
+            "roles: {chief: {replicas: 1}}\n")
+        assert load_file(tmp_path / "cluster.yaml").code_bundle is not None
