@@ -4,6 +4,7 @@ loses no steps."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ REQUESTS = {"requests": {"cpu": "100m", "memory": "200Mi"}}
 PS_ROLES = {role: {"replicas": n, "resources": REQUESTS}
             for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))}
 PS_CPU_MILLI = 5 * 100
+SLOW_SAVE_PROGRAM = REPO / "tests" / "worker" / "probes" / "slow_save.py"
 
 
 def jobset_of(cluster, namespace: str, name: str) -> dict:
@@ -38,6 +40,12 @@ def live_pods(cluster, namespace: str, name: str) -> list[dict]:
 
 def status_json(cluster, namespace: str, name: str) -> dict:
     return json.loads(cli(cluster, "status", name, "-n", namespace, "-o", "json", check=True).stdout)
+
+
+def chief_step(cluster, namespace: str, name: str) -> int:
+    result = cli(cluster, "logs", name, "-n", namespace, "--role", "chief", timeout=60)
+    return max((e["step"] for e in progress(result.stdout)
+                if e["event"] in ("step", "checkpoint") and e.get("step") is not None), default=0)
 
 
 def completed(cluster, namespace: str, name: str) -> bool:
@@ -166,9 +174,19 @@ def test_second_cluster_waits_with_zero_pods_until_quota_frees(
 
 def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss(
         kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue):
+    """Kueue suspends the whole low-priority JobSet: every pod gets SIGTERM at once. Its chief
+    runs tests/worker/probes/slow_save.py (shipped with `code:`), whose every save takes 12 s
+    more: the ps must serve on while the chief saves the step it reached, and the resumed
+    cluster starts there, with no failure counted."""
+    code = tmp_path / "slow-save-code"
+    code.mkdir()
+    shutil.copy(SLOW_SAVE_PROGRAM, code / "slow_save.py")
     low = write_spec(tmp_path, "p-low", namespace, checkpoint_pvc.claim_name, worker_image,
                      steps=1600, workload="jobset", queue=queue, roles=PS_ROLES,
-                     priorityClassName="tfk8s-low")
+                     priorityClassName="tfk8s-low", code=code.name,
+                     program={"module": "slow_save",
+                              "args": ["--steps", "1600", "--checkpoint-every", "400",
+                                       "--global-batch-size", "32"]})
     high = write_spec(tmp_path, "p-high", namespace, checkpoint_pvc.claim_name, worker_image,
                       workload="jobset", queue=queue, roles=PS_ROLES, priorityClassName="tfk8s-high")
     low_run = submit_in_background(kind_cluster, low)
@@ -176,6 +194,9 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
     try:
         wait_for(lambda: checkpointed_step(kind_cluster, "p-low", namespace), 600,
                  "the low-priority cluster's first checkpoint")
+        # into the next interval, so the suspension's SIGTERM finds unsaved steps to save
+        wait_for(lambda: chief_step(kind_cluster, namespace, "p-low") > 440, 300,
+                 "the low-priority chief past step 440")
         chief = [p for p in live_pods(kind_cluster, namespace, "p-low")
                  if p["metadata"]["labels"].get("app.kubernetes.io/component") == "chief"][0]
         # the chief's own log to its end: its pod is deleted when the JobSet is suspended
@@ -200,11 +221,24 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
     assert low_run.returncode == 0 and low_status["phase"] == "Succeeded", low_out[-2000:]
     saved = [e["step"] for e in progress(victim_log) if e["event"] == "preempted"]
     assert saved, victim_log[-3000:]
+    assert "slow_save: checkpoint delayed" in victim_log, victim_log[-3000:]  # the shipped program ran
+    events = progress(victim_log)
+    before = [e["wall"] for e in events if e["event"] in ("step", "checkpoint") and e["step"] < saved[0]]
+    stopped = next(e["wall"] for e in events if e["event"] == "preempted")
+    # A save at the SIGTERM (or one under way when it came) takes the program's 12 s more: the ps
+    # served on for it, or the save would have failed and counted (checked below).
+    failed = {job["metadata"]["name"]: (job.get("status") or {}).get("failed", 0)
+              for job in kind_cluster.get_json("jobs", "-n", namespace, "-l",
+                                               f"{LABEL}=p-low")["items"]}
+    assert not any(failed.values()), failed
+    assert (jobset_of(kind_cluster, namespace, "p-low").get("status") or {}).get("restarts", 0) == 0
     chief_log = cli(kind_cluster, "logs", "p-low", "-n", namespace, "--role", "chief", check=True).stdout
     starts = [e["step"] for e in progress(chief_log) if e["event"] == "start"]
     assert starts and starts[0] == saved[0], (starts, saved)
     assert_ended_clean(kind_cluster, namespace, "p-low")
-    print(f"MEASURE kueue preemption: low-priority cluster preempted at step {saved[0]}, resumed "
+    print(f"MEASURE kueue preemption (every save 12 s slower): low-priority cluster preempted "
+          f"at step {saved[0]} (the chief's last step before it reported at "
+          f"{stopped - max(before, default=stopped):.1f}s before its preempted event), resumed "
           f"at step {starts[0]} (0 lost steps); high-priority cluster succeeded in "
           f"{high_result.seconds:.1f}s; low finished {resumed_after:.1f}s after the high was submitted")
 
