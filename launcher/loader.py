@@ -14,12 +14,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from launcher.errors import Problem, SpecError
-from launcher.spec import ROLES, ClusterSpec, CrossFieldProblems, Strategy, role_count_problems
+from launcher.spec import (
+    ROLES, SHARED_DISK, ClusterSpec, CrossFieldProblems, Strategy, role_count_problems,
+)
 
 Path_ = tuple[Union[str, int], ...]
 
 
-def load_file(path: str | Path) -> ClusterSpec:
+def load_file(path: str | Path, *, shared_disk: bool = False) -> ClusterSpec:
     path = Path(path)
     try:
         text = path.read_text()
@@ -27,10 +29,12 @@ def load_file(path: str | Path) -> ClusterSpec:
         raise SpecError([Problem(f"cannot read the spec: {exc.strerror}", file=str(path))]) from None
     except UnicodeDecodeError:
         raise SpecError([Problem("the spec is not UTF-8 text", file=str(path))]) from None
-    return load_text(text, filename=str(path))
+    return load_text(text, filename=str(path), shared_disk=shared_disk)
 
 
-def load_text(text: str, filename: str = "<spec>") -> ClusterSpec:
+def load_text(text: str, filename: str = "<spec>", *, shared_disk: bool = False) -> ClusterSpec:
+    """shared_disk: the spec runs as local processes on one disk, so the rules that make pods
+    on different nodes share their checkpoints do not apply (spec.SHARED_DISK)."""
     data, lines, problems = _parse_yaml(text, filename)
     if problems:
         raise SpecError(problems)
@@ -39,8 +43,21 @@ def load_text(text: str, filename: str = "<spec>") -> ClusterSpec:
             "the spec must be a YAML mapping (name:, strategy:, roles: ...)",
             file=filename, line=1, hint="see examples/ for complete specs",
         )])
+    return _validate(data, lines, filename, shared_disk)
+
+
+def load_data(data: Any, filename: str = "<dict>", *, shared_disk: bool = False) -> ClusterSpec:
+    """A spec given as a mapping (the Python API): the same problems as from a file, without
+    line numbers."""
+    if not isinstance(data, dict):
+        raise SpecError([Problem(f"the spec must be a mapping, not {type(data).__name__}",
+                                 file=filename, hint="see examples/ for complete specs")])
+    return _validate(data, {}, filename, shared_disk)
+
+
+def _validate(data: dict, lines: dict[Path_, int], filename: str, shared_disk: bool) -> ClusterSpec:
     try:
-        return ClusterSpec.model_validate(data)
+        return ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk})
     except ValidationError as exc:
         problems = _problems(exc, lines, filename)
         raise SpecError(problems + _role_problems_of_raw(data, problems, lines, filename)) from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from launcher import names
@@ -252,8 +252,11 @@ class ClusterSpec(_Model):
         return value
 
     @model_validator(mode="after")
-    def _cross_field(self) -> "ClusterSpec":
+    def _cross_field(self, info: ValidationInfo) -> "ClusterSpec":
         problems: list[tuple[str, str]] = []
+        # Validated for local processes (context SHARED_DISK): every task sees the same disk,
+        # so the checkpoint storage rules, which are about pods on separate nodes, do not apply.
+        shared_disk = bool((info.context or {}).get(SHARED_DISK))
         if self.command is None and self.args is not None:
             problems.append(("args", "args without command: set command too, or use program.args"))
         if self.command is not None and self.program is not None:
@@ -273,13 +276,14 @@ class ClusterSpec(_Model):
                     f"generated {kind} name {name!r} for role {role}: {problem}; shorten name",
                 ))
                 break
-        if self.replicas(Role.EVALUATOR) and self.checkpoint.volume is None and not self.checkpoint.is_remote:
+        if (self.replicas(Role.EVALUATOR) and self.checkpoint.volume is None
+                and not self.checkpoint.is_remote and not shared_disk):
             problems.append((
                 "checkpoint.volume",
                 "the evaluator reads the chief's checkpoints: set checkpoint.volume "
                 "(persistentVolumeClaim or hostPath) or a gs:// checkpoint.dir",
             ))
-        problem = mwms_storage_problem(self)
+        problem = None if shared_disk else mwms_storage_problem(self)
         if problem:
             problems.append(("checkpoint.volume", problem))
         if problems:
@@ -310,6 +314,9 @@ class ClusterSpec(_Model):
     def active_roles(self) -> list[Role]:
         return [r for r in ROLES if self.replicas(r) > 0]
 
+
+# Validation context key: the spec runs as local processes on one disk (launcher.loader).
+SHARED_DISK = "shared_disk"
 
 QUEUE_NEEDS_JOBSET = (
     "a queue needs workload: jobset. Kueue admits every batch/v1 Job as its own Workload, so "

@@ -21,7 +21,7 @@ from launcher.backends.kubernetes.api import (
     GRANT_NODE_READ, JOBSET, Api, LogUnavailable, NodesUnreadable, api_message,
 )
 from launcher.backends.kubernetes.cleanup import delete_cluster
-from launcher.errors import LauncherError
+from launcher.errors import ClusterNotFound, LauncherError
 from launcher.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.spec import ClusterSpec
 from launcher.status import ClusterStatus, Phase
@@ -105,7 +105,7 @@ class KubernetesBackend(Backend):
             status = lifecycle.compute_jobset_status(name, ns, root, jobs, pods, workload)
         elif not jobs:
             if root is None:
-                raise LauncherError(f"no cluster named {name!r} in namespace {ns!r}")
+                raise ClusterNotFound(f"no cluster named {name!r} in namespace {ns!r}")
             return ClusterStatus(name, ns, Phase.UNKNOWN, "no Jobs left (deleted after their TTL?)")
         else:
             pods = self.api.list("v1", "Pod", ns, name)
@@ -155,7 +155,8 @@ class KubernetesBackend(Backend):
             progress.unreadable = "; ".join(unreadable)
         return progress
 
-    def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
+    def logs(self, name: str, role: str, index: int, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
         ns = self.namespace
         pod = newest_pod(self.api.list("v1", "Pod", ns, name), role, index)
         if pod is None:
@@ -163,14 +164,15 @@ class KubernetesBackend(Backend):
                 f"no pod for role {role} index {index} of cluster {ns}/{name} "
                 "(check `status`; pods are removed with their Job after ttlSecondsAfterFinished)"
             )
-        response = self.api.pod_log(ns, pod["metadata"]["name"], follow)
+        response = self.api.pod_log(ns, pod["metadata"]["name"], follow, tail=tail)
         try:
             for line in response.stream():
                 yield line.decode(errors="replace")
         finally:
             response.release_conn()
 
-    def all_logs(self, name: str, follow: bool = False) -> Iterator[str]:
+    def all_logs(self, name: str, follow: bool = False,
+                 tail: int | None = None) -> Iterator[str]:
         """Every task's current pod; without follow merged by the kubelet's timestamps, with
         follow as the lines arrive (the pods that exist when it starts)."""
         ns = self.namespace
@@ -183,20 +185,21 @@ class KubernetesBackend(Backend):
         current = {t: newest_pod(pods, *t)["metadata"]["name"] for t in tasks}
         if follow:
             yield from follow_logs(
-                {f"[{contract.task_name(*t)}] ": self._log_lines(ns, pod, True, False)
+                {f"[{contract.task_name(*t)}] ": self._log_lines(ns, pod, True, False, tail)
                  for t, pod in current.items()})
             return
         stamped = [[(log_time(line), f"[{contract.task_name(*t)}] " + line.split(" ", 1)[-1])
-                    for line in self._log_lines(ns, pod, False, True)]
+                    for line in self._log_lines(ns, pod, False, True, tail)]
                    for t, pod in current.items()]
         for _, line in heapq.merge(*stamped, key=lambda item: item[0]):
             yield line
 
-    def _log_lines(self, ns: str, pod: str, follow: bool, timestamps: bool) -> Iterator[str]:
+    def _log_lines(self, ns: str, pod: str, follow: bool, timestamps: bool,
+                   tail: int | None = None) -> Iterator[str]:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            response = self.api.pod_log(ns, pod, follow, timestamps)
+            response = self.api.pod_log(ns, pod, follow, timestamps, tail)
         except ApiException as exc:  # a pod that has not started yet has no log: say so inline
             yield f"(no log: {api_message(exc)})\n"
             return
@@ -209,7 +212,7 @@ class KubernetesBackend(Backend):
     def delete(self, name: str) -> None:
         ns = self.namespace
         if not delete_cluster(self.api, ns, name, self.delete_timeout):
-            raise LauncherError(f"no cluster named {name!r} in namespace {ns!r}")
+            raise ClusterNotFound(f"no cluster named {name!r} in namespace {ns!r}")
         self._say(f"deleted cluster {ns}/{name}")
 
     def list(self) -> list[ClusterStatus]:

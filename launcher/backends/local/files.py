@@ -5,7 +5,7 @@ import json
 import os
 from pathlib import Path
 
-from launcher.errors import LauncherError
+from launcher.errors import ClusterNotFound
 from launcher.spec import ClusterSpec
 from worker.contract import task_name
 
@@ -73,7 +73,7 @@ class RunFiles:
         try:
             return ClusterSpec.model_validate(json.loads(self.spec_path.read_text()))
         except FileNotFoundError:
-            raise LauncherError(f"no local cluster {self.name!r} in {self.workdir}") from None
+            raise ClusterNotFound(f"no local cluster {self.name!r} in {self.workdir}") from None
 
     def recorded_stop_grace(self) -> float:
         """The terminationGracePeriodSeconds of the spec the run recorded."""
@@ -88,7 +88,7 @@ class RunFiles:
         try:
             return json.loads(self.status_path.read_text())
         except FileNotFoundError:
-            raise LauncherError(f"no local cluster {self.name!r} in {self.workdir}") from None
+            raise ClusterNotFound(f"no local cluster {self.name!r} in {self.workdir}") from None
 
     def write_status(self, record: dict) -> None:
         write_json(self.status_path, record)
