@@ -16,6 +16,7 @@ from typing import Iterator, TextIO
 
 from launcher import checkpoints, k8s_contract, lifecycle, node_loss
 from launcher.backends.base import Backend, exit_code
+from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import (
     GRANT_NODE_READ, JOBSET, Api, LogUnavailable, NodesUnreadable, api_message,
@@ -158,23 +159,42 @@ class KubernetesBackend(Backend):
     def logs(self, name: str, role: str, index: int, follow: bool = False,
              tail: int | None = None) -> Iterator[str]:
         ns = self.namespace
+        if follow:
+            yield from self._follow_task(ns, name, role, index, tail)
+            return
         pod = newest_pod(self.api.list("v1", "Pod", ns, name), role, index)
         if pod is None:
             raise LauncherError(
                 f"no pod for role {role} index {index} of cluster {ns}/{name} "
                 "(check `status`; pods are removed with their Job after ttlSecondsAfterFinished)"
             )
-        response = self.api.pod_log(ns, pod["metadata"]["name"], follow, tail=tail)
+        if not task_logs.has_log(pod):
+            task = contract.task_name(role, index)
+            raise LauncherError(f"no log yet: {task_logs.waiting_for(pod, task)} (`logs -f` "
+                                "waits for it)")
+        yield from self._log_lines(ns, pod["metadata"]["name"], False, False, tail)
+
+    def _follow_task(self, ns: str, name: str, role: str, index: int,
+                     tail: int | None) -> Iterator[str]:
+        """One task's log across container restarts and replacement pods (logs.py)."""
+        return task_logs.follow_task(
+            newest_pod=lambda: newest_pod(self.api.list("v1", "Pod", ns, name), role, index),
+            stream=lambda pod, lines: self._log_lines(ns, pod, True, False, lines),
+            cluster_finished=lambda: self._finished(name),
+            say=self._say, task=f"{contract.task_name(role, index)} of {ns}/{name}",
+            tail=tail, poll_seconds=self.poll_seconds)
+
+    def _finished(self, name: str) -> bool:
         try:
-            for line in response.stream():
-                yield line.decode(errors="replace")
-        finally:
-            response.release_conn()
+            status = self.status(name)
+        except LauncherError:  # deleted meanwhile
+            return True
+        return status.finished or status.phase is Phase.UNKNOWN
 
     def all_logs(self, name: str, follow: bool = False,
                  tail: int | None = None) -> Iterator[str]:
         """Every task's current pod; without follow merged by the kubelet's timestamps, with
-        follow as the lines arrive (the pods that exist when it starts)."""
+        follow as the lines arrive, across restarts (the tasks that have pods when it starts)."""
         ns = self.namespace
         pods = self.api.list("v1", "Pod", ns, name)
         tasks = sorted({task_of(p) for p in pods if task_of(p) is not None},
@@ -182,12 +202,12 @@ class KubernetesBackend(Backend):
         if not tasks:
             raise LauncherError(f"no pods of cluster {ns}/{name} (check `status`; pods are "
                                 "removed with their Job after ttlSecondsAfterFinished)")
-        current = {t: newest_pod(pods, *t)["metadata"]["name"] for t in tasks}
         if follow:
             yield from follow_logs(
-                {f"[{contract.task_name(*t)}] ": self._log_lines(ns, pod, True, False, tail)
-                 for t, pod in current.items()})
+                {f"[{contract.task_name(*t)}] ": self._follow_task(ns, name, *t, tail)
+                 for t in tasks})
             return
+        current = {t: newest_pod(pods, *t)["metadata"]["name"] for t in tasks}
         stamped = [[(log_time(line), f"[{contract.task_name(*t)}] " + line.split(" ", 1)[-1])
                     for line in self._log_lines(ns, pod, False, True, tail)]
                    for t, pod in current.items()]
