@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from launcher.errors import ClusterNotFound
-from launcher.spec import ClusterSpec
+from launcher.spec import SHARED_DISK, ClusterSpec
 from worker.contract import task_name
 
 # Each attempt's output in a task's log starts behind a line that begins so.
@@ -71,7 +71,9 @@ class RunFiles:
 
     def read_spec(self) -> ClusterSpec:
         try:
-            return ClusterSpec.model_validate(json.loads(self.spec_path.read_text()))
+            # a local run's spec: its tasks share this disk (spec.SHARED_DISK)
+            return ClusterSpec.model_validate(json.loads(self.spec_path.read_text()),
+                                              context={SHARED_DISK: True})
         except FileNotFoundError:
             raise ClusterNotFound(f"no local cluster {self.name!r} in {self.workdir}") from None
 
