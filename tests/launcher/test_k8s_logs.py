@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.kubernetes.logs import RESTART_MARKER, follow_task
+from launcher.backends.kubernetes.logs import RESTART_MARKER, follow_task, lines_of
 from launcher.errors import LauncherError
 
 
@@ -81,3 +81,8 @@ def test_ends_when_the_cluster_ends_and_says_so_if_the_task_never_started():
     out, _, _ = follow([pod("p-1", "Running", "running"), None], {("p-1", 0): ["ps\n"]},
                        finished_after=2)
     assert out == ["ps\n"]
+
+
+def test_log_chunks_become_whole_lines():
+    chunks = [b"a\nb", b"c\n\nd\xc3", b"\xa9\n", b"tail without newline"]
+    assert list(lines_of(chunks)) == ["a\n", "bc\n", "\n", "d\u00e9\n", "tail without newline"]

@@ -160,6 +160,7 @@ class KubernetesBackend(Backend):
              tail: int | None = None) -> Iterator[str]:
         ns = self.namespace
         if follow:
+            self.status(name)  # a wrong name fails at once; a deleted cluster ends the follow
             yield from self._follow_task(ns, name, role, index, tail)
             return
         pod = newest_pod(self.api.list("v1", "Pod", ns, name), role, index)
@@ -224,8 +225,7 @@ class KubernetesBackend(Backend):
             yield f"(no log: {api_message(exc)})\n"
             return
         try:
-            for line in response.stream():
-                yield line.decode(errors="replace")
+            yield from task_logs.lines_of(response.stream())
         finally:
             response.release_conn()
 

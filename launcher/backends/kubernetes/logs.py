@@ -10,12 +10,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from launcher import k8s_contract, lifecycle
 from launcher.errors import LauncherError
 
 RESTART_MARKER = "[tfk8s] ---"  # the marker lines start with this
+
+
+def lines_of(chunks: Iterable[bytes]) -> Iterator[str]:
+    """Whole lines (each ending in a newline but the last) from a log stream's chunks, which
+    urllib3 cuts anywhere: several lines, or part of one."""
+    partial = b""
+    for chunk in chunks:
+        *lines, partial = (partial + chunk).split(b"\n")
+        for line in lines:
+            yield (line + b"\n").decode(errors="replace")
+    if partial:
+        yield partial.decode(errors="replace")
 
 
 @dataclass(frozen=True)
