@@ -1,6 +1,9 @@
-"""`python -m launcher` / `tfk8s`: render, submit, status, logs, delete, list, tensorboard.
+"""`python -m launcher` / `tfk8s`: render, submit, status, logs, delete, list, tensorboard,
+completion.
 
-Flags follow kubectl: --kubeconfig, --context, -n/--namespace, --dry-run=client|server.
+Flags follow kubectl: --kubeconfig, --context, -n/--namespace, --dry-run=client|server. Each
+command turns its flags into typed options (a backend config, view options) and calls the
+Python API (launcher.api.TFK8sClient); printing and exit codes are what is left here.
 """
 from __future__ import annotations
 
