@@ -1,6 +1,9 @@
-"""`python -m launcher` / `tfk8s`: render, submit, status, logs, delete, list, tensorboard.
+"""`python -m launcher` / `tfk8s`: render, submit, status, logs, delete, list, tensorboard,
+completion.
 
-Flags follow kubectl: --kubeconfig, --context, -n/--namespace, --dry-run=client|server.
+Flags follow kubectl: --kubeconfig, --context, -n/--namespace, --dry-run=client|server. Each
+command turns its flags into typed options (a backend config, view options) and calls the
+Python API (launcher.api.TFK8sClient); printing and exit codes are what is left here.
 """
 from __future__ import annotations
 
@@ -9,31 +12,21 @@ import json
 import signal
 import sys
 import time
-from importlib import resources
-from pathlib import Path
+from dataclasses import dataclass
 
-from launcher import checkpoints, code_bundle, loader, render
-from launcher.backends.base import Backend
+from launcher import checkpoints, code_bundle, completion, render
+from launcher.api.client import TFK8sClient, load_spec
+from launcher.api.config import (
+    DEFAULT_STUCK_SECONDS, DEFAULT_WORKDIR, BackendConfig, KubernetesBackendConfig,
+    LocalProcessBackendConfig,
+)
 from launcher.errors import LauncherError, SpecError
 from launcher.node_loss import EXIT_NODE_LOST
 from launcher.spec import ClusterSpec
-from launcher.view import DEFAULT_LINE_SECONDS, LineView, View, make_view
+from launcher.view import DEFAULT_LINE_SECONDS, LineView, make_view
 from worker.contract import ROLES
 
 DEFAULT_SPEC = "embedded default (launcher/default-cluster.yaml)"
-
-
-def load_spec(path: str | None, namespace: str | None = None) -> ClusterSpec:
-    if path is None:
-        text = resources.files("launcher").joinpath("default-cluster.yaml").read_text()
-        spec = loader.load_text(text, filename="<embedded default>")
-    else:
-        spec = loader.load_file(path)
-    if namespace and namespace != spec.namespace:
-        data = spec.model_dump(by_alias=True)
-        data["namespace"] = namespace
-        spec = ClusterSpec.model_validate(data)
-    return spec
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
@@ -41,7 +34,8 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", help="kubeconfig context to use")
     p.add_argument("-n", "--namespace", help="namespace (default: the spec's, or the context's)")
     p.add_argument("--local", action="store_true", help="use local processes instead of Kubernetes")
-    p.add_argument("--workdir", default=".tfk8s", help="where --local keeps runs (default: .tfk8s)")
+    p.add_argument("--workdir", default=DEFAULT_WORKDIR,
+                   help=f"where --local keeps runs (default: {DEFAULT_WORKDIR})")
 
 
 def _add_view_flags(p: argparse.ArgumentParser) -> None:
@@ -56,6 +50,7 @@ def _add_view_flags(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfk8s", description="Launch multi-worker TensorFlow training on Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {completion.version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("render", help="print the Kubernetes objects for a spec")
@@ -77,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete and recreate a cluster whose spec changed")
     p.add_argument("--dry-run", choices=["none", "client", "server"], default="none",
                    help="client: print the objects; server: have the API server validate them")
-    p.add_argument("--stuck-timeout", type=float, default=120.0,
+    p.add_argument("--stuck-timeout", type=float, default=DEFAULT_STUCK_SECONDS,
                    help="with --wait, give up after a pod is stuck this many seconds "
                         "(image pull error, unschedulable: exit 1) or a task sits on a lost "
                         f"node this long (exit {EXIT_NODE_LOST}); the cluster is left in place")
@@ -99,7 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--all", action="store_true",
                        help="every task's log, each line behind its task's name")
     p.add_argument("--index", type=int, default=0)
-    p.add_argument("-f", "--follow", action="store_true")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="until the task ends: wait for a task that has not started, go on "
+                        "with a restarted task's log (after a marker line)")
+    p.add_argument("--tail", type=int, metavar="N",
+                   help="only the last N lines (of each task's log with --all)")
 
     p = sub.add_parser("delete", help="delete a cluster and wait until everything is gone "
                        f"(exit {EXIT_NODE_LOST} with the commands to finish when only pods on "
@@ -115,36 +114,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     _add_cluster_flags(p)
     p.add_argument("--port", type=int, default=6006, help="local port (default: 6006)")
+
+    p = sub.add_parser("completion", help="print a shell completion script: "
+                       "eval \"$(tfk8s completion bash)\" (in ~/.bashrc), or zsh")
+    p.add_argument("shell", choices=completion.SHELLS)
     return parser
 
 
-def _backend(args, namespace: str | None = None) -> Backend:
-    """The one place that knows which backend: everything after it calls the Backend API."""
-    dry_run = getattr(args, "dry_run", "none") == "server"
-    raw = getattr(args, "raw", False)
+@dataclass(frozen=True)
+class ViewOptions:
+    """What a command that blocks until the cluster ends shows while it waits."""
+
+    raw: bool = False  # status lines (Kubernetes) or every task's output (--local), no panel
+    every: float = DEFAULT_LINE_SECONDS  # the line's period when not on a terminal
+
+
+def view_options(args) -> ViewOptions:
+    return ViewOptions(raw=args.raw, every=args.every)
+
+
+def backend_config(args, *, dry_run: bool = False, stuck_seconds: float = DEFAULT_STUCK_SECONDS,
+                   echo_tasks: bool = False) -> BackendConfig:
+    """The one place that knows which backend, from the cluster flags every command has; the
+    rest are the command's own (submit's --dry-run, --stuck-timeout, --raw)."""
     if args.local:
         if dry_run:
             raise LauncherError("--dry-run=server needs a cluster; drop --local")
-        from launcher.backends.local import LocalBackend
-
-        return LocalBackend(workdir=Path(args.workdir), echo_tasks=raw,
-                            view=_view(args, sys.stdout))
-    from launcher.backends.kubernetes import KubernetesBackend
-
-    return KubernetesBackend(kubeconfig=args.kubeconfig, context=args.context,
-                             namespace=namespace or args.namespace, dry_run=dry_run,
-                             stuck_seconds=getattr(args, "stuck_timeout", 120.0),
-                             view=_view(args, sys.stderr))
+        # The CLI runs a local cluster in its own process: Ctrl-C stops every task.
+        return LocalProcessBackendConfig(workdir=args.workdir, foreground=True,
+                                         echo_tasks=echo_tasks)
+    return KubernetesBackendConfig(namespace=args.namespace, context=args.context,
+                                   kubeconfig=args.kubeconfig, dry_run=dry_run,
+                                   stuck_seconds=stuck_seconds)
 
 
-def _view(args, out) -> View | None:
-    """Lazily: only commands that wait show a view (a live one starts drawing at once)."""
-    if not (getattr(args, "wait", False) or getattr(args, "watch", False)
-            or (args.command == "submit" and args.local)):
-        return None
-    if getattr(args, "raw", False):
-        return LineView(out, None)
-    return make_view(out, args.every)
+def client_for(config: BackendConfig, view: ViewOptions | None = None) -> TFK8sClient:
+    """A client; with `view`, one whose follow() shows the cluster (a live panel on a terminal
+    starts drawing at once, so only commands that wait get one)."""
+    local = isinstance(config, LocalProcessBackendConfig)
+    out = sys.stdout if local else sys.stderr
+    shown = None
+    if view is not None:
+        shown = LineView(out, None) if view.raw else make_view(out, view.every)
+    return TFK8sClient(config, view=shown, out=out)
 
 
 def warn_about_storage(spec: ClusterSpec) -> None:
@@ -178,24 +190,27 @@ def cmd_render(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    spec = load_spec(args.spec, args.namespace)
+    server_dry_run = args.dry_run == "server"
+    # --local always shows the run: its tasks run in this process, until they end.
+    waits = (args.wait or args.local) and not server_dry_run
+    config = backend_config(args, dry_run=server_dry_run, stuck_seconds=args.stuck_timeout,
+                            echo_tasks=args.raw)
+    client = client_for(config, view_options(args) if waits else None)
+    spec = client.load(args.spec)
     if not args.local:
         warn_about_storage(spec)
     if args.dry_run == "client":
         sys.stdout.write(render.to_yaml(render.render(spec)))
         return 0
-    backend = _backend(args, namespace=spec.namespace)
-    backend.submit(spec, replace=args.replace)
-    if args.dry_run == "server" or not (args.wait or backend.runs_in_foreground):
-        return 0
-    return backend.wait(spec.name)
+    client.submit(spec, replace=args.replace)
+    return client.follow(spec.name) if waits else 0
 
 
 def cmd_status(args) -> int:
-    backend = _backend(args)
+    client = client_for(backend_config(args), view_options(args) if args.watch else None)
     if args.watch:
-        return backend.watch(args.name)
-    status = backend.status(args.name)
+        return client.follow(args.name)
+    status = client.get_job(args.name)
     if args.output == "json":
         print(json.dumps(status.to_dict(), indent=2))
         return 0
@@ -217,9 +232,9 @@ def cmd_status(args) -> int:
 
 
 def cmd_logs(args) -> int:
-    backend = _backend(args)
-    lines = (backend.all_logs(args.name, follow=args.follow) if args.all
-             else backend.logs(args.name, args.role, args.index, follow=args.follow))
+    lines = client_for(backend_config(args)).get_job_logs(
+        args.name, None if args.all else args.role, args.index, follow=args.follow,
+        tail=args.tail)
     for line in lines:
         sys.stdout.write(line)
         sys.stdout.flush()
@@ -227,12 +242,12 @@ def cmd_logs(args) -> int:
 
 
 def cmd_delete(args) -> int:
-    _backend(args).delete(args.name)
+    client_for(backend_config(args)).delete_job(args.name)
     return 0
 
 
 def cmd_list(args) -> int:
-    clusters = _backend(args).list()
+    clusters = client_for(backend_config(args)).list_jobs()
     print(f"{'NAME':<30} {'NAMESPACE':<20} PHASE")
     for c in clusters:
         print(f"{c.name:<30} {c.namespace:<20} {c.phase}")
@@ -242,7 +257,7 @@ def cmd_list(args) -> int:
 def cmd_tensorboard(args) -> int:
     """Serve until Ctrl-C (or SIGTERM), the normal end: leaving the `with` cleans up."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with _backend(args).tensorboard(args.name, args.port) as url:
+    with client_for(backend_config(args)).tensorboard(args.name, args.port) as url:
         print(f"TensorBoard for {args.name}: {url} (Ctrl-C stops it)", flush=True)
         try:
             while True:
@@ -252,7 +267,12 @@ def cmd_tensorboard(args) -> int:
     return 0
 
 
-COMMANDS = {"render": cmd_render, "submit": cmd_submit, "status": cmd_status,
+def cmd_completion(args) -> int:
+    sys.stdout.write(completion.script(build_parser(), args.shell))
+    return 0
+
+
+COMMANDS = {"completion": cmd_completion, "render": cmd_render, "submit": cmd_submit, "status": cmd_status,
             "logs": cmd_logs, "delete": cmd_delete, "list": cmd_list,
             "tensorboard": cmd_tensorboard}
 

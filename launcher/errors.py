@@ -48,3 +48,25 @@ class SubmitRefused(LauncherError):
     """Submitting would change or clobber an existing cluster."""
 
     exit_code = 2
+
+
+class ClusterNotFound(LauncherError):
+    """No cluster of that name where the backend looks (namespace, local workdir)."""
+
+
+class JobFailed(LauncherError):
+    """A cluster waited for ended in a phase the caller did not wait for (Failed, Unknown);
+    `status` is its last ClusterStatus, `exit_code` the CLI's code for it."""
+
+    def __init__(self, message: str, status, exit_code: int = 1):
+        super().__init__(message)
+        self.status = status
+        self.exit_code = exit_code
+
+
+class JobTimeout(LauncherError, TimeoutError):
+    """A wait ran past its timeout; `status` is the cluster's last ClusterStatus."""
+
+    def __init__(self, message: str, status):
+        super().__init__(message)
+        self.status = status

@@ -15,12 +15,15 @@ from pydantic import BaseModel, ValidationError
 
 from launcher import code_bundle
 from launcher.errors import Problem, SpecError
-from launcher.spec import DEFAULT_IMAGE, ROLES, ClusterSpec, CrossFieldProblems, Strategy, role_count_problems
+from launcher.spec import (
+    DEFAULT_IMAGE, ROLES, SHARED_DISK, ClusterSpec, CrossFieldProblems, Strategy,
+    role_count_problems,
+)
 
 Path_ = tuple[Union[str, int], ...]
 
 
-def load_file(path: str | Path) -> ClusterSpec:
+def load_file(path: str | Path, *, shared_disk: bool = False) -> ClusterSpec:
     path = Path(path)
     try:
         text = path.read_text()
@@ -28,12 +31,15 @@ def load_file(path: str | Path) -> ClusterSpec:
         raise SpecError([Problem(f"cannot read the spec: {exc.strerror}", file=str(path))]) from None
     except UnicodeDecodeError:
         raise SpecError([Problem("the spec is not UTF-8 text", file=str(path))]) from None
-    return load_text(text, filename=str(path), base_dir=path.parent)
+    return load_text(text, filename=str(path), base_dir=path.parent, shared_disk=shared_disk)
 
 
-def load_text(text: str, filename: str = "<spec>", base_dir: Path | None = None) -> ClusterSpec:
+def load_text(text: str, filename: str = "<spec>", base_dir: Path | None = None, *,
+              shared_disk: bool = False) -> ClusterSpec:
     """The spec in `text`; its code dir (if any) is relative to `base_dir` (default: the
-    working dir), packed here and attached to the spec."""
+    working dir), packed here and attached to the spec. shared_disk: the spec runs as local
+    processes on one disk, so the rules that make pods on different nodes share their
+    checkpoints do not apply (spec.SHARED_DISK)."""
     data, lines, problems = _parse_yaml(text, filename)
     if problems:
         raise SpecError(problems)
@@ -42,8 +48,23 @@ def load_text(text: str, filename: str = "<spec>", base_dir: Path | None = None)
             "the spec must be a YAML mapping (name:, strategy:, roles: ...)",
             file=filename, line=1, hint="see examples/ for complete specs",
         )])
+    return _validate(data, lines, filename, shared_disk, base_dir)
+
+
+def load_data(data: Any, filename: str = "<dict>", base_dir: Path | None = None, *,
+              shared_disk: bool = False) -> ClusterSpec:
+    """A spec given as a mapping (the Python API): the same problems as from a file, without
+    line numbers."""
+    if not isinstance(data, dict):
+        raise SpecError([Problem(f"the spec must be a mapping, not {type(data).__name__}",
+                                 file=filename, hint="see examples/ for complete specs")])
+    return _validate(data, {}, filename, shared_disk, base_dir)
+
+
+def _validate(data: dict, lines: dict[Path_, int], filename: str, shared_disk: bool,
+              base_dir: Path | None) -> ClusterSpec:
     try:
-        spec = ClusterSpec.model_validate(data)
+        spec = ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk})
     except ValidationError as exc:
         problems = _problems(exc, lines, filename)
         raise SpecError(problems + _role_problems_of_raw(data, problems, lines, filename)) from None

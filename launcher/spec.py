@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator,
+                      model_validator)
 from pydantic.alias_generators import to_camel
 
 from launcher import names
@@ -235,34 +236,22 @@ class ClusterSpec(_Model):
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_env(value)
 
-    @field_validator("name")
+    @field_validator("name", "namespace", "queue", "priority_class_name")
     @classmethod
-    def _name_is_label(cls, value: str) -> str:
-        problem = names.dns1035_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("queue", "priority_class_name")
-    @classmethod
-    def _object_name(cls, value: str | None) -> str | None:
-        if value is not None:
-            problem = names.dns1123_label_problem(value)
-            if problem:
-                raise ValueError(problem)
-        return value
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace_is_label(cls, value: str) -> str:
-        problem = names.dns1123_label_problem(value)
+    def _kubernetes_names(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """`name` makes the Service, whose name must be DNS-1035; the others DNS-1123 labels."""
+        rule = names.dns1035_problem if info.field_name == "name" else names.dns1123_label_problem
+        problem = None if value is None else rule(value)
         if problem:
             raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
-    def _cross_field(self) -> "ClusterSpec":
+    def _cross_field(self, info: ValidationInfo) -> "ClusterSpec":
         problems: list[tuple[str, str]] = []
+        # Validated for local processes (context SHARED_DISK): every task sees the same disk,
+        # so the checkpoint storage rules, which are about pods on separate nodes, do not apply.
+        shared_disk = bool((info.context or {}).get(SHARED_DISK))
         if self.command is None and self.args is not None:
             problems.append(("args", "args without command: set command too, or use program.args"))
         if self.command is not None and self.program is not None:
@@ -282,13 +271,14 @@ class ClusterSpec(_Model):
                     f"generated {kind} name {name!r} for role {role}: {problem}; shorten name",
                 ))
                 break
-        if self.replicas(Role.EVALUATOR) and self.checkpoint.volume is None and not self.checkpoint.is_remote:
+        if (self.replicas(Role.EVALUATOR) and self.checkpoint.volume is None
+                and not self.checkpoint.is_remote and not shared_disk):
             problems.append((
                 "checkpoint.volume",
                 "the evaluator reads the chief's checkpoints: set checkpoint.volume "
                 "(persistentVolumeClaim or hostPath) or a gs:// checkpoint.dir",
             ))
-        problem = mwms_storage_problem(self)
+        problem = None if shared_disk else mwms_storage_problem(self)
         if problem:
             problems.append(("checkpoint.volume", problem))
         if problems:
@@ -326,6 +316,9 @@ class ClusterSpec(_Model):
     def active_roles(self) -> list[Role]:
         return [r for r in ROLES if self.replicas(r) > 0]
 
+
+# Validation context key: the spec runs as local processes on one disk (launcher.loader).
+SHARED_DISK = "shared_disk"
 
 QUEUE_NEEDS_JOBSET = (
     "a queue needs workload: jobset. Kueue admits every batch/v1 Job as its own Workload, so "

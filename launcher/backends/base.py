@@ -36,13 +36,18 @@ class Backend(abc.ABC):
     def status(self, name: str) -> ClusterStatus: ...
 
     @abc.abstractmethod
-    def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
-        """Lines of one task's log, each ending in a newline; with follow, until it ends."""
+    def logs(self, name: str, role: str, index: int, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """Lines of one task's log, each ending in a newline (tail: only the last ones); with
+        follow, until the task ends: waiting while it has not started, and going on with the
+        log of a restarted or replaced task after a marker line."""
 
     @abc.abstractmethod
-    def all_logs(self, name: str, follow: bool = False) -> Iterator[str]:
+    def all_logs(self, name: str, follow: bool = False,
+                 tail: int | None = None) -> Iterator[str]:
         """Every task's log lines, each behind `[<role>-<index>] `, in the order they were
-        written as far as the backend can tell; with follow, until the cluster ends."""
+        written as far as the backend can tell (tail: the last ones of each log); with follow,
+        until the cluster ends."""
 
     @abc.abstractmethod
     def delete(self, name: str) -> None:

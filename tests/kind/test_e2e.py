@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from launcher.api import ClusterNotFound, KubernetesBackendConfig, Phase, TFK8sClient
 from support import REPO, wait_until
 from tensorboard_check import check_tensorboard_serves_the_evaluation
 
@@ -221,11 +222,21 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
 
     check_tensorboard_serves_the_evaluation(kind_cluster, namespace, "ps", final[0]["step"],
                                             tmp_path)
+    # The Python API on the same cluster: status, wait, list, logs (tail, follow), delete.
+    client = TFK8sClient(KubernetesBackendConfig(namespace=namespace, context=kind_cluster.context,
+                                                 kubeconfig=kind_cluster.kubeconfig))
+    job = client.wait_for_job_status("ps", timeout=60)
+    assert job.phase is Phase.SUCCEEDED and job.training.step == steps
+    assert "ps" in [j.name for j in client.list_jobs()]
+    assert len(list(client.get_job_logs("ps", "chief", tail=2))) == 2
+    evaluator = list(client.get_job_logs("ps", "evaluator", follow=True))  # ends with the task
+    assert any(f"ckpt-{steps}" in line for line in evaluator)
     before = objects(kind_cluster, namespace, "ps")
     assert any(o.startswith("configmap") for o in before)
-    deleted = cli(kind_cluster, "delete", "ps", "-n", namespace)
-    assert deleted.returncode == 0
+    client.delete_job("ps")
     assert objects(kind_cluster, namespace, "ps") == []
+    with pytest.raises(ClusterNotFound):
+        client.get_job("ps")
 
 
 def _conditions(job: dict) -> dict[str, dict]:
@@ -360,7 +371,15 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
                       steps=steps, **extra)
     proc = submit_in_background(kind_cluster, spec)
+    chief_log = None
     try:
+        if role == "chief":  # `logs -f` from a pending pod on, across the chief's replacement
+            wait_for(lambda: pod_of(kind_cluster, namespace, name, "chief"), 120, "a chief pod")
+            chief_log = subprocess.Popen(
+                [sys.executable, "-m", "launcher", "logs", name, "-n", namespace, "--role",
+                 "chief", "-f", "--kubeconfig", kind_cluster.kubeconfig, "--context",
+                 kind_cluster.context], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True)
         first = wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
                          "the first checkpoint")
         victim = pod_of(kind_cluster, namespace, name, role)
@@ -382,12 +401,18 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
         print(f"MEASURE chaos {role}: replacement pod Running {recovered:.1f}s after deletion "
               f"(last checkpoint before: step {first})")
         output, _ = proc.communicate(timeout=900)
+        if chief_log is not None:  # ends by itself: the cluster has finished
+            followed, said = chief_log.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_running(proc, chief_log)
     print(output[-4000:])
     assert proc.returncode == 0, output[-2000:]
     assert_all_jobs_complete(kind_cluster, namespace, name)
+    if chief_log is not None:
+        print(said, followed[-2000:])
+        assert chief_log.returncode == 0, said
+        assert f"[tfk8s] --- chief-0 of {namespace}/{name}: pod " in followed, said
+        assert " replaced by " in followed and '"event": "final"' in followed
     events = chief_events(kind_cluster, name, namespace)
     if role in ("chief", "ps"):
         # The new chief (or the chief restarted after losing its ps) resumed from a checkpoint:

@@ -16,12 +16,13 @@ from typing import Iterator, TextIO
 
 from launcher import checkpoints, k8s_contract, lifecycle, node_loss
 from launcher.backends.base import Backend, exit_code
+from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import (
     GRANT_NODE_READ, JOBSET, Api, LogUnavailable, NodesUnreadable, api_message,
 )
 from launcher.backends.kubernetes.cleanup import delete_cluster
-from launcher.errors import LauncherError
+from launcher.errors import ClusterNotFound, LauncherError
 from launcher.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.spec import ClusterSpec
 from launcher.status import ClusterStatus, Phase
@@ -105,7 +106,7 @@ class KubernetesBackend(Backend):
             status = lifecycle.compute_jobset_status(name, ns, root, jobs, pods, workload)
         elif not jobs:
             if root is None:
-                raise LauncherError(f"no cluster named {name!r} in namespace {ns!r}")
+                raise ClusterNotFound(f"no cluster named {name!r} in namespace {ns!r}")
             return ClusterStatus(name, ns, Phase.UNKNOWN, "no Jobs left (deleted after their TTL?)")
         else:
             pods = self.api.list("v1", "Pod", ns, name)
@@ -155,24 +156,46 @@ class KubernetesBackend(Backend):
             progress.unreadable = "; ".join(unreadable)
         return progress
 
-    def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
+    def logs(self, name: str, role: str, index: int, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
         ns = self.namespace
+        if follow:
+            self.status(name)  # a wrong name fails at once; a deleted cluster ends the follow
+            yield from self._follow_task(ns, name, role, index, tail)
+            return
         pod = newest_pod(self.api.list("v1", "Pod", ns, name), role, index)
         if pod is None:
             raise LauncherError(
                 f"no pod for role {role} index {index} of cluster {ns}/{name} "
                 "(check `status`; pods are removed with their Job after ttlSecondsAfterFinished)"
             )
-        response = self.api.pod_log(ns, pod["metadata"]["name"], follow)
-        try:
-            for line in response.stream():
-                yield line.decode(errors="replace")
-        finally:
-            response.release_conn()
+        if not task_logs.has_log(pod):
+            task = contract.task_name(role, index)
+            raise LauncherError(f"no log yet: {task_logs.waiting_for(pod, task)} (`logs -f` "
+                                "waits for it)")
+        yield from self._log_lines(ns, pod["metadata"]["name"], False, False, tail)
 
-    def all_logs(self, name: str, follow: bool = False) -> Iterator[str]:
+    def _follow_task(self, ns: str, name: str, role: str, index: int,
+                     tail: int | None) -> Iterator[str]:
+        """One task's log across container restarts and replacement pods (logs.py)."""
+        return task_logs.follow_task(
+            newest_pod=lambda: newest_pod(self.api.list("v1", "Pod", ns, name), role, index),
+            stream=lambda pod, lines: self._log_lines(ns, pod, True, False, lines),
+            cluster_finished=lambda: self._finished(name),
+            say=self._say, task=f"{contract.task_name(role, index)} of {ns}/{name}",
+            tail=tail, poll_seconds=self.poll_seconds)
+
+    def _finished(self, name: str) -> bool:
+        try:
+            status = self.status(name)
+        except LauncherError:  # deleted meanwhile
+            return True
+        return status.finished or status.phase is Phase.UNKNOWN
+
+    def all_logs(self, name: str, follow: bool = False,
+                 tail: int | None = None) -> Iterator[str]:
         """Every task's current pod; without follow merged by the kubelet's timestamps, with
-        follow as the lines arrive (the pods that exist when it starts)."""
+        follow as the lines arrive, across restarts (the tasks that have pods when it starts)."""
         ns = self.namespace
         pods = self.api.list("v1", "Pod", ns, name)
         tasks = sorted({task_of(p) for p in pods if task_of(p) is not None},
@@ -180,36 +203,36 @@ class KubernetesBackend(Backend):
         if not tasks:
             raise LauncherError(f"no pods of cluster {ns}/{name} (check `status`; pods are "
                                 "removed with their Job after ttlSecondsAfterFinished)")
-        current = {t: newest_pod(pods, *t)["metadata"]["name"] for t in tasks}
         if follow:
             yield from follow_logs(
-                {f"[{contract.task_name(*t)}] ": self._log_lines(ns, pod, True, False)
-                 for t, pod in current.items()})
+                {f"[{contract.task_name(*t)}] ": self._follow_task(ns, name, *t, tail)
+                 for t in tasks})
             return
+        current = {t: newest_pod(pods, *t)["metadata"]["name"] for t in tasks}
         stamped = [[(log_time(line), f"[{contract.task_name(*t)}] " + line.split(" ", 1)[-1])
-                    for line in self._log_lines(ns, pod, False, True)]
+                    for line in self._log_lines(ns, pod, False, True, tail)]
                    for t, pod in current.items()]
         for _, line in heapq.merge(*stamped, key=lambda item: item[0]):
             yield line
 
-    def _log_lines(self, ns: str, pod: str, follow: bool, timestamps: bool) -> Iterator[str]:
+    def _log_lines(self, ns: str, pod: str, follow: bool, timestamps: bool,
+                   tail: int | None = None) -> Iterator[str]:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            response = self.api.pod_log(ns, pod, follow, timestamps)
+            response = self.api.pod_log(ns, pod, follow, timestamps, tail)
         except ApiException as exc:  # a pod that has not started yet has no log: say so inline
             yield f"(no log: {api_message(exc)})\n"
             return
         try:
-            for line in response.stream():
-                yield line.decode(errors="replace")
+            yield from task_logs.lines_of(response.stream())
         finally:
             response.release_conn()
 
     def delete(self, name: str) -> None:
         ns = self.namespace
         if not delete_cluster(self.api, ns, name, self.delete_timeout):
-            raise LauncherError(f"no cluster named {name!r} in namespace {ns!r}")
+            raise ClusterNotFound(f"no cluster named {name!r} in namespace {ns!r}")
         self._say(f"deleted cluster {ns}/{name}")
 
     def list(self) -> list[ClusterStatus]:

@@ -180,11 +180,14 @@ class Api:
         self.connect()
         return client.CoreV1Api(self._api)
 
-    def pod_log(self, namespace: str, pod: str, follow: bool, timestamps: bool = False):
-        """A streaming response of the task container's log (caller releases it)."""
+    def pod_log(self, namespace: str, pod: str, follow: bool, timestamps: bool = False,
+                tail: int | None = None):
+        """A streaming response of the task container's log (caller releases it); tail: only
+        its last lines."""
+        extra = {} if tail is None else {"tail_lines": tail}
         return self.core_v1().read_namespaced_pod_log(
             pod, namespace, container=k8s_contract.CONTAINER, follow=follow, timestamps=timestamps,
-            _preload_content=False)
+            _preload_content=False, **extra)
 
     def pod_log_tail(self, namespace: str, pod: str, lines: int) -> list[str]:
         """The last lines of the task container's log; none while it has not started. Raises

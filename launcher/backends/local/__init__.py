@@ -49,6 +49,7 @@ checkpoints. Remove it by hand to start from scratch.
 """
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 import signal
@@ -57,6 +58,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
+from launcher import checkpoints
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import RunFiles
@@ -65,7 +67,7 @@ from launcher.backends.local.preflight import check_worker_environment
 from launcher.backends.local.supervisor import (
     POLL_SECONDS, RESTART_DELAY_SECONDS, Supervisor, Timing,
 )
-from launcher.errors import LauncherError, SubmitRefused
+from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
 from launcher.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.spec import ClusterSpec, Workload
 from launcher.status import ClusterStatus, Phase, RoleStatus
@@ -149,6 +151,11 @@ class LocalBackend(Backend):
         ignored = {"workload": spec.workload.value if spec.workload is not Workload.JOBS else None,
                    "queue": spec.queue, "priorityClassName": spec.priority_class_name}
         ignored = {k: v for k, v in ignored.items() if v is not None}
+        if checkpoints.mwms_storage_problem(spec):  # accepted here: loader's shared_disk
+            print(f"note: --local: the {spec.replicas(Role.WORKER)} workers share this machine's "
+                  "disk, so they need no claim; on Kubernetes set checkpoint.volume."
+                  "persistentVolumeClaim.claimName (ReadWriteMany) or a gs:// checkpoint.dir",
+                  file=self.stream, flush=True)
         if not ignored:
             return spec
         print("note: --local ignores " + ", ".join(f"{k}: {v}" for k, v in ignored.items())
@@ -215,24 +222,34 @@ class LocalBackend(Backend):
         return read_progress(files.log_tail(role.value, SUCCESS_INDEX, TAIL_BYTES),
                              files.log_tail(Role.EVALUATOR.value, 0, TAIL_BYTES))
 
-    def logs(self, name: str, role: str, index: int, follow: bool = False) -> Iterator[str]:
-        """Lines of one task's log (every attempt), each ending in a newline like the Kubernetes
-        backend's chunks; with follow, until the cluster ends."""
+    def logs(self, name: str, role: str, index: int, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """Lines of one task's log (every attempt, each behind a header line), each ending in
+        a newline like the Kubernetes backend's chunks; with follow, until the cluster ends."""
         path = self.log_path(name, role, index)
-        yield from self._read_log(name, path, f"{role}-{index}", follow)
+        yield from self._read_log(name, path, f"{role}-{index}", follow, tail)
 
-    def all_logs(self, name: str, follow: bool = False) -> Iterator[str]:
+    def all_logs(self, name: str, follow: bool = False,
+                 tail: int | None = None) -> Iterator[str]:
         """The run's combined log: every task's lines as the tasks wrote them, and the
         launcher's own `[tfk8s]` lines, as a foreground run prints them."""
-        yield from self._read_log(name, self.files(name).combined_log, "every task", follow)
+        yield from self._read_log(name, self.files(name).combined_log, "every task", follow,
+                                  tail)
 
-    def _read_log(self, name: str, path: Path, what: str, follow: bool) -> Iterator[str]:
+    def _read_log(self, name: str, path: Path, what: str, follow: bool,
+                  tail: int | None = None) -> Iterator[str]:
         self.files(name).read_status()  # a clear error for unknown clusters
+        if follow and not path.exists() and not self.status(name).finished:
+            print(f"waiting for {what} of local cluster {name!r} to start (no log yet)",
+                  file=sys.stderr, flush=True)
         while follow and not path.exists() and not self.status(name).finished:
             time.sleep(POLL_SECONDS)
         if not path.exists():
             raise LauncherError(f"no log for {what} of local cluster {name!r} ({path})")
         with path.open("rb") as src:
+            if tail is not None:  # read to the end, keeping the last lines; follow from there
+                for line in collections.deque(src, maxlen=max(tail, 0)):
+                    yield line.decode("utf-8", errors="replace")
             partial = b""  # a line the task is still writing
             while True:
                 chunk = src.readline()
@@ -252,7 +269,7 @@ class LocalBackend(Backend):
         """Stop the cluster if it runs, then remove its files except model/."""
         files = self.files(name)
         if not files.dir.exists():
-            raise LauncherError(f"no local cluster {name!r} in {self.workdir}")
+            raise ClusterNotFound(f"no local cluster {name!r} in {self.workdir}")
         self._submitted.pop(name, None)
         record = files.read_status() if files.has_status() else {}
         pid = record.get("supervisor_pid")

@@ -5,8 +5,8 @@ import json
 import os
 from pathlib import Path
 
-from launcher.errors import LauncherError
-from launcher.spec import ClusterSpec
+from launcher.errors import ClusterNotFound
+from launcher.spec import SHARED_DISK, ClusterSpec
 from worker.contract import task_name
 
 # Each attempt's output in a task's log starts behind a line that begins so.
@@ -71,9 +71,11 @@ class RunFiles:
 
     def read_spec(self) -> ClusterSpec:
         try:
-            return ClusterSpec.model_validate(json.loads(self.spec_path.read_text()))
+            # a local run's spec: its tasks share this disk (spec.SHARED_DISK)
+            return ClusterSpec.model_validate(json.loads(self.spec_path.read_text()),
+                                              context={SHARED_DISK: True})
         except FileNotFoundError:
-            raise LauncherError(f"no local cluster {self.name!r} in {self.workdir}") from None
+            raise ClusterNotFound(f"no local cluster {self.name!r} in {self.workdir}") from None
 
     def recorded_stop_grace(self) -> float:
         """The terminationGracePeriodSeconds of the spec the run recorded."""
@@ -88,7 +90,7 @@ class RunFiles:
         try:
             return json.loads(self.status_path.read_text())
         except FileNotFoundError:
-            raise LauncherError(f"no local cluster {self.name!r} in {self.workdir}") from None
+            raise ClusterNotFound(f"no local cluster {self.name!r} in {self.workdir}") from None
 
     def write_status(self, record: dict) -> None:
         write_json(self.status_path, record)

@@ -1,0 +1,203 @@
+"""TFK8sClient: the Python API over the backends the CLI uses (the CLI is a layer over it).
+
+Named like the Kubeflow SDK's TrainerClient where the meaning is the same: submit (alias
+train), get_job, list_jobs, wait_for_job_status, get_job_logs, delete_job; watch() yields
+progress events. Errors are the launcher's own (launcher.errors): SpecError carries every
+`file:line: field: message (fix)` problem of a spec.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager
+from importlib import resources
+from pathlib import Path
+from typing import IO, Any, Callable, Iterable, Iterator, Union
+
+from launcher import loader
+from launcher.api.config import (
+    BackendConfig, KubernetesBackendConfig, LocalProcessBackendConfig, make_backend,
+)
+from launcher.api.events import JobEvent
+from launcher.backends.base import Backend, exit_code
+from launcher.errors import JobFailed, JobTimeout, LauncherError
+from launcher.spec import SHARED_DISK, ClusterSpec
+from launcher.status import ClusterStatus, Phase
+from launcher.view import View, status_line
+
+SpecSource = Union[str, Path, dict, ClusterSpec, None]
+EMBEDDED_DEFAULT = "<embedded default>"  # launcher/default-cluster.yaml
+
+
+def load_spec(spec: SpecSource = None, namespace: str | None = None, *,
+              shared_disk: bool = False) -> ClusterSpec:
+    """A validated spec from a file path, a mapping, a ClusterSpec, or None (the embedded
+    default spec); `namespace` replaces its own. Raises SpecError with every problem found.
+    shared_disk: it will run as local processes (see launcher.spec.SHARED_DISK)."""
+    if spec is None:
+        text = resources.files("launcher").joinpath("default-cluster.yaml").read_text()
+        spec = loader.load_text(text, filename=EMBEDDED_DEFAULT, shared_disk=shared_disk)
+    elif isinstance(spec, (str, Path)):
+        spec = loader.load_file(spec, shared_disk=shared_disk)
+    elif isinstance(spec, dict):
+        spec = loader.load_data(spec, shared_disk=shared_disk)
+    elif not isinstance(spec, ClusterSpec):
+        raise TypeError(f"spec must be a path, a dict or a ClusterSpec, not {type(spec).__name__}")
+    if namespace and namespace != spec.namespace:
+        data = spec.model_dump(by_alias=True)
+        data["namespace"] = namespace
+        bundle = spec.code_bundle  # packed by the loader: not part of the model's data
+        spec = ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk})
+        if bundle is not None:
+            spec.attach_code(bundle)
+    return spec
+
+
+class TFK8sClient:
+    """Submit, follow, inspect and delete training clusters on one backend.
+
+        client = TFK8sClient(LocalProcessBackendConfig(workdir=".tfk8s"))
+        name = client.submit("examples/mnist-ps.yaml")
+        for event in client.watch(name):
+            print(event.step, event.loss, event.eta_seconds)
+
+    backend_config: KubernetesBackendConfig (the default: kubectl's current context) or
+    LocalProcessBackendConfig. view and out are for the CLI: what follow() shows, and where
+    the backends write their notes (default: stderr for Kubernetes, stdout locally)."""
+
+    def __init__(self, backend_config: BackendConfig | None = None, *,
+                 view: View | None = None, out: IO[str] | None = None):
+        self.config = backend_config if backend_config is not None else KubernetesBackendConfig()
+        if not isinstance(self.config, (KubernetesBackendConfig, LocalProcessBackendConfig)):
+            raise TypeError("backend_config must be KubernetesBackendConfig or "
+                            f"LocalProcessBackendConfig, not {type(self.config).__name__}")
+        self._view, self._out = view, out
+        self._backends: dict[str | None, Backend] = {}
+        self._namespaces: dict[str, str] = {}  # Kubernetes: job name -> where it was submitted
+        self._prepared: set[str] = set()  # local, in the foreground: submitted, not yet run
+
+    @property
+    def local(self) -> bool:
+        return isinstance(self.config, LocalProcessBackendConfig)
+
+    def backend(self, name: str | None = None) -> Backend:
+        """The backend (created on first use) for job `name`: on Kubernetes, one per namespace,
+        so a job submitted to its spec's namespace is found there again."""
+        namespace = None if self.local else self._namespaces.get(name or "")
+        if namespace not in self._backends:
+            self._backends[namespace] = make_backend(self.config, view=self._view, out=self._out,
+                                                     namespace=namespace)
+        return self._backends[namespace]
+
+    # --- jobs ------------------------------------------------------------------------------
+
+    def load(self, spec: SpecSource = None) -> ClusterSpec:
+        """The spec as submit() would run it (validated; the config's namespace applied)."""
+        namespace = None if self.local else self.config.namespace
+        return load_spec(spec, namespace, shared_disk=self.local)
+
+    def submit(self, spec: SpecSource = None, *, replace: bool = False) -> str:
+        """Create the cluster of `spec` (see load_spec; None: the embedded default) and return
+        its name. A no-op when the same spec already runs; SubmitRefused for a different one
+        unless `replace`. Locally the tasks start now, in a detached supervisor (unless the
+        config says foreground: then follow() runs them)."""
+        spec = spec if isinstance(spec, ClusterSpec) and self._applied(spec) else self.load(spec)
+        if not self.local:
+            self._namespaces[spec.name] = spec.namespace
+        self.backend(spec.name).submit(spec, replace=replace)
+        if self.local and self.config.foreground:
+            self._prepared.add(spec.name)
+        return spec.name
+
+    train = submit  # the Kubeflow SDK's name
+
+    def get_job(self, name: str) -> ClusterStatus:
+        """Phase, per-role counts, training progress; ClusterNotFound if there is none."""
+        return self.backend(name).status(name)
+
+    def list_jobs(self) -> list[ClusterStatus]:
+        return self.backend().list()
+
+    def delete_job(self, name: str) -> None:
+        """Stop the cluster and remove its objects (locally: all but model/); returns once
+        everything is gone."""
+        self._prepared.discard(name)
+        self.backend(name).delete(name)
+
+    def get_job_logs(self, name: str, role: str | None = None, index: int = 0, *,
+                     follow: bool = False, tail: int | None = None) -> Iterator[str]:
+        """Lines of one task's log (role, index), or with role None every task's, each behind
+        `[<role>-<index>] `. follow: until the task (or cluster) ends, waiting for a task
+        that has not started and going on with a restarted task's new log. tail: only the
+        last lines of each log."""
+        backend = self.backend(name)
+        if role is None:
+            return backend.all_logs(name, follow=follow, tail=tail)
+        return backend.logs(name, role, index, follow=follow, tail=tail)
+
+    def tensorboard(self, name: str, port: int = 6006) -> AbstractContextManager[str]:
+        """TensorBoard on the job's model dir at 127.0.0.1:port while the context is open
+        (its value: the URL)."""
+        return self.backend(name).tensorboard(name, port)
+
+    # --- waiting ---------------------------------------------------------------------------
+
+    def watch(self, name: str, *, polling_interval: float | None = None,
+              timeout: float | None = None) -> Iterator[JobEvent]:
+        """A JobEvent whenever the job's phase, tasks, message or training progress (step,
+        loss, ETA, evaluation) changes, ending with the one in which it finished (or became
+        Unknown). JobTimeout after `timeout` seconds."""
+        self._check_running(name)
+        interval = polling_interval or (1.0 if self.local else 2.0)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backend, shown = self.backend(name), None
+        while True:
+            status = backend.status(name)
+            line = status_line(status)
+            if line != shown:
+                shown = line
+                yield JobEvent(status)
+            if status.finished or status.phase is Phase.UNKNOWN:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobTimeout(f"job {name!r} is still {status.phase} after {timeout:g}s: "
+                                 f"{line}", status)
+            time.sleep(interval)
+
+    def wait_for_job_status(self, name: str, status: Iterable[Phase | str] = (Phase.SUCCEEDED,),
+                            *, timeout: float | None = None,
+                            polling_interval: float | None = None,
+                            callback: Callable[[JobEvent], Any] | None = None) -> ClusterStatus:
+        """Block until the job is in one of `status` (phases or their names) and return its
+        status; `callback` gets every JobEvent meanwhile. JobFailed when it ends in another
+        phase (Failed; Unknown: nobody runs it any more), JobTimeout after `timeout` s."""
+        wanted = {Phase(s) for s in status}
+        event = None
+        for event in self.watch(name, polling_interval=polling_interval, timeout=timeout):
+            if callback is not None:
+                callback(event)
+            if event.phase in wanted:
+                return event.status
+        last = event.status
+        raise JobFailed(f"job {name!r} ended {last.phase}"
+                        + (f" (exit code {last.exit_code})" if last.exit_code else "")
+                        + (f": {last.message}" if last.message else ""), last, exit_code(last))
+
+    def follow(self, name: str) -> int:
+        """The CLI's `submit --wait` / `status --watch`: block until the job ends, showing it
+        in the client's view, and return the CLI exit code (the chief's). In a foreground local
+        config this is where a submitted job's tasks run."""
+        self._prepared.discard(name)
+        return self.backend(name).wait(name)
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _applied(self, spec: ClusterSpec) -> bool:
+        """A ClusterSpec that needs no re-validation: nothing of the config to apply to it."""
+        return self.local or not self.config.namespace or self.config.namespace == spec.namespace
+
+    def _check_running(self, name: str) -> None:
+        if name in self._prepared:
+            raise LauncherError(
+                f"job {name!r} was submitted in the foreground (LocalProcessBackendConfig("
+                "foreground=True)): its tasks run in follow(), which returns when it ends; "
+                "use foreground=False to watch it while it runs")

@@ -1,0 +1,133 @@
+"""The Python API (launcher.api) as a notebook uses it: typed configs, specs from files, dicts
+or models, typed errors with the CLI's problems, logs, and a real local cluster followed by
+its progress events."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from launcher.api import (
+    ClusterNotFound, JobEvent, LocalProcessBackendConfig, Phase, SpecError, TFK8sClient, load_spec,
+)
+from launcher.backends.local import LocalBackend
+from local_clusters import make_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+def test_importing_the_api_loads_neither_tensorflow_nor_kubernetes():
+    code = ("import sys; from launcher.api import TFK8sClient, KubernetesBackendConfig; "
+            "TFK8sClient(KubernetesBackendConfig(namespace='x')); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'kubernetes'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_dict_spec_gets_the_same_problems_as_a_file(tmp_path):
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
+    with pytest.raises(SpecError) as raised:
+        client.submit({"name": "x", "strategy": "parameter_servr", "roles": {"chief": {}}})
+    problem = raised.value.problems[0]
+    assert (problem.file, problem.path) == ("<dict>", "strategy")
+    assert str(problem).startswith("<dict>: strategy: ")
+    assert not (tmp_path / "x").exists()
+
+
+def test_unknown_job_is_cluster_not_found(tmp_path):
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
+    with pytest.raises(ClusterNotFound, match="no local cluster 'nope'"):
+        client.get_job("nope")
+
+
+def mwms_without_claim() -> dict:
+    spec = make_spec("mw", "multi_worker_mirrored", ["--steps", "3"], evaluator=False)
+    data = spec.model_dump(by_alias=True)
+    data["checkpoint"] = {}
+    return data
+
+
+def test_local_accepts_multi_worker_mirrored_without_a_claim_and_says_so(tmp_path, capsys):
+    with pytest.raises(SpecError) as raised:  # on Kubernetes: refused, with the fix
+        load_spec(mwms_without_claim())
+    assert raised.value.problems[0].path == "checkpoint.volume"
+    # Locally every worker shares this disk: accepted, with a note (the foreground backend
+    # only prepares the run: no task starts here).
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path, foreground=True))
+    name = client.submit(mwms_without_claim())
+    assert "note: --local: the 2 workers share this machine's disk" in capsys.readouterr().out
+    client.delete_job(name)
+
+
+def test_logs_tail_gives_the_last_lines(tmp_path):
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path, foreground=True))
+    name = client.submit(make_spec("tail", "mirrored", ["--steps", "3"], evaluator=False))
+    log = LocalBackend(tmp_path).log_path(name, "chief", 0)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"line {i}\n" for i in range(10)))
+    assert list(client.get_job_logs(name, "chief", tail=2)) == ["line 8\n", "line 9\n"]
+    assert len(list(client.get_job_logs(name, "chief"))) == 10
+    done = cli("logs", name, "--local", "--workdir", str(tmp_path), "--role", "chief",
+               "--tail", "1")
+    assert done.stdout == "line 9\n", done.stderr
+    client.delete_job(name)
+
+
+def test_version_is_the_package_version():
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert cli("--version").stdout == f"tfk8s {version}\n"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_script_completes_commands_flags_and_choices(shell, tmp_path):
+    done = cli("completion", shell)
+    assert done.returncode == 0, done.stderr
+    script = tmp_path / "completion"
+    script.write_text(done.stdout)
+    if shell == "zsh":
+        assert "bashcompinit" in done.stdout
+        return
+    probe = (f"source {script}; "
+             "COMP_WORDS=(tfk8s lo); COMP_CWORD=1; _tfk8s; echo ${COMPREPLY[@]}; "
+             "COMP_WORDS=(tfk8s logs x --role ''); COMP_CWORD=4; _tfk8s; echo ${COMPREPLY[@]}; "
+             "COMP_WORDS=(tfk8s logs x --ta); COMP_CWORD=3; _tfk8s; echo ${COMPREPLY[@]}")
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert out.stdout.splitlines() == ["logs", "chief worker ps evaluator", "--tail"], out.stderr
+
+
+@pytest.mark.process
+def test_api_runs_a_local_ps_cluster_to_succeeded_with_progress_events(tmp_path):
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
+    spec = make_spec("api", "parameter_server",
+                     ["--steps", "300", "--checkpoint-every", "100", "--global-batch-size", "64",
+                      "--data", "digits"], env={"TFK8S_PROGRESS_SECONDS": "1"})
+    data = spec.model_dump(by_alias=True)
+    data["checkpoint"] = {}  # locally the evaluator shares the chief's disk: no volume needed
+    name = client.submit(data)  # returns at once: a detached supervisor runs the tasks
+    assert client.get_job(name).phase in (Phase.PENDING, Phase.RUNNING)
+    events: list[JobEvent] = []
+    final = client.wait_for_job_status(name, timeout=400, callback=events.append)
+    try:
+        assert final.phase is Phase.SUCCEEDED and final.exit_code == 0
+        training = [e for e in events if e.step is not None and not e.finished]
+        assert training and training[-1].loss is not None and training[-1].target == 300
+        assert any(e.eta_seconds is not None for e in training), [e.line for e in events]
+        assert events[-1].finished and events[-1].evaluation.final
+        assert [j.name for j in client.list_jobs()] == [name]
+        assert len(list(client.get_job_logs(name, "chief", tail=3))) == 3
+    finally:
+        client.delete_job(name)
+    with pytest.raises(ClusterNotFound):
+        client.get_job(name)
+    assert os.path.isdir(tmp_path / name / "model")  # kept, like a claim
