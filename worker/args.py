@@ -42,7 +42,7 @@ exit codes:
   training (restart the chief to resume from the last checkpoint); 5 MWMS workers restored
   different steps; 6 a peer (a ps, or an MWMS worker) was lost after this attempt had saved a
   step beyond the one it restored: not counted against backoffLimit (without a save: 4, or 1 under MWMS);
-  7 another writer took this model dir's lease (this task was replaced while it still ran);
+  8 another writer took this model dir's lease (this task was replaced while it still ran);
   143 preempted (SIGTERM) after saving the current step
 """
 

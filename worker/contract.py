@@ -144,7 +144,7 @@ EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train 
 EXIT_PEER_LOST = 6
 # Another writer took the model dir's lease (worker/writer_lease.py): this task was replaced
 # while it still ran (its node declared lost during a partition). It stops without saving.
-EXIT_SUPERSEDED = 7
+EXIT_SUPERSEDED = 8
 # SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
 # of the signal read alike. Not a failure: the task is replaced without counting it.
