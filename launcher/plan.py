@@ -16,7 +16,6 @@ from worker.contract import Role, Strategy
 
 # (role, index) -> "host:port"
 AddressFn = Callable[[str, int], str]
-SUPERVISOR_SCRIPT = "supervise.py"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywhere
     sys.path.insert(0, str(REPO))
 
-from launcher import job_failure, k8s_contract, plan, spec, supervise  # noqa: E402
+from launcher import job_failure, job_watch, k8s_contract, plan, spec, supervise, supervised_pod  # noqa: E402
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy, Workload  # noqa: E402
 
@@ -55,6 +55,7 @@ SUPERVISOR_ENV = {
     "graceSeconds": supervise.GRACE_ENV,
     "podGraceSeconds": supervise.POD_GRACE_ENV,
     "restartAttempt": supervise.RESTART_ATTEMPT_ENV,
+    "podRestartPolicy": supervise.POD_RESTART_POLICY_ENV,
 }
 
 
@@ -312,7 +313,7 @@ def generate_contract() -> dict:
         "jobsetApiVersion": k8s_contract.JOBSET_API_VERSION,
         "jobsetJobIndex": k8s_contract.JOBSET_JOB_INDEX,
         "jobsetRestartStrategy": k8s_contract.JOBSET_RESTART_STRATEGY,
-        "jobsetRestartAttemptKey": supervise.RESTART_ATTEMPT_KEY,
+        "jobsetRestartAttemptKey": job_watch.RESTART_ATTEMPT_KEY,
         "fatalJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS),
         "env": {
             "tfConfig": contract.TF_CONFIG,
@@ -330,6 +331,17 @@ def generate_contract() -> dict:
         "grpcFailFastValue": contract.GRPC_FAIL_FAST_VALUE,
         "reservedEnv": list(contract.RESERVED_ENV),
         "supervisorEnv": SUPERVISOR_ENV,
+        # A supervised pod's job-watch container and what it shares with the task's
+        # (launcher/supervised_pod.py); the templates add image, pull policy, env, and the
+        # scripts' ConfigMap name.
+        "supervisedPod": {
+            "scripts": list(supervised_pod.SCRIPTS),
+            "scriptsVolume": supervised_pod.SCRIPTS_VOLUME,
+            "taskCommand": supervised_pod.task_command([]),
+            "taskMounts": supervised_pod.task_mounts(),
+            "sharedVolumes": supervised_pod.shared_volumes(),
+            "watcher": supervised_pod.watcher(),
+        },
         "defaults": {
             "program": contract.BUILTIN_PROGRAM,
             "peerTimeoutSeconds": contract.DEFAULT_PEER_TIMEOUT_SECONDS,
