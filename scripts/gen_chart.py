@@ -23,7 +23,7 @@ purpose: `name` and `namespace` may be empty, meaning the release name and names
     python scripts/gen_chart.py --check   # exit 1 when one is out of date (a unit test does too)
 
 Not part of the runtime packages: it imports the launcher (pydantic) and writes into the
-source tree. The chart's files/supervise.py is a symlink to launcher/supervise.py.
+source tree. The chart's files/supervise.py and files/job_watch.py are symlinks to the launcher's.
 """
 from __future__ import annotations
 
