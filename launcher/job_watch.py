@@ -169,11 +169,14 @@ def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: floa
         left = (started + give_up_seconds - time.monotonic()) if give_up_seconds else None
         if not answered and left is not None and left <= 0:
             host = urllib.parse.urlsplit(api.base_url).netloc
+            # An HTTP error is an answer, but a refusal (401/403: the token or the Role)
+            fix = (f"the job-watch container's service account must be allowed to list and watch "
+                   f"job {name}" if isinstance(last_error, urllib.error.HTTPError) else
+                   f"the supervised pods need egress to the API server: {host}")
             raise ApiUnreachable(
                 f"tfk8s supervisor: no answer from the API server {api.base_url} for "
                 f"{give_up_seconds:.0f}s while watching job {namespace}/{name} (last error: "
-                f"{str(last_error)[:160]}); the supervised pods need egress to the API server: "
-                f"{host}; see README \"Security model\"")
+                f"{str(last_error)[:160]}); {fix}; see README \"Security model\"")
         try:
             if version is None:  # a list that would outlast the give-up time ends with it
                 timeout = 30.0 if answered or left is None else max(1.0, min(30.0, left))

@@ -404,3 +404,20 @@ def test_the_api_unreachable_exit_is_counted_by_the_pod_failure_policy():
         for rule in rules:
             if "onExitCodes" in rule and rule["action"] != "Count":
                 assert supervise.EXIT_API_UNREACHABLE not in rule["onExitCodes"]["values"], rule
+
+
+class _Forbidden:
+    base_url = "https://api:443"
+
+    def open(self, path: str, timeout: float):
+        raise urllib.error.HTTPError(self.base_url + path, 403, "Forbidden", {}, None)
+
+
+def test_a_refusal_is_not_blamed_on_egress():
+    """403 on every request: the API server is reachable, the Role or the token is wrong."""
+    with pytest.raises(job_watch.ApiUnreachable) as raised:
+        next(job_watch.job_states(_Forbidden(), "ns", "c-chief", watch_seconds=5,
+                                  retry_seconds=0.05, give_up_seconds=0.2))
+    assert "HTTP Error 403: Forbidden" in str(raised.value)
+    assert "service account must be allowed to list and watch job c-chief" in str(raised.value)
+    assert "egress" not in str(raised.value)
