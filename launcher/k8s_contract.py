@@ -6,6 +6,7 @@ scripts/gen_chart.py writes them into the chart (templates/_contract.tpl) for He
 """
 from __future__ import annotations
 
+from launcher.supervise import EXIT_API_UNREACHABLE  # noqa: F401 - defined by the script
 from worker.contract import Role, Strategy, Workload, success_role
 
 # --- labels and names on Kubernetes objects -------------------------------------------------
@@ -19,6 +20,9 @@ SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
 # The Job controller stamps each Indexed Job pod with its index in this annotation.
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 CONTAINER = "tensorflow"
+# A supervised pod's second container, the only one with the service-account token
+# (launcher/supervised_pod.py); the Jobs' podFailurePolicy reads CONTAINER's exit code only.
+WATCHER_CONTAINER = "job-watch"
 # `tfk8s tensorboard`'s pod: the cluster's labels with this component (never a Role: status and
 # the NetworkPolicies, which select pods by role, leave it alone).
 TENSORBOARD_COMPONENT = "tensorboard"

@@ -56,8 +56,11 @@ def _index_of(pod: dict) -> int:
 
 
 def _terminated(pod: dict) -> dict | None:
-    """The most recent termination of the task container (current or previous run)."""
+    """The most recent termination of the task container (current or previous run); not the
+    job-watch container's, which ends 0 and whose status Kubernetes may list first."""
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name", k8s_contract.CONTAINER) != k8s_contract.CONTAINER:
+            continue
         state = cs.get("state") or {}
         if "terminated" in state:
             return state["terminated"]

@@ -16,7 +16,6 @@ from worker.contract import Role, Strategy
 
 # (role, index) -> "host:port"
 AddressFn = Callable[[str, int], str]
-SUPERVISOR_SCRIPT = "supervise.py"
 
 
 @dataclass(frozen=True)
@@ -247,3 +246,16 @@ def task_command(spec: ClusterSpec) -> list[str]:
     if spec.builtin:
         return ["python", "-m", "worker", *spec.effective_program.args]
     return [*spec.command, *(spec.args or [])]
+
+
+def role_tolerations(spec: ClusterSpec, cfg) -> list[dict]:
+    """The role's own tolerations, then nodeLossTolerationSeconds for the lost-node taints the
+    role does not already tolerate itself."""
+    own = [t.model_dump(by_alias=True, exclude_none=True) for t in cfg.tolerations]
+    seconds = spec.node_loss_toleration_seconds
+    if seconds is None:
+        return own
+    named = {t.get("key") for t in own}
+    return own + [{"key": key, "operator": "Exists", "effect": "NoExecute",
+                   "tolerationSeconds": seconds}
+                  for key in k8s_contract.NODE_LOSS_TAINTS if key not in named]

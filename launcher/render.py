@@ -19,13 +19,14 @@ from importlib import resources
 import jinja2
 import yaml
 
-from launcher import code_render, k8s_contract, names, tfconfig
+from launcher import code_render, k8s_contract, names, supervised_pod, tfconfig
 from launcher.job_failure import backoff, pod_failure_policy
 from launcher.network_policy import network_policies
-from launcher.plan import ClusterPlan, RolePlan, SUPERVISOR_SCRIPT, plan
+from launcher.job_watch import RESTART_ATTEMPT_KEY
+from launcher.plan import ClusterPlan, RolePlan, plan, role_tolerations
 from launcher.spec import ClusterSpec
-from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, RESTART_ATTEMPT_ENV,
-                                RESTART_ATTEMPT_KEY, WATCH_JOB_ENV)
+from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, POD_RESTART_POLICY_ENV,
+                                RESTART_ATTEMPT_ENV, WATCH_JOB_ENV)
 from worker import contract
 
 INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"
@@ -70,8 +71,10 @@ def yaml_json(value) -> str:
     return _SURROGATE_PAIR.sub(join, text)
 
 
-def supervisor_source() -> str:
-    return resources.files("launcher").joinpath(SUPERVISOR_SCRIPT).read_text()
+def supervisor_sources() -> dict[str, str]:
+    """The supervisor's scripts by file name, as the root ConfigMap carries them."""
+    return {name: resources.files("launcher").joinpath(name).read_text()
+            for name in supervised_pod.SCRIPTS}
 
 
 def spec_hash(spec: ClusterSpec) -> str:
@@ -160,7 +163,7 @@ def _context(cluster: ClusterPlan) -> dict:
     }
     supervised = cluster.supervised
     watched = [names.job(spec.name, cluster.success_role, spec.workload)] if supervised else []
-    root_data = {SUPERVISOR_SCRIPT: supervisor_source()} if supervised else {}
+    root_data = supervisor_sources() if supervised else {}
     selector = selector_labels(spec.name)
     return {
         "names": {
@@ -202,17 +205,12 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     command = list(role.command)
     env = {**role.env, "HOME": "/tmp"}
     supervision = role.supervision
-    field_env = {}  # name -> the pod's field it is read from (downward API)
-    if supervision is not None and spec.workload is contract.Workload.JOBSET:
-        field_env[RESTART_ATTEMPT_ENV] = f"metadata.annotations['{RESTART_ATTEMPT_KEY}']"
+    watcher = None
     if supervision is not None:
-        command = ["python3", f"{k8s_contract.SUPERVISOR_DIR}/{SUPERVISOR_SCRIPT}", "--", *command]
-        env.update({
-            WATCH_JOB_ENV: supervision.watch_job,
-            NAMESPACE_ENV: spec.namespace,
-            GRACE_ENV: str(supervision.grace_seconds),
-            POD_GRACE_ENV: str(supervision.stop_grace_seconds),
-        })
+        command = supervised_pod.task_command(command)
+        env.update({GRACE_ENV: str(supervision.grace_seconds),
+                    POD_GRACE_ENV: str(supervision.stop_grace_seconds)})
+        watcher = _watcher(cluster, supervision)
     mounts, volumes = _volumes(spec, supervised=supervision is not None)
     resources_ = {k: v for k, v in (("requests", cfg.resources.requests),
                                      ("limits", cfg.resources.limits)) if v}
@@ -226,34 +224,20 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "labels": {**context["labels"], k8s_contract.LABEL_COMPONENT: role.role.value},
         "command": command,
         "env": env,
-        "field_env": field_env,
         "tf_config": tfconfig.tf_config_template(cluster, role.role, context["address"]),
         "in_training_cluster": role.in_training_cluster,
         "resources": resources_,
         "node_selector": cfg.node_selector,
-        "tolerations": _tolerations(spec, cfg),
+        "tolerations": role_tolerations(spec, cfg),
         "volume_mounts": mounts,
         "volumes": volumes,
         "code": code_render.pod_code(cluster),  # init container, mounts, volumes (code:)
         "workdir": role.workdir,
-        "supervised": supervision is not None,
+        "watcher": watcher,
         "service_account": role.service_account,
         "success_policy": success_policy,
         "backoff": backoff(cluster.failure, role),
     }
-
-
-def _tolerations(spec: ClusterSpec, cfg) -> list[dict]:
-    """The role's own tolerations, then nodeLossTolerationSeconds for the lost-node taints the
-    role does not already tolerate itself."""
-    own = [t.model_dump(by_alias=True, exclude_none=True) for t in cfg.tolerations]
-    seconds = spec.node_loss_toleration_seconds
-    if seconds is None:
-        return own
-    named = {t.get("key") for t in own}
-    return own + [{"key": key, "operator": "Exists", "effect": "NoExecute",
-                   "tolerationSeconds": seconds}
-                  for key in k8s_contract.NODE_LOSS_TAINTS if key not in named]
 
 
 def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict]]:
@@ -274,12 +258,24 @@ def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict
         mounts.append({"name": "checkpoint", "mountPath": spec.model_dir})
         volumes.append({"name": "checkpoint", "emptyDir": {}})
     if supervised:
-        mounts.append({"name": "supervisor", "mountPath": k8s_contract.SUPERVISOR_DIR, "readOnly": True})
-        volumes.append({"name": "supervisor", "configMap": {
-            "name": names.root(spec.name),
-            "items": [{"key": SUPERVISOR_SCRIPT, "path": SUPERVISOR_SCRIPT}],
-        }})
+        mounts += supervised_pod.task_mounts()
+        volumes += [supervised_pod.scripts_volume(names.root(spec.name)),
+                    *supervised_pod.shared_volumes()]
     return mounts, volumes
+
+
+def _watcher(cluster: ClusterPlan, supervision) -> dict:
+    """The job-watch container of a supervised pod (launcher/supervised_pod.py)."""
+    spec = cluster.spec
+    env = [{"name": name, "value": value} for name, value in (
+        (WATCH_JOB_ENV, supervision.watch_job), (NAMESPACE_ENV, spec.namespace),
+        (POD_RESTART_POLICY_ENV, spec.restart_policy))]
+    if spec.workload is contract.Workload.JOBSET:  # which JobSet attempt this pod belongs to
+        env.append({"name": RESTART_ATTEMPT_ENV, "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.annotations['{RESTART_ATTEMPT_KEY}']"}}})
+    watcher = supervised_pod.watcher()
+    return {"name": watcher.pop("name"), "image": spec.image,
+            "imagePullPolicy": spec.image_pull_policy, **watcher, "env": env}
 
 
 def job_specs(objects: list[dict]) -> list[tuple[str, dict]]:

@@ -1,237 +1,74 @@
 """End-of-job supervisor for tasks that never exit by themselves (stdlib only).
 
 TensorFlow ps and worker servers block in `server.join()` forever, and a user's evaluator may
-poll for checkpoints forever. Kubernetes would keep their Jobs running after training ended.
-This script is shipped in the cluster's ConfigMap and wraps such a task:
+poll for checkpoints forever: Kubernetes would keep their Jobs running after training ended.
+This script is shipped in the cluster's ConfigMap and runs in two containers of such a pod:
 
-    python3 /var/run/tfk8s/supervise.py -- <task command...>
+    python3 /var/run/tfk8s/supervise.py run -- <task command...>   # the task's container
+    python3 /var/run/tfk8s/supervise.py watch                       # the job-watch container
 
-It runs the task as a child and watches the training Job (one long-lived watch request per pod,
-renewed every TFK8S_WATCH_SECONDS, so the API server's load does not grow with how quickly the
-end is noticed; the pod's service account may only `list`/`watch` that Job, by name) until it
-has finished. Then it stops the child and exits 0, so the task's Job completes instead of
-running forever. After a success the child may run TFK8S_GRACE_SECONDS more (the evaluator,
-evaluating the final checkpoint); after a failure, or when the Job is gone, it is stopped at
-once (there is no final checkpoint to wait for).
+`watch` alone holds the pod's service-account token: TF's gRPC server is unauthenticated and
+can read any file of its own container, so the task's container mounts no credential. `watch`
+follows the training Job (one long-lived watch request, renewed every TFK8S_WATCH_SECONDS; the
+account may only list/watch that Job, by name) and once it has ended writes the verdict
+(succeeded, failed, gone) into the directory both containers share, then exits 0. `run` runs
+the task as a child and reads the verdict each second: after a success the child may run
+TFK8S_GRACE_SECONDS more (the evaluator, evaluating the final checkpoint); after a failure, or
+when the Job is gone, it is stopped at once; then `run` exits 0 and the task's Job completes.
+A child that exits on its own leaves with its code (killed by signal N: 128 + N, as a shell
+says it); `run` records the code in the shared directory and `watch` ends too, so the pod
+completes (unless the pod restarts failed containers, OnFailure: then `watch` stays). SIGTERM
+(pod deletion) is passed on: a server dying of it exits 143, which podFailurePolicy ignores.
 
-A child that exits on its own leaves with its code; one killed by signal N with 128 + N, as a
-shell reports it. Pod deletion sends SIGTERM to us (PID 1): it is passed on, so a server that
-dies of it exits 143, the code the Jobs' podFailurePolicy does not count as a failure.
+No answer at all from the API server for TFK8S_API_GIVE_UP_SECONDS (egress to it blocked, the
+token missing): `watch` gives up with the verdict api-unreachable and one line saying why; `run`
+stops the task and exits EXIT_API_UNREACHABLE with that line as the termination message. Once
+it has answered, errors are retried without end: an outage must not kill a healthy server.
 
-Environment:
-  TFK8S_WATCH_JOB          the Job whose end ends this task (the chief's, or worker's under MWMS)
-  TFK8S_NAMESPACE          its namespace
-  TFK8S_GRACE_SECONDS      how long the child may keep running after training succeeded (default 0)
-  TFK8S_POD_GRACE_SECONDS  the pod's terminationGracePeriodSeconds (default 30): stopping the
-                           child, SIGKILL follows SIGTERM within it, before the kubelet's own
-  TFK8S_WATCH_SECONDS      how long one watch request lasts before it is renewed (default 300)
-  TFK8S_RESTART_ATTEMPT    in a JobSet: this pod's restart attempt (JobSet's annotation). A
-                           watched Job of an earlier attempt is not ours: as if not created yet.
-                           (A JobSet restart may recreate this pod while the last attempt's
-                           failed Job is still there: acting on it would stop the evaluator of
-                           the new attempt at once.)
+Environment (TFK8S_...): WATCH_JOB, the Job whose end ends the task; NAMESPACE, its namespace;
+WATCH_SECONDS (300); API_GIVE_UP_SECONDS (300); POD_RESTART_POLICY, the pod's (Never);
+RESTART_ATTEMPT, in a JobSet this pod's restart attempt: a watched Job of an earlier attempt is
+not ours, as if not created yet (acting on it would stop a new attempt's evaluator at once).
+For `run`: GRACE_SECONDS (0) after a success; POD_GRACE_SECONDS, the pod's grace period (30),
+within which SIGKILL follows SIGTERM when stopping the child. Both: SUPERVISOR_STATE_DIR.
 """
 from __future__ import annotations
 
-import json
 import os
-import random
 import signal
-import ssl
 import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Callable, Iterator
 
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+try:  # in the pod both scripts lie side by side in the ConfigMap's directory
+    from job_watch import (ABSENT, DEFAULT_WATCH_SECONDS, SUCCEEDED, ApiServer, ApiUnreachable,
+                           log, wait_for_end)
+except ImportError:  # imported as launcher.supervise (the renderer, tests)
+    from launcher.job_watch import (ABSENT, DEFAULT_WATCH_SECONDS, SUCCEEDED, ApiServer,
+                                    ApiUnreachable, log, wait_for_end)
+
 # This script's interface (it runs alone in the pod, so it cannot import the contract; the
-# renderer imports these names from here).
+# renderer and launcher/k8s_contract.py import these names from here).
 WATCH_JOB_ENV = "TFK8S_WATCH_JOB"
 NAMESPACE_ENV = "TFK8S_NAMESPACE"
 GRACE_ENV = "TFK8S_GRACE_SECONDS"
 POD_GRACE_ENV = "TFK8S_POD_GRACE_SECONDS"
 WATCH_SECONDS_ENV = "TFK8S_WATCH_SECONDS"
 RESTART_ATTEMPT_ENV = "TFK8S_RESTART_ATTEMPT"
-# JobSet stamps its Jobs and pods with the set's restart attempt, as a label and an annotation.
-RESTART_ATTEMPT_KEY = "jobset.sigs.k8s.io/restart-attempt"
-DEFAULT_WATCH_SECONDS = 300.0
-RETRY_SECONDS = 5.0  # after an API error, before asking again
-SUCCEEDED = {"Complete", "SuccessCriteriaMet"}
-TERMINAL = SUCCEEDED | {"Failed", "FailureTarget"}
-RUNNING = "running"
-ABSENT = "absent"
-STALE = "stale"  # the watched Job belongs to an earlier JobSet attempt than this pod
-
-
-def log(message: str) -> None:
-    print(f"[tfk8s-supervise] {message}", file=sys.stderr, flush=True)
-
-
-class ApiServer:
-    """Where the API server is and who we are: a base URL, a token source, a TLS context."""
-
-    def __init__(self, base_url: str, token: Callable[[], str], context: ssl.SSLContext):
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.context = context
-
-    @classmethod
-    def in_cluster(cls) -> "ApiServer":
-        host = os.environ.get("KUBERNETES_SERVICE_HOST")
-        if not host:
-            raise RuntimeError("KUBERNETES_SERVICE_HOST is not set: not in a pod, or the pod's "
-                               "service links are off; the supervisor needs the API server")
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if ":" in host:  # IPv6 literal
-            host = f"[{host}]"
-
-        def token() -> str:
-            with open(f"{SA_DIR}/token") as f:  # re-read: projected tokens rotate
-                return f.read().strip()
-
-        return cls(f"https://{host}:{port}", token,
-                   ssl.create_default_context(cafile=f"{SA_DIR}/ca.crt"))
-
-    def open(self, path: str, timeout: float):
-        request = urllib.request.Request(
-            self.base_url + path,
-            headers={"Authorization": f"Bearer {self.token()}", "Accept": "application/json"})
-        return urllib.request.urlopen(request, context=self.context, timeout=timeout)
-
-
-class WatchExpired(Exception):
-    """The watch's resourceVersion is too old (410 Gone): list again."""
-
-
-def jobs_path(namespace: str, name: str, **params: str) -> str:
-    """The Jobs collection narrowed to one name: RBAC authorizes a list/watch with the field
-    selector metadata.name=<name> against a Role's resourceNames."""
-    query = urllib.parse.urlencode({"fieldSelector": f"metadata.name={name}", **params})
-    return f"/apis/batch/v1/namespaces/{namespace}/jobs?{query}"
-
-
-def restart_attempt(obj: dict) -> int | None:
-    """The JobSet restart attempt an object (Job, pod) carries; None outside a JobSet."""
-    metadata = obj.get("metadata") or {}
-    for where in ("labels", "annotations"):
-        value = (metadata.get(where) or {}).get(RESTART_ATTEMPT_KEY)
-        if value not in (None, ""):
-            return int(value)
-    return None
-
-
-def job_condition(job: dict, attempt: int | None = None) -> str:
-    """A Job's TERMINAL condition type once it has ended, else RUNNING; STALE when it is of a
-    JobSet attempt before `attempt` (this pod's)."""
-    job_attempt = restart_attempt(job)
-    if attempt is not None and job_attempt is not None and job_attempt < attempt:
-        return STALE
-    for condition in (job.get("status") or {}).get("conditions") or []:
-        if condition.get("type") in TERMINAL and condition.get("status") == "True":
-            return condition["type"]
-    return RUNNING
-
-
-def apply_event(event: dict, attempt: int | None = None) -> tuple[str | None, str | None]:
-    """One watch event -> (the Job's state or None when it says nothing about it, the
-    resourceVersion to resume from or None). An ERROR event raises: WatchExpired for 410 Gone
-    (list again), RuntimeError otherwise (retry)."""
-    kind = event.get("type")
-    obj = event.get("object") or {}
-    version = (obj.get("metadata") or {}).get("resourceVersion")
-    if kind in ("ADDED", "MODIFIED"):
-        return job_condition(obj, attempt), version
-    if kind == "DELETED":
-        return ABSENT, version
-    if kind == "BOOKMARK":
-        return None, version
-    if kind == "ERROR":
-        if obj.get("code") == 410:
-            raise WatchExpired(obj.get("message", "410 Gone"))
-        raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
-    raise RuntimeError(f"unknown watch event type {kind!r}")
-
-
-def list_job(api: ApiServer, namespace: str, name: str,
-             attempt: int | None = None) -> tuple[str, str]:
-    """The Job's state (ABSENT when there is none) and the list's resourceVersion."""
-    with api.open(jobs_path(namespace, name), timeout=30) as response:
-        jobs = json.load(response)
-    items = jobs.get("items") or []
-    state = job_condition(items[0], attempt) if items else ABSENT
-    return state, jobs["metadata"]["resourceVersion"]
-
-
-def watch_job(api: ApiServer, namespace: str, name: str, version: str, seconds: float,
-              attempt: int | None = None) -> Iterator[tuple[str | None, str | None]]:
-    """apply_event of each event of one watch request from `version`, until the server ends it."""
-    path = jobs_path(namespace, name, watch="1", resourceVersion=version,
-                     allowWatchBookmarks="true", timeoutSeconds=str(int(seconds)))
-    try:  # the socket timeout only catches a dead connection: the server ends the watch first
-        response = api.open(path, timeout=seconds + 60)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 410:
-            raise WatchExpired(f"HTTP 410 for resourceVersion {version}") from exc
-        raise
-    with response:
-        for line in response:
-            if line.strip():
-                yield apply_event(json.loads(line), attempt)
-
-
-def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: float,
-               retry_seconds: float = RETRY_SECONDS, attempt: int | None = None) -> Iterator[str]:
-    """The Job's state now and at every change: one list, then watches resumed from the last
-    resourceVersion; list again after 410 Gone. API errors are logged and retried, never raised:
-    a hiccup must not kill a healthy server."""
-    version = None
-    while True:
-        try:
-            if version is None:
-                state, version = list_job(api, namespace, name, attempt)
-                yield state
-            for state, new_version in watch_job(api, namespace, name, version, watch_seconds,
-                                                attempt):
-                version = new_version or version
-                if state is not None:
-                    yield state
-        except WatchExpired as exc:
-            log(f"watch of job {namespace}/{name} expired ({exc}); listing again")
-            version = None
-        except Exception as exc:  # noqa: BLE001 - see the docstring
-            log(f"cannot watch job {namespace}/{name} yet: {exc}")
-            # jittered: 1000 pods refused together (429 from the API server's flow control, seen
-            # in tests/scale) must not all come back together
-            time.sleep(retry_seconds * random.uniform(0.5, 1.5))
-
-
-def training_ended(seen: bool, state: str) -> tuple[bool, bool]:
-    """(seen, ended) after the watched Job was observed in `state`. ABSENT before it was ever
-    seen means not created yet (Helm applies Jobs one by one); after, that it was deleted.
-    STALE (an earlier JobSet attempt's Job, soon deleted) is never ours: it changes nothing."""
-    if state == RUNNING:
-        return True, False
-    if state == STALE:
-        return seen, False
-    if state == ABSENT and not seen:
-        return False, False
-    return seen, True
-
-
-def wait_for_end(api: ApiServer, namespace: str, name: str, *,
-                 watch_seconds: float = DEFAULT_WATCH_SECONDS, attempt: int | None = None) -> str:
-    """Block until the watched Job (of JobSet attempt `attempt`, if given) has ended; its
-    TERMINAL condition type or ABSENT."""
-    seen = False
-    for state in job_states(api, namespace, name, watch_seconds=watch_seconds, attempt=attempt):
-        seen, ended = training_ended(seen, state)
-        if ended:
-            return state
-    raise AssertionError("job_states never ends")
+GIVE_UP_ENV = "TFK8S_API_GIVE_UP_SECONDS"
+POD_RESTART_POLICY_ENV = "TFK8S_POD_RESTART_POLICY"
+STATE_DIR_ENV = "TFK8S_SUPERVISOR_STATE_DIR"
+STATE_DIR = "/var/run/tfk8s-state"  # an emptyDir both containers mount
+TERMINATION_LOG = "/dev/termination-log"
+TERMINATION_LOG_ENV = "TFK8S_TERMINATION_LOG"  # elsewhere only in tests
+# `run`'s exit when `watch` never reached the API server: counted by the Jobs' podFailurePolicy
+# like any unlisted code (plan.restart_rules says why). No worker exit code may take it.
+EXIT_API_UNREACHABLE = 7
+DEFAULT_GIVE_UP_SECONDS = 300.0
+# Verdicts `watch` writes for `run` (the file's first line; a reason may follow).
+VERDICT_FILE, TASK_EXITED_FILE = "verdict", "task-exited"
+SUCCEEDED_VERDICT, FAILED_VERDICT, GONE_VERDICT = "succeeded", "failed", "gone"
+API_UNREACHABLE_VERDICT = "api-unreachable"
 
 
 def exit_status(returncode: int) -> int:
@@ -242,12 +79,6 @@ def exit_status(returncode: int) -> int:
     sys.exit(-15) it would be 241, a failure counted against backoffLimit.
     """
     return 128 - returncode if returncode < 0 else returncode
-
-
-def grace_after(state: str, grace: float) -> float:
-    """Seconds the child may go on once the watched Job reached `state` (a TERMINAL condition
-    type, or 'absent' when it was deleted): the grace after a success, none otherwise."""
-    return grace if state in SUCCEEDED else 0.0
 
 
 def stop_timeout(pod_grace: float) -> float:
@@ -268,19 +99,84 @@ def stop(child: subprocess.Popen, timeout: float = 20.0) -> None:
         child.wait()
 
 
-def main(argv: list[str]) -> int:
-    if "--" not in argv or argv.index("--") == len(argv) - 1:
-        log("usage: supervise.py -- <command...>")
-        return 2
-    command = argv[argv.index("--") + 1:]
-    watched = os.environ[WATCH_JOB_ENV]
-    namespace = os.environ[NAMESPACE_ENV]
+def write_file(path: str, text: str) -> None:
+    """Whole or not at all: the other container polls the file."""
+    with open(f"{path}.tmp", "w") as f:
+        f.write(text)
+    os.replace(f"{path}.tmp", path)
+
+
+def read_file(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def say_last(message: str) -> None:
+    """Why the pod ends, as its last log line and its termination message (for `status`)."""
+    log(message)
+    path = os.environ.get(TERMINATION_LOG_ENV, TERMINATION_LOG)
+    try:
+        with open(path, "w") as f:
+            f.write(message + "\n")
+    except OSError as exc:
+        log(f"cannot write the termination message {path}: {exc}")
+
+
+def verdict_of(state: str) -> str:
+    """The verdict for a wait_for_end result: a TERMINAL condition type or ABSENT."""
+    return SUCCEEDED_VERDICT if state in SUCCEEDED else GONE_VERDICT if state == ABSENT \
+        else FAILED_VERDICT
+
+
+def watch(state_dir: str) -> int:
+    """The job-watch container: follow the Job, write the verdict, exit 0. Ends (0) as soon as
+    the task's container will not run again: its task exited, successfully or for good."""
+    watched, namespace = os.environ[WATCH_JOB_ENV], os.environ[NAMESPACE_ENV]
+    attempt_text = os.environ.get(RESTART_ATTEMPT_ENV, "")
+    restarts = os.environ.get(POD_RESTART_POLICY_ENV, "Never") != "Never"
+    # PID 1 ignores signals it has no handler for: pod deletion must end us (0: the pod's
+    # outcome is the task container's, the only one podFailurePolicy looks at).
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: sys.exit(0))
+    verdict: list[str] = []
+
+    def follow() -> None:
+        try:
+            state = wait_for_end(
+                ApiServer.in_cluster(), namespace, watched,
+                watch_seconds=float(os.environ.get(WATCH_SECONDS_ENV, DEFAULT_WATCH_SECONDS)),
+                attempt=int(attempt_text) if attempt_text else None,
+                give_up_seconds=float(os.environ.get(GIVE_UP_ENV, DEFAULT_GIVE_UP_SECONDS)))
+            verdict.append(verdict_of(state))
+            log(f"job {namespace}/{watched} ended ({state}): verdict {verdict[0]}")
+        except ApiUnreachable as exc:
+            verdict.append(f"{API_UNREACHABLE_VERDICT}\n{exc}")
+        except Exception as exc:  # noqa: BLE001 - no credential, no API address: no retry cures
+            verdict.append(f"{API_UNREACHABLE_VERDICT}\ntfk8s supervisor: cannot follow job "
+                           f"{namespace}/{watched}: {exc}")
+
+    thread = threading.Thread(target=follow, name="watch", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(1.0)
+        exited = read_file(f"{state_dir}/{TASK_EXITED_FILE}")
+        if exited is not None and (exited.strip() == "0" or not restarts):
+            log(f"the task exited ({exited.strip()}); nothing left to watch")
+            return 0
+    kind, _, reason = verdict[0].partition("\n")
+    if reason:
+        say_last(reason)
+    write_file(f"{state_dir}/{VERDICT_FILE}", verdict[0] + "\n")
+    return 0
+
+
+def run(command: list[str], state_dir: str) -> int:
+    """The task's container: run the task, stop it on the verdict, leave with the task's code."""
     grace = float(os.environ.get(GRACE_ENV, "0"))
     timeout = stop_timeout(float(os.environ.get(POD_GRACE_ENV, "30")))
-    watch_seconds = float(os.environ.get(WATCH_SECONDS_ENV, DEFAULT_WATCH_SECONDS))
-    attempt_text = os.environ.get(RESTART_ATTEMPT_ENV, "")
-    attempt = int(attempt_text) if attempt_text else None
-
     child = subprocess.Popen(command)
 
     # Pod deletion sends SIGTERM to PID 1 (us): pass it on and leave with the child's code.
@@ -291,42 +187,43 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
 
-    # The watch blocks, so it runs beside the main thread, which waits for the child and
-    # handles signals.
-    ended: list[str] = []
-    done = threading.Event()
+    def exited(code: int) -> int:
+        log(f"task exited with code {code}")
+        write_file(f"{state_dir}/{TASK_EXITED_FILE}", f"{code}\n")  # `watch` may end now
+        return code
 
-    def follow() -> None:
-        try:
-            ended.append(wait_for_end(ApiServer.in_cluster(), namespace, watched,
-                                      watch_seconds=watch_seconds, attempt=attempt))
-        except Exception as exc:  # noqa: BLE001 - the task runs on; said once, here
-            log(f"cannot follow job {namespace}/{watched}: {exc}; the task ends only by itself")
-            return
-        done.set()
-
-    threading.Thread(target=follow, name="watch", daemon=True).start()
     while True:
         try:
-            code = exit_status(child.wait(timeout=1.0))
-            log(f"task exited with code {code}")
-            return code
+            return exited(exit_status(child.wait(timeout=1.0)))
         except subprocess.TimeoutExpired:
             pass
-        if done.is_set():
+        verdict = read_file(f"{state_dir}/{VERDICT_FILE}")
+        if verdict:
             break
-    state = ended[0]
-    grace = grace_after(state, grace)
-    log(f"job {watched} ended ({state}); stopping the task" + (f" within {grace:.0f}s" if grace else ""))
+    kind, _, reason = verdict.strip().partition("\n")
+    if kind == API_UNREACHABLE_VERDICT:
+        stop(child, timeout)
+        say_last(reason)
+        return EXIT_API_UNREACHABLE
+    grace = grace if kind == SUCCEEDED_VERDICT else 0.0
+    log(f"training ended ({kind}); stopping the task" + (f" within {grace:.0f}s" if grace else ""))
     try:
-        code = exit_status(child.wait(timeout=grace))
-        log(f"task exited with code {code}")
-        return code
+        return exited(exit_status(child.wait(timeout=grace)))
     except subprocess.TimeoutExpired:
         pass
     stop(child, timeout)
     log("task stopped after training ended; exiting 0")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    state_dir = os.environ.get(STATE_DIR_ENV, STATE_DIR)
+    if argv[:1] == ["watch"] and len(argv) == 1:
+        return watch(state_dir)
+    if argv[:2] == ["run", "--"] and len(argv) > 2:
+        return run(argv[2:], state_dir)
+    log("usage: supervise.py watch | supervise.py run -- <command...>")
+    return 2
 
 
 if __name__ == "__main__":

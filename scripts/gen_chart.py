@@ -23,7 +23,7 @@ purpose: `name` and `namespace` may be empty, meaning the release name and names
     python scripts/gen_chart.py --check   # exit 1 when one is out of date (a unit test does too)
 
 Not part of the runtime packages: it imports the launcher (pydantic) and writes into the
-source tree. The chart's files/supervise.py is a symlink to launcher/supervise.py.
+source tree. The chart's files/supervise.py and files/job_watch.py are symlinks to the launcher's.
 """
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywhere
     sys.path.insert(0, str(REPO))
 
-from launcher import code_bundle, job_failure, k8s_contract, plan, spec, supervise  # noqa: E402
+from launcher import (  # noqa: E402
+    code_bundle, job_failure, job_watch, k8s_contract, plan, spec, supervise, supervised_pod,
+)
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy, Workload  # noqa: E402
 
@@ -56,6 +58,7 @@ SUPERVISOR_ENV = {
     "graceSeconds": supervise.GRACE_ENV,
     "podGraceSeconds": supervise.POD_GRACE_ENV,
     "restartAttempt": supervise.RESTART_ATTEMPT_ENV,
+    "podRestartPolicy": supervise.POD_RESTART_POLICY_ENV,
 }
 
 
@@ -322,7 +325,7 @@ def generate_contract() -> dict:
         "jobsetApiVersion": k8s_contract.JOBSET_API_VERSION,
         "jobsetJobIndex": k8s_contract.JOBSET_JOB_INDEX,
         "jobsetRestartStrategy": k8s_contract.JOBSET_RESTART_STRATEGY,
-        "jobsetRestartAttemptKey": supervise.RESTART_ATTEMPT_KEY,
+        "jobsetRestartAttemptKey": job_watch.RESTART_ATTEMPT_KEY,
         "fatalJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS),
         "nodeLossTaints": list(k8s_contract.NODE_LOSS_TAINTS),
         "env": {
@@ -341,6 +344,17 @@ def generate_contract() -> dict:
         "grpcFailFastValue": contract.GRPC_FAIL_FAST_VALUE,
         "reservedEnv": list(contract.RESERVED_ENV),
         "supervisorEnv": SUPERVISOR_ENV,
+        # A supervised pod's job-watch container and what it shares with the task's
+        # (launcher/supervised_pod.py); the templates add image, pull policy, env, and the
+        # scripts' ConfigMap name.
+        "supervisedPod": {
+            "scripts": list(supervised_pod.SCRIPTS),
+            "scriptsVolume": supervised_pod.SCRIPTS_VOLUME,
+            "taskCommand": supervised_pod.task_command([]),
+            "taskMounts": supervised_pod.task_mounts(),
+            "sharedVolumes": supervised_pod.shared_volumes(),
+            "watcher": supervised_pod.watcher(),
+        },
         "defaults": {
             "program": contract.BUILTIN_PROGRAM,
             "peerTimeoutSeconds": contract.DEFAULT_PEER_TIMEOUT_SECONDS,

@@ -578,9 +578,10 @@ def test_schema_role_counts_are_the_contracts():
             assert bool(errors) == bool(problems), (strategy.value, counts, problems, errors)
 
 
-def test_chart_supervisor_is_the_launchers():
-    link = CHART / "files" / "supervise.py"
-    assert link.is_symlink() and link.resolve() == (REPO / "launcher" / "supervise.py").resolve()
+@pytest.mark.parametrize("script", ["supervise.py", "job_watch.py"])
+def test_chart_supervisor_is_the_launchers(script):
+    link = CHART / "files" / script
+    assert link.is_symlink() and link.resolve() == (REPO / "launcher" / script).resolve()
 
 
 def test_values_yaml_has_the_models_defaults():

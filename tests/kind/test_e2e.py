@@ -309,13 +309,104 @@ def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, chec
     chief_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "chief").stdout
     assert "program module 'no.such.module'" in chief_log
     evaluator_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "evaluator").stdout
-    assert "ended (Failed" in evaluator_log or "ended (FailureTarget" in evaluator_log, \
-        evaluator_log[-2000:]
+    assert "training ended (failed); stopping the task" in evaluator_log, evaluator_log[-2000:]
 
     status = cli(kind_cluster, "status", name, "-n", namespace, "-o", "json", check=True)
     data = json.loads(status.stdout)
     assert data["phase"] == "Failed" and data["exitCode"] == 2, data
     assert "chief failed" in data["message"], data
+
+
+# A task of a bring-your-own PS cluster that takes no CPU: the chief ends after CHIEF_SECONDS,
+# every other task would serve forever (the supervisor ends it).
+SLEEPER = ("import json, os, time; task = json.loads(os.environ['TF_CONFIG'])['task']['type']; "
+           "print(task, 'up', flush=True); "
+           "time.sleep(float(os.environ['CHIEF_SECONDS']) if task == 'chief' else 3600)")
+
+
+def sleeper_spec(name: str, namespace: str, image: str, chief_seconds: int) -> dict:
+    return {"name": name, "namespace": namespace, "image": image, "strategy": "parameter_server",
+            "command": ["python3", "-c", SLEEPER], "env": {"CHIEF_SECONDS": str(chief_seconds)},
+            "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
+            "checkpoint": {"dir": "gs://unused-in-this-test/model"},
+            "backoffLimit": 0, "terminationGracePeriodSeconds": 10, "ttlSecondsAfterFinished": 600}
+
+
+def running_pod(cluster, namespace: str, name: str, role: str) -> dict:
+    def ready():
+        pod = pod_of(cluster, namespace, name, role)
+        statuses = (pod or {}).get("status", {}).get("containerStatuses") or []
+        return pod if statuses and all(cs.get("ready") for cs in statuses) else None
+    return wait_for(ready, 180, f"{name}'s {role} pod to run")
+
+
+def test_the_tf_container_holds_no_token_and_the_job_watch_ends_the_servers(
+        kind_cluster, worker_image, namespace, tmp_path):
+    """TF's gRPC server can read any file of its container for any caller: the token is only
+    in the job-watch container, which still ends the servers once the chief is done."""
+    name = "notoken"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(sleeper_spec(name, namespace, worker_image, chief_seconds=40)))
+    cli(kind_cluster, "submit", str(spec), check=True, timeout=120)
+    ps = running_pod(kind_cluster, namespace, name, "ps")
+    sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+    probe = ("import os, sys; found = [os.path.join(d, f) for d, _, fs in os.walk('/var/run') "
+             "for f in fs if f == 'token']; print(os.path.exists(sys.argv[1]), found)")
+
+    def look(container: str) -> str:
+        return kind_cluster.kubectl("-n", namespace, "exec", ps["metadata"]["name"], "-c", container,
+                                    "--", "python3", "-c", probe, sa_dir).stdout.strip()
+
+    assert look("tensorflow") == "False []"  # nothing at the standard path, no token anywhere
+    assert look("job-watch").startswith(f"True ['{sa_dir}/")
+    rss = kind_cluster.kubectl("-n", namespace, "exec", ps["metadata"]["name"], "-c", "job-watch",
+                               "--", "grep", "VmRSS", "/proc/1/status").stdout.split()[1]
+    print(f"MEASURE job-watch container: {int(rss) / 1024:.1f} MiB resident while watching")
+    assert ps["spec"]["automountServiceAccountToken"] is False
+
+    def all_complete():
+        jobs = kind_cluster.get_json("jobs", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
+        return len(jobs) == 3 and all("Complete" in _conditions(j) for j in jobs)
+
+    wait_for(all_complete, 180, "the chief to end, and the job-watch to end ps and worker")
+    assert_all_jobs_complete(kind_cluster, namespace, name)
+
+
+def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_says_why(
+        kind_cluster, worker_image, namespace):
+    """Default-deny egress: the API server never answers the job-watch (here its address is one
+    nothing answers at, TEST-NET-1). Within TFK8S_API_GIVE_UP_SECONDS the ps ends, exit 7, and
+    `status` says what to open."""
+    from launcher import render
+    from launcher.spec import ClusterSpec
+
+    name, give_up, api = "noapi", 20, "192.0.2.1"
+    objects = render.render(ClusterSpec.model_validate(
+        sleeper_spec(name, namespace, worker_image, chief_seconds=3600)))
+    for obj in objects:
+        for container in (obj["spec"]["template"]["spec"]["containers"] if obj["kind"] == "Job" else []):
+            if container["name"] == "job-watch":
+                container["env"] += [{"name": "KUBERNETES_SERVICE_HOST", "value": api},
+                                     {"name": "KUBERNETES_SERVICE_PORT", "value": "443"},
+                                     {"name": "TFK8S_API_GIVE_UP_SECONDS", "value": str(give_up)}]
+    kind_cluster.apply(objects, namespace)
+
+    def ps_ended():
+        pod = pod_of(kind_cluster, namespace, name, "ps")
+        return pod if pod and pod["status"].get("phase") == "Failed" else None
+
+    pod = wait_for(ps_ended, 240, "the ps pod without API access to end")
+    [task] = [cs for cs in pod["status"]["containerStatuses"] if cs["name"] == "tensorflow"]
+    ended = task["state"]["terminated"]
+    took = (time.mktime(time.strptime(ended["finishedAt"], "%Y-%m-%dT%H:%M:%SZ"))
+            - time.mktime(time.strptime(ended["startedAt"], "%Y-%m-%dT%H:%M:%SZ")))
+    print(f"MEASURE no API access: the ps ended {took:.0f}s after its task started "
+          f"(give-up {give_up}s); termination message: {ended.get('message', '').strip()}")
+    assert ended["exitCode"] == 7
+    assert took <= give_up + 15, took
+    assert f"the supervised pods need egress to the API server: {api}:443" in ended["message"]
+    status = cli(kind_cluster, "status", name, "-n", namespace, timeout=60)
+    assert f"egress to the API server: {api}:443" in status.stdout, status.stdout
 
 
 def test_mwms_training_succeeds(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):

@@ -85,16 +85,20 @@ def test_same_pods_as_the_jobs_projection(example):
         for r, addresses in want_cfg["cluster"].items():
             assert got_cfg["cluster"][r] == [
                 f"{name}-{r}-0-{i}.{name}.{ns}.svc:{set_spec.port}" for i in range(len(addresses))]
-        if contract.Role(role) in supervised or not job["spec"]["template"]["spec"]["automountServiceAccountToken"]:
+        supervised_as_job = len(want["template"]["spec"]["containers"]) == 2
+        if contract.Role(role) in supervised or not supervised_as_job:
             for c in (want_c, got_c):
-                # the JobSet's names, and its restart attempt (there is none under jobs)
-                c["env"] = [e for e in c["env"] if e["name"] not in (
-                    contract.TF_CONFIG, "TFK8S_WATCH_JOB", "TFK8S_RESTART_ATTEMPT")]
+                c["env"] = [e for e in c["env"] if e["name"] != contract.TF_CONFIG]
+            for pod in (want, got):  # the JobSet's names, its restart attempt (none under jobs)
+                for c in pod["template"]["spec"]["containers"][1:]:
+                    c["env"] = [e for e in c["env"] if e["name"] not in (
+                        "TFK8S_WATCH_JOB", "TFK8S_RESTART_ATTEMPT")]
             assert got == want, role
         else:
             # a PS server, supervised as a Job, ended by the success policy in a JobSet
-            assert want_c["command"][:3] == ["python3", "/var/run/tfk8s/supervise.py", "--"]
-            assert got_c["command"] == want_c["command"][3:]
+            assert want_c["command"][:4] == ["python3", "/var/run/tfk8s/supervise.py", "run", "--"]
+            assert got_c["command"] == want_c["command"][4:]
+            assert len(got["template"]["spec"]["containers"]) == 1
 
 
 def test_success_and_failure_policies_follow_the_contract():
@@ -117,7 +121,7 @@ def test_evaluator_supervisor_watches_the_jobset_child_and_may_read_only_it():
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["rules"][0]["resourceNames"] == ["mnist-ps-queued-chief-0"]
     evaluator = _children(objects[0])["evaluator"]["spec"]["template"]["spec"]
-    env = {e["name"]: e.get("value") for e in evaluator["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in evaluator["containers"][1]["env"]}
     assert env["TFK8S_WATCH_JOB"] == "mnist-ps-queued-chief-0"
 
 
@@ -168,12 +172,12 @@ def test_a_restart_recreates_no_job_before_every_old_one_is_gone():
 
 def test_a_supervised_evaluator_knows_its_restart_attempt():
     objects = render.render(load_file(QUEUED))
-    evaluator = _children(objects[0])["evaluator"]["spec"]["template"]["spec"]["containers"][0]
+    evaluator = _children(objects[0])["evaluator"]["spec"]["template"]["spec"]["containers"][1]
     [attempt] = [e for e in evaluator["env"] if e["name"] == "TFK8S_RESTART_ATTEMPT"]
     assert attempt["valueFrom"] == {"fieldRef": {
         "fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}}
     # not under workload jobs: there is no attempt there
     jobs = render.render(_as(QUEUED, workload="jobs", queue=None))
     for job_name, spec in render.job_specs(jobs):
-        names_ = [e["name"] for e in spec["template"]["spec"]["containers"][0]["env"]]
+        names_ = [e["name"] for c in spec["template"]["spec"]["containers"] for e in c["env"]]
         assert "TFK8S_RESTART_ATTEMPT" not in names_, job_name

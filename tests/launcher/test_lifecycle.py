@@ -119,6 +119,25 @@ def test_a_log_tail_message_gives_its_last_line_and_a_success_none():
     assert s.phase == "Succeeded" and s.message == "" and s.roles[0].reason == "Completed"
 
 
+def test_a_supervised_pods_reason_is_its_task_containers_not_the_job_watchs():
+    """Kubernetes lists container statuses by name: job-watch (ended 0 after handing over the
+    verdict) before tensorflow, whose exit and message are the pod's story."""
+    blocked = pod("ps", phase="Failed", exit_code=7)
+    [task] = blocked["status"]["containerStatuses"]
+    task.update(name="tensorflow")
+    task["state"]["terminated"]["message"] = (
+        "tfk8s supervisor: no answer from the API server https://10.96.0.1:443 for 300s; "
+        "the supervised pods need egress to the API server: 10.96.0.1:443\n")
+    watcher = {"name": "job-watch", "restartCount": 0,
+               "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    blocked["status"]["containerStatuses"] = [watcher, task]
+    ps = job("ps", condition="Failed")
+    s = compute_status("c", "ns", [job("chief", active=1), ps], [pod("chief"), blocked])
+    [ps_status] = [r for r in s.roles if r.role == "ps"]
+    assert ps_status.reason.startswith("Error: tfk8s supervisor: no answer from the API server"), ps_status
+    assert "egress to the API server: 10.96.0.1:443" in ps_status.reason
+
+
 # --------------------------------------------------------------------- workload jobset
 from launcher.lifecycle import compute_jobset_status  # noqa: E402
 

@@ -67,10 +67,47 @@ def test_rbac_is_least_privilege():
     assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"],
                               "resourceNames": ["mnist-ps-chief"], "verbs": ["list", "watch"]}]
     jobs = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
-    # Only the supervised pods (workers, ps, evaluator) get a token at all.
-    tokens = {n: j["spec"]["template"]["spec"]["automountServiceAccountToken"] for n, j in jobs.items()}
-    assert tokens == {"mnist-ps-chief": False, "mnist-ps-worker": True, "mnist-ps-ps": True,
-                      "mnist-ps-evaluator": True}
+    # No pod gets the kubelet's token; only the supervised pods' (workers, ps, evaluator)
+    # job-watch container mounts one, never the container where TF's gRPC server runs.
+    pods = {n: j["spec"]["template"]["spec"] for n, j in jobs.items()}
+    assert {n: p["automountServiceAccountToken"] for n, p in pods.items()} == dict.fromkeys(pods, False)
+    token_holders = {n: [c["name"] for c in p["containers"] if _token_mount(p, c)]
+                     for n, p in pods.items()}
+    assert token_holders == {"mnist-ps-chief": [], "mnist-ps-worker": ["job-watch"],
+                             "mnist-ps-ps": ["job-watch"], "mnist-ps-evaluator": ["job-watch"]}
+
+
+def _token_mount(pod: dict, container: dict) -> bool:
+    """Whether the container mounts a volume with a service-account token, or anything at the
+    token's standard path."""
+    token_volumes = {v["name"] for v in pod["volumes"]
+                     if any("serviceAccountToken" in source
+                            for source in (v.get("projected") or {}).get("sources", []))}
+    return any(m["name"] in token_volumes or m["mountPath"].startswith("/var/run/secrets")
+               for m in container.get("volumeMounts", []))
+
+
+def test_job_watch_container_mounts_what_the_kubelet_would_and_shares_only_the_verdict_dir():
+    objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
+    pod = _jobs(objects)["ps"]["spec"]["template"]["spec"]
+    task, watcher = pod["containers"]
+    assert (task["name"], watcher["name"]) == ("tensorflow", "job-watch")
+    assert watcher["image"] == task["image"]
+    assert watcher["command"] == ["python3", "/var/run/tfk8s/supervise.py", "watch"]
+    [token] = [v for v in pod["volumes"] if v["name"] == "kube-api-access"]
+    sources = token["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    assert sources[1]["configMap"] == {"name": "kube-root-ca.crt",
+                                       "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    assert sources[2]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            "readOnly": True} in watcher["volumeMounts"]
+    shared = {m["name"] for m in task["volumeMounts"]} & {m["name"] for m in watcher["volumeMounts"]}
+    assert shared == {"supervisor", "supervisor-state"}
+    env = {e["name"]: e.get("value") for e in watcher["env"]}
+    assert env == {"TFK8S_WATCH_JOB": "mnist-ps-chief", "TFK8S_NAMESPACE": "default",
+                   "TFK8S_POD_RESTART_POLICY": "Never"}
+    assert "TFK8S_WATCH_JOB" not in _env(_jobs(objects)["ps"])  # the task needs only the verdict
 
 
 def test_supervisor_wraps_only_servers():
@@ -78,7 +115,7 @@ def test_supervisor_wraps_only_servers():
     commands = {o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["command"]
                 for o in objects if o["kind"] == "Job"}
     assert commands["mnist-ps-chief"][:3] == ["python", "-m", "worker"]
-    assert commands["mnist-ps-ps"][:3] == ["python3", "/var/run/tfk8s/supervise.py", "--"]
+    assert commands["mnist-ps-ps"][:4] == ["python3", "/var/run/tfk8s/supervise.py", "run", "--"]
 
 
 def test_mwms_success_is_worker_zero():
@@ -190,16 +227,18 @@ def test_built_in_evaluator_is_supervised():
     objects = render.render(spec)
     jobs = _jobs(objects)
     command = jobs["evaluator"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command == ["python3", "/var/run/tfk8s/supervise.py", "--", "python", "-m", "worker"]
+    assert command == ["python3", "/var/run/tfk8s/supervise.py", "run", "--", "python", "-m", "worker"]
     env = _env(jobs["evaluator"])
-    assert (env["TFK8S_WATCH_JOB"], env["TFK8S_GRACE_SECONDS"], env["TFK8S_POD_GRACE_SECONDS"]) \
-        == ("mw-worker", "90", "60")
-    assert jobs["evaluator"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
-    assert "TFK8S_WATCH_JOB" not in _env(jobs["worker"])  # MWMS workers end by themselves
+    assert (env["TFK8S_GRACE_SECONDS"], env["TFK8S_POD_GRACE_SECONDS"]) == ("90", "60")
+    task, watcher = jobs["evaluator"]["spec"]["template"]["spec"]["containers"]
+    assert {e["name"]: e.get("value") for e in watcher["env"]}["TFK8S_WATCH_JOB"] == "mw-worker"
+    # MWMS workers end by themselves
+    assert [c["name"] for c in jobs["worker"]["spec"]["template"]["spec"]["containers"]] == ["tensorflow"]
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["rules"][0]["resourceNames"] == ["mw-worker"]
     [root] = [o for o in objects if o["kind"] == "ConfigMap"]
-    assert root["data"]["supervise.py"] == render.supervisor_source()
+    assert root["data"] == render.supervisor_sources()
+    assert set(root["data"]) == {"supervise.py", "job_watch.py"}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)

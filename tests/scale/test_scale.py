@@ -3,7 +3,7 @@
 The cluster is rendered and submitted by the real launcher (KubernetesBackend); its pods are
 placed on the simulated nodes by the spec's nodeSelector/tolerations. No container runs there,
 so each ps/worker pod's end-of-job supervisor is simulated faithfully: the REAL watch code of
-launcher/supervise.py (`wait_for_end`) runs in a thread on the host per supervised pod, as the
+launcher/job_watch.py (`wait_for_end`) runs in a thread on the host per supervised pod, as the
 pod's service account (a token from the TokenRequest API), reading the Job the pod's own
 TFK8S_WATCH_JOB names. When it decides the task is over it marks its pod exited (annotation ->
 KWOK's stage sets it Succeeded), as the container's exit would. The audit log counts the
@@ -29,7 +29,7 @@ import uuid
 import pytest
 import yaml
 
-from launcher import supervise
+from launcher import job_watch, supervise
 from launcher.backends.kubernetes import KubernetesBackend
 from launcher.backends.kubernetes.api import instance_selector
 from launcher.spec import ClusterSpec
@@ -91,10 +91,11 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 1.0):
 
 
 def env_of(pod: dict) -> dict[str, str]:
-    return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env") or []}
+    """Every container's env (a supervised pod's job-watch container has the watched Job)."""
+    return {e["name"]: e.get("value", "") for c in pod["spec"]["containers"] for e in c.get("env") or []}
 
 
-def service_account_api(kubeconfig: str, core, namespace: str, account: str) -> supervise.ApiServer:
+def service_account_api(kubeconfig: str, core, namespace: str, account: str) -> job_watch.ApiServer:
     """The API server as the pods see it: their service account's token, the cluster's CA."""
     config = yaml.safe_load(open(kubeconfig))
     server = config["clusters"][0]["cluster"]
@@ -104,14 +105,14 @@ def service_account_api(kubeconfig: str, core, namespace: str, account: str) -> 
                "spec": {"expirationSeconds": 3600}}
     token = core.create_namespaced_service_account_token(account, namespace, request)
     value = token.status.token
-    return supervise.ApiServer(server["server"], lambda: value, context)
+    return job_watch.ApiServer(server["server"], lambda: value, context)
 
 
-def poll_the_old_way(api: supervise.ApiServer, namespace: str, job: str, stop: threading.Event):
+def poll_the_old_way(api: job_watch.ApiServer, namespace: str, job: str, stop: threading.Event):
     """The removed design's request pattern: one request for the Job per pod every 5 s."""
     while not stop.wait(OLD_POLL_SECONDS):
         try:
-            supervise.list_job(api, namespace, job)
+            job_watch.list_job(api, namespace, job)
         except Exception:  # noqa: BLE001 - the old loop also went on after an API error
             pass
 
@@ -169,7 +170,7 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
         kubelet = concurrent.futures.ThreadPoolExecutor(16)
 
         def simulated_supervisor(pod: str) -> None:
-            ended[pod] = supervise.wait_for_end(api, namespace, job)
+            ended[pod] = job_watch.wait_for_end(api, namespace, job)
             kubelet.submit(cluster.mark_exited, pod)
 
         threading.stack_size(256 * 1024)
@@ -222,7 +223,7 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
                      or "watch=" in e["requestURI"]]
         kubelet.shutdown(wait=True)
         assert len(ended) == len(supervised)
-        assert set(ended.values()) <= supervise.SUCCEEDED, set(ended.values())
+        assert set(ended.values()) <= job_watch.SUCCEEDED, set(ended.values())
 
         t1 = time.monotonic()
         backend.delete(spec.name)

@@ -143,7 +143,122 @@ Numbers come back as floats: compare them with `int`.
     "namespace": "TFK8S_NAMESPACE",
     "graceSeconds": "TFK8S_GRACE_SECONDS",
     "podGraceSeconds": "TFK8S_POD_GRACE_SECONDS",
-    "restartAttempt": "TFK8S_RESTART_ATTEMPT"
+    "restartAttempt": "TFK8S_RESTART_ATTEMPT",
+    "podRestartPolicy": "TFK8S_POD_RESTART_POLICY"
+  },
+  "supervisedPod": {
+    "scripts": [
+      "supervise.py",
+      "job_watch.py"
+    ],
+    "scriptsVolume": "supervisor",
+    "taskCommand": [
+      "python3",
+      "/var/run/tfk8s/supervise.py",
+      "run",
+      "--"
+    ],
+    "taskMounts": [
+      {
+        "name": "supervisor",
+        "mountPath": "/var/run/tfk8s",
+        "readOnly": true
+      },
+      {
+        "name": "supervisor-state",
+        "mountPath": "/var/run/tfk8s-state"
+      }
+    ],
+    "sharedVolumes": [
+      {
+        "name": "supervisor-state",
+        "emptyDir": {}
+      },
+      {
+        "name": "kube-api-access",
+        "projected": {
+          "defaultMode": 420,
+          "sources": [
+            {
+              "serviceAccountToken": {
+                "path": "token",
+                "expirationSeconds": 3607
+              }
+            },
+            {
+              "configMap": {
+                "name": "kube-root-ca.crt",
+                "items": [
+                  {
+                    "key": "ca.crt",
+                    "path": "ca.crt"
+                  }
+                ]
+              }
+            },
+            {
+              "downwardAPI": {
+                "items": [
+                  {
+                    "path": "namespace",
+                    "fieldRef": {
+                      "apiVersion": "v1",
+                      "fieldPath": "metadata.namespace"
+                    }
+                  }
+                ]
+              }
+            }
+          ]
+        }
+      }
+    ],
+    "watcher": {
+      "name": "job-watch",
+      "command": [
+        "python3",
+        "/var/run/tfk8s/supervise.py",
+        "watch"
+      ],
+      "resources": {
+        "requests": {
+          "cpu": "10m",
+          "memory": "48Mi"
+        },
+        "limits": {
+          "cpu": "100m",
+          "memory": "96Mi"
+        }
+      },
+      "securityContext": {
+        "allowPrivilegeEscalation": false,
+        "runAsNonRoot": true,
+        "capabilities": {
+          "drop": [
+            "ALL"
+          ]
+        },
+        "seccompProfile": {
+          "type": "RuntimeDefault"
+        }
+      },
+      "volumeMounts": [
+        {
+          "name": "supervisor",
+          "mountPath": "/var/run/tfk8s",
+          "readOnly": true
+        },
+        {
+          "name": "supervisor-state",
+          "mountPath": "/var/run/tfk8s-state"
+        },
+        {
+          "name": "kube-api-access",
+          "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+          "readOnly": true
+        }
+      ]
+    }
   },
   "defaults": {
     "program": "worker.examples.fashion_mnist",

@@ -146,7 +146,7 @@ $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
 {{- $labels := merge (dict $c.labels.component $role) $m.labels -}}
 {{- $supervised := has $role $m.supervised -}}
 {{- $cmd := $command -}}
-{{- if $supervised }}{{ $cmd = concat (list "python3" (printf "%s/supervise.py" $c.supervisorDir) "--") $command }}{{ end -}}
+{{- if $supervised }}{{ $cmd = concat $c.supervisedPod.taskCommand $command }}{{ end -}}
 {{- /* Env in plan.task_env order, with dict-update semantics: a later value for a name
        already set replaces its value but keeps its place. */ -}}
 {{- $pairs := list
@@ -170,8 +170,6 @@ $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
 {{- $pairs = append $pairs (list "HOME" "/tmp") -}}
 {{- if $supervised -}}
 {{- $grace := ternary (toJson $v.evaluatorGraceSeconds) "0" (eq $role $c.role.evaluator) -}}
-{{- $pairs = append $pairs (list $c.supervisorEnv.watchJob (get $m.jobNames $m.successRole)) -}}
-{{- $pairs = append $pairs (list $c.supervisorEnv.namespace $ns) -}}
 {{- $pairs = append $pairs (list $c.supervisorEnv.graceSeconds $grace) -}}
 {{- $pairs = append $pairs (list $c.supervisorEnv.podGraceSeconds (toJson $v.terminationGracePeriodSeconds)) -}}
 {{- end -}}
@@ -201,9 +199,21 @@ $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
 {{- $mounts = append $mounts (dict "name" "checkpoint" "mountPath" $dir) -}}
 {{- $volumes = append $volumes (dict "name" "checkpoint" "emptyDir" dict) -}}
 {{- end -}}
+{{- /* supervised_pod: the scripts and the state shared with the job-watch container, its token. */ -}}
+{{- $watcher := dict -}}
 {{- if $supervised -}}
-{{- $mounts = append $mounts (dict "name" "supervisor" "mountPath" $c.supervisorDir "readOnly" true) -}}
-{{- $volumes = append $volumes (dict "name" "supervisor" "configMap" (dict "name" $name "items" (list (dict "key" "supervise.py" "path" "supervise.py")))) -}}
+{{- $p := $c.supervisedPod -}}
+{{- $mounts = concat $mounts $p.taskMounts -}}
+{{- $items := list -}}
+{{- range $s := $p.scripts }}{{ $items = append $items (dict "key" $s "path" $s) }}{{ end -}}
+{{- $volumes = append $volumes (dict "name" $p.scriptsVolume "configMap" (dict "name" $name "items" $items)) -}}
+{{- $volumes = concat $volumes $p.sharedVolumes -}}
+{{- /* render._watcher */ -}}
+{{- $watchEnv := list (dict "name" $c.supervisorEnv.watchJob "value" (get $m.jobNames $m.successRole)) (dict "name" $c.supervisorEnv.namespace "value" $ns) (dict "name" $c.supervisorEnv.podRestartPolicy "value" $v.restartPolicy) -}}
+{{- if $m.jobset -}}
+{{- $watchEnv = append $watchEnv (dict "name" $c.supervisorEnv.restartAttempt "valueFrom" (dict "fieldRef" (dict "fieldPath" (printf "metadata.annotations['%s']" $c.jobsetRestartAttemptKey)))) -}}
+{{- end -}}
+{{- $watcher = merge (dict "image" $v.image "imagePullPolicy" $v.imagePullPolicy "env" $watchEnv) $p.watcher -}}
 {{- end -}}
 {{- $initContainers := list -}}
 {{- if $m.code -}}
@@ -287,7 +297,7 @@ spec:
 {{- if $serviceAccount }}
       serviceAccountName: {{ $serviceAccount | toJson }}
 {{- end }}
-      automountServiceAccountToken: {{ $supervised | toJson }}
+      automountServiceAccountToken: false
 {{- if $v.priorityClassName }}
       priorityClassName: {{ $v.priorityClassName | toJson }}
 {{- end }}
@@ -326,12 +336,6 @@ spec:
         - name: {{ $k | toJson }}
           value: {{ get $envValues $k | toJson }}
 {{- end }}
-{{- if and $supervised $m.jobset }}
-        - name: {{ $c.supervisorEnv.restartAttempt | toJson }}
-          valueFrom:
-            fieldRef:
-              fieldPath: {{ printf "metadata.annotations['%s']" $c.jobsetRestartAttemptKey | toJson }}
-{{- end }}
 {{- if $inTraining }}
         ports:
         - name: tf-grpc
@@ -345,5 +349,8 @@ spec:
           capabilities: {drop: [ALL]}
           seccompProfile: {type: RuntimeDefault}
         volumeMounts: {{ $mounts | toJson }}
+{{- if $watcher }}
+      - {{ $watcher | toJson }}
+{{- end }}
       volumes: {{ $volumes | toJson }}
 {{- end }}

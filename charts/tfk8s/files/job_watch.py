@@ -1,0 +1,1 @@
+../../../launcher/job_watch.py
