@@ -3,6 +3,7 @@ or models, typed errors with the CLI's problems, logs, and a real local cluster 
 its progress events."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -131,3 +132,15 @@ def test_api_runs_a_local_ps_cluster_to_succeeded_with_progress_events(tmp_path)
     with pytest.raises(ClusterNotFound):
         client.get_job(name)
     assert os.path.isdir(tmp_path / name / "model")  # kept, like a claim
+
+
+@pytest.mark.process
+def test_cli_runs_multi_worker_mirrored_without_a_claim_locally(tmp_path):
+    spec = tmp_path / "mw.json"  # JSON is YAML
+    spec.write_text(json.dumps(mwms_without_claim()))
+    assert cli("render", str(spec)).returncode == 2  # Kubernetes: refused
+    done = subprocess.run([sys.executable, "-m", "launcher", "submit", str(spec), "--local",
+                           "--workdir", str(tmp_path / "work")], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "note: --local: the 2 workers share this machine's disk" in done.stdout
