@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-import time
+import uuid
 from dataclasses import asdict, dataclass
 
 CHECKPOINTS = "checkpoints"
@@ -90,14 +90,20 @@ class FinalMarker:
         return join(checkpoint_dir(model_dir), self.checkpoint)
 
 
-def write_marker(model_dir: str, marker: FinalMarker) -> None:
-    import tensorflow as tf  # gfile: local paths and gs:// alike
+def write_atomically(path: str, text: str, tag: str | None = None) -> None:
+    """Writes `text` to a temporary file beside `path`, then renames it over `path`, so a reader
+    sees the old content or the new one, never a part (tf.io.gfile: local paths and gs://
+    alike). `tag` makes the temporary name unique to this writer (default: a random one)."""
+    import tensorflow as tf
 
-    path = marker_path(model_dir)
-    temporary = f"{path}.tmp-{int(time.time() * 1000)}"
+    temporary = f"{path}.tmp-{tag or uuid.uuid4().hex}"
     with tf.io.gfile.GFile(temporary, "w") as out:
-        out.write(json.dumps(asdict(marker), indent=2, sort_keys=True) + "\n")
+        out.write(text)
     tf.io.gfile.rename(temporary, path, overwrite=True)
+
+
+def write_marker(model_dir: str, marker: FinalMarker) -> None:
+    write_atomically(marker_path(model_dir), json.dumps(asdict(marker), indent=2, sort_keys=True) + "\n")
 
 
 def read_marker(model_dir: str) -> FinalMarker | None:

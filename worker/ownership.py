@@ -115,11 +115,8 @@ def write(model_dir: str, record: dict) -> None:
     import tensorflow as tf
 
     tf.io.gfile.makedirs(model_dir)
-    path = owner_path(model_dir)
-    temporary = f"{path}.tmp-{record['claim']}"
-    with tf.io.gfile.GFile(temporary, "w") as out:
-        out.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(temporary, path, overwrite=True)
+    layout.write_atomically(owner_path(model_dir), json.dumps(record, indent=2, sort_keys=True) + "\n",
+                            tag=record["claim"])
 
 
 def _has_content(model_dir: str) -> bool:

@@ -52,11 +52,8 @@ class Lease:
                   "pid": os.getpid(), "taken_at": time.time() if now is None else now,
                   "token": uuid.uuid4().hex}
         tf.io.gfile.makedirs(task.model_dir)
-        path = lease_path(task.model_dir)
-        temporary = f"{path}.tmp-{record['token']}"
-        with tf.io.gfile.GFile(temporary, "w") as out:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
-        tf.io.gfile.rename(temporary, path, overwrite=True)
+        layout.write_atomically(lease_path(task.model_dir), json.dumps(record, sort_keys=True) + "\n",
+                                tag=record["token"])
         return cls(task.model_dir, record)
 
     def holder(self) -> dict | None:

@@ -3,9 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.progress import Evaluation
 from launcher.status import ClusterStatus, Phase
 from launcher.view import status_line
+
+
+def _training_field(field: str) -> property:
+    """One field of the status's training progress, None while there is none."""
+    return property(lambda event: getattr(event.status.training, field)
+                    if event.status.training else None)
 
 
 @dataclass(frozen=True)
@@ -30,29 +35,13 @@ class JobEvent:
     def finished(self) -> bool:
         return self.status.finished
 
-    @property
-    def step(self) -> int | None:
-        return self.status.training.step if self.status.training else None
-
-    @property
-    def target(self) -> int | None:
-        return self.status.training.target if self.status.training else None
-
-    @property
-    def loss(self) -> float | None:
-        return self.status.training.loss if self.status.training else None
-
-    @property
-    def steps_per_s(self) -> float | None:
-        return self.status.training.steps_per_s if self.status.training else None
-
-    @property
-    def eta_seconds(self) -> float | None:
-        return self.status.training.eta_seconds if self.status.training else None
-
-    @property
-    def evaluation(self) -> Evaluation | None:
-        return self.status.training.evaluation if self.status.training else None
+    # What the cluster's training reports, None before it reports anything.
+    step = _training_field("step")
+    target = _training_field("target")
+    loss = _training_field("loss")
+    steps_per_s = _training_field("steps_per_s")
+    eta_seconds = _training_field("eta_seconds")
+    evaluation = _training_field("evaluation")
 
     @property
     def line(self) -> str:
