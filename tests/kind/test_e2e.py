@@ -455,10 +455,11 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
     name = f"chaos-{role}"
     # Long enough that the deletion lands mid-training: the first checkpoint is at 1/4.
     steps = 1600
-    # A deleted ps serves on while the chief's port answers, up to its grace less 5 s (for a
-    # chief that saves in a whole-cluster preemption): with the default 120 s the rest of the
-    # training could end in that time and the chief would never lose its ps. 20 s: it does.
-    extra = {"terminationGracePeriodSeconds": 20} if role == "ps" else {}
+    # A deleted ps or PS worker serves on while the chief's port answers, up to its grace less
+    # 5 s (for a chief that saves in a whole-cluster preemption): with the default 120 s the
+    # rest of the training could end in that time, and no replacement would ever run (the
+    # worker case timed out so in a clean-clone run). 20 s: the replacement is what is tested.
+    extra = {"terminationGracePeriodSeconds": 20} if role in ("ps", "worker") else {}
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
                       steps=steps, **extra)
     proc = submit_in_background(kind_cluster, spec)
