@@ -24,8 +24,10 @@ Order of events, and why:
    stalling) and, for the fit loop and anything under parameter_server, TF_USE_LEGACY_KERAS=1
    (tf_keras; why: worker/args.py Options.uses_legacy_keras): both only work if set before
    TensorFlow is imported.
-3. Wait for the peers this role needs (worker/peers.py), still without TensorFlow.
-4. Import TensorFlow, resolve TF_CONFIG with TFConfigClusterResolver, run the role.
+3. Wait for the peers this role needs (worker/peers.py) while a thread imports TensorFlow:
+   on a fresh cluster the wait is the peers' own start-up, so the import (seconds) overlaps it
+   instead of following it.
+4. Resolve TF_CONFIG with TFConfigClusterResolver, run the role.
 5. Exit with os._exit once the work is written (worker/shutdown.py): returning would run TF's
    teardown of remote resources, which took up to 30 s here, silently.
 """
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import traceback
 
 from worker import progress  # first: its import time is the process start for timings
@@ -81,11 +84,27 @@ def _wait_for_peers(task: context.TaskContext) -> None:
     needed = peers.peers_needed(task)
     if not needed:
         return
+    _import_tensorflow_in_background()
     if peers.holds_own_port(task):
         with peers.hold_own_port(task.address(task.role, task.index)):
             peers.wait_for_peers(needed, task.peer_timeout_seconds)
     else:
         peers.wait_for_peers(needed, task.peer_timeout_seconds)
+    progress.report("peers_ready", task=task.name, peers=len(needed))
+
+
+def _import_tensorflow_in_background() -> None:
+    """Start TensorFlow's import now, after the environment it reads is set. The main thread's
+    own `import tensorflow` then waits on the module lock for this one to finish; if this one
+    fails, the module is left out of sys.modules, so that import fails again in the main thread,
+    where the error is handled and reported."""
+    def load():
+        try:
+            import tensorflow  # noqa: F401
+        except BaseException:  # noqa: BLE001 - re-raised by the main thread's import
+            pass
+
+    threading.Thread(target=load, name="tfk8s-import-tensorflow", daemon=True).start()
 
 
 def _run_role(task: context.TaskContext, options: args.Options) -> int:

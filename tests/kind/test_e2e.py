@@ -5,6 +5,7 @@ checkpoint directory (fixtures in conftest.py).
 """
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from launcher.api import ClusterNotFound, KubernetesBackendConfig, Phase, TFK8sClient
+from local_clusters import measure
 from support import REPO, wait_until
 from tensorboard_check import check_tensorboard_serves_the_evaluation
 
@@ -143,13 +145,44 @@ def assert_all_jobs_complete(cluster, namespace: str, name: str) -> None:
     assert not running, running
 
 
+def _api_time(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def startup_breakdown(cluster, namespace: str, name: str, submitted: float) -> str:
+    """Where the time from submit to the chief's first step went: the API's pod timestamps
+    (1 s resolution) and the chief's progress events (wall clock; kind nodes share the host's)."""
+    pod = pod_of(cluster, namespace, name, "chief")
+    state = next(c["state"] for c in pod["status"]["containerStatuses"] if c["name"] == "tensorflow")
+    started = (state.get("running") or state.get("terminated"))["startedAt"]
+    events = chief_events(cluster, name, namespace)
+    first = {}
+    for event in events:
+        first.setdefault(event["event"], event["wall"])
+    marks = [("pod created", _api_time(pod["metadata"]["creationTimestamp"])),
+             ("container started", _api_time(started)),
+             ("worker process", events[0]["wall"] - events[0]["t"])]
+    marks += [(label, first[event]) for label, event in (
+        ("peers ready", "peers_ready"), ("TF imported", "tensorflow_imported"),
+        ("strategy connected", "connected"), ("restored", "start"), ("first step", "first_step"))
+        if event in first]
+    for role in ("ps", "worker"):  # when the peers the chief waits for began to serve
+        logs = cli(cluster, "logs", name, "-n", namespace, "--role", role, "--index", "0",
+                   timeout=60)
+        serving = [e["wall"] for e in progress(logs.stdout) if e["event"] == "serving"]
+        if serving:
+            marks.append((f"({role}-0 serving", serving[0]))
+    return ", ".join(f"{label} {at - submitted:.1f}" + (")" if label[0] == "(" else "")
+                     for label, at in marks)
+
+
 def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
     # Long enough, with a step event every second, for status to see the step advance.
     steps, progress_env = 2 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
     spec = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image,
                       steps=steps, env=progress_env)
-    started = time.monotonic()
+    started, submitted = time.monotonic(), time.time()
     proc = submit_in_background(kind_cluster, spec)
     training_seen = []  # `status -o json`'s training while the cluster trained
     try:
@@ -180,6 +213,8 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     assert proc.returncode == 0, output[-2000:]
     assert "[Succeeded]" in output
     assert_all_jobs_complete(kind_cluster, namespace, "ps")
+    measure("kind ps start-up, s after submit (chief): "
+            + startup_breakdown(kind_cluster, namespace, "ps", submitted))
 
     events = chief_events(kind_cluster, "ps", namespace)
     final = [e for e in events if e["event"] == "final"]

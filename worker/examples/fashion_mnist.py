@@ -2,7 +2,7 @@
 
 Implements the interface in worker/program.py. Data sources (the worker's --data):
 - digits (default): scikit-learn's bundled 8x8 digits, resized to 28x28 and split 1500 train /
-  297 test. It ships inside scikit-learn, so it works without internet.
+  297 test. Its file ships inside scikit-learn (and the worker image), so it works offline.
 - synthetic: generated 28x28 images, one noisy template per class; learnable, no dependency.
 - fashion_mnist: keras.datasets.fashion_mnist.load_data() (downloads 30 MB once per machine).
 - /path/to/file.npz: arrays x_train, y_train, x_test, y_test (the Keras mnist.npz layout: 28x28
@@ -14,7 +14,9 @@ the arrays the parameter-server coordinator ships to each worker 4x smaller.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -83,18 +85,50 @@ def load_arrays(data: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def _digits():
-    from scipy.ndimage import zoom  # scikit-learn depends on scipy
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
+    small, labels = _digits_8x8()
     # 8x8 images with values 0..16 -> 28x28 by bilinear zoom (x3.5) -> 0..255.
-    small = bunch.images.astype(np.float32) / 16.0
-    large = zoom(small, (1, 28 / 8, 28 / 8), order=1)
+    large = _zoom_bilinear(small / 16.0, 28).astype(np.float32)
     images = np.clip(large * 255.0, 0, 255).astype(np.uint8)[..., None]
-    labels = bunch.target.astype(np.int32)
     order = np.random.default_rng(0).permutation(len(images))  # a fixed split
     train, test = order[:DIGITS_TRAIN_EXAMPLES], order[DIGITS_TRAIN_EXAMPLES:]
     return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
+
+
+# The worker image carries scikit-learn's digits file without scikit-learn (and its 200 MB of
+# scipy): the Dockerfile copies it here. Elsewhere it is read from the installed scikit-learn,
+# found without importing it (which would cost a second of start-up).
+IMAGE_DIGITS_CSV = Path(__file__).resolve().parents[2] / "data" / "digits.csv.gz"
+
+
+def digits_csv_path() -> Path:
+    if IMAGE_DIGITS_CSV.is_file():
+        return IMAGE_DIGITS_CSV
+    sklearn = importlib.util.find_spec("sklearn")
+    if sklearn is not None and sklearn.origin:
+        packaged = Path(sklearn.origin).parent / "datasets" / "data" / "digits.csv.gz"
+        if packaged.is_file():
+            return packaged
+    raise errors.ConfigError(
+        f"--data digits reads scikit-learn's digits.csv.gz: not found at {IMAGE_DIGITS_CSV} nor "
+        "in an installed scikit-learn; pip install scikit-learn, or use --data synthetic")
+
+
+def _digits_8x8() -> tuple[np.ndarray, np.ndarray]:
+    """float64 images [N, 8, 8] with values 0..16, int32 labels: what sklearn's load_digits
+    returns, read from the same file (64 pixel columns, then the label)."""
+    rows = np.loadtxt(digits_csv_path(), delimiter=",")
+    return rows[:, :-1].reshape(-1, 8, 8), rows[:, -1].astype(np.int32)
+
+
+def _zoom_bilinear(images: np.ndarray, size: int) -> np.ndarray:
+    """Bilinear resize of [N, h, h] to [N, size, size] with the corners aligned: the output
+    of scipy.ndimage.zoom(order=1), which this replaces, to the last uint8."""
+    n = images.shape[1]
+    position = np.arange(size) * (n - 1) / (size - 1)
+    low = np.minimum(np.floor(position).astype(int), n - 2)
+    weight = position - low
+    rows = images[:, low, :] * (1 - weight)[None, :, None] + images[:, low + 1, :] * weight[None, :, None]
+    return rows[:, :, low] * (1 - weight)[None, None, :] + rows[:, :, low + 1] * weight[None, None, :]
 
 
 def _synthetic():

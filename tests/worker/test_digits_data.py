@@ -1,0 +1,29 @@
+"""The built-in program's digits data, read without scikit-learn (the worker image leaves it and
+scipy out): the same arrays as sklearn's load_digits zoomed by scipy, which it replaced."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from worker.examples import fashion_mnist
+
+
+def test_digits_match_sklearn_and_scipy_zoom_exactly():
+    zoom = pytest.importorskip("scipy.ndimage").zoom
+    bunch = pytest.importorskip("sklearn.datasets").load_digits()
+    small = bunch.images.astype(np.float32) / 16.0
+    expected = np.clip(zoom(small, (1, 28 / 8, 28 / 8), order=1) * 255.0, 0, 255).astype(np.uint8)
+    order = np.random.default_rng(0).permutation(len(expected))
+    arrays = fashion_mnist._digits()
+    for split, rows in (("train", order[:1500]), ("test", order[1500:])):
+        images, labels = arrays[split]
+        np.testing.assert_array_equal(images[..., 0], expected[rows])
+        np.testing.assert_array_equal(labels, bunch.target[rows])
+        assert images.dtype == np.uint8 and labels.dtype == np.int32
+
+
+def test_missing_digits_file_says_how_to_fix(monkeypatch, tmp_path):
+    monkeypatch.setattr(fashion_mnist, "IMAGE_DIGITS_CSV", tmp_path / "absent.csv.gz")
+    monkeypatch.setattr(fashion_mnist.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(fashion_mnist.errors.ConfigError, match="pip install scikit-learn"):
+        fashion_mnist.digits_csv_path()
