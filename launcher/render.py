@@ -215,7 +215,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     resources_ = {k: v for k, v in (("requests", cfg.resources.requests),
                                      ("limits", cfg.resources.limits)) if v}
     success_policy = None
-    if role.role is cluster.success_role and contract.success_needs_index_policy(cluster.strategy):
+    if role.role is cluster.success_role and k8s_contract.success_needs_index_policy(cluster.strategy):
         # Worker 0 is the chief under MWMS: its success is the Job's success.
         success_policy = {"rules": [{"succeededIndexes": str(contract.SUCCESS_INDEX)}]}
     return {

@@ -12,18 +12,19 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo,
                       model_validator)
 from pydantic.alias_generators import to_camel
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.checkpoints import DEFAULT_MOUNT_PATH, default_model_dir, mwms_storage_problem
 from launcher.code_bundle import Bundle, CodeSpec
 from worker import contract
-from worker.contract import ROLES, Role, Strategy, Workload, role_count_problems  # noqa: F401 (re-exported)
+from worker.contract import ROLES, Role, Strategy, Workload  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
 # Resource names a TF pod may ask for; anything else is most likely a typo.
 GPU = "nvidia.com/gpu"
 KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU)
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
-_ENV_NAME = re.compile(contract.ENV_NAME_PATTERN)
+_ENV_NAME = re.compile(k8s_contract.ENV_NAME_PATTERN)
+_MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)
 
 
 class _Model(BaseModel):
@@ -92,7 +93,7 @@ def _check_env(value: dict[str, str]) -> dict[str, str]:
     for key in value:
         if not _ENV_NAME.match(key):
             raise ValueError(f"{key!r} is not a valid environment variable name")
-        if key in contract.RESERVED_ENV:
+        if key in k8s_contract.RESERVED_ENV:
             raise ValueError(f"{key} is set by the launcher for every pod; remove it")
     return {k: str(v) for k, v in value.items()}
 
@@ -116,7 +117,7 @@ class Program(_Model):
     @field_validator("module")
     @classmethod
     def _dotted(cls, value: str) -> str:
-        if not contract.matches(contract.MODULE_NAME_PATTERN, value):
+        if not _MODULE_NAME.match(value):
             raise ValueError(f"{value!r} is not a dotted Python module name")
         return value
 
@@ -263,7 +264,8 @@ class ClusterSpec(_Model):
         problems += _role_problems(self)
         if self.queue is not None and self.workload is not Workload.JOBSET:
             problems.append(("queue", QUEUE_NEEDS_JOBSET))
-        for role, kind, name in names.generated_names(self):
+        replicas = {role: self.replicas(role) for role in ROLES}
+        for role, kind, name in names.generated_names(self.name, self.workload, replicas):
             problem = names.dns1035_problem(name)
             if problem:
                 problems.append((
@@ -337,4 +339,5 @@ class CrossFieldProblems(ValueError):
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
-    return role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in ROLES})
+    return k8s_contract.role_count_problems(spec.strategy,
+                                            {r.value: spec.replicas(r) for r in ROLES})
