@@ -188,3 +188,44 @@ def test_no_linger_outside_parameter_server_and_a_users_value_wins():
     assert contract.SERVER_LINGER not in cluster.role(Role.WORKER).env
     mine = plan(spec(PS + "env: {TFK8S_SERVER_LINGER_SECONDS: '300'}\n"))
     assert mine.role(Role.PS).env[contract.SERVER_LINGER] == "300"
+
+
+def test_the_plan_decides_the_success_index_and_who_watches_what():
+    mwms = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}, "
+                     "evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"))
+    assert mwms.role(Role.WORKER).success_index == contract.SUCCESS_INDEX  # worker 0 is the chief
+    assert mwms.role(Role.EVALUATOR).success_index is None
+    assert mwms.watched_jobs == ("t-worker",)
+    assert mwms.role(Role.EVALUATOR).supervision.per_attempt is False
+    assert mwms.jobset is None and mwms.job_ttl_seconds_after_finished == 3600
+    ps = plan(spec(PS))
+    assert ps.role(Role.CHIEF).success_index is None  # one chief: the Job's own success will do
+    assert ps.watched_jobs == ("t-chief",)  # every supervised server watches the chief's Job
+
+
+def test_a_jobset_plan_holds_the_sets_policies_and_its_jobs_get_no_ttl():
+    cluster = plan(spec("strategy: multi_worker_mirrored\nworkload: jobset\nqueue: q\n"
+                        "roles: {worker: {replicas: 2}, evaluator: {replicas: 1}}\n"
+                        "checkpoint: {dir: gs://b/m}\nttlSecondsAfterFinished: 60\n"))
+    jobset = cluster.jobset
+    assert jobset.success_roles == (Role.WORKER, Role.EVALUATOR)  # the final checkpoint evaluated
+    assert jobset.max_restarts == 1  # MWMS: the whole set restarts once
+    assert jobset.restart_strategy == k8s_contract.JOBSET_RESTART_STRATEGY
+    assert jobset.fatal_job_failure_reasons == k8s_contract.FATAL_JOB_FAILURE_REASONS
+    assert (jobset.queue, jobset.ttl_seconds_after_finished) == ("q", 60)
+    assert cluster.job_ttl_seconds_after_finished is None  # the set's TTL governs
+    assert cluster.role(Role.EVALUATOR).supervision.per_attempt  # Jobs recreated per attempt
+    assert cluster.watched_jobs == ("t-worker-0",)
+    ps = plan(spec(PS + "workload: jobset\n"))
+    assert ps.jobset.success_roles == (Role.CHIEF,) and ps.jobset.max_restarts == 0
+    assert ps.jobset.queue is None and ps.supervised == ()  # the set's success ends the servers
+
+
+def test_lost_node_tolerations_are_added_unless_the_role_tolerates_the_taint_itself():
+    cluster = plan(spec("strategy: multi_worker_mirrored\nnodeLossTolerationSeconds: 30\n"
+                        "roles: {worker: {replicas: 1, tolerations: "
+                        "[{key: node.kubernetes.io/unreachable, operator: Exists}]}}\n"))
+    assert cluster.role(Role.WORKER).tolerations == (
+        {"key": k8s_contract.UNREACHABLE_TAINT, "operator": "Exists"},
+        {"key": k8s_contract.NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 30})
