@@ -8,107 +8,21 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator,
-                      model_validator)
-from pydantic.alias_generators import to_camel
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from launcher import k8s_contract, names
 from launcher.checkpoints import DEFAULT_MOUNT_PATH, default_model_dir, mwms_storage_problem
 from launcher.code_bundle import Bundle, CodeSpec
+from launcher.role_spec import GPU, KNOWN_RESOURCES, QUANTITY as _QUANTITY  # noqa: F401 (gen_chart)
+from launcher.role_spec import Roles, SpecModel, check_env
 from worker import contract
 from worker.contract import ROLES, Role, Strategy, Workload  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
-# Resource names a TF pod may ask for; anything else is most likely a typo.
-GPU = "nvidia.com/gpu"
-KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU)
-_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
-_ENV_NAME = re.compile(k8s_contract.ENV_NAME_PATTERN)
 _MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
-    )
-
-
-class Resources(_Model):
-    requests: dict[str, str | int | float] = Field(default_factory=dict)
-    limits: dict[str, str | int | float] = Field(default_factory=dict)
-
-    @field_validator("requests", "limits")
-    @classmethod
-    def _known_quantities(cls, value: dict) -> dict[str, str]:
-        out = {}
-        for key, qty in value.items():
-            if key not in KNOWN_RESOURCES:
-                raise ValueError(
-                    f"unknown resource {key!r}; use one of {', '.join(KNOWN_RESOURCES)}"
-                )
-            text = str(qty)
-            if not _QUANTITY.match(text):
-                raise ValueError(f"{key}: {text!r} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)")
-            out[key] = text
-        return out
-
-    @model_validator(mode="after")
-    def _gpu_in_limits(self) -> "Resources":
-        gpu = GPU
-        if gpu in self.requests and self.requests[gpu] != self.limits.get(gpu):
-            raise ValueError(
-                "nvidia.com/gpu must be set under limits (Kubernetes requires requests == limits "
-                "for extended resources); move it to resources.limits"
-            )
-        return self
-
-    @property
-    def gpus(self) -> bool:
-        """Whether the pod gets GPUs (a GPU is set under limits, requests == limits)."""
-        return str(self.limits.get(GPU, "0")) != "0"
-
-
-class Toleration(_Model):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] | None = None
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
-
-
-class RoleSpec(_Model):
-    replicas: int = Field(default=0, ge=0, le=10000)
-    resources: Resources = Field(default_factory=Resources)
-    env: dict[str, str] = Field(default_factory=dict)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_env(value)
-
-
-def _check_env(value: dict[str, str]) -> dict[str, str]:
-    for key in value:
-        if not _ENV_NAME.match(key):
-            raise ValueError(f"{key!r} is not a valid environment variable name")
-        if key in k8s_contract.RESERVED_ENV:
-            raise ValueError(f"{key} is set by the launcher for every pod; remove it")
-    return {k: str(v) for k, v in value.items()}
-
-
-class Roles(_Model):
-    chief: RoleSpec = Field(default_factory=RoleSpec)
-    worker: RoleSpec = Field(default_factory=RoleSpec)
-    ps: RoleSpec = Field(default_factory=RoleSpec)
-    evaluator: RoleSpec = Field(default_factory=RoleSpec)
-
-    def get(self, role: str) -> RoleSpec:
-        return getattr(self, Role(role).value)
-
-
-class Program(_Model):
+class Program(SpecModel):
     """The built-in worker's training program: a module with builders (see worker/program.py)."""
 
     module: str = contract.BUILTIN_PROGRAM
@@ -122,15 +36,15 @@ class Program(_Model):
         return value
 
 
-class PVCSource(_Model):
+class PVCSource(SpecModel):
     claim_name: str
 
 
-class HostPathSource(_Model):
+class HostPathSource(SpecModel):
     path: str
 
 
-class Volume(_Model):
+class Volume(SpecModel):
     """Where the checkpoint directory lives: exactly one source."""
 
     persistent_volume_claim: PVCSource | None = None
@@ -144,7 +58,7 @@ class Volume(_Model):
         return self
 
 
-class Checkpoint(_Model):
+class Checkpoint(SpecModel):
     # None: <mountPath>/<namespace>/<name> (ClusterSpec.model_dir), one dir per cluster, so
     # clusters sharing a volume never share a model dir by default.
     dir: str | None = None
@@ -174,13 +88,13 @@ class Checkpoint(_Model):
         return self
 
 
-class SecurityContext(_Model):
+class SecurityContext(SpecModel):
     run_as_user: int = Field(default=1000, ge=1)
     run_as_group: int = Field(default=1000, ge=1)
     fs_group: int = Field(default=1000, ge=1)
 
 
-class ClusterSpec(_Model):
+class ClusterSpec(SpecModel):
     name: str
     namespace: str = "default"
     image: str = DEFAULT_IMAGE
@@ -235,7 +149,7 @@ class ClusterSpec(_Model):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_env(value)
+        return check_env(value)
 
     @field_validator("name", "namespace", "queue", "priority_class_name")
     @classmethod
