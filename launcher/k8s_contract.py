@@ -1,13 +1,15 @@
-"""The Kubernetes side of the contract: object labels, names and JobSet rules (standard library only).
+"""The launcher's side of the contract: what no task reads (standard library only).
 
-No task process reads these (worker/contract.py keeps what the worker and the launcher share);
-the launcher renders objects with them, launcher/supervise.py's pods never import them, and
-scripts/gen_chart.py writes them into the chart (templates/_contract.tpl) for Helm.
+Kubernetes object labels, names and JobSet rules, and the rules for a spec's values; what a task
+reads or prints is in worker/contract.py. The launcher renders and validates with these,
+launcher/supervise.py's pods never import them, and scripts/gen_chart.py writes them into the
+chart (templates/_contract.tpl, values.schema.json) for Helm.
 """
 from __future__ import annotations
 
 from launcher.supervise import EXIT_API_UNREACHABLE  # noqa: F401 - defined by the script
-from worker.contract import Role, Strategy, Workload, success_role
+from worker.contract import (GRPC_FAIL_FAST, ROLE_COUNTS, TASK_INDEX, TF_CONFIG, Role, Strategy,
+                             Workload, success_role)
 
 # --- labels and names on Kubernetes objects -------------------------------------------------
 MANAGED_BY = "tfk8s"
@@ -46,6 +48,31 @@ SUPERVISOR_DIR = "/var/run/tfk8s"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
+
+# --- what a spec may say -------------------------------------------------------------------
+DNS1035_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_LABEL = 63
+MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+# Set by the launcher for every pod; a user value would silently break the cluster.
+RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST)
+
+
+def role_count_problems(strategy: Strategy, counts: dict[str, int]) -> list[tuple[str, str]]:
+    """(field path, message) for each replica count `strategy` cannot run with."""
+    return [
+        (f"roles.{role.value}.replicas", rule.message.format(n=counts.get(role.value, 0)))
+        for role, rule in ROLE_COUNTS[Strategy(strategy)].items()
+        if not rule.allows(counts.get(role.value, 0))
+    ]
+
+
+def success_needs_index_policy(strategy: Strategy) -> bool:
+    """Whether the success role may have several replicas, so that its Job must succeed when
+    index SUCCESS_INDEX does (a Job's successPolicy), not when every index does: MWMS workers."""
+    strategy = Strategy(strategy)
+    return ROLE_COUNTS[strategy][success_role(strategy)].maximum != 1
 
 # --- who must be ended, when a JobSet is done ----------------------------------------------
 

@@ -16,6 +16,7 @@ Lifecycle (README "Lifecycle"):
 from __future__ import annotations
 
 from launcher import failure_reasons, k8s_contract
+from launcher.job_watch import SUCCEEDED, TERMINAL  # the supervisor's: one list for both
 from launcher.status import ClusterStatus, Phase, RoleStatus
 from worker import contract
 from worker.contract import ROLES, Role, Strategy
@@ -36,9 +37,9 @@ def job_condition(job: dict) -> tuple[str | None, str]:
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("status") != "True":
             continue
-        if cond.get("type") in ("Complete", "SuccessCriteriaMet"):
+        if cond.get("type") in SUCCEEDED:
             return "Complete", ""
-        if cond.get("type") in ("Failed", "FailureTarget"):
+        if cond.get("type") in TERMINAL:  # and not SUCCEEDED: a failure
             return "Failed", f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
     return None, ""
 

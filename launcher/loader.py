@@ -14,10 +14,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from launcher import code_bundle
+from launcher.k8s_contract import role_count_problems
 from launcher.errors import Problem, SpecError
 from launcher.spec import (
     DEFAULT_IMAGE, ROLES, SHARED_DISK, ClusterSpec, CrossFieldProblems, Strategy,
-    role_count_problems,
 )
 
 Path_ = tuple[Union[str, int], ...]

@@ -2,14 +2,10 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator, Mapping
 
-from launcher.k8s_contract import JOBSET_JOB_INDEX
-from worker.contract import (DNS1035_PATTERN, DNS1123_LABEL_PATTERN, MAX_LABEL, Role, Workload,
-                             task_name)
-
-if TYPE_CHECKING:
-    from launcher.spec import ClusterSpec
+from launcher.k8s_contract import DNS1035_PATTERN, DNS1123_LABEL_PATTERN, JOBSET_JOB_INDEX, MAX_LABEL
+from worker.contract import Role, Workload, task_name
 
 _DNS1035 = re.compile(DNS1035_PATTERN)
 _DNS1123 = re.compile(DNS1123_LABEL_PATTERN)
@@ -83,11 +79,14 @@ def tensorboard_pod_prefix(name: str) -> str:
     return f"{name}-tensorboard-"
 
 
-def generated_names(spec: "ClusterSpec") -> Iterator[tuple[str, str, str]]:
-    """(role, kind, name) for every generated name that must be a DNS-1035 label."""
-    yield ("-", "Service", service(spec.name))
-    yield ("-", "ServiceAccount/Role", supervisor_account(spec.name))
-    for role in spec.active_roles():
-        yield (role, "Job", job(spec.name, role, spec.workload))
-        # The longest hostname is the one with the highest index.
-        yield (role, "pod hostname", hostname(spec.name, role, spec.replicas(role) - 1, spec.workload))
+def generated_names(name: str, workload: Workload,
+                    replicas: Mapping[Role, int]) -> Iterator[tuple[str, str, str]]:
+    """(role, kind, name) for every generated name that must be a DNS-1035 label, for the
+    cluster `name` with `replicas` per role (roles without any make no objects)."""
+    yield ("-", "Service", service(name))
+    yield ("-", "ServiceAccount/Role", supervisor_account(name))
+    for role, count in replicas.items():
+        if count > 0:
+            yield (role, "Job", job(name, role, workload))
+            # The longest hostname is the one with the highest index.
+            yield (role, "pod hostname", hostname(name, role, count - 1, workload))

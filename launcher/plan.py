@@ -2,7 +2,8 @@
 
 Every projection renders from a ClusterPlan: the Kubernetes Jobs (launcher/render.py), the
 local processes (launcher/backends/local/), and the Helm values. A projection only adds its own
-mechanics (pod templates, ports on 127.0.0.1, a supervisor process); it decides nothing.
+mechanics (pod templates, ports on 127.0.0.1, a supervisor process); it decides nothing: who is
+supervised and watches which Job, how a Job and a JobSet succeed, fail and restart are here.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from launcher import code_bundle, k8s_contract, names
+from launcher.job_failure import FailurePolicy, restart_rules  # noqa: F401 (re-exported)
 from launcher.spec import ClusterSpec
 from worker import contract
 from worker.contract import Role, Strategy
@@ -19,42 +21,15 @@ AddressFn = Callable[[str, int], str]
 
 
 @dataclass(frozen=True)
-class FailurePolicy:
-    """What a failed task means; Kubernetes: the Jobs' podFailurePolicy, local: the restarts.
-
-    restartPolicy Never: a failed task is replaced (a new pod, same hostname), counted against
-    backoffLimit, except exits in `ignored_exit_codes` and disruptions (eviction, drain,
-    preemption), which are not the task's fault; an exit in `fatal_exit_codes` fails the role at
-    once; an exit in `counted_exit_codes` counts even on a disruption (killed before it could
-    save: a node-pressure eviction has no grace). Roles in `per_index_roles` have a budget of
-    backoffLimit per index (pod) instead of one per role, and their first index out of budget
-    fails the role. OnFailure restarts in place and counts every failure per role (Kubernetes
-    allows no podFailurePolicy and no per-index limit with it).
-    """
-
-    restart_policy: str  # Never | OnFailure
-    backoff_limit: int
-    ignored_exit_codes: tuple[int, ...] = ()
-    fatal_exit_codes: tuple[int, ...] = ()
-    counted_exit_codes: tuple[int, ...] = ()
-    ignores_disruptions: bool = False
-    per_index_roles: tuple[Role, ...] = ()
-
-    def per_index(self, role: str) -> bool:
-        return Role(role) in self.per_index_roles
-
-    def budget(self, role: str, index: int) -> str:
-        """Whose backoffLimit a failure of task (role, index) uses: its index's, or its role's."""
-        return contract.task_name(role, index) if self.per_index(role) else Role(role).value
-
-
-@dataclass(frozen=True)
 class Supervision:
     """A task that never ends by itself and is ended when training is over (launcher/supervise.py)."""
 
     watch_job: str  # the Job whose end ends the task
     grace_seconds: int  # how long it may run on after training succeeded (0 after a failure)
     stop_grace_seconds: int  # SIGTERM -> SIGKILL when it is stopped
+    # A JobSet recreates the watched Job on every restart: the pod must know its own attempt,
+    # for a watched Job of an earlier one is not its own (launcher/supervise.py).
+    per_attempt: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,10 +54,25 @@ class RolePlan:
     supervision: Supervision | None
     service_account: str | None
     workdir: str | None = None  # the task's working dir (the code dir), None: the image's
+    # The index whose success is the Job's (a Job successPolicy); None: every index must succeed.
+    success_index: int | None = None
+    tolerations: tuple[dict, ...] = ()  # the role's own, then nodeLossTolerationSeconds' taints
 
     @property
     def in_training_cluster(self) -> bool:
         return self.role in contract.TRAINING_ROLES
+
+
+@dataclass(frozen=True)
+class JobSetPlan:
+    """How the one JobSet of workload jobset succeeds, fails and restarts (its own policies)."""
+
+    success_roles: tuple[Role, ...]  # the set succeeds once all of these roles' Jobs have
+    max_restarts: int  # restarts of every Job after one role's Job failed for good
+    restart_strategy: str
+    fatal_job_failure_reasons: tuple[str, ...]  # a Job failed for one of these: the set fails
+    queue: str | None  # the Kueue LocalQueue: created suspended, Kueue resumes it once admitted
+    ttl_seconds_after_finished: int | None  # the set's; its Jobs get none
 
 
 @dataclass(frozen=True)
@@ -100,6 +90,10 @@ class ClusterPlan:
     # (k8s_contract.nccl_roles): those that may use it and get GPUs (NCCL needs one).
     nccl_roles: tuple[Role, ...] = ()
     code: CodePlan | None = None
+    jobset: JobSetPlan | None = None  # workload jobset only
+    # The Jobs' own TTL; none in a JobSet, whose TTL governs (a child Job deleted before the set
+    # had finished would be recreated).
+    job_ttl_seconds_after_finished: int | None = None
 
     @property
     def name(self) -> str:
@@ -115,6 +109,11 @@ class ClusterPlan:
     @property
     def supervised(self) -> tuple[Role, ...]:
         return tuple(r.role for r in self.roles if r.supervision is not None)
+
+    @property
+    def watched_jobs(self) -> tuple[str, ...]:
+        """The Jobs the supervisor's account may read: those the supervised tasks watch."""
+        return tuple(dict.fromkeys(r.supervision.watch_job for r in self.roles if r.supervision))
 
     @property
     def training_roles(self) -> tuple[RolePlan, ...]:
@@ -141,7 +140,12 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
     strategy = Strategy(spec.strategy)
     success = contract.success_role(strategy)
     workload = spec.workload
-    supervised = k8s_contract.supervised_roles(strategy, spec.replicas(Role.EVALUATOR) > 0, workload)
+    has_evaluator = spec.replicas(Role.EVALUATOR) > 0
+    supervised = k8s_contract.supervised_roles(strategy, has_evaluator, workload)
+    in_jobset = workload is contract.Workload.JOBSET
+    # MWMS: worker 0 is the chief, its success is the Job's.
+    success_index = contract.SUCCESS_INDEX if k8s_contract.success_needs_index_policy(strategy) \
+        else None
     watch_job = names.job(spec.name, success, workload)
     supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
     roles = []
@@ -152,6 +156,7 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
                 watch_job=watch_job,
                 grace_seconds=spec.evaluator_grace_seconds if role is Role.EVALUATOR else 0,
                 stop_grace_seconds=spec.termination_grace_period_seconds,
+                per_attempt=in_jobset,
             )
         roles.append(RolePlan(
             role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role, workload),
@@ -161,6 +166,8 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
             supervision=supervision,
             # The spec's account for every pod; otherwise only supervised pods need one.
             service_account=supervisor_account if supervision or spec.service_account_name else None,
+            success_index=success_index if role is success else None,
+            tolerations=tuple(role_tolerations(spec, spec.roles.get(role))),
         ))
     return ClusterPlan(
         spec=spec, strategy=strategy, success_role=success, roles=tuple(roles),
@@ -170,7 +177,18 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
         nccl_roles=tuple(r for r in k8s_contract.nccl_roles(strategy)
                          if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus),
         code=code,
+        jobset=jobset_plan(spec, strategy, has_evaluator) if in_jobset else None,
+        job_ttl_seconds_after_finished=None if in_jobset else spec.ttl_seconds_after_finished,
     )
+
+
+def jobset_plan(spec: ClusterSpec, strategy: Strategy, has_evaluator: bool) -> JobSetPlan:
+    return JobSetPlan(
+        success_roles=k8s_contract.set_success_roles(strategy, has_evaluator),
+        max_restarts=k8s_contract.set_max_restarts(strategy),
+        restart_strategy=k8s_contract.JOBSET_RESTART_STRATEGY,
+        fatal_job_failure_reasons=k8s_contract.FATAL_JOB_FAILURE_REASONS,
+        queue=spec.queue, ttl_seconds_after_finished=spec.ttl_seconds_after_finished)
 
 
 def code_plan(spec: ClusterSpec, code_dir: str | None = None) -> CodePlan | None:
@@ -185,33 +203,9 @@ def code_plan(spec: ClusterSpec, code_dir: str | None = None) -> CodePlan | None
 
 
 def failure_policy(spec: ClusterSpec) -> FailurePolicy:
+    """The spec's failure rules (launcher/job_failure.py decides them)."""
     return restart_rules(spec.restart_policy, spec.backoff_limit, Strategy(spec.strategy),
                          spec.builtin)
-
-
-def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy,
-                  builtin: bool) -> FailurePolicy:
-    """The failure rules of a cluster (scripts/gen_chart.py writes them into the chart)."""
-    if restart_policy != "Never":
-        return FailurePolicy(restart_policy, backoff_limit)
-    return FailurePolicy(
-        restart_policy, backoff_limit,
-        # SIGTERM: the built-in worker saved the current step first; a server (or the
-        # supervisor around it) that died of SIGTERM reports the same code. Not a failure.
-        # EXIT_PEER_LOST: the built-in worker lost a peer after saving (its own code, which a
-        # user's command may use for anything: only the built-in worker's is trusted).
-        ignored_exit_codes=(contract.EXIT_PREEMPTED,)
-        + ((contract.EXIT_PEER_LOST,) if builtin else ()),
-        # The built-in worker's bad arguments or program: a retry fails the same way.
-        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (),
-        # SIGKILL (128 + 9): nothing was saved, also when a disruption did it (a kubelet's
-        # node-pressure eviction kills at once; a grace period that ran out): counted, so
-        # evictions repeated without progress end at backoffLimit. Kubernetes' podFailurePolicy
-        # sees a DisruptionTarget condition's type, never its reason (TerminationByKubelet).
-        counted_exit_codes=(128 + 9,),
-        ignores_disruptions=True,
-        per_index_roles=k8s_contract.per_index_roles(strategy),
-    )
 
 
 def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None,

@@ -7,68 +7,27 @@ Objects, in apply order (the first is the root, which owns the rest):
 - workload jobset: one JobSet (one replicatedJob per role, each the same Indexed Job; JobSet's
   own headless Service), then the ConfigMap and RBAC only when the evaluator is supervised, and
   the NetworkPolicies.
+Every rule comes from the plan (launcher/plan.py); here the objects are only laid out.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-from functools import lru_cache
 from importlib import resources
 
-import jinja2
 import yaml
 
-from launcher import code_render, k8s_contract, names, supervised_pod, tfconfig
+from launcher import code_render, k8s_contract, names, supervised_pod, templating, tfconfig
 from launcher.job_failure import backoff, pod_failure_policy
 from launcher.network_policy import network_policies
 from launcher.job_watch import RESTART_ATTEMPT_KEY
-from launcher.plan import ClusterPlan, RolePlan, plan, role_tolerations
+from launcher.plan import ClusterPlan, RolePlan, Supervision, plan
 from launcher.spec import ClusterSpec
 from launcher.supervise import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, POD_RESTART_POLICY_ENV,
                                 RESTART_ATTEMPT_ENV, WATCH_JOB_ENV)
 from worker import contract
 
 INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"
-try:
-    _YamlLoader = yaml.CSafeLoader
-except AttributeError:  # PyYAML built without libyaml: slower, same result
-    _YamlLoader = yaml.SafeLoader
-
-
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(
-            lambda name: resources.files("manifests").joinpath(name).read_text()
-        ),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-    )
-    env.filters["j"] = yaml_json
-    return env
-
-
-# A JSON surrogate pair escape not preceded by an escaped backslash.
-_SURROGATE_PAIR = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
-
-
-def yaml_json(value) -> str:
-    """JSON text that YAML reads back as the same value (JSON is YAML, nearly).
-
-    Every value enters the templates this way, so nothing depends on YAML quoting rules. The one
-    gap: JSON writes characters beyond U+FFFF as surrogate pairs, which YAML refuses; YAML's own
-    \\UXXXXXXXX escape says the same thing.
-    """
-    text = json.dumps(value, separators=(",", ":"))
-
-    def join(match: re.Match) -> str:
-        high, low = int(match.group(2), 16), int(match.group(3), 16)
-        code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
-        return f"{match.group(1)}\\U{code:08x}"
-
-    return _SURROGATE_PAIR.sub(join, text)
 
 
 def supervisor_sources() -> dict[str, str]:
@@ -91,68 +50,18 @@ def render(spec: ClusterSpec) -> list[dict]:
     """The cluster's objects as plain dicts, ready for server-side apply; the root first."""
     cluster = plan(code_render.packed(spec))
     context = _context(cluster)
-    rbac = [("rbac.yaml.j2", {})] if context["watched_jobs"] else []
+    rbac = [("rbac.yaml.j2", {})] if cluster.watched_jobs else []
     policies = [("networkpolicy.yaml.j2", {})] if context["network_policies"] else []
-    if cluster.workload is contract.Workload.JOBSET:
-        jobs = _render_all(context, [("job.yaml.j2", {"job": _job(cluster, role, context)})
-                                     for role in cluster.roles])
-        documents = [("jobset.yaml.j2", {"jobset": _jobset(cluster, jobs, context)})]
+    jobs = [("job.yaml.j2", {"job": _job(cluster, role, context)}) for role in cluster.roles]
+    if cluster.jobset is not None:
+        replicated = zip((role.role.value for role in cluster.roles), templating.render_all(context, jobs))
+        documents = [("jobset.yaml.j2", {"jobset": cluster.jobset, "jobs": list(replicated)})]
         if rbac:  # the supervised evaluator's script and RBAC
             documents += [("root.yaml.j2", {}), *rbac]
-        return code_render.after_root(cluster, context, _render_all(context, documents + policies))
+        return code_render.after_root(cluster, context, templating.render_all(context, documents + policies))
     # The policies before the Jobs: no pod of the cluster starts without them.
-    documents = [("root.yaml.j2", {}), ("service.yaml.j2", {}), *rbac, *policies]
-    documents += [("job.yaml.j2", {"job": _job(cluster, role, context)}) for role in cluster.roles]
-    return code_render.after_root(cluster, context, _render_all(context, documents))
-
-
-def _render_all(context: dict, documents: list[tuple[str, dict]]) -> list[dict]:
-    out: list[dict] = []
-    for template, extra in documents:
-        text = _environment().get_template(template).render(**context, **extra)
-        out.extend(doc for doc in yaml.load_all(text, Loader=_YamlLoader) if doc)
-    return out
-
-
-def _jobset(cluster: ClusterPlan, jobs: list[dict], context: dict) -> dict:
-    """The JobSet projection: each role's Indexed Job as one replicatedJob, with the plan's
-    success rule (the success role and the evaluator) and failure rule (contract)."""
-    spec = cluster.spec
-    has_evaluator = any(r.role is contract.Role.EVALUATOR for r in cluster.roles)
-    replicated = []
-    for role, job in zip(cluster.roles, jobs):
-        job_spec = dict(job["spec"])
-        # The set's TTL governs: a child Job deleted before the set finished would be recreated.
-        job_spec.pop("ttlSecondsAfterFinished", None)
-        replicated.append({
-            "name": role.role.value,
-            "replicas": 1,
-            "template": {"metadata": {"labels": job["metadata"]["labels"],
-                                      "annotations": job["metadata"]["annotations"]},
-                         "spec": job_spec},
-        })
-    labels = dict(context["labels"])
-    if spec.queue is not None:
-        labels[k8s_contract.QUEUE_LABEL] = spec.queue
-    return {
-        "labels": labels,
-        # Created suspended when queued: Kueue resumes it once the whole set is admitted.
-        "suspend": spec.queue is not None,
-        "success_policy": {
-            "operator": "All",
-            "targetReplicatedJobs": [r.value for r in k8s_contract.set_success_roles(
-                cluster.strategy, has_evaluator)],
-        },
-        "failure_policy": {
-            "maxRestarts": k8s_contract.set_max_restarts(cluster.strategy),
-            "restartStrategy": k8s_contract.JOBSET_RESTART_STRATEGY,
-            "rules": [{"name": "failOnUnrecoverableJob", "action": "FailJobSet",
-                       "onJobFailureReasons": list(k8s_contract.FATAL_JOB_FAILURE_REASONS)}],
-        },
-        "network": {"enableDNSHostnames": True, "subdomain": names.service(spec.name),
-                    "publishNotReadyAddresses": True},
-        "replicated_jobs": replicated,
-    }
+    documents = [("root.yaml.j2", {}), ("service.yaml.j2", {}), *rbac, *policies, *jobs]
+    return code_render.after_root(cluster, context, templating.render_all(context, documents))
 
 
 def _context(cluster: ClusterPlan) -> dict:
@@ -161,9 +70,6 @@ def _context(cluster: ClusterPlan) -> dict:
         **spec.labels, **selector_labels(spec.name),
         k8s_contract.LABEL_MANAGED_BY: k8s_contract.MANAGED_BY, k8s_contract.LABEL_STRATEGY: spec.strategy.value,
     }
-    supervised = cluster.supervised
-    watched = [names.job(spec.name, cluster.success_role, spec.workload)] if supervised else []
-    root_data = supervisor_sources() if supervised else {}
     selector = selector_labels(spec.name)
     return {
         "names": {
@@ -173,23 +79,24 @@ def _context(cluster: ClusterPlan) -> dict:
         },
         "ns": spec.namespace,
         "labels": labels,
+        "queue_label": k8s_contract.QUEUE_LABEL,
         "annotations": dict(spec.annotations),
-        "root_data": root_data,
+        "root_data": supervisor_sources() if cluster.supervised else {},
         "selector": selector,
         "network_policies": network_policies(cluster, selector),
         "port": spec.port,
-        "watched_jobs": watched,
+        "watched_jobs": list(cluster.watched_jobs),
         "create_service_account": cluster.create_service_account,
         "service_account": cluster.supervisor_account,
         "jobset_api_version": k8s_contract.JOBSET_API_VERSION,
         "priority_class_name": spec.priority_class_name,
         "image": spec.image,
         "image_pull_policy": spec.image_pull_policy,
-        "restart_policy": spec.restart_policy,
+        "restart_policy": cluster.failure.restart_policy,
         "pod_failure_policy": pod_failure_policy(cluster.failure),
         "termination_grace_period_seconds": spec.termination_grace_period_seconds,
         "active_deadline_seconds": spec.active_deadline_seconds,
-        "ttl_seconds_after_finished": spec.ttl_seconds_after_finished,
+        "ttl_seconds_after_finished": cluster.job_ttl_seconds_after_finished,
         "security": spec.security_context,
         "container": k8s_contract.CONTAINER,
         "index_env": contract.TASK_INDEX,
@@ -214,10 +121,6 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     mounts, volumes = _volumes(spec, supervised=supervision is not None)
     resources_ = {k: v for k, v in (("requests", cfg.resources.requests),
                                      ("limits", cfg.resources.limits)) if v}
-    success_policy = None
-    if role.role is cluster.success_role and contract.success_needs_index_policy(cluster.strategy):
-        # Worker 0 is the chief under MWMS: its success is the Job's success.
-        success_policy = {"rules": [{"succeededIndexes": str(contract.SUCCESS_INDEX)}]}
     return {
         "name": role.job_name,
         "replicas": role.replicas,
@@ -228,15 +131,15 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "in_training_cluster": role.in_training_cluster,
         "resources": resources_,
         "node_selector": cfg.node_selector,
-        "tolerations": role_tolerations(spec, cfg),
+        "tolerations": list(role.tolerations),
         "volume_mounts": mounts,
         "volumes": volumes,
         "code": code_render.pod_code(cluster),  # init container, mounts, volumes (code:)
         "workdir": role.workdir,
         "watcher": watcher,
         "service_account": role.service_account,
-        "success_policy": success_policy,
-        "backoff": backoff(cluster.failure, role),
+        "success_index": role.success_index,
+        "backoff": backoff(cluster.failure, role.role),
     }
 
 
@@ -264,13 +167,13 @@ def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict
     return mounts, volumes
 
 
-def _watcher(cluster: ClusterPlan, supervision) -> dict:
+def _watcher(cluster: ClusterPlan, supervision: Supervision) -> dict:
     """The job-watch container of a supervised pod (launcher/supervised_pod.py)."""
     spec = cluster.spec
     env = [{"name": name, "value": value} for name, value in (
         (WATCH_JOB_ENV, supervision.watch_job), (NAMESPACE_ENV, spec.namespace),
-        (POD_RESTART_POLICY_ENV, spec.restart_policy))]
-    if spec.workload is contract.Workload.JOBSET:  # which JobSet attempt this pod belongs to
+        (POD_RESTART_POLICY_ENV, cluster.failure.restart_policy))]
+    if supervision.per_attempt:  # which JobSet attempt this pod belongs to
         env.append({"name": RESTART_ATTEMPT_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.annotations['{RESTART_ATTEMPT_KEY}']"}}})
     watcher = supervised_pod.watcher()

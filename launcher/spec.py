@@ -8,106 +8,21 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator,
-                      model_validator)
-from pydantic.alias_generators import to_camel
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from launcher import names
+from launcher import k8s_contract, names
 from launcher.checkpoints import DEFAULT_MOUNT_PATH, default_model_dir, mwms_storage_problem
 from launcher.code_bundle import Bundle, CodeSpec
+from launcher.role_spec import GPU, KNOWN_RESOURCES, QUANTITY as _QUANTITY  # noqa: F401 (gen_chart)
+from launcher.role_spec import Roles, SpecModel, check_env
 from worker import contract
-from worker.contract import ROLES, Role, Strategy, Workload, role_count_problems  # noqa: F401 (re-exported)
+from worker.contract import ROLES, Role, Strategy, Workload  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
-# Resource names a TF pod may ask for; anything else is most likely a typo.
-GPU = "nvidia.com/gpu"
-KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU)
-_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
-_ENV_NAME = re.compile(contract.ENV_NAME_PATTERN)
+_MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
-    )
-
-
-class Resources(_Model):
-    requests: dict[str, str | int | float] = Field(default_factory=dict)
-    limits: dict[str, str | int | float] = Field(default_factory=dict)
-
-    @field_validator("requests", "limits")
-    @classmethod
-    def _known_quantities(cls, value: dict) -> dict[str, str]:
-        out = {}
-        for key, qty in value.items():
-            if key not in KNOWN_RESOURCES:
-                raise ValueError(
-                    f"unknown resource {key!r}; use one of {', '.join(KNOWN_RESOURCES)}"
-                )
-            text = str(qty)
-            if not _QUANTITY.match(text):
-                raise ValueError(f"{key}: {text!r} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)")
-            out[key] = text
-        return out
-
-    @model_validator(mode="after")
-    def _gpu_in_limits(self) -> "Resources":
-        gpu = GPU
-        if gpu in self.requests and self.requests[gpu] != self.limits.get(gpu):
-            raise ValueError(
-                "nvidia.com/gpu must be set under limits (Kubernetes requires requests == limits "
-                "for extended resources); move it to resources.limits"
-            )
-        return self
-
-    @property
-    def gpus(self) -> bool:
-        """Whether the pod gets GPUs (a GPU is set under limits, requests == limits)."""
-        return str(self.limits.get(GPU, "0")) != "0"
-
-
-class Toleration(_Model):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] | None = None
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
-
-
-class RoleSpec(_Model):
-    replicas: int = Field(default=0, ge=0, le=10000)
-    resources: Resources = Field(default_factory=Resources)
-    env: dict[str, str] = Field(default_factory=dict)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_env(value)
-
-
-def _check_env(value: dict[str, str]) -> dict[str, str]:
-    for key in value:
-        if not _ENV_NAME.match(key):
-            raise ValueError(f"{key!r} is not a valid environment variable name")
-        if key in contract.RESERVED_ENV:
-            raise ValueError(f"{key} is set by the launcher for every pod; remove it")
-    return {k: str(v) for k, v in value.items()}
-
-
-class Roles(_Model):
-    chief: RoleSpec = Field(default_factory=RoleSpec)
-    worker: RoleSpec = Field(default_factory=RoleSpec)
-    ps: RoleSpec = Field(default_factory=RoleSpec)
-    evaluator: RoleSpec = Field(default_factory=RoleSpec)
-
-    def get(self, role: str) -> RoleSpec:
-        return getattr(self, Role(role).value)
-
-
-class Program(_Model):
+class Program(SpecModel):
     """The built-in worker's training program: a module with builders (see worker/program.py)."""
 
     module: str = contract.BUILTIN_PROGRAM
@@ -116,20 +31,20 @@ class Program(_Model):
     @field_validator("module")
     @classmethod
     def _dotted(cls, value: str) -> str:
-        if not contract.matches(contract.MODULE_NAME_PATTERN, value):
+        if not _MODULE_NAME.match(value):
             raise ValueError(f"{value!r} is not a dotted Python module name")
         return value
 
 
-class PVCSource(_Model):
+class PVCSource(SpecModel):
     claim_name: str
 
 
-class HostPathSource(_Model):
+class HostPathSource(SpecModel):
     path: str
 
 
-class Volume(_Model):
+class Volume(SpecModel):
     """Where the checkpoint directory lives: exactly one source."""
 
     persistent_volume_claim: PVCSource | None = None
@@ -143,7 +58,7 @@ class Volume(_Model):
         return self
 
 
-class Checkpoint(_Model):
+class Checkpoint(SpecModel):
     # None: <mountPath>/<namespace>/<name> (ClusterSpec.model_dir), one dir per cluster, so
     # clusters sharing a volume never share a model dir by default.
     dir: str | None = None
@@ -173,13 +88,13 @@ class Checkpoint(_Model):
         return self
 
 
-class SecurityContext(_Model):
+class SecurityContext(SpecModel):
     run_as_user: int = Field(default=1000, ge=1)
     run_as_group: int = Field(default=1000, ge=1)
     fs_group: int = Field(default=1000, ge=1)
 
 
-class ClusterSpec(_Model):
+class ClusterSpec(SpecModel):
     name: str
     namespace: str = "default"
     image: str = DEFAULT_IMAGE
@@ -234,7 +149,7 @@ class ClusterSpec(_Model):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_env(value)
+        return check_env(value)
 
     @field_validator("name", "namespace", "queue", "priority_class_name")
     @classmethod
@@ -263,7 +178,8 @@ class ClusterSpec(_Model):
         problems += _role_problems(self)
         if self.queue is not None and self.workload is not Workload.JOBSET:
             problems.append(("queue", QUEUE_NEEDS_JOBSET))
-        for role, kind, name in names.generated_names(self):
+        replicas = {role: self.replicas(role) for role in ROLES}
+        for role, kind, name in names.generated_names(self.name, self.workload, replicas):
             problem = names.dns1035_problem(name)
             if problem:
                 problems.append((
@@ -337,4 +253,5 @@ class CrossFieldProblems(ValueError):
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
-    return role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in ROLES})
+    return k8s_contract.role_count_problems(spec.strategy,
+                                            {r.value: spec.replicas(r) for r in ROLES})

@@ -174,25 +174,25 @@ def generate_schema() -> dict:
 
     # Names checked with patternProperties + additionalProperties: false rather than
     # propertyNames, whose errors Helm reports without the object's path.
-    env_name = _anchored(contract.ENV_NAME_PATTERN)
+    env_name = _anchored(k8s_contract.ENV_NAME_PATTERN)
     env = {
         "type": "object",
         "patternProperties": {env_name: {"type": "string"}},
         "additionalProperties": False,
         "description": f"environment variables (names: {env_name}); "
-                       + ", ".join(contract.RESERVED_ENV) + " are set by the launcher",
+                       + ", ".join(k8s_contract.RESERVED_ENV) + " are set by the launcher",
     }
 
     # name / namespace: DNS labels, or empty for the release's own name / namespace.
     props["name"].update({
-        "maxLength": contract.MAX_LABEL,
-        "pattern": f"^$|{_anchored(contract.DNS1035_PATTERN)}",
+        "maxLength": k8s_contract.MAX_LABEL,
+        "pattern": f"^$|{_anchored(k8s_contract.DNS1035_PATTERN)}",
         "description": "cluster name (DNS-1035 label); empty: the Helm release name",
     })
     props["namespace"].update({
         "default": "",
-        "maxLength": contract.MAX_LABEL,
-        "pattern": f"^$|{_anchored(contract.DNS1123_LABEL_PATTERN)}",
+        "maxLength": k8s_contract.MAX_LABEL,
+        "pattern": f"^$|{_anchored(k8s_contract.DNS1123_LABEL_PATTERN)}",
         "description": "must equal the release namespace (helm --namespace); empty: that one",
     })
     schema["required"] = [r for r in schema["required"] if r != "name"]
@@ -231,7 +231,7 @@ def generate_schema() -> dict:
     }
     resources_def["description"] = f"{GPU} must be set under limits (requests == limits)"
 
-    program_def["properties"]["module"]["pattern"] = _anchored(contract.MODULE_NAME_PATTERN)
+    program_def["properties"]["module"]["pattern"] = _anchored(k8s_contract.MODULE_NAME_PATTERN)
     volume_def["oneOf"] = [
         {"required": [source], "properties": {source: {"type": "object"}}}
         for source in ("persistentVolumeClaim", "hostPath")
@@ -306,7 +306,7 @@ def generate_contract() -> dict:
                 "supervisedRoles": {
                     w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w)]
                     for w in Workload},
-                "successPolicy": contract.success_needs_index_policy(s),
+                "successPolicy": k8s_contract.success_needs_index_policy(s),
                 # A JobSet's success roles (the templates add the evaluator) and restarts.
                 "setSuccessRoles": [r.value for r in k8s_contract.set_success_roles(s, False)],
                 "setMaxRestarts": k8s_contract.set_max_restarts(s),
@@ -342,7 +342,7 @@ def generate_contract() -> dict:
         },
         "serverLingerMarginSeconds": contract.SERVER_LINGER_MARGIN_SECONDS,
         "grpcFailFastValue": contract.GRPC_FAIL_FAST_VALUE,
-        "reservedEnv": list(contract.RESERVED_ENV),
+        "reservedEnv": list(k8s_contract.RESERVED_ENV),
         "supervisorEnv": SUPERVISOR_ENV,
         # A supervised pod's job-watch container and what it shares with the task's
         # (launcher/supervised_pod.py); the templates add image, pull policy, env, and the
@@ -372,8 +372,8 @@ def generate_contract() -> dict:
         "gpuResource": spec.GPU,
         "supervisorDir": k8s_contract.SUPERVISOR_DIR,
         "indexAnnotation": k8s_contract.INDEX_ANNOTATION,
-        "dns1035Pattern": contract.DNS1035_PATTERN,
-        "maxLabel": contract.MAX_LABEL,
+        "dns1035Pattern": k8s_contract.DNS1035_PATTERN,
+        "maxLabel": k8s_contract.MAX_LABEL,
         # The Jobs' podFailurePolicy under restartPolicy Never (plan.restart_rules, rendered by
         # job_failure.pod_failure_policy), for the built-in worker and for a user's command; the
         # rules do not depend on the strategy.

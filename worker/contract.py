@@ -1,8 +1,10 @@
-"""The rules the launcher, the chart and every task share, each written once (standard library only).
+"""What every task reads or prints, and the rules it checks itself against (standard library only).
 
-Every pod imports this, so it stays free of pydantic, jinja2 and the Kubernetes client. The
-launcher validates specs and plans objects with it, the worker checks its TF_CONFIG against it,
-and scripts/gen_chart.py writes it into the chart (templates/_contract.tpl) for Helm.
+Every pod imports this, so it stays free of pydantic, jinja2 and the Kubernetes client: the
+environment the launcher sets, progress lines, exit codes, which roles a strategy runs and who
+decides success. The launcher and scripts/gen_chart.py (the chart's templates/_contract.tpl)
+read it too; the rules no task reads (Kubernetes objects, spec values) are in
+launcher/k8s_contract.py.
 """
 from __future__ import annotations
 
@@ -80,9 +82,6 @@ def server_linger_seconds(grace_seconds: int) -> int:
     the chief may still be saving (its own grace), less a margin to exit in before the kubelet's
     SIGKILL (at most half the grace). It still leaves as soon as the chief's port stops answering."""
     return grace_seconds - min(SERVER_LINGER_MARGIN_SECONDS, grace_seconds // 2)
-# Set by the launcher for every pod; a user value would silently break the cluster.
-RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST)
-ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 
 # --- progress lines ------------------------------------------------------------------------
 # Tasks print `tfk8s-progress {json}` lines on stdout; the launcher reads them from the success
@@ -121,13 +120,8 @@ def parse_progress_line(line: str) -> dict | None:
 
 # --- defaults ------------------------------------------------------------------------------
 BUILTIN_PROGRAM = "worker.examples.fashion_mnist"
-MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 DEFAULT_PEER_TIMEOUT_SECONDS = 300
 DEFAULT_CLUSTER_NAME = "tfk8s"
-
-DNS1035_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-MAX_LABEL = 63
 
 # --- exit codes of `python -m worker` (and what the launcher makes of them) -----------------
 EXIT_OK = 0
@@ -240,15 +234,6 @@ ROLE_COUNTS: dict[Strategy, dict[Role, Count]] = {
 }
 
 
-def role_count_problems(strategy: Strategy, counts: dict[str, int]) -> list[tuple[str, str]]:
-    """(field path, message) for each replica count `strategy` cannot run with."""
-    return [
-        (f"roles.{role.value}.replicas", rule.message.format(n=counts.get(role.value, 0)))
-        for role, rule in ROLE_COUNTS[Strategy(strategy)].items()
-        if not rule.allows(counts.get(role.value, 0))
-    ]
-
-
 def allowed_roles(strategy: Strategy) -> tuple[Role, ...]:
     """Roles that may have replicas under `strategy`, in ROLES order."""
     rules = ROLE_COUNTS[Strategy(strategy)]
@@ -263,13 +248,6 @@ SUCCESS_INDEX = 0
 def success_role(strategy: Strategy) -> Role:
     """The role whose index-0 exit decides success: chief, or worker 0 under MWMS."""
     return Role.WORKER if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else Role.CHIEF
-
-
-def success_needs_index_policy(strategy: Strategy) -> bool:
-    """Whether the success role may have several replicas, so that its Job must succeed when
-    index SUCCESS_INDEX does (a Job's successPolicy), not when every index does: MWMS workers."""
-    strategy = Strategy(strategy)
-    return ROLE_COUNTS[strategy][success_role(strategy)].maximum != 1
 
 
 def is_writer(strategy: Strategy, role: Role, index: int) -> bool:
@@ -303,7 +281,3 @@ def awaited_peers(strategy: Strategy, role: Role) -> tuple[Role, ...]:
 def task_name(role: str, index: int) -> str:
     """`worker-1`: how logs, files and messages name a task."""
     return f"{Role(role).value}-{index}"
-
-
-def matches(pattern: str, value: str) -> bool:
-    return re.match(pattern, value) is not None

@@ -550,9 +550,9 @@ def test_templates_take_the_contracts_constants_from_contract_tpl():
         "TFK8S_", '"chief" "worker"', f'"{contract.GRPC_FAIL_FAST_VALUE}"', contract.BUILTIN_PROGRAM,
         k8s_contract.LABEL_NAME, k8s_contract.LABEL_INSTANCE, k8s_contract.LABEL_COMPONENT,
         k8s_contract.LABEL_MANAGED_BY, k8s_contract.LABEL_STRATEGY, k8s_contract.INDEX_ANNOTATION,
-        k8s_contract.SUPERVISOR_DIR, contract.DNS1035_PATTERN, f'"{k8s_contract.CONTAINER}"',
+        k8s_contract.SUPERVISOR_DIR, k8s_contract.DNS1035_PATTERN, f'"{k8s_contract.CONTAINER}"',
         f": {k8s_contract.CONTAINER}", f"[{contract.EXIT_PREEMPTED}]", f"[{contract.EXIT_CONFIG}]",
-        f" {contract.MAX_LABEL}",
+        f" {k8s_contract.MAX_LABEL}",
     ]
     templates = [p for p in (CHART / "templates").iterdir() if p.name != "_contract.tpl"]
     assert templates
@@ -573,7 +573,7 @@ def test_schema_role_counts_are_the_contracts():
             values["strategy"] = strategy.value
             for role, n in zip(roles, counts):
                 values["roles"][role]["replicas"] = n
-            problems = contract.role_count_problems(strategy, dict(zip(roles, counts)))
+            problems = k8s_contract.role_count_problems(strategy, dict(zip(roles, counts)))
             errors = [e.message for e in validator.iter_errors(values)]
             assert bool(errors) == bool(problems), (strategy.value, counts, problems, errors)
 

@@ -1,10 +1,12 @@
 """The contract (worker/contract.py) and the plan (launcher/plan.py): every rule written once."""
+import ast
 import re
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from launcher import k8s_contract
+from launcher import job_watch, k8s_contract
 from launcher.loader import load_text
 from launcher.plan import plan
 from worker import contract
@@ -15,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
            *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]
 DEFINED_IN = {REPO / "worker" / "contract.py", REPO / "launcher" / "k8s_contract.py",
+              REPO / "launcher" / "job_watch.py",  # a Job's terminal conditions (shipped alone)
               REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl"}  # generated from it
 
 
@@ -32,14 +35,57 @@ EVALUATOR = "roles: {evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
     contract.CLUSTER_NAME, contract.TASK_INDEX, contract.BUILTIN_PROGRAM,
     k8s_contract.LABEL_COMPONENT, k8s_contract.LABEL_STRATEGY, k8s_contract.LABEL_INSTANCE,
     k8s_contract.INDEX_ANNOTATION, k8s_contract.SPEC_HASH_ANNOTATION, k8s_contract.SUPERVISOR_DIR,
-    contract.DNS1035_PATTERN, k8s_contract.QUEUE_LABEL, k8s_contract.JOBSET_API_VERSION,
+    k8s_contract.DNS1035_PATTERN, k8s_contract.QUEUE_LABEL, k8s_contract.JOBSET_API_VERSION,
     contract.SERVER_LINGER,
+    # A Job's terminal conditions; Complete and Failed are also words of status and pod phases.
+    *sorted(job_watch.TERMINAL - {"Complete", "Failed"}),
 ])
 def test_each_constant_is_written_once(literal):
     quoted = re.compile(re.escape(f'"{literal}"') + "|" + re.escape(f"'{literal}'"))
     copies = [str(p.relative_to(REPO)) for p in SOURCES
               if p not in DEFINED_IN and p.is_file() and quoted.search(p.read_text())]
     assert not copies, f"{literal!r} is repeated in {copies}: use worker/contract.py or launcher/k8s_contract.py"
+
+
+def _defaults(path: Path):
+    """(name, default) of every parameter and class field with a default in the module: a
+    number, or the name of the module's constant that holds one."""
+    tree = ast.parse(path.read_text())
+    constants = {t.id: n.value.value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                 and isinstance(n.value, ast.Constant)
+                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                 if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        pairs = []
+        if isinstance(node, ast.FunctionDef):
+            args = node.args.posonlyargs + node.args.args
+            pairs = [*zip(args[len(args) - len(node.args.defaults):], node.args.defaults),
+                     *zip(node.args.kwonlyargs, node.args.kw_defaults)]
+            pairs = [(arg.arg, value) for arg, value in pairs if value is not None]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+            pairs = [(node.target.id, node.value)]
+        for name, value in pairs:
+            if isinstance(value, ast.Constant) and type(value.value) in (int, float):
+                yield name, value.value, "a literal"
+            elif isinstance(value, ast.Name) and type(constants.get(value.id)) in (int, float):
+                yield name, constants[value.id], value.id
+
+
+# Until the backends' options are typed (issue 23, item 4), their keywords repeat these defaults.
+PENDING_BACKEND_DEFAULTS = {"stuck_seconds", "poll_seconds"}
+
+
+def test_each_default_is_written_once():
+    """A setting (a parameter or field of one name) gets its default from one constant: a number
+    written as the default in two places (the 120 s stuck timeout was in three) drifts apart."""
+    seen = defaultdict(set)
+    for path in [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py")]:
+        for name, value, source in _defaults(path):
+            seen[name, value].add((str(path.relative_to(REPO)), source))
+    repeated = {f"{name}={value}": sorted(where) for (name, value), where in seen.items()
+                if len(where) > 1 and any(source == "a literal" for _, source in where)
+                and name not in PENDING_BACKEND_DEFAULTS}
+    assert not repeated, f"defaults written twice: {repeated}; name one constant and use it"
 
 
 def test_role_lists_are_not_repeated():
@@ -53,7 +99,7 @@ def test_allowed_roles_follow_the_counts():
     assert contract.allowed_roles(Strategy.PARAMETER_SERVER) == tuple(Role)
     assert contract.allowed_roles(Strategy.MULTI_WORKER_MIRRORED) == (Role.WORKER, Role.EVALUATOR)
     assert contract.allowed_roles(Strategy.MIRRORED) == (Role.CHIEF, Role.EVALUATOR)
-    assert contract.role_count_problems(Strategy.MIRRORED, {"chief": 2}) == [
+    assert k8s_contract.role_count_problems(Strategy.MIRRORED, {"chief": 2}) == [
         ("roles.chief.replicas", "mirrored runs in one pod: set 1, got 2")]
 
 
@@ -142,3 +188,44 @@ def test_no_linger_outside_parameter_server_and_a_users_value_wins():
     assert contract.SERVER_LINGER not in cluster.role(Role.WORKER).env
     mine = plan(spec(PS + "env: {TFK8S_SERVER_LINGER_SECONDS: '300'}\n"))
     assert mine.role(Role.PS).env[contract.SERVER_LINGER] == "300"
+
+
+def test_the_plan_decides_the_success_index_and_who_watches_what():
+    mwms = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}, "
+                     "evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"))
+    assert mwms.role(Role.WORKER).success_index == contract.SUCCESS_INDEX  # worker 0 is the chief
+    assert mwms.role(Role.EVALUATOR).success_index is None
+    assert mwms.watched_jobs == ("t-worker",)
+    assert mwms.role(Role.EVALUATOR).supervision.per_attempt is False
+    assert mwms.jobset is None and mwms.job_ttl_seconds_after_finished == 3600
+    ps = plan(spec(PS))
+    assert ps.role(Role.CHIEF).success_index is None  # one chief: the Job's own success will do
+    assert ps.watched_jobs == ("t-chief",)  # every supervised server watches the chief's Job
+
+
+def test_a_jobset_plan_holds_the_sets_policies_and_its_jobs_get_no_ttl():
+    cluster = plan(spec("strategy: multi_worker_mirrored\nworkload: jobset\nqueue: q\n"
+                        "roles: {worker: {replicas: 2}, evaluator: {replicas: 1}}\n"
+                        "checkpoint: {dir: gs://b/m}\nttlSecondsAfterFinished: 60\n"))
+    jobset = cluster.jobset
+    assert jobset.success_roles == (Role.WORKER, Role.EVALUATOR)  # the final checkpoint evaluated
+    assert jobset.max_restarts == 1  # MWMS: the whole set restarts once
+    assert jobset.restart_strategy == k8s_contract.JOBSET_RESTART_STRATEGY
+    assert jobset.fatal_job_failure_reasons == k8s_contract.FATAL_JOB_FAILURE_REASONS
+    assert (jobset.queue, jobset.ttl_seconds_after_finished) == ("q", 60)
+    assert cluster.job_ttl_seconds_after_finished is None  # the set's TTL governs
+    assert cluster.role(Role.EVALUATOR).supervision.per_attempt  # Jobs recreated per attempt
+    assert cluster.watched_jobs == ("t-worker-0",)
+    ps = plan(spec(PS + "workload: jobset\n"))
+    assert ps.jobset.success_roles == (Role.CHIEF,) and ps.jobset.max_restarts == 0
+    assert ps.jobset.queue is None and ps.supervised == ()  # the set's success ends the servers
+
+
+def test_lost_node_tolerations_are_added_unless_the_role_tolerates_the_taint_itself():
+    cluster = plan(spec("strategy: multi_worker_mirrored\nnodeLossTolerationSeconds: 30\n"
+                        "roles: {worker: {replicas: 1, tolerations: "
+                        "[{key: node.kubernetes.io/unreachable, operator: Exists}]}}\n"))
+    assert cluster.role(Role.WORKER).tolerations == (
+        {"key": k8s_contract.UNREACHABLE_TAINT, "operator": "Exists"},
+        {"key": k8s_contract.NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 30})
