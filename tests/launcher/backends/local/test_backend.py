@@ -295,7 +295,7 @@ def test_sigterm_to_the_launcher_stops_every_task(tmp_path):
     script = f"""
 import sys
 sys.path[:0] = [{str(REPO_ROOT / 'tests')!r}, {str(Path(__file__).parent)!r}]
-from test_local_backend import byo_spec, SLEEP
+from test_backend import byo_spec, SLEEP
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
 backend = LocalBackend(LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True))
 backend.submit(byo_spec("sigterm", [SLEEP]))
@@ -323,7 +323,7 @@ def test_sigkill_to_the_launcher_takes_its_tasks_along(tmp_path):
     script = f"""
 import sys
 sys.path[:0] = [{str(REPO_ROOT / 'tests')!r}, {str(Path(__file__).parent)!r}]
-from test_local_backend import byo_spec, SLEEP
+from test_backend import byo_spec, SLEEP
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
 backend = LocalBackend(LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True))
 backend.submit(byo_spec("sigkill", [SLEEP]))
