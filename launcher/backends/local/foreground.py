@@ -45,7 +45,11 @@ class ForegroundRun:
         with _signals_passed_to(self.supervisor):
             while self.thread.is_alive():
                 if show is not None:
-                    show()
+                    try:
+                        show()
+                    except Exception as exc:  # the run goes on; say why its view froze
+                        show = None
+                        self.supervisor.output.say(f"warning: the progress view stopped: {exc!r}")
                 self.thread.join(every_seconds)
         if self.error is not None:
             raise self.error
