@@ -246,6 +246,25 @@ def test_evaluator_failure_does_not_fail_training(backend, workdir):
     assert status.phase == "Succeeded" and "evaluator failed" in status.message
 
 
+def test_submit_starts_the_tasks_and_returns_and_wait_waits(backend):
+    """The same meaning as on Kubernetes: in the foreground too, the tasks run once submit()
+    returns, and status/watch see them before anyone waits."""
+    backend.submit(byo_spec("started", ["import time; print('up', flush=True); time.sleep(2)"]))
+    assert run_files(backend, "started").read_pid("chief", 0) is not None
+    assert backend.status("started").phase == "Running"
+    assert backend.wait("started") == 0
+    assert backend.status("started").phase == "Succeeded"
+
+
+def test_delete_stops_a_run_this_process_supervises(backend, workdir):
+    backend.submit(byo_spec("stopped", [SLEEP]))
+    wait_until(lambda: "sleeping" in run_files(backend, "stopped").log_path("chief", 0)
+               .read_text(), 60, "the chief to run")
+    backend.delete("stopped")
+    assert_no_task_processes(workdir)
+    assert backend.list() == []
+
+
 @pytest.fixture
 def detached(workdir, tmp_path):
     """A backend whose runs are supervised by a detached process (the CLI without --wait)."""
