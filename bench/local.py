@@ -35,7 +35,8 @@ import psutil
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from launcher.backends.local import LocalBackend  # noqa: E402
+from launcher.backends.local import LocalBackend, LocalProcessBackendConfig  # noqa: E402
+from launcher.backends.local.files import RunFiles  # noqa: E402
 from launcher.spec import ClusterSpec  # noqa: E402
 from worker.progress import parse_line  # noqa: E402
 
@@ -73,7 +74,7 @@ class MemorySampler:
         while not self._stop.is_set():
             for role in self.spec.active_roles():
                 for index in range(self.spec.replicas(role)):
-                    pid = self.backend.pid(self.spec.name, role, index)
+                    pid = run_files(self.backend, self.spec.name).read_pid(role, index)
                     if pid is None:
                         continue
                     try:
@@ -84,6 +85,10 @@ class MemorySampler:
             self._stop.wait(SAMPLE_SECONDS)
 
 
+def run_files(backend: LocalBackend, name: str) -> RunFiles:
+    return RunFiles(backend.config.resolved_workdir, name)
+
+
 def run_once(backend: LocalBackend, spec: ClusterSpec) -> dict:
     submitted = time.time()
     with MemorySampler(backend, spec) as memory:
@@ -91,9 +96,10 @@ def run_once(backend: LocalBackend, spec: ClusterSpec) -> dict:
         exit_code = backend.wait(spec.name)
     if exit_code != 0:
         raise SystemExit(f"{spec.name} failed with exit code {exit_code}; see "
-                         f"{backend.log_path(spec.name, 'chief', 0)}")
+                         f"{run_files(backend, spec.name).log_path('chief', 0)}")
     records = [parse_line(line) for line in
-               backend.log_path(spec.name, "chief", 0).read_text(errors="replace").splitlines()
+               run_files(backend, spec.name).log_path("chief", 0).read_text(errors="replace")
+               .splitlines()
                if "tfk8s-progress" in line]
     first = next(r for r in records if r["event"] == "first_step")
     blocks = [r for r in records if r["event"] == "block"]
@@ -139,13 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     output = (workdir / "cluster-output.log").open("w")  # task output; the logs stay per task
-    backend = LocalBackend(workdir, stream=output)
+    config = LocalProcessBackendConfig(workdir=workdir, foreground=True, echo_tasks=True)
+    backend = LocalBackend(config, stream=output)
     results: dict[str, list[dict]] = {label: [] for label in configs}
     load_before = _load_average()
     for repeat in range(args.repeats):
         for label, spec in configs.items():
             # A fresh model dir each time: a finished run would otherwise be a no-op.
-            shutil.rmtree(backend.model_dir(spec), ignore_errors=True)
+            shutil.rmtree(run_files(backend, spec.name).model_dir(spec), ignore_errors=True)
             result = run_once(backend, spec)
             results[label].append(result)
             print(f"[bench] repeat {repeat + 1}/{args.repeats} {label}: first step "

@@ -36,7 +36,13 @@ spec = ClusterSpec.model_validate({
     "roles": {"worker": {"replicas": 2}},
     "checkpoint": {"dir": "/ckpt/vote", "volume": {"persistentVolumeClaim": {"claimName": "x"}}},
 })
-backend = LocalBackend(work, stream=open(work / "out.log", "w"))
+out = open(work / "out.log", "w")
+try:
+    from launcher.backends.local import LocalProcessBackendConfig
+    config = LocalProcessBackendConfig(workdir=work, foreground=True, echo_tasks=True)
+    backend = LocalBackend(config, stream=out)
+except ImportError:  # a baseline checkout from before the typed options
+    backend = LocalBackend(work, stream=out)
 backend.submit(spec)
 code = backend.wait("vote")
 rates = []

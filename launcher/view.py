@@ -8,7 +8,6 @@ while training advances.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from typing import IO, Callable, Protocol
 
@@ -153,29 +152,3 @@ class NoteStream:
 
     def flush(self) -> None:
         pass
-
-
-class Poller:
-    """Shows `read()` in `view` every `seconds` from a thread, for a caller that is busy
-    (the local backend supervising its tasks in the foreground)."""
-
-    def __init__(self, read: Callable[[], ClusterStatus], view: View, seconds: float):
-        self.read, self.view, self.seconds = read, view, seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tfk8s-view", daemon=True)
-
-    def __enter__(self) -> Poller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.seconds):
-            try:
-                self.view.show(self.read())
-            except Exception as exc:  # the run goes on; say why the view froze
-                self.view.note(f"warning: the progress view stopped: {exc!r}")
-                return

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from local_clusters import MEASUREMENTS, LocalBackend, assert_no_task_processes
+from local_clusters import (
+    MEASUREMENTS, LocalBackend, LocalProcessBackendConfig, assert_no_task_processes,
+)
 
 
 def pytest_configure(config):
@@ -54,6 +56,8 @@ def workdir(tmp_path) -> Path:
 def backend(workdir, tmp_path) -> LocalBackend:
     # Task output goes to a file (and per task under the workdir), not into pytest's capture.
     stream = (tmp_path / "cluster-output.log").open("w")
-    yield LocalBackend(workdir, stream=stream)
+    # In the foreground, echoing every task's output: as the CLI's `submit --local --raw`.
+    config = LocalProcessBackendConfig(workdir=workdir, foreground=True, echo_tasks=True)
+    yield LocalBackend(config, stream=stream)
     stream.close()
     assert_no_task_processes(workdir)

@@ -4,6 +4,8 @@ progress records from task logs, and the check that no task outlives its cluster
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -16,7 +18,8 @@ from support import REPO as REPO_ROOT, wait_until  # noqa: F401 (re-exported to 
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from launcher.backends.local import LocalBackend  # noqa: E402
+from launcher.backends.local import LocalBackend, LocalProcessBackendConfig  # noqa: E402,F401
+from launcher.backends.local.files import RunFiles  # noqa: E402
 from launcher.spec import ClusterSpec  # noqa: E402
 from worker.progress import parse_line  # noqa: E402
 
@@ -28,6 +31,21 @@ ROLES = {
     "multi_worker_mirrored": {"worker": 2},
     "mirrored": {"chief": 1},
 }
+
+
+def run_files(backend: LocalBackend, name: str) -> RunFiles:
+    """A local run's files (launcher/backends/local/files.py): its dir, logs, pids, model/."""
+    return RunFiles(backend.config.resolved_workdir, name)
+
+
+def kill_task(backend: LocalBackend, name: str, role: str, index: int,
+              sig: int = signal.SIGKILL) -> int:
+    """Send `sig` to one running task (SIGKILL: a crash); returns the pid it went to."""
+    pid = run_files(backend, name).read_pid(role, index)
+    if pid is None:
+        raise AssertionError(f"{role}-{index} of local cluster {name!r} is not running")
+    os.kill(pid, sig)
+    return pid
 
 
 def measure(text: str) -> None:
@@ -92,7 +110,7 @@ class Submission:
 
 def attempts(backend: LocalBackend, name: str, role: str, index: int) -> list[list[dict]]:
     """Progress records of one task, one list per attempt (process start)."""
-    path = backend.log_path(name, role, index)
+    path = run_files(backend, name).log_path(role, index)
     if not path.exists():
         return []
     result: list[list[dict]] = []
@@ -132,9 +150,9 @@ def assert_no_task_processes(workdir: Path) -> None:
 
 
 def metrics(backend: LocalBackend, name: str) -> list[dict]:
-    path = Path(backend.run_dir(name)) / "model" / "eval" / "metrics.jsonl"
+    path = run_files(backend, name).dir / "model" / "eval" / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def final_marker(backend: LocalBackend, name: str) -> dict:
-    return json.loads((Path(backend.run_dir(name)) / "model" / "FINAL.json").read_text())
+    return json.loads((run_files(backend, name).dir / "model" / "FINAL.json").read_text())

@@ -19,7 +19,7 @@ from launcher.api.config import (
 )
 from launcher.api.events import JobEvent
 from launcher.backends.base import Backend, exit_code
-from launcher.errors import JobFailed, JobTimeout, LauncherError
+from launcher.errors import JobFailed, JobTimeout
 from launcher.spec import SHARED_DISK, ClusterSpec
 from launcher.status import ClusterStatus, Phase
 from launcher.view import View, status_line
@@ -73,7 +73,6 @@ class TFK8sClient:
         self._view, self._out = view, out
         self._backends: dict[str | None, Backend] = {}
         self._namespaces: dict[str, str] = {}  # Kubernetes: job name -> where it was submitted
-        self._prepared: set[str] = set()  # local, in the foreground: submitted, not yet run
 
     @property
     def local(self) -> bool:
@@ -98,14 +97,12 @@ class TFK8sClient:
     def submit(self, spec: SpecSource = None, *, replace: bool = False) -> str:
         """Create the cluster of `spec` (see load_spec; None: the embedded default) and return
         its name. A no-op when the same spec already runs; SubmitRefused for a different one
-        unless `replace`. Locally the tasks start now, in a detached supervisor (unless the
-        config says foreground: then follow() runs them)."""
+        unless `replace`. Locally the tasks start now, under a detached supervisor (with
+        foreground=True: under a thread of this process, so they end with it)."""
         spec = spec if isinstance(spec, ClusterSpec) and self._applied(spec) else self.load(spec)
         if not self.local:
             self._namespaces[spec.name] = spec.namespace
         self.backend(spec.name).submit(spec, replace=replace)
-        if self.local and self.config.foreground:
-            self._prepared.add(spec.name)
         return spec.name
 
     train = submit  # the Kubeflow SDK's name
@@ -120,7 +117,6 @@ class TFK8sClient:
     def delete_job(self, name: str) -> None:
         """Stop the cluster and remove its objects (locally: all but model/); returns once
         everything is gone."""
-        self._prepared.discard(name)
         self.backend(name).delete(name)
 
     def get_job_logs(self, name: str, role: str | None = None, index: int = 0, *,
@@ -146,7 +142,6 @@ class TFK8sClient:
         """A JobEvent whenever the job's phase, tasks, message or training progress (step,
         loss, ETA, evaluation) changes, ending with the one in which it finished (or became
         Unknown). JobTimeout after `timeout` seconds."""
-        self._check_running(name)
         interval = polling_interval or (1.0 if self.local else 2.0)
         deadline = None if timeout is None else time.monotonic() + timeout
         backend, shown = self.backend(name), None
@@ -185,8 +180,7 @@ class TFK8sClient:
     def follow(self, name: str) -> int:
         """The CLI's `submit --wait` / `status --watch`: block until the job ends, showing it
         in the client's view, and return the CLI exit code (the chief's). In a foreground local
-        config this is where a submitted job's tasks run."""
-        self._prepared.discard(name)
+        config, Ctrl-C or SIGTERM meanwhile stops every task."""
         return self.backend(name).wait(name)
 
     # --- internals -------------------------------------------------------------------------
@@ -194,10 +188,3 @@ class TFK8sClient:
     def _applied(self, spec: ClusterSpec) -> bool:
         """A ClusterSpec that needs no re-validation: nothing of the config to apply to it."""
         return self.local or not self.config.namespace or self.config.namespace == spec.namespace
-
-    def _check_running(self, name: str) -> None:
-        if name in self._prepared:
-            raise LauncherError(
-                f"job {name!r} was submitted in the foreground (LocalProcessBackendConfig("
-                "foreground=True)): its tasks run in follow(), which returns when it ends; "
-                "use foreground=False to watch it while it runs")

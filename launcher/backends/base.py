@@ -1,8 +1,9 @@
 """One backend interface; Kubernetes and local processes implement it exactly.
 
-Where and how a backend works (kubeconfig, namespace, work directory, server dry run, output
-stream, timeouts) is fixed at construction; the methods take only what names a cluster. So the
-CLI chooses a backend once and then calls the same methods whatever it chose.
+Where and how a backend works (kubeconfig, namespace, work directory, server dry run,
+timeouts) is fixed at construction by its typed options (backends/<name>/types.py), with the
+output stream and view; the methods take only what names a cluster. So the CLI chooses a
+backend once and then calls the same methods whatever it chose.
 """
 from __future__ import annotations
 
@@ -14,14 +15,10 @@ from launcher.status import ClusterStatus, Phase
 
 
 class Backend(abc.ABC):
-    # True when the cluster runs inside the process that waits for it (local processes in the
-    # foreground): submit() only prepares it and wait() must follow.
-    runs_in_foreground: bool = False
-
     @abc.abstractmethod
     def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
-        """Create the cluster (a no-op when the same spec already runs); refuse to clobber a
-        different one unless `replace`."""
+        """Create the cluster and start it, then return (a no-op when the same spec already
+        runs); refuse to clobber a different one unless `replace`."""
 
     @abc.abstractmethod
     def wait(self, name: str) -> int:

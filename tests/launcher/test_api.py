@@ -15,7 +15,6 @@ import pytest
 from launcher.api import (
     ClusterNotFound, JobEvent, LocalProcessBackendConfig, Phase, SpecError, TFK8sClient, load_spec,
 )
-from launcher.backends.local import LocalBackend
 from local_clusters import make_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +51,12 @@ def test_unknown_job_is_cluster_not_found(tmp_path):
         client.get_job("nope")
 
 
+def byo(data: dict, script: str) -> dict:
+    """The spec with a bring-your-own command (plain Python, quick) instead of TF's worker."""
+    data = {key: value for key, value in data.items() if key != "program"}
+    return {**data, "image": "example.com/byo:1", "command": [sys.executable, "-c", script]}
+
+
 def mwms_without_claim() -> dict:
     spec = make_spec("mw", "multi_worker_mirrored", ["--steps", "3"], evaluator=False)
     data = spec.model_dump(by_alias=True)
@@ -63,22 +68,21 @@ def test_local_accepts_multi_worker_mirrored_without_a_claim_and_says_so(tmp_pat
     with pytest.raises(SpecError) as raised:  # on Kubernetes: refused, with the fix
         load_spec(mwms_without_claim())
     assert raised.value.problems[0].path == "checkpoint.volume"
-    # Locally every worker shares this disk: accepted, with a note (the foreground backend
-    # only prepares the run: no task starts here).
+    # Locally every worker shares this disk: accepted, with a note.
     client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path, foreground=True))
-    name = client.submit(mwms_without_claim())
+    name = client.submit(byo(mwms_without_claim(), "print('trained')"))
     assert "note: --local: the 2 workers share this machine's disk" in capsys.readouterr().out
     client.delete_job(name)
 
 
 def test_logs_tail_gives_the_last_lines(tmp_path):
     client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path, foreground=True))
-    name = client.submit(make_spec("tail", "mirrored", ["--steps", "3"], evaluator=False))
-    log = LocalBackend(tmp_path).log_path(name, "chief", 0)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("".join(f"line {i}\n" for i in range(10)))
+    spec = make_spec("tail", "mirrored", [], evaluator=False).model_dump(by_alias=True)
+    name = client.submit(byo(spec, "for i in range(10): print(f'line {i}')"))
+    client.wait_for_job_status(name, timeout=60)
     assert list(client.get_job_logs(name, "chief", tail=2)) == ["line 8\n", "line 9\n"]
-    assert len(list(client.get_job_logs(name, "chief"))) == 10
+    whole = list(client.get_job_logs(name, "chief"))
+    assert len(whole) == 11 and whole[0].startswith("=== tfk8s: chief-0 attempt 1"), whole
     done = cli("logs", name, "--local", "--workdir", str(tmp_path), "--role", "chief",
                "--tail", "1")
     assert done.stdout == "line 9\n", done.stderr

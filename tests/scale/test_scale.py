@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from launcher import job_watch, supervise
-from launcher.backends.kubernetes import KubernetesBackend
+from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from launcher.backends.kubernetes.api import instance_selector
 from launcher.spec import ClusterSpec
 from local_clusters import MEASUREMENTS
@@ -136,8 +136,9 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
     client = kind.api_client()
     client.configuration.connection_pool_maxsize = 32
     cluster = Cluster(client, namespace, spec.name)
-    backend = KubernetesBackend(kind.kubeconfig, kind.context, namespace, out=io.StringIO(),
-                                delete_timeout=600)
+    backend = KubernetesBackend(KubernetesBackendConfig(
+        kubeconfig=kind.kubeconfig, context=kind.context, namespace=namespace,
+        delete_timeout=600), out=io.StringIO())
     stop_polling = threading.Event()
     try:
         t0 = time.monotonic()

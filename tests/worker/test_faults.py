@@ -7,7 +7,7 @@ import pytest
 
 from local_clusters import (
     Submission, assert_no_task_processes, attempts, events, final_marker, make_spec, measure,
-    metrics, wait_until,
+    kill_task, metrics, run_files, wait_until,
 )
 
 pytestmark = pytest.mark.process
@@ -40,7 +40,7 @@ def test_killed_worker_restarts_in_place_and_training_finishes(backend, workdir)
     run = Submission(backend, spec)
     wait_until(lambda: trained_step(backend, name) >= 50, TIMEOUT, "chief past step 50")
     step_at_kill = trained_step(backend, name)
-    old_pid = backend.kill(name, "worker", 1)
+    old_pid = kill_task(backend, name, "worker", 1)
     killed_at = time.time()
     assert run.wait(TIMEOUT) == 0, backend.status(name)
     assert_no_task_processes(workdir)
@@ -71,7 +71,7 @@ def test_killed_chief_restarts_and_resumes_from_checkpoint(backend, workdir):
     run = Submission(backend, spec)
     wait_until(lambda: checkpointed_step(backend, name) >= 100, TIMEOUT, "a checkpoint >= 100")
     saved = checkpointed_step(backend, name)
-    backend.kill(name, "chief", 0)
+    kill_task(backend, name, "chief", 0)
     killed_at = time.time()
     assert run.wait(TIMEOUT) == 0, backend.status(name)
     assert_no_task_processes(workdir)
@@ -100,7 +100,7 @@ def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workd
                      backoffLimit=0)  # no replacement of the ps: its loss ends the cluster
     run = Submission(backend, spec)
     wait_until(lambda: checkpointed_step(backend, name) >= 100, TIMEOUT, "a checkpoint >= 100")
-    backend.kill(name, "ps", 0)
+    kill_task(backend, name, "ps", 0)
     killed_at = time.time()
     exit_code = run.wait(TIMEOUT)
     failed_after = time.time() - killed_at
@@ -110,7 +110,7 @@ def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workd
     assert_no_task_processes(workdir)
     status = backend.status(name)
     assert status.phase == "Failed" and "ps-0" in status.message, status
-    chief_log = backend.log_path(name, "chief", 0).read_text()
+    chief_log = run_files(backend, name).log_path("chief", 0).read_text()
     error = [line for line in chief_log.splitlines() if "tfk8s chief-0: error:" in line]
     assert error and "lost contact with ps-0" in error[0] and "resume from" in error[0], error
     assert "so this restart is not counted against backoffLimit (exit 6)" in error[0], error
@@ -139,7 +139,7 @@ def test_killed_mwms_worker_restarts_every_worker_from_the_checkpoint(backend, w
     run = Submission(backend, spec)
     wait_until(lambda: (events(backend, name, "worker", 0, "checkpoint") or [{"step": 0}])[-1]["step"] >= 100,
                TIMEOUT, "worker 0's checkpoint >= 100")
-    backend.kill(name, "worker", 1)
+    kill_task(backend, name, "worker", 1)
     killed_at = time.time()
     assert run.wait(TIMEOUT) == 0, backend.status(name)
     assert_no_task_processes(workdir)

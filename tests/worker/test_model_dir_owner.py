@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from local_clusters import Submission, attempts, make_spec
+from local_clusters import Submission, attempts, make_spec, run_files
 from worker.errors import EXIT_CONFIG
 
 pytestmark = pytest.mark.process
@@ -28,7 +28,7 @@ def on_shared_volume(backend, spec, shared: Path) -> Path:
     """Link the run's model/ to where spec.model_dir lies on the shared volume."""
     place = shared / posixpath.relpath(spec.model_dir, spec.checkpoint.volume.mount_path)
     place.mkdir(parents=True, exist_ok=True)
-    link = Path(backend.run_dir(spec.name)) / "model"
+    link = run_files(backend, spec.name).dir / "model"
     link.parent.mkdir(parents=True, exist_ok=True)
     if not link.is_symlink():
         link.symlink_to(place)
@@ -41,7 +41,7 @@ def spec_of(name, program_args=ARGS, evaluator=False, **checkpoint):
 
 
 def log(backend, name, role="chief") -> str:
-    return backend.log_path(name, role, 0).read_text()
+    return run_files(backend, name).log_path(role, 0).read_text()
 
 
 def assert_refused(backend, name, code, role="chief"):
@@ -79,7 +79,7 @@ def test_clusters_on_one_volume_get_their_own_dirs_and_refuse_each_others(
     assert "belongs to cluster default/first (OWNER.json of " in reason
     line = [x for x in log(backend, "third").splitlines() if "error:" in x]
     assert len(line) == 1 and line[0].startswith("tfk8s chief-0: error: model dir "), line
-    assert line[0].endswith(f"or delete {backend.run_dir('third')}/model if default/first's "
+    assert line[0].endswith(f"or delete {run_files(backend, 'third').dir}/model if default/first's "
                             "training is no longer needed")
     print(f"refusal line: {line[0]}")
     assert json.loads((places[0] / "OWNER.json").read_text())["cluster"] == "first"

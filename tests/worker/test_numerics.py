@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from local_clusters import (
-    Submission, assert_no_task_processes, events, make_spec, measure, metrics,
+    Submission, assert_no_task_processes, events, make_spec, measure, metrics, run_files,
 )
 
 pytestmark = pytest.mark.process
@@ -53,7 +53,7 @@ def assert_config_error(backend, name, strategy, module, *phrases) -> None:
     code, _ = run(backend, name, strategy, ARGS, evaluator=False, backoffLimit=0,
                   program={"module": module, "args": ARGS})
     assert code == 2, backend.status(name)
-    log = backend.log_path(name, "chief", 0).read_text()
+    log = run_files(backend, name).log_path("chief", 0).read_text()
     for phrase in phrases:
         assert phrase in log
 

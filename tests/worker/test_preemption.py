@@ -13,7 +13,8 @@ import pytest
 
 import gce_metadata
 from local_clusters import (
-    Submission, assert_no_task_processes, attempts, final_marker, make_spec, measure, wait_until,
+    Submission, assert_no_task_processes, attempts, final_marker, kill_task, make_spec, measure,
+    run_files, wait_until,
 )
 from worker.errors import EXIT_PREEMPTED
 
@@ -80,7 +81,7 @@ def test_sigterm_saves_the_current_step_and_the_restart_resumes_there(backend, w
     wait_until(lambda: run.still_running()
                and progress_step(backend, name, trainers[0][0], trainers[0][1]) >= EVERY + 30,
                TIMEOUT, f"{name} past step {EVERY + 30}")
-    backend.kill(name, role, index, signal.SIGTERM)
+    kill_task(backend, name, role, index, signal.SIGTERM)
     sigterm_at = time.time()
     assert run.wait(TIMEOUT) == 0, backend.status(name)
     assert_no_task_processes(workdir)
@@ -132,7 +133,7 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
                 "--global-batch-size", "64", "--data", "digits", "--max-checkpoints", "2"]
     spec = make_spec(name, "parameter_server", fit_args, evaluator=False)
     assert Submission(backend, spec).wait(TIMEOUT) == 0, backend.status(name)
-    model = Path(backend.run_dir(name)) / "model"
+    model = run_files(backend, name).dir / "model"
     checkpoints = sorted(p.name for p in (model / "checkpoints").glob("ckpt-*.index"))
     assert checkpoints == ["ckpt-3.index", "ckpt-4.index"]  # --max-checkpoints 2 honoured
     (model / "FINAL.json").unlink()

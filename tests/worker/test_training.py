@@ -10,7 +10,7 @@ import pytest
 
 from local_clusters import (
     REPO_ROOT, Submission, assert_no_task_processes, events, final_marker, make_spec, measure,
-    metrics,
+    metrics, run_files,
 )
 
 pytestmark = pytest.mark.process
@@ -50,7 +50,7 @@ def check_evaluated_final(backend, name, loop):
 
 
 def saved_model_accuracy(backend, name) -> dict:
-    path = Path(backend.run_dir(name)) / "model" / "saved_model"
+    path = run_files(backend, name).dir / "model" / "saved_model"
     done = subprocess.run([sys.executable, str(PROBES / "saved_model_accuracy.py"), str(path)],
                           capture_output=True, text=True, timeout=180, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -86,7 +86,7 @@ def test_multi_worker_mirrored(backend, workdir, loop):
     roles = {r.role: r for r in status.roles}
     assert roles["worker"].succeeded == 2 and roles["worker"].failed == 0
     # Only worker 0 writes into the model dir; worker 1's checkpoint copies were temporary.
-    model_dir = Path(backend.run_dir(name)) / "model"
+    model_dir = run_files(backend, name).dir / "model"
     assert not [p for p in model_dir.rglob("*workertemp*")], "worker 1 left files behind"
     if loop == "custom":
         temporary = Path(events(backend, name, "worker", 1, "checkpoint")[-1]["path"]).parent

@@ -6,11 +6,9 @@ lease the way a new writer does (Lease.take in this process) while the old chief
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from local_clusters import Submission, attempts, events, make_spec, measure, wait_until
+from local_clusters import Submission, attempts, events, make_spec, measure, run_files, wait_until
 from worker import writer_lease
 from worker.context import TaskContext
 from worker.contract import Role, Strategy
@@ -42,7 +40,7 @@ def test_a_replaced_writer_stops_at_its_next_save(backend, case):
     run = Submission(backend, spec)
     wait_until(lambda: run.still_running() and _step(backend, name) >= EVERY, TIMEOUT,
                f"{name} at step {EVERY}")
-    model_dir = Path(backend.run_dir(name)) / "model"
+    model_dir = run_files(backend, name).dir / "model"
     old = writer_lease.Lease(str(model_dir), {"token": "?"}).holder()
     assert old is not None and old["task"] == "chief-0", old
     replacement = TaskContext(strategy=Strategy(strategy), role=Role.CHIEF, index=0, cluster={},

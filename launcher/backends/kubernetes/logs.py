@@ -8,6 +8,8 @@ drives them with the API.
 """
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -123,3 +125,52 @@ def follow_task(newest_pod: Callable[[], dict | None], stream: Callable[[str, in
             say(f"waiting for {reason}")
             said = reason
         time.sleep(poll_seconds)
+
+def task_of(pod: dict) -> tuple[str, int] | None:
+    """(role, index) of one of our pods, None for anything else."""
+    role = (pod["metadata"].get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
+    index = (pod["metadata"].get("annotations") or {}).get(k8s_contract.INDEX_ANNOTATION)
+    if role not in {r.value for r in contract.ROLES} or index is None:
+        return None
+    return role, int(index)
+
+
+def log_time(line: str) -> tuple[str, int]:
+    """The sort key of a `timestamps=true` log line: RFC 3339 with a fraction of up to 9 digits
+    whose trailing zeros are trimmed, so the text alone does not sort."""
+    stamp = line.split(" ", 1)[0].rstrip("Z")
+    seconds, _, fraction = stamp.partition(".")
+    return seconds, int(fraction.ljust(9, "0")[:9] or 0) if fraction.isdigit() else 0
+
+
+def follow_logs(streams: dict[str, Iterator[str]]) -> Iterator[str]:
+    """Lines of several endless streams as they arrive, each behind its prefix; until all end."""
+    lines: queue.Queue = queue.Queue()
+    done = object()
+
+    def pump(prefix: str, stream: Iterator[str]) -> None:
+        try:
+            for line in stream:
+                lines.put(prefix + line)
+        finally:
+            lines.put(done)
+
+    for prefix, stream in streams.items():
+        threading.Thread(target=pump, args=(prefix, stream), daemon=True).start()
+    open_streams = len(streams)
+    while open_streams:
+        item = lines.get()
+        if item is done:
+            open_streams -= 1
+        else:
+            yield item
+
+
+def newest_pod(pods: list[dict], role: str, index: int) -> dict | None:
+    """A task's current pod: a replaced task's newest one."""
+    mine = [
+        p for p in pods
+        if (p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_COMPONENT) == role
+        and (p["metadata"].get("annotations") or {}).get(k8s_contract.INDEX_ANNOTATION) == str(index)
+    ]
+    return max(mine, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)

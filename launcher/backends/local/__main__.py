@@ -1,12 +1,14 @@
 """The detached supervisor of a local run: `python -m launcher.backends.local supervise
---workdir W NAME`, started by LocalBackend(foreground=False).submit(); its output goes to
-<workdir>/<name>/supervisor.log."""
+--workdir W NAME`, started by submit() with LocalProcessBackendConfig(foreground=False); its
+output goes to <workdir>/<name>/supervisor.log."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from launcher.backends.local import supervise
+from launcher.backends.local.files import RunFiles
+from launcher.backends.local.supervisor import Supervisor
+from launcher.backends.local.types import LocalProcessBackendConfig
 
 
 def main(argv: list[str]) -> int:
@@ -16,7 +18,9 @@ def main(argv: list[str]) -> int:
     command.add_argument("--workdir", required=True)
     command.add_argument("name")
     options = parser.parse_args(argv)
-    return supervise(options.workdir, options.name, sys.stdout)
+    config = LocalProcessBackendConfig(workdir=options.workdir)
+    files = RunFiles(config.resolved_workdir, options.name)
+    return Supervisor(files, files.read_spec(), sys.stdout, config).run()
 
 
 if __name__ == "__main__":

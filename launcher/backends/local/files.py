@@ -35,6 +35,10 @@ class RunFiles:
     def default_model_dir(self) -> Path:
         return self.dir / "model"
 
+    def model_dir(self, spec: ClusterSpec) -> str:
+        """TFK8S_MODEL_DIR of the run: the spec's gs:// dir, else model/ here."""
+        return spec.checkpoint.dir if spec.checkpoint.is_remote else str(self.default_model_dir)
+
     def log_path(self, role: str, index: int) -> Path:
         return self.dir / "logs" / f"{task_name(role, index)}.log"
 

@@ -2,7 +2,8 @@
 
 The supervisor (supervisor.py) feeds these functions immutable snapshots of its tasks and the
 clock; they start, stop and signal nothing, so every rule is tested without processes
-(tests/launcher/test_local_policy.py), like launcher.lifecycle.compute_status on Kubernetes.
+(tests/launcher/backends/local/test_policy.py), like launcher.lifecycle.compute_status on
+Kubernetes.
 """
 from __future__ import annotations
 

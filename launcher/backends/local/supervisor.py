@@ -1,12 +1,16 @@
 """The supervisor loop of one local run: poll the tasks, apply policy.py's decisions, write
-status.json, and end every task when the run ends (success, failure, Ctrl-C, SIGTERM)."""
+status.json, and end every task when the run ends (success, failure, Ctrl-C, SIGTERM).
+
+It runs in the main thread of a detached process (`python -m launcher.backends.local`), where it
+handles the signals itself, or in a thread of the launcher (foreground), where the thread that
+waits for it passes them on with interrupt()."""
 from __future__ import annotations
 
 import os
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
@@ -14,6 +18,7 @@ from launcher.backends.local import policy, runner
 from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.tasks import Task, plan_tasks
+from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.plan import plan as make_plan
 from launcher.spec import ClusterSpec
 from launcher.status import Phase, RoleStatus
@@ -21,15 +26,7 @@ from worker import contract
 from worker.contract import SUCCESS_INDEX, Role
 
 POLL_SECONDS = 0.2
-RESTART_DELAY_SECONDS = 1.0
 LOG_DRAIN_SECONDS = 2.0  # a child that kept the task's stdout open does not hold us longer
-
-
-@dataclass(frozen=True)
-class Timing:
-    restart_delay_seconds: float = RESTART_DELAY_SECONDS
-    stop_grace_seconds: float | None = None  # None: the spec's terminationGracePeriodSeconds
-    failure_grace_seconds: float = policy.FAILURE_GRACE_SECONDS
 
 
 class _Interrupted(Exception):
@@ -41,27 +38,35 @@ class _Interrupted(Exception):
 class Supervisor:
     """Starts, watches, restarts and stops the tasks of one local cluster."""
 
-    def __init__(self, files: RunFiles, spec: ClusterSpec, model_dir: str, stream: IO[str],
-                 timing: Timing = Timing(), echo_tasks: bool = True):
+    def __init__(self, files: RunFiles, spec: ClusterSpec, stream: IO[str],
+                 options: LocalProcessBackendConfig, echo_tasks: bool = True):
         self.files = files
         self.spec = spec
-        self.model_dir = model_dir
-        self.timing = timing
+        self.model_dir = files.model_dir(spec)
+        self.timing = options
+        # Set once every task has had its first start (or the run ended before): submit()
+        # returns then. interrupt(): a signal the waiting thread received, acted on by the loop.
+        self.started = threading.Event()
+        self._interrupt: int | None = None
         self.output = runner.Output(stream, files.combined_log, echo_tasks)
         # code: the spec's dir in place (the loader made its path absolute), not a ConfigMap
-        self.plan = make_plan(spec, model_dir, spec.code.path if spec.code else None)
+        self.plan = make_plan(spec, self.model_dir, spec.code.path if spec.code else None)
         # Counted restarts per budget (plan.FailurePolicy.budget: a role, or an MWMS worker's index).
         self.restarts_used: dict[str, int] = {}
         self.failed_attempts = {role: 0 for role in spec.active_roles()}
         self.decision = Decision(Phase.PENDING)
         self.said: set[str] = set()  # notes of the decisions, each said once
         if not spec.checkpoint.is_remote:
-            Path(model_dir).mkdir(parents=True, exist_ok=True)
+            Path(self.model_dir).mkdir(parents=True, exist_ok=True)
         self.tasks = plan_tasks(self.plan)
         self.chief = next(t for t in self.tasks
                           if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
 
     # --- main loop -------------------------------------------------------------------------
+
+    def interrupt(self, signum: int) -> None:
+        """Stop every task and end the run as if this loop had received `signum`."""
+        self._interrupt = signum
 
     def run(self) -> int:
         previous = self._install_signal_handlers()
@@ -70,7 +75,10 @@ class Supervisor:
             for task in self.tasks:
                 self._start(task)
             self._write_status()
+            self.started.set()
             while not self.decision.finished:
+                if self._interrupt is not None:
+                    raise _Interrupted(self._interrupt)
                 self._poll()
                 self._write_status()
                 time.sleep(POLL_SECONDS)
@@ -85,6 +93,7 @@ class Supervisor:
                     task.reader.join(timeout=5)
             self._write_status()
             self._restore_signal_handlers(previous)
+            self.started.set()
         d = self.decision
         self._say(f"cluster {self.spec.name}: {d.phase}" + (f": {d.message}" if d.message else "")
                   + f" (exit code {d.exit_code})")

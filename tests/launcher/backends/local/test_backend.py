@@ -3,6 +3,7 @@ backoff, the evaluator grace, status/logs/list/delete, and that no process outli
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from local_clusters import (
-    REPO_ROOT, LocalBackend, Submission, assert_no_task_processes, make_spec, wait_until,
+    REPO_ROOT, LocalBackend, LocalProcessBackendConfig, Submission, assert_no_task_processes,
+    kill_task, make_spec, run_files, wait_until,
 )
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.errors import SubmitRefused
@@ -58,7 +60,7 @@ def test_failed_task_restarts_in_place_with_the_same_tf_config(backend, workdir)
     spec = byo_spec("flaky", [FLAKY, "2"], restartPolicy="OnFailure", backoffLimit=2)
     backend.submit(spec)
     assert backend.wait(spec.name) == 0
-    log = backend.log_path("flaky", "chief", 0).read_text()
+    log = run_files(backend, "flaky").log_path("chief", 0).read_text()
     configs = [line for line in log.splitlines() if line.startswith("TF_CONFIG=")]
     assert len(configs) == 3 and len(set(configs)) == 1
     assert log.count("=== tfk8s: chief-0 attempt") == 3
@@ -119,14 +121,14 @@ def test_preempted_task_is_replaced_without_counting(backend, workdir, tmp_path,
     spec = byo_spec("preempt", [PREEMPTED_ONCE, "save" if handles_sigterm else "die"],
                     restartPolicy="Never", backoffLimit=0)
     run = Submission(backend, spec)
-    wait_until(lambda: backend.log_path("preempt", "chief", 0).exists()
-               and "training" in backend.log_path("preempt", "chief", 0).read_text(), 60,
+    wait_until(lambda: run_files(backend, "preempt").log_path("chief", 0).exists()
+               and "training" in run_files(backend, "preempt").log_path("chief", 0).read_text(), 60,
                "the chief to train")
-    backend.kill("preempt", "chief", 0, signal.SIGTERM)
+    kill_task(backend, "preempt", "chief", 0, signal.SIGTERM)
     assert run.wait(60) == 0
     status = backend.status("preempt")
     assert status.phase == "Succeeded" and status.roles[0].failed == 0
-    log = backend.log_path("preempt", "chief", 0).read_text()
+    log = run_files(backend, "preempt").log_path("chief", 0).read_text()
     assert log.count("=== tfk8s: chief-0 attempt") == 2 and "resumed" in log
     assert ("saved" in log) == handles_sigterm
     said = (tmp_path / "cluster-output.log").read_text()
@@ -140,10 +142,10 @@ def test_preemption_counts_under_on_failure(backend, workdir):
     spec = byo_spec("preempt-of", [PREEMPTED_ONCE, "save"], restartPolicy="OnFailure",
                     backoffLimit=0)
     run = Submission(backend, spec)
-    wait_until(lambda: backend.log_path("preempt-of", "chief", 0).exists()
-               and "training" in backend.log_path("preempt-of", "chief", 0).read_text(), 60,
+    wait_until(lambda: run_files(backend, "preempt-of").log_path("chief", 0).exists()
+               and "training" in run_files(backend, "preempt-of").log_path("chief", 0).read_text(), 60,
                "the chief to train")
-    backend.kill("preempt-of", "chief", 0, signal.SIGTERM)
+    kill_task(backend, "preempt-of", "chief", 0, signal.SIGTERM)
     assert run.wait(60) == EXIT_PREEMPTED
     status = backend.status("preempt-of")
     assert status.phase == "Failed" and "preempted" in status.message
@@ -169,7 +171,7 @@ def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
     assert status.message == f"chief-0 exited 2 (a configuration error): {reason}"
     assert status.roles[0].reason == f"chief-0: exited 2 (a configuration error): {reason}"
     assert status.roles[0].failed == 1
-    log = backend.log_path("badenv", "chief", 0).read_text()
+    log = run_files(backend, "badenv").log_path("chief", 0).read_text()
     assert log.count("=== tfk8s: chief-0 attempt") == 1
 
 
@@ -182,7 +184,7 @@ def test_bad_program_args_are_refused_before_any_task_starts(backend, workdir):
     assert str(raised.value) == ("program.args ['--steps', 'nope']: argument --steps: 'nope' is "
                                  "not an integer (see python -m worker --help)")
     assert raised.value.exit_code == EXIT_CONFIG
-    assert not backend.run_dir("badarg").exists()
+    assert not run_files(backend, "badarg").dir.exists()
 
 
 def test_a_task_exit_reason_is_its_last_output_line(backend, workdir):
@@ -212,11 +214,11 @@ def test_built_in_evaluator_ends_when_training_fails(backend, workdir):
     data["roles"]["chief"]["env"] = {"TFK8S_PROGRAM": "no.such.module"}
     spec = type(spec).model_validate(data)
     run = Submission(backend, spec)
-    wait_until(lambda: backend.pid("evalfail", "evaluator", 0), 60, "the evaluator to start")
+    wait_until(lambda: run_files(backend, "evalfail").read_pid("evaluator", 0), 60, "the evaluator to start")
     assert run.wait(600) == EXIT_CONFIG
     status = backend.status("evalfail")
     assert status.phase == "Failed" and "no.such.module" in \
-        backend.log_path("evalfail", "chief", 0).read_text()
+        run_files(backend, "evalfail").log_path("chief", 0).read_text()
     record = json.loads((workdir / "evalfail" / "status.json").read_text())
     evaluator = next(t for t in record["tasks"] if t["task"] == "evaluator-0")
     assert evaluator["state"] == "stopped" and evaluator["pid"] is None, evaluator
@@ -232,7 +234,7 @@ def test_bring_your_own_evaluator_is_stopped_after_the_grace(backend, workdir):
     assert time.monotonic() - started < 30
     status = backend.status("grace")
     assert status.phase == "Succeeded" and "evaluatorGraceSeconds" in status.message
-    assert "sleeping" in backend.log_path("grace", "evaluator", 0).read_text()
+    assert "sleeping" in run_files(backend, "grace").log_path("evaluator", 0).read_text()
 
 
 def test_evaluator_failure_does_not_fail_training(backend, workdir):
@@ -244,13 +246,30 @@ def test_evaluator_failure_does_not_fail_training(backend, workdir):
     assert status.phase == "Succeeded" and "evaluator failed" in status.message
 
 
+def test_submit_starts_the_tasks_and_returns_and_wait_waits(backend):
+    """The same meaning as on Kubernetes: in the foreground too, the tasks run once submit()
+    returns, and status/watch see them before anyone waits."""
+    backend.submit(byo_spec("started", ["import time; print('up', flush=True); time.sleep(2)"]))
+    assert run_files(backend, "started").read_pid("chief", 0) is not None
+    assert backend.status("started").phase == "Running"
+    assert backend.wait("started") == 0
+    assert backend.status("started").phase == "Succeeded"
+
+
+def test_delete_stops_a_run_this_process_supervises(backend, workdir):
+    backend.submit(byo_spec("stopped", [SLEEP]))
+    wait_until(lambda: "sleeping" in run_files(backend, "stopped").log_path("chief", 0)
+               .read_text(), 60, "the chief to run")
+    backend.delete("stopped")
+    assert_no_task_processes(workdir)
+    assert backend.list() == []
+
+
 @pytest.fixture
 def detached(workdir, tmp_path):
     """A backend whose runs are supervised by a detached process (the CLI without --wait)."""
     with (tmp_path / "waiter-output.log").open("w") as stream:
-        backend = LocalBackend(workdir, stream=stream, foreground=False)
-        assert not backend.runs_in_foreground
-        yield backend
+        yield LocalBackend(LocalProcessBackendConfig(workdir=workdir), stream=stream)
     assert_no_task_processes(workdir)
 
 
@@ -263,22 +282,23 @@ def test_detached_wait_polls_until_the_end_and_returns_the_chief_exit_code(detac
     assert shown[-1].startswith("[Failed] chief 0/1 (1 failed) - chief-0 exited 3"), shown
     assert "[Succeeded] chief 0/1 (1 done)" in shown
     # A foreground backend that did not submit it only reads how it ended.
-    assert LocalBackend(detached.workdir).wait("bg-fails") == 3
-    assert "chief-0 exited 3" in (detached.run_dir("bg-fails") / "supervisor.log").read_text()
+    foreground = LocalProcessBackendConfig(workdir=detached.config.workdir, foreground=True)
+    assert LocalBackend(foreground, stream=io.StringIO()).wait("bg-fails") == 3
+    assert "chief-0 exited 3" in run_files(detached, "bg-fails").supervisor_log.read_text()
 
 
 def test_detached_run_status_logs_list_delete_leave_no_process(detached, workdir):
     backend = detached
     spec = byo_spec("detached", [SLEEP])
     backend.submit(spec)
-    pid = wait_until(lambda: backend.pid("detached", "chief", 0), 60, "the chief to start")
+    pid = wait_until(lambda: run_files(backend, "detached").read_pid("chief", 0), 60, "the chief to start")
     wait_until(lambda: backend.status("detached").phase == "Running", 30, "Running")
-    wait_until(lambda: "sleeping" in backend.log_path("detached", "chief", 0).read_text(), 30,
+    wait_until(lambda: "sleeping" in run_files(backend, "detached").log_path("chief", 0).read_text(), 30,
                "the chief's output in its log")
     assert [c.name for c in backend.list()] == ["detached"]
     assert "sleeping\n" in list(backend.logs("detached", "chief", 0))
     with pytest.raises(SubmitRefused, match="is running"):
-        LocalBackend(workdir).submit(spec)
+        LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=True)).submit(spec)
     (workdir / "detached" / "model" / "keep-me").write_text("checkpoint")
     backend.delete("detached")
     assert_no_task_processes(workdir)
@@ -294,17 +314,17 @@ def test_sigterm_to_the_launcher_stops_every_task(tmp_path):
     script = f"""
 import sys
 sys.path[:0] = [{str(REPO_ROOT / 'tests')!r}, {str(Path(__file__).parent)!r}]
-from test_local_backend import byo_spec, SLEEP
-from launcher.backends.local import LocalBackend
-backend = LocalBackend({str(workdir)!r})
+from test_backend import byo_spec, SLEEP
+from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
+backend = LocalBackend(LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True))
 backend.submit(byo_spec("sigterm", [SLEEP]))
 sys.exit(backend.wait("sigterm"))
 """
     launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    backend = LocalBackend(workdir)
+    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir))
     wait_until(lambda: (workdir / "sigterm" / "logs" / "chief-0.log").exists()
-               and "sleeping" in backend.log_path("sigterm", "chief", 0).read_text(), 60,
+               and "sleeping" in run_files(backend, "sigterm").log_path("chief", 0).read_text(), 60,
                "the chief to run")
     launcher.send_signal(signal.SIGTERM)
     output, _ = launcher.communicate(timeout=60)
@@ -322,16 +342,16 @@ def test_sigkill_to_the_launcher_takes_its_tasks_along(tmp_path):
     script = f"""
 import sys
 sys.path[:0] = [{str(REPO_ROOT / 'tests')!r}, {str(Path(__file__).parent)!r}]
-from test_local_backend import byo_spec, SLEEP
-from launcher.backends.local import LocalBackend
-backend = LocalBackend({str(workdir)!r})
+from test_backend import byo_spec, SLEEP
+from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
+backend = LocalBackend(LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True))
 backend.submit(byo_spec("sigkill", [SLEEP]))
 backend.wait("sigkill")
 """
     launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    backend = LocalBackend(workdir)
-    wait_until(lambda: backend.pid("sigkill", "chief", 0), 60, "the chief to start")
+    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir))
+    wait_until(lambda: run_files(backend, "sigkill").read_pid("chief", 0), 60, "the chief to start")
     launcher.kill()
     launcher.wait()
     wait_until(lambda: not _task_processes_left(workdir), 10, "the chief to die with the launcher")
@@ -349,18 +369,17 @@ def test_local_run_says_it_ignores_the_kubernetes_workload(tmp_path):
     plans plain tasks (PS servers supervised as under `workload: jobs`)."""
     import io
 
-    from launcher.backends.local import LocalBackend
+    from launcher.backends.local.preflight import as_processes
     from launcher.loader import load_file
     from launcher.plan import plan
     from support import REPO
 
     out = io.StringIO()
-    backend = LocalBackend(workdir=tmp_path, stream=out)
-    spec = backend._as_processes(load_file(REPO / "examples" / "ps-queued.yaml"))
+    spec = as_processes(load_file(REPO / "examples" / "ps-queued.yaml"), out)
     assert out.getvalue().startswith(
         "note: --local ignores workload: jobset, queue: tfk8s-queue (Kubernetes only)")
     assert spec.workload.value == "jobs" and spec.queue is None
     assert set(plan(spec).supervised) == {"worker", "ps", "evaluator"}
     quiet = io.StringIO()
-    LocalBackend(workdir=tmp_path, stream=quiet)._as_processes(load_file(REPO / "examples" / "ps.yaml"))
+    as_processes(load_file(REPO / "examples" / "ps.yaml"), quiet)
     assert quiet.getvalue() == ""

@@ -15,7 +15,7 @@ from test_lifecycle import job, jobset, pod
 from test_network_policy import _selects
 from worker import contract
 
-PS_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ps.yaml"
+PS_EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "ps.yaml"
 ROOT_UID = "0b5e3c7e-1111-4d2a-9c55-4a5b6c7d8e9f"
 
 

@@ -1,0 +1,202 @@
+"""LocalBackend: the Backend interface over local processes (rules and files in __init__.py)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from typing import IO, Iterator
+
+from launcher.backends.base import Backend, exit_code
+from launcher.backends.local import runner
+from launcher.backends.local.files import RunFiles
+from launcher.backends.local.foreground import ForegroundRun
+from launcher.backends.local.logs import read_log
+from launcher.backends.local.preflight import as_processes, check_worker_environment
+from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
+from launcher.backends.local.types import LocalProcessBackendConfig
+from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
+from launcher.progress import TAIL_BYTES, TrainingProgress, read_progress
+from launcher.spec import ClusterSpec
+from launcher.status import ClusterStatus, Phase, RoleStatus
+from launcher.view import LineView, NoteStream, View
+from worker.contract import SUCCESS_INDEX, Role, success_role
+
+VIEW_SECONDS = 1.0  # how often wait() re-reads a run's status (and logs) for the view
+_LIVE = (Phase.PENDING, Phase.RUNNING, Phase.FINISHING)
+
+
+class LocalBackend(Backend):
+    def __init__(self, config: LocalProcessBackendConfig | None = None, *,
+                 stream: IO[str] | None = None, view: View | None = None):
+        """stream: where notes (and, with echo_tasks, the tasks' output) go (default: stdout).
+        view: what wait() shows (default: plain status lines on `stream`)."""
+        self.config = config if config is not None else LocalProcessBackendConfig()
+        self._workdir = self.config.resolved_workdir
+        self._stream = stream if stream is not None else sys.stdout
+        self._view = view if view is not None else LineView(self._stream)
+        self._runs: dict[str, ForegroundRun] = {}  # supervised here (foreground), not yet waited
+
+    def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
+        """Start the run and return once its tasks have started: in the foreground under a
+        supervisor thread of this process, else under a detached supervisor process that writes
+        its output to <workdir>/<name>/supervisor.log."""
+        spec = as_processes(spec, self._stream)
+        check_worker_environment(spec)  # before anything exists: says what to install
+        files = self._files(spec.name)
+        if files.has_status():
+            current = self.status(spec.name)
+            if not replace:
+                state = "is running" if not current.finished else f"finished ({current.phase})"
+                raise SubmitRefused(
+                    f"local cluster {spec.name!r} {state} in {files.dir}; delete it first "
+                    f"(`python -m launcher delete {spec.name} --local --workdir "
+                    f"{self._workdir}`; its model/ with the checkpoints is kept) or submit "
+                    "with --replace"
+                )
+            self.delete(spec.name)
+        files.prepare(spec)
+        if self.config.foreground:
+            self._start_here(files, spec)
+        else:
+            self._start_detached_supervisor(files, spec)
+
+    def wait(self, name: str) -> int:
+        """Until the run ends, showing it in the view (a foreground run with echo_tasks: its
+        tasks' output instead); the chief's exit code. A foreground run is supervised by this
+        process: Ctrl-C or SIGTERM meanwhile stops every task."""
+        try:
+            run = self._runs.pop(name, None)
+            if run is None:
+                return self._watch(name)
+            if self.config.echo_tasks:
+                return run.wait(None, VIEW_SECONDS)
+            code = run.wait(lambda: self._view.show(self.status(name)), VIEW_SECONDS)
+            self._view.show(self.status(name))
+            return code
+        finally:
+            self._view.close()
+
+    def watch(self, name: str) -> int:
+        """Show a run until it ends (one another process supervises, or this one)."""
+        try:
+            return self._watch(name)
+        finally:
+            self._view.close()
+
+    def _watch(self, name: str) -> int:
+        while True:
+            status = self.status(name)
+            self._view.show(status)
+            if status.finished or status.phase is Phase.UNKNOWN:
+                return exit_code(status)
+            time.sleep(VIEW_SECONDS)
+
+    def status(self, name: str) -> ClusterStatus:
+        record = self._files(name).read_status()
+        phase, message = Phase(record["phase"]), record.get("message", "")
+        if phase in _LIVE and not runner.alive(record.get("supervisor_pid")):
+            phase = Phase.UNKNOWN
+            message = (f"the supervising process (pid {record.get('supervisor_pid')}) is gone; "
+                       "its tasks ended with it. Delete and resubmit to resume from the "
+                       "checkpoints in model/")
+        roles = [RoleStatus(**role) for role in record.get("roles", [])]
+        return ClusterStatus(name=name, namespace="local", phase=phase, message=message,
+                             exit_code=record.get("exit_code"), roles=roles,
+                             training=self._training(name))
+
+    def _training(self, name: str) -> TrainingProgress | None:
+        files = self._files(name)
+        role = success_role(files.read_spec().strategy)
+        return read_progress(files.log_tail(role.value, SUCCESS_INDEX, TAIL_BYTES),
+                             files.log_tail(Role.EVALUATOR.value, 0, TAIL_BYTES))
+
+    def logs(self, name: str, role: str, index: int, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """Lines of one task's log (every attempt, each behind a header line); with follow,
+        until the cluster ends."""
+        files = self._files(name)
+        files.read_status()  # a clear error for unknown clusters
+        yield from read_log(files.log_path(role, index), f"{role}-{index} of local cluster "
+                            f"{name!r}", lambda: self.status(name).finished, follow, tail)
+
+    def all_logs(self, name: str, follow: bool = False,
+                 tail: int | None = None) -> Iterator[str]:
+        """The run's combined log: every task's lines as the tasks wrote them, and the
+        launcher's own `[tfk8s]` lines, as a foreground run prints them."""
+        files = self._files(name)
+        files.read_status()
+        yield from read_log(files.combined_log, f"every task of local cluster {name!r}",
+                            lambda: self.status(name).finished, follow, tail)
+
+    def delete(self, name: str) -> None:
+        """Stop the cluster if it runs, then remove its files except model/."""
+        files = self._files(name)
+        if not files.dir.exists():
+            raise ClusterNotFound(f"no local cluster {name!r} in {self._workdir}")
+        run = self._runs.pop(name, None)
+        if run is not None:
+            run.stop()
+        record = files.read_status() if files.has_status() else {}
+        pid = record.get("supervisor_pid")
+        if record.get("phase") in _LIVE and pid != os.getpid() and runner.alive(pid):
+            os.kill(pid, signal.SIGTERM)  # the supervisor stops its tasks, then exits
+            deadline = time.monotonic() + self._stop_grace(files) + 15
+            while runner.alive(pid) and time.monotonic() < deadline:
+                time.sleep(POLL_SECONDS)
+            if runner.alive(pid):
+                raise LauncherError(f"the supervisor of {name!r} (pid {pid}) did not stop "
+                                    f"within its grace; stop it (kill {pid}) and delete again")
+        for entry in files.dir.iterdir():
+            if entry.name == "model":
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+    def list(self) -> list[ClusterStatus]:
+        if not self._workdir.exists():
+            return []
+        return [self.status(d.name) for d in sorted(self._workdir.iterdir())
+                if self._files(d.name).has_status()]
+
+    def tensorboard(self, name: str, port: int):
+        from launcher.backends.local import tensorboard
+
+        files = self._files(name)
+        return tensorboard.serve(files.model_dir(files.read_spec()), port,
+                                 files.dir / "tensorboard.log")
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _files(self, name: str) -> RunFiles:
+        return RunFiles(self._workdir, name)
+
+    def _stop_grace(self, files: RunFiles) -> float:
+        """For `delete`, which has only the name: the grace of the spec the run recorded."""
+        if self.config.stop_grace_seconds is not None:
+            return self.config.stop_grace_seconds
+        return files.recorded_stop_grace()
+
+    def _start_here(self, files: RunFiles, spec: ClusterSpec) -> None:
+        files.write_status({"phase": Phase.PENDING.value, "roles": [],
+                            "supervisor_pid": os.getpid(), "message": "starting tasks"})
+        echo = self.config.echo_tasks
+        supervisor = Supervisor(files, spec, self._stream if echo else NoteStream(self._view),
+                                self.config, echo_tasks=echo)
+        run = ForegroundRun(supervisor)
+        run.start()
+        self._runs[spec.name] = run
+
+    def _start_detached_supervisor(self, files: RunFiles, spec: ClusterSpec) -> None:
+        files.write_status({"phase": Phase.PENDING.value, "roles": [],
+                            "message": "starting the supervisor"})
+        pid = runner.start_detached(
+            [sys.executable, "-m", "launcher.backends.local", "supervise",
+             "--workdir", str(self._workdir), spec.name],
+            files.supervisor_log,
+        )
+        files.write_status({"phase": Phase.PENDING.value, "roles": [], "supervisor_pid": pid,
+                            "message": "starting tasks"})

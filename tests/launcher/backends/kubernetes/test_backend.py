@@ -1,0 +1,140 @@
+"""KubernetesBackend's status, wait, list and delete from the objects a fake API holds: Jobs and
+pods shaped as the API server returns them (the phase rules themselves: tests/launcher/
+test_lifecycle.py; the real thing: tests/kind)."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from launcher import k8s_contract
+from launcher.errors import ClusterNotFound
+from launcher.status import Phase
+from worker.contract import PROGRESS_PREFIX
+
+from .fake_api import FakeApi, instance_labels
+from .test_submit import backend, spec_of
+
+NAME = "mnist-ps"
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+def submitted(api: FakeApi, **options):
+    tfk8s, out = backend(api, **options)
+    tfk8s.submit(spec_of())
+    return tfk8s, out
+
+
+def job(api: FakeApi, role: str) -> dict:
+    return api.objects[("batch/v1", "Job", "default", f"{NAME}-{role}")]
+
+
+def add_pod(api: FakeApi, role: str, index: int = 0, *, phase: str = "Running",
+            state: dict | None = None) -> dict:
+    """A task's pod owned by its role's Job (deleting the Job takes it along)."""
+    owner = job(api, role)["metadata"]
+    labels = {**instance_labels(NAME), k8s_contract.LABEL_COMPONENT: role,
+              k8s_contract.LABEL_STRATEGY: "parameter_server"}
+    return api.add({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{NAME}-{role}-{index}-x", "namespace": "default", "labels": labels,
+        "annotations": {k8s_contract.INDEX_ANNOTATION: str(index)},
+        "creationTimestamp": "2026-11-24T10:00:00Z",
+        "ownerReferences": [{"kind": "Job", "name": owner["name"], "uid": owner["uid"]}]},
+        "status": {"phase": phase, "containerStatuses": [
+            {"name": k8s_contract.CONTAINER, "restartCount": 0,
+             "state": state or {"running": {}}}]}})
+
+
+def end_job(api: FakeApi, role: str, condition: str, reason: str = "") -> None:
+    job(api, role)["status"] = {"conditions": [
+        {"type": condition, "status": "True", "reason": reason, "message": ""}]}
+
+
+def test_status_of_a_cluster_that_does_not_exist_is_cluster_not_found(api):
+    tfk8s, _ = backend(api)
+    with pytest.raises(ClusterNotFound, match="no cluster named 'nope' in namespace 'default'"):
+        tfk8s.status("nope")
+
+
+def test_running_pods_give_running_with_the_chiefs_progress(api):
+    tfk8s, _ = submitted(api)
+    for role in ("chief", "worker", "ps", "evaluator"):
+        add_pod(api, role)
+    api.logs[f"{NAME}-chief-0-x"] = [PROGRESS_PREFIX + json.dumps(
+        {"event": "step", "step": 40, "target": 400, "loss": 0.5, "steps_per_s": 10.0})]
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.RUNNING
+    assert (status.training.step, status.training.target, status.training.loss) == (40, 400, 0.5)
+    assert [r.role for r in status.roles] == ["chief", "worker", "ps", "evaluator"]
+
+
+def test_a_complete_chief_job_with_every_other_job_ended_is_succeeded(api):
+    tfk8s, _ = submitted(api)
+    for role in ("chief", "worker", "ps", "evaluator"):
+        end_job(api, role, "Complete")
+    assert tfk8s.status(NAME).phase is Phase.SUCCEEDED
+    assert tfk8s.wait(NAME) == 0
+
+
+def test_a_failed_chief_job_is_failed_with_the_chiefs_exit_code(api):
+    tfk8s, _ = submitted(api)
+    add_pod(api, "chief", phase="Failed", state={"terminated": {"exitCode": 3, "reason": "Error"}})
+    end_job(api, "chief", "Failed", "BackoffLimitExceeded")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.FAILED and status.exit_code == 3, status
+    assert "BackoffLimitExceeded" in status.message
+    assert tfk8s.wait(NAME) == 3
+
+
+def test_a_cluster_whose_jobs_are_gone_is_unknown(api):
+    tfk8s, _ = submitted(api)
+    for role in ("chief", "worker", "ps", "evaluator"):
+        api.delete("batch/v1", "Job", "default", f"{NAME}-{role}")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.UNKNOWN and "no Jobs left" in status.message
+
+
+def test_wait_gives_up_on_a_stuck_cluster_and_leaves_it_in_place(api):
+    tfk8s, out = submitted(api, stuck_seconds=0, poll_seconds=0)
+    add_pod(api, "chief", phase="Pending", state={"waiting": {
+        "reason": "ImagePullBackOff", "message": "tfk8s/worker:dev not found"}})
+    before = len(api.mutations())
+    assert tfk8s.wait(NAME) == 1
+    assert api.mutations()[before:] == [], "wait deleted something"
+    assert f"error: cluster default/{NAME} made no progress for 0s: pod {NAME}-chief-0-x: " \
+        "the image cannot be pulled" in out.getvalue()
+    assert f"python -m launcher delete {NAME} -n default" in out.getvalue()
+
+
+def test_list_shows_each_cluster_once_whatever_its_roots(api):
+    api.unserved.clear()  # Kueue too: the queued example's LocalQueue
+    api.add({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+             "metadata": {"name": "tfk8s-queue", "namespace": "default"}})
+    tfk8s, _ = submitted(api)
+    tfk8s.submit(spec_of("ps-queued.yaml"))  # a JobSet and a ConfigMap, both roots
+    assert sorted(c.name for c in tfk8s.list()) == [NAME, "mnist-ps-queued"]
+
+
+def test_delete_removes_every_object_and_says_so(api):
+    tfk8s, out = submitted(api)
+    add_pod(api, "chief")
+    tfk8s.delete(NAME)
+    assert [o["kind"] for o in api.objects.values()] == ["Namespace"]
+    assert out.getvalue().splitlines()[-1] == f"deleted cluster default/{NAME}"
+    with pytest.raises(ClusterNotFound):
+        tfk8s.delete(NAME)
+
+
+def test_delete_removes_a_cluster_another_tool_created_by_its_labels(api):
+    """A Helm install has no ownerReferences: every object with the instance label goes."""
+    from launcher import render
+
+    for obj in render.render(spec_of()):
+        api.add(obj)
+    backend(api)[0].delete(NAME)
+    assert [o["kind"] for o in api.objects.values()] == ["Namespace"]

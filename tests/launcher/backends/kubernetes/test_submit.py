@@ -1,0 +1,183 @@
+"""submit's decisions (launcher/backends/kubernetes/submit.py) against a fake API that records
+every call: preflight, idempotency of a resubmit, refusal of a different cluster of that name,
+--replace, a server dry run, and the rollback of a half-created cluster. The kind tier checks the
+same against a real API server (tests/kind)."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+
+from launcher import k8s_contract, render
+from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
+from launcher.backends.kubernetes.api import JOBSET
+from launcher.errors import LauncherError, SubmitRefused
+from launcher.loader import load_data
+
+from .fake_api import FakeApi
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+
+
+def spec_of(example: str = "ps.yaml", **changes):
+    data = yaml.safe_load((EXAMPLES / example).read_text())
+    data.update(changes)
+    return load_data(data)
+
+
+def backend(api: FakeApi, **options) -> tuple[KubernetesBackend, io.StringIO]:
+    out = io.StringIO()
+    return KubernetesBackend(KubernetesBackendConfig(**options), out=out, api=api), out
+
+
+def test_submit_applies_the_root_first_and_every_other_object_owned_by_it():
+    api, spec = FakeApi(), spec_of()
+    tfk8s, out = backend(api)
+    tfk8s.submit(spec)
+    applied = [call for call in api.mutations()]
+    rendered = render.render(spec)
+    assert applied == [("apply", o["kind"], o["metadata"]["name"], False) for o in rendered]
+    root = api.get("v1", "ConfigMap", "default", spec.name)
+    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == \
+        render.spec_hash(spec)
+    owned = [o for o in api.objects.values() if o["kind"] not in ("Namespace", "ConfigMap")]
+    assert len(owned) == len(rendered) - 1
+    for obj in owned:
+        assert [(r["kind"], r["uid"], r["controller"]) for r in obj["metadata"]["ownerReferences"]] \
+            == [("ConfigMap", root["metadata"]["uid"], True)], obj["metadata"]["name"]
+    assert out.getvalue().startswith(f"created cluster default/{spec.name}: ConfigMap/")
+
+
+def test_resubmitting_the_same_spec_applies_nothing():
+    api, spec = FakeApi(), spec_of()
+    tfk8s, out = backend(api)
+    tfk8s.submit(spec)
+    before = len(api.mutations())
+    tfk8s.submit(spec_of())
+    assert api.mutations()[before:] == []
+    assert out.getvalue().splitlines()[-1] == \
+        f"cluster default/{spec.name} is unchanged; nothing applied"
+
+
+def test_a_different_spec_of_that_name_is_refused_and_left_alone():
+    api = FakeApi()
+    tfk8s, _ = backend(api)
+    tfk8s.submit(spec_of())
+    before, objects = len(api.mutations()), dict(api.objects)
+    changed = spec_of(image="tfk8s/worker:other")
+    with pytest.raises(SubmitRefused, match="exists with a different spec; .* rerun with "
+                                            "--replace to delete and recreate it"):
+        tfk8s.submit(changed)
+    assert api.mutations()[before:] == [] and api.objects == objects
+
+
+def test_objects_another_tool_created_are_refused_without_replace():
+    """A Helm release of the chart has the same objects but no spec hash: never clobbered."""
+    api, spec = FakeApi(), spec_of()
+    for obj in render.render(spec):
+        api.add(obj)
+    tfk8s, _ = backend(api)
+    with pytest.raises(SubmitRefused, match="exists but was not created by this launcher"):
+        tfk8s.submit(spec)
+    assert api.mutations() == []
+
+
+def test_replace_deletes_the_old_cluster_before_applying_the_new_one():
+    api = FakeApi()
+    tfk8s, out = backend(api)
+    tfk8s.submit(spec_of())
+    old_uid = api.get("v1", "ConfigMap", "default", "mnist-ps")["metadata"]["uid"]
+    before = len(api.mutations())
+    changed = spec_of(image="tfk8s/worker:other")
+    tfk8s.submit(changed, replace=True)
+    calls = api.mutations()[before:]
+    deletes = [c for c in calls if c[0] == "delete"]
+    applies = [c for c in calls if c[0] == "apply"]
+    assert calls == deletes + applies, "every delete comes before the first apply"
+    assert {c[1] for c in deletes} >= {"ConfigMap", "Job", "Service"}
+    assert len(applies) == len(render.render(changed))
+    root = api.get("v1", "ConfigMap", "default", "mnist-ps")
+    assert root["metadata"]["uid"] != old_uid
+    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == \
+        render.spec_hash(changed)
+    assert "replacing cluster default/mnist-ps" in out.getvalue()
+
+
+def test_a_server_dry_run_replace_deletes_nothing_and_stores_nothing():
+    api = FakeApi()
+    backend(api)[0].submit(spec_of())
+    objects, before = dict(api.objects), len(api.mutations())
+    tfk8s, out = backend(api, dry_run=True)
+    changed = spec_of(image="tfk8s/worker:other")
+    tfk8s.submit(changed, replace=True)
+    calls = api.mutations()[before:]
+    assert calls and all(c[0] == "apply" and c[3] is True for c in calls), calls
+    assert api.objects == objects
+    assert out.getvalue().strip() == \
+        f"server dry run: {len(render.render(changed))} objects accepted by the API server"
+
+
+def test_a_failed_apply_takes_back_everything_this_submit_created():
+    api, spec = FakeApi(), spec_of()
+    api.fail_apply[("Job", "mnist-ps-worker")] = 'admission webhook "quota" denied the request'
+    tfk8s, _ = backend(api)
+    with pytest.raises(LauncherError) as raised:
+        tfk8s.submit(spec)
+    assert str(raised.value) == (
+        'submit failed at Job/mnist-ps-worker: admission webhook "quota" denied the request; '
+        "everything created so far was deleted again")
+    assert [o["kind"] for o in api.objects.values()] == ["Namespace"], "half a cluster left"
+    assert ("delete", "ConfigMap", "mnist-ps") in api.mutations()
+
+
+def test_a_failed_root_apply_creates_and_deletes_nothing():
+    api = FakeApi()
+    api.fail_apply[("ConfigMap", "mnist-ps")] = "forbidden"
+    tfk8s, _ = backend(api)
+    with pytest.raises(LauncherError, match="^submit failed at ConfigMap/mnist-ps: forbidden; "
+                                            "nothing was created$"):
+        tfk8s.submit(spec_of())
+    assert api.mutations() == [("apply", "ConfigMap", "mnist-ps", False)]
+
+
+def test_preflight_refuses_a_missing_namespace_before_creating_anything():
+    api = FakeApi(namespaces=())
+    with pytest.raises(LauncherError, match=r"namespace 'default' does not exist \(create it: "
+                                            r"kubectl create namespace default\)"):
+        backend(api)[0].submit(spec_of())
+    assert api.mutations() == []
+
+
+def test_preflight_refuses_a_jobset_where_the_jobset_api_is_missing():
+    api = FakeApi()
+    api.unserved.add(JOBSET)
+    with pytest.raises(LauncherError, match="no JobSet API .*install JobSet .*or use workload: jobs"):
+        backend(api)[0].submit(spec_of("ps-queued.yaml"))
+    assert api.mutations() == []
+
+
+def test_preflight_refuses_a_queue_without_kueue_or_without_that_local_queue():
+    api = FakeApi()
+    with pytest.raises(LauncherError, match="has no Kueue .*install Kueue .*or remove queue"):
+        backend(api)[0].submit(spec_of("ps-queued.yaml"))
+    api.unserved.clear()
+    with pytest.raises(LauncherError, match="there is no LocalQueue 'tfk8s-queue' in namespace "
+                                            "'default'"):
+        backend(api)[0].submit(spec_of("ps-queued.yaml"))
+    assert api.mutations() == []
+
+
+def test_a_queued_jobset_is_submitted_with_the_jobset_as_root():
+    api = FakeApi()
+    api.unserved.clear()
+    api.add({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+             "metadata": {"name": "tfk8s-queue", "namespace": "default"}})
+    spec = spec_of("ps-queued.yaml")
+    backend(api)[0].submit(spec)
+    applied = [c for c in api.mutations() if c[0] == "apply"]
+    assert applied[0][:3] == ("apply", "JobSet", spec.name)
+    jobset = api.get(*JOBSET, "default", spec.name)
+    assert jobset["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == \
+        render.spec_hash(spec)
