@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import difflib
 import json
-import re
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -38,19 +37,12 @@ INTS = {"port": 54321, "backoffLimit": 977, "activeDeadlineSeconds": 876543,
 REPLICAS = {Role.WORKER: 13, Role.PS: 11}  # chief and evaluator: 1 when present, by the rules
 MOUNT, MODEL_DIR, REMOTE_DIR = "/zzmount/", "/zzmount/zzdir", "gs://zzbucket/zzdir"
 MISSING = object()
-TOKEN = re.compile(r"@[A-Za-z0-9_.]+@")
 # The variants: each names the value the chart sets true when the values take that branch.
 VARIANTS = ("byo", "onFailure", "noUserSA", "noQueue", "noNetworkPolicy", "noNccl", "noCode")
-# checkpoint storage: (name, volume) of the samples of each kind
+# checkpoint storage: the samples' volume per kind (None: no volume)
 STORAGE = {"pvc": {"persistentVolumeClaim": {"claimName": "zzclaim"}, "mountPath": MOUNT},
            "hostPath": {"hostPath": {"path": "/zzhost"}, "mountPath": MOUNT},
            "emptyDir": None, "remote": None}
-
-
-def _code_dir() -> Path:
-    where = Path(tempfile.mkdtemp(prefix="tfk8s-chart-"))
-    (where / "train.py").write_text("")
-    return where
 
 
 def sample(strategy: Strategy, workload: Workload, evaluator: bool, variant: str | None = None,
@@ -268,14 +260,10 @@ def storage_items(kind: str) -> dict:
 
 
 def generate() -> dict:
-    code_dir = _code_dir()
-    try:
-        shapes = {f"{s.value}/{w.value}/{int(e)}": shape_objects(s, w, e, code_dir)
+    with tempfile.TemporaryDirectory(prefix="tfk8s-chart-") as code_dir:  # a sample's code:
+        (Path(code_dir) / "train.py").write_text("")
+        shapes = {f"{s.value}/{w.value}/{int(e)}": shape_objects(s, w, e, Path(code_dir))
                   for s in Strategy for w in Workload for e in (False, True)}
-    finally:
-        for path in code_dir.iterdir():
-            path.unlink()
-        code_dir.rmdir()
     storage = {}
     for kind in STORAGE:
         pairs = tokens(sample(Strategy.MIRRORED, Workload.JOBS, False, "noCode", storage=kind),
@@ -305,30 +293,3 @@ def name_formats() -> dict:
                       "code": text(code.object_name(NAME)).replace(code.digest[:10], "@codeSha10@"),
                       "modelDir": text(spec.model_dir).replace(MOUNT.rstrip("/"), "@mountDir@")}}
 
-
-def fill(node, values: dict):
-    """The chart's filling in Python (templates/_helpers.tpl "tfk8s.fill"): MISSING if absent."""
-    if isinstance(node, dict) and "@if" in node:
-        branch = node.get("@then" if values.get(node["@if"]) else "@else", MISSING)
-        return MISSING if branch is MISSING else fill(branch, values)
-    if isinstance(node, dict):
-        out = {}
-        for k, v in node.items():
-            if k.startswith("@+"):
-                out = {**values.get(k[2:], {}), **out}
-            elif (filled := fill(v, values)) is not MISSING:
-                out[k] = filled
-        return out
-    if isinstance(node, list):
-        out = []
-        for item in node:
-            if isinstance(item, str) and item.startswith("@+"):
-                out += values.get(item[2:-1], [])
-            elif (filled := fill(item, values)) is not MISSING:
-                out.append(filled)
-        return out
-    if isinstance(node, str) and TOKEN.fullmatch(node):
-        return values.get(node[1:-1], MISSING)
-    if isinstance(node, str):
-        return TOKEN.sub(lambda m: str(values[m.group()[1:-1]]), node)
-    return node

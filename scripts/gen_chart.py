@@ -10,6 +10,9 @@ here, so nothing is written twice by hand:
                                        checkpoint dir rules, role counts per strategy from
                                        worker.contract.ROLE_COUNTS, args need command, ...).
                                        Helm checks it before rendering anything.
+  charts/tfk8s/templates/_plan.tpl     launcher/chart_plan.py: the launcher's rendered objects per
+                                       shape, values as tokens, variants as @if nodes; the
+                                       templates fill them (names, formats, env order, policies)
   charts/tfk8s/templates/_contract.tpl worker/contract.py as JSON for the templates
                                        (`$c := include "tfk8s.contract" . | fromJson`): roles,
                                        per-strategy rules, env names, labels, exit codes, ...

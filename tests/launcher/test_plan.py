@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
            *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]
 DEFINED_IN = {REPO / "worker" / "contract.py", REPO / "launcher" / "k8s_contract.py",
-              REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl"}  # generated from it
+              # generated from them (scripts/gen_chart.py)
+              REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl",
+              REPO / "charts" / "tfk8s" / "templates" / "_plan.tpl"}
 
 
 def spec(text: str):

@@ -77,7 +77,7 @@ tokens where the values go. Here: the values, and the filling. */}}
 {{- end }}
 {{/*
 One node of _plan.tpl filled with the values (dict "node" NODE "values" VALUES), as JSON
-{"v": filled}, or {} when absent (launcher/chart_plan.py fill says the same in Python).
+{"v": filled}, or {} when absent (the token forms: launcher/chart_plan.py).
 */}}
 {{- define "tfk8s.fill" -}}
 {{- $n := .node }}{{ $v := .values -}}
