@@ -5,8 +5,8 @@ ps or worker could read or overwrite the model's variables. The training pods (c
 TRAINING_ROLES present in the cluster) admit ingress only from each other, on the gRPC port;
 the evaluator, outside the training cluster and listening on nothing, admits none. MWMS workers
 that get GPUs also admit every TCP port from each other, and from nothing else: NCCL listens on
-ephemeral ports (k8s_contract.nccl_roles). Egress stays open (DNS, the API server, gs://). charts/tfk8s/templates/networkpolicy.yaml makes the same
-objects; local runs (--local) have none.
+ephemeral ports (k8s_contract.nccl_roles). Egress stays open (DNS, the API server, gs://). The
+chart gets the same objects (launcher/chart_plan.py); local runs (--local) have none.
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ would have mounted at the same path. The two containers share only an emptyDir, 
 (launcher/supervise.py). Not shareProcessNamespace: with it the task's container could read the
 token through /proc/<the watcher's pid>/root, as the same user.
 
-The static parts are written into the chart's contract by scripts/gen_chart.py; render.py and
-charts/tfk8s/templates/_helpers.tpl add image, pull policy and env.
+render.py adds image, pull policy and env; the chart gets the rendered pods
+(launcher/chart_plan.py).
 """
 from __future__ import annotations
 

@@ -524,7 +524,7 @@ def test_generated_chart_files_are_current():
     generated = set(gen_chart.expected_files())
     # values.yaml: only its replica-count comment table is generated.
     assert generated == {CHART / "values.schema.json", CHART / "templates" / "_contract.tpl",
-                         CHART / "values.yaml"}
+                         CHART / "templates" / "_plan.tpl", CHART / "values.yaml"}
     stale = [str(p.relative_to(REPO)) for p in gen_chart.stale_files()]
     assert not stale, f"{stale} out of date: run python scripts/gen_chart.py --write"
 
@@ -553,11 +553,23 @@ def test_templates_take_the_contracts_constants_from_contract_tpl():
         k8s_contract.SUPERVISOR_DIR, k8s_contract.DNS1035_PATTERN, f'"{k8s_contract.CONTAINER}"',
         f": {k8s_contract.CONTAINER}", f"[{contract.EXIT_PREEMPTED}]", f"[{contract.EXIT_CONFIG}]",
         f" {k8s_contract.MAX_LABEL}",
+        # Name formats and objects' layout come from _plan.tpl (launcher/chart_plan.py).
+        "-supervisor", '"%s-', "%s-%s", "-grpc", "-collective", "-no-ingress", ".svc:",
+        "kind: Job", "apiVersion:", "podFailurePolicy", "backoffLimitPerIndex", '"HOME"',
     ]
-    templates = [p for p in (CHART / "templates").iterdir() if p.name != "_contract.tpl"]
+    templates = [p for p in (CHART / "templates").iterdir()
+                 if p not in gen_chart.expected_files()]
     assert templates
     found = [(p.name, c) for p in templates for c in constants if c in _template_code(p)]
     assert not found, f"constants written out in templates (use $c from tfk8s.contract): {found}"
+
+
+def test_hand_written_templates_are_layout_and_values_only():
+    """The objects come from _plan.tpl; what is written by hand stays small (issue 23: at
+    most a third of the 707 lines the chart had when it rebuilt the plan)."""
+    hand = [p for p in (CHART / "templates").iterdir() if p not in gen_chart.expected_files()]
+    lines = sum(len(p.read_text().splitlines()) for p in hand)
+    assert lines <= 707 // 3, f"{lines} hand-written template lines: generate rules instead"
 
 
 def test_schema_role_counts_are_the_contracts():

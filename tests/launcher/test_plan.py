@@ -18,7 +18,8 @@ SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
            *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]
 DEFINED_IN = {REPO / "worker" / "contract.py", REPO / "launcher" / "k8s_contract.py",
               REPO / "launcher" / "job_watch.py",  # a Job's terminal conditions (shipped alone)
-              REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl"}  # generated from it
+              REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl",  # generated from it
+              REPO / "charts" / "tfk8s" / "templates" / "_plan.tpl"}
 
 
 def spec(text: str):
