@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Iterator
 
 from launcher import k8s_contract, lifecycle
 from launcher.errors import LauncherError
+from worker import contract
 
 RESTART_MARKER = "[tfk8s] ---"  # the marker lines start with this
 
@@ -125,6 +126,7 @@ def follow_task(newest_pod: Callable[[], dict | None], stream: Callable[[str, in
             say(f"waiting for {reason}")
             said = reason
         time.sleep(poll_seconds)
+
 
 def task_of(pod: dict) -> tuple[str, int] | None:
     """(role, index) of one of our pods, None for anything else."""

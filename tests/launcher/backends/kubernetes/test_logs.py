@@ -86,3 +86,19 @@ def test_ends_when_the_cluster_ends_and_says_so_if_the_task_never_started():
 def test_log_chunks_become_whole_lines():
     chunks = [b"a\nb", b"c\n\nd\xc3", b"\xa9\n", b"tail without newline"]
     assert list(lines_of(chunks)) == ["a\n", "bc\n", "\n", "d\u00e9\n", "tail without newline"]
+
+
+def test_task_of_reads_role_label_and_index_annotation():
+    from launcher import k8s_contract
+    from launcher.backends.kubernetes.logs import task_of
+
+    def labelled(role: str | None, index: str | None) -> dict:
+        labels = {k8s_contract.LABEL_COMPONENT: role} if role else {}
+        annotations = {k8s_contract.INDEX_ANNOTATION: index} if index is not None else {}
+        return {"metadata": {"labels": labels, "annotations": annotations}}
+
+    assert task_of(labelled("worker", "2")) == ("worker", 2)
+    assert task_of(labelled("evaluator", "0")) == ("evaluator", 0)
+    assert task_of(labelled("tensorboard", "0")) is None  # not a task of the cluster
+    assert task_of(labelled("chief", None)) is None
+    assert task_of(labelled(None, "0")) is None
