@@ -28,7 +28,8 @@ from launcher import code_bundle, k8s_contract, names, render, tfconfig
 from launcher.plan import plan
 from launcher.spec import GPU, ClusterSpec
 from worker import contract
-from worker.contract import Role, Strategy, Workload
+from launcher.k8s_contract import Workload
+from worker.contract import Role, Strategy
 
 NAME, NS = "zzname", "zzns"
 INTS = {"port": 54321, "backoffLimit": 977, "activeDeadlineSeconds": 876543,

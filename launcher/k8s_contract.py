@@ -7,9 +7,32 @@ chart (templates/_contract.tpl, values.schema.json) for Helm.
 """
 from __future__ import annotations
 
+from enum import Enum
+
 from launcher.supervise import EXIT_API_UNREACHABLE  # noqa: F401 - defined by the script
 from worker.contract import (GRPC_FAIL_FAST, ROLE_COUNTS, TASK_INDEX, TF_CONFIG, Role, Strategy,
-                             Workload, success_role)
+                             success_role)
+
+
+class Workload(str, Enum):
+    """How a cluster is projected onto Kubernetes: plain Indexed Jobs, or one JobSet (which Kueue
+    admits as one unit)."""
+
+    JOBS = "jobs"
+    JOBSET = "jobset"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+
+def computes(strategy: Strategy, role: Role) -> bool:
+    """Tasks that run the model's computation (and so want the GPUs): workers, and the chief
+    unless it only coordinates (parameter_server)."""
+    role = Role(role)
+    return role is Role.WORKER or (
+        role is Role.CHIEF and Strategy(strategy) is not Strategy.PARAMETER_SERVER)
+
 
 # --- labels and names on Kubernetes objects -------------------------------------------------
 MANAGED_BY = "tfk8s"

@@ -4,8 +4,9 @@ from __future__ import annotations
 import re
 from typing import Iterator, Mapping
 
-from launcher.k8s_contract import DNS1035_PATTERN, DNS1123_LABEL_PATTERN, JOBSET_JOB_INDEX, MAX_LABEL
-from worker.contract import Role, Workload, task_name
+from launcher.k8s_contract import (DNS1035_PATTERN, DNS1123_LABEL_PATTERN, JOBSET_JOB_INDEX, MAX_LABEL,
+                                   Workload)
+from worker.contract import Role, task_name
 
 _DNS1035 = re.compile(DNS1035_PATTERN)
 _DNS1123 = re.compile(DNS1123_LABEL_PATTERN)

@@ -100,7 +100,7 @@ class ClusterPlan:
         return self.spec.name
 
     @property
-    def workload(self) -> contract.Workload:
+    def workload(self) -> k8s_contract.Workload:
         return self.spec.workload
 
     def role(self, role: str) -> RolePlan:
@@ -142,7 +142,7 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
     workload = spec.workload
     has_evaluator = spec.replicas(Role.EVALUATOR) > 0
     supervised = k8s_contract.supervised_roles(strategy, has_evaluator, workload)
-    in_jobset = workload is contract.Workload.JOBSET
+    in_jobset = workload is k8s_contract.Workload.JOBSET
     # MWMS: worker 0 is the chief, its success is the Job's.
     success_index = contract.SUCCESS_INDEX if k8s_contract.success_needs_index_policy(strategy) \
         else None

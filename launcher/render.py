@@ -188,7 +188,7 @@ def job_specs(objects: list[dict]) -> list[tuple[str, dict]]:
         if obj["kind"] == "Job":
             out.append((obj["metadata"]["name"], obj["spec"]))
         elif obj["kind"] == "JobSet":
-            out += [(names.job(obj["metadata"]["name"], rj["name"], contract.Workload.JOBSET),
+            out += [(names.job(obj["metadata"]["name"], rj["name"], k8s_contract.Workload.JOBSET),
                      rj["template"]["spec"]) for rj in obj["spec"]["replicatedJobs"]]
     return out
 

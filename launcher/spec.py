@@ -16,7 +16,8 @@ from launcher.code_bundle import Bundle, CodeSpec
 from launcher.role_spec import GPU, KNOWN_RESOURCES, QUANTITY as _QUANTITY  # noqa: F401 (gen_chart)
 from launcher.role_spec import Roles, SpecModel, check_env
 from worker import contract
-from worker.contract import ROLES, Role, Strategy, Workload  # noqa: F401 (re-exported)
+from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
+from worker.contract import ROLES, Role, Strategy  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
 _MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)

@@ -35,17 +35,6 @@ class Role(str, Enum):
         return self.value
 
 
-class Workload(str, Enum):
-    """How a cluster is projected onto Kubernetes: plain Indexed Jobs, or one JobSet (which Kueue
-    admits as one unit)."""
-
-    JOBS = "jobs"
-    JOBSET = "jobset"
-
-    def __str__(self) -> str:
-        return self.value
-
-
 ROLES: tuple[Role, ...] = tuple(Role)
 # TF_CONFIG's `cluster`: never the evaluator, or a PSv2 coordinator waits for it forever
 # (tensorflow/tensorflow#46169); the evaluator needs no peers.
@@ -177,7 +166,6 @@ WORKER_REQUIREMENTS: dict[str, str] = {  # top-level module -> how to install it
     "tensorflow": _INSTALL_WORKER_EXTRA,
     "numpy": _INSTALL_WORKER_EXTRA,
     "tf_keras": _INSTALL_TF_KERAS,
-    "sklearn": _INSTALL_WORKER_EXTRA,  # the built-in program's --data digits
 }
 
 
@@ -258,14 +246,6 @@ def is_writer(strategy: Strategy, role: Role, index: int) -> bool:
 def is_server(strategy: Strategy, role: Role) -> bool:
     """Tasks that only serve variables/ops to the PS coordinator: tf.distribute.Server().join()."""
     return Strategy(strategy) is Strategy.PARAMETER_SERVER and Role(role) in (Role.WORKER, Role.PS)
-
-
-def computes(strategy: Strategy, role: Role) -> bool:
-    """Tasks that run the model's computation (and so want the GPUs): workers, and the chief
-    unless it only coordinates (parameter_server)."""
-    role = Role(role)
-    return role is Role.WORKER or (
-        role is Role.CHIEF and Strategy(strategy) is not Strategy.PARAMETER_SERVER)
 
 
 def awaited_peers(strategy: Strategy, role: Role) -> tuple[Role, ...]:

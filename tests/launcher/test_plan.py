@@ -72,10 +72,6 @@ def _defaults(path: Path):
                 yield name, constants[value.id], value.id
 
 
-# Until the backends' options are typed (issue 23, item 4), their keywords repeat these defaults.
-PENDING_BACKEND_DEFAULTS = {"stuck_seconds", "poll_seconds"}
-
-
 def test_each_default_is_written_once():
     """A setting (a parameter or field of one name) gets its default from one constant: a number
     written as the default in two places (the 120 s stuck timeout was in three) drifts apart."""
@@ -84,8 +80,7 @@ def test_each_default_is_written_once():
         for name, value, source in _defaults(path):
             seen[name, value].add((str(path.relative_to(REPO)), source))
     repeated = {f"{name}={value}": sorted(where) for (name, value), where in seen.items()
-                if len(where) > 1 and any(source == "a literal" for _, source in where)
-                and name not in PENDING_BACKEND_DEFAULTS}
+                if len(where) > 1 and any(source == "a literal" for _, source in where)}
     assert not repeated, f"defaults written twice: {repeated}; name one constant and use it"
 
 

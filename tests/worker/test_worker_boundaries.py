@@ -12,12 +12,6 @@ from support import REPO as REPO_ROOT
 # Top-level packages the worker must never import: the launcher, and what only it depends on.
 LAUNCHER_ONLY_PACKAGES = ("launcher", "pydantic", "pydantic_core", "jinja2", "kubernetes")
 
-# The trees whose modules must stay under MAX_MODULE_LINES: a module that grows past it mixes
-# concerns (issue 10).
-LINE_LIMITED_TREES = ("launcher", "worker")
-MAX_MODULE_LINES = 350
-
-
 def imported_modules(*args: str) -> list[str]:
     """Every module `python -X importtime -m worker ARGS` imports, from its stderr report."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TFK8S_", "TF_CONFIG"))}
@@ -35,13 +29,3 @@ def test_worker_cli_imports_nothing_of_the_launcher():
     assert "worker.args" in modules, "the importtime report was not parsed"
     forbidden = sorted(m for m in modules if m.split(".", 1)[0] in LAUNCHER_ONLY_PACKAGES)
     assert forbidden == []
-
-
-def test_no_module_exceeds_the_line_limit():
-    too_long = {}
-    for tree in LINE_LIMITED_TREES:
-        for path in sorted((REPO_ROOT / tree).rglob("*.py")):
-            lines = len(path.read_text().splitlines())
-            if lines > MAX_MODULE_LINES:
-                too_long[str(path.relative_to(REPO_ROOT))] = lines
-    assert too_long == {}, f"modules over {MAX_MODULE_LINES} lines: split them"

@@ -106,15 +106,6 @@ Numbers come back as floats: compare them with `int`.
     "jobs": "jobs",
     "jobset": "jobset"
   },
-  "queueLabel": "kueue.x-k8s.io/queue-name",
-  "jobsetApiVersion": "jobset.x-k8s.io/v1alpha2",
-  "jobsetJobIndex": 0,
-  "jobsetRestartStrategy": "BlockingRecreate",
-  "jobsetRestartAttemptKey": "jobset.sigs.k8s.io/restart-attempt",
-  "fatalJobFailureReasons": [
-    "PodFailurePolicy",
-    "DeadlineExceeded"
-  ],
   "nodeLossTaints": [
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/unreachable"
@@ -132,20 +123,11 @@ Numbers come back as floats: compare them with `int`.
     "serverLinger": "TFK8S_SERVER_LINGER_SECONDS"
   },
   "serverLingerMarginSeconds": 5,
-  "grpcFailFastValue": "use_caller",
   "reservedEnv": [
     "TF_CONFIG",
     "TFK8S_TASK_INDEX",
     "GRPC_FAIL_FAST"
   ],
-  "supervisorEnv": {
-    "watchJob": "TFK8S_WATCH_JOB",
-    "namespace": "TFK8S_NAMESPACE",
-    "graceSeconds": "TFK8S_GRACE_SECONDS",
-    "podGraceSeconds": "TFK8S_POD_GRACE_SECONDS",
-    "restartAttempt": "TFK8S_RESTART_ATTEMPT",
-    "podRestartPolicy": "TFK8S_POD_RESTART_POLICY"
-  },
   "supervisedPod": {
     "scripts": [
       "supervise.py",
@@ -269,13 +251,10 @@ Numbers come back as floats: compare them with `int`.
     "name": "app.kubernetes.io/name",
     "instance": "app.kubernetes.io/instance",
     "component": "app.kubernetes.io/component",
-    "managedBy": "app.kubernetes.io/managed-by",
     "strategy": "tfk8s.io/strategy"
   },
-  "managedBy": "tfk8s",
   "container": "tensorflow",
   "gpuResource": "nvidia.com/gpu",
-  "supervisorDir": "/var/run/tfk8s",
   "indexAnnotation": "batch.kubernetes.io/job-completion-index",
   "dns1035Pattern": "^[a-z]([-a-z0-9]*[a-z0-9])?$",
   "maxLabel": 63,

@@ -90,7 +90,7 @@ def marker(task: str, before: Container, now: Container) -> str:
 
 def follow_task(newest_pod: Callable[[], dict | None], stream: Callable[[str, int | None], Iterator[str]],
                 cluster_finished: Callable[[], bool], say: Callable[[str], None], task: str,
-                tail: int | None = None, poll_seconds: float = 2.0) -> Iterator[str]:
+                tail: int | None = None, *, poll_seconds: float) -> Iterator[str]:
     """The task's log lines as they come, across restarts and replacements. newest_pod: the
     task's current pod; stream(pod, tail): its container's log, followed; say: where the
     waiting is reported (not the log's stream)."""

@@ -18,7 +18,7 @@ from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.code_render import SHA256_ANNOTATION
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.spec import ClusterSpec
-from worker.contract import Workload
+from launcher.k8s_contract import Workload
 
 
 @dataclass

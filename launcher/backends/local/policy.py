@@ -14,6 +14,7 @@ from typing import Sequence
 
 from launcher.plan import ClusterPlan, FailurePolicy
 from launcher.status import Phase
+from launcher import k8s_contract
 from worker import contract
 from worker.contract import Role, Strategy
 
@@ -250,7 +251,7 @@ def gpu_env(strategy: str, role: str) -> dict[str, str]:
     """Up to five TF processes share this host's GPUs, and each would take nearly all of their
     memory at start-up: only the tasks that compute see the GPUs, and grow their share as
     needed. ps, the PS coordinator and the evaluator run on the CPU."""
-    if contract.computes(Strategy(strategy), Role(role)):
+    if k8s_contract.computes(Strategy(strategy), Role(role)):
         return {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     return {"CUDA_VISIBLE_DEVICES": ""}
 
