@@ -36,10 +36,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 
 from worker import progress  # first: its import time is the process start for timings
-from worker import args, context, contract, errors, peers, preemption, shutdown
+from worker import args, context, contract, errors, layout, peers, preemption, shutdown
 from worker.contract import Role, Strategy
 
 
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None):
         if options.uses_legacy_keras(task.strategy):
             os.environ["TF_USE_LEGACY_KERAS"] = "1"
         _wait_for_peers(task)
+        if task.role is Role.EVALUATOR:
+            _wait_for_a_checkpoint(task)
         code = _run_role(task, options)
     # Exit inside each handler: leaving it would free the failed frames and run TF's teardown.
     except errors.WorkerError as exc:
@@ -84,7 +87,7 @@ def _wait_for_peers(task: context.TaskContext) -> None:
     needed = peers.peers_needed(task)
     if not needed:
         return
-    _import_tensorflow_in_background()
+    _import_tensorflow_in_background(with_keras=not contract.is_server(task.strategy, task.role))
     if peers.holds_own_port(task):
         with peers.hold_own_port(task.address(task.role, task.index)):
             peers.wait_for_peers(needed, task.peer_timeout_seconds)
@@ -93,14 +96,35 @@ def _wait_for_peers(task: context.TaskContext) -> None:
     progress.report("peers_ready", task=task.name, peers=len(needed))
 
 
-def _import_tensorflow_in_background() -> None:
-    """Start TensorFlow's import now, after the environment it reads is set. The main thread's
-    own `import tensorflow` then waits on the module lock for this one to finish; if this one
+def _wait_for_a_checkpoint(task: context.TaskContext) -> None:
+    """The evaluator has nothing to do before the first checkpoint (or a FINAL.json): on a
+    mounted model dir it waits for one without TensorFlow, leaving the CPU to the tasks that
+    start the cluster, which often share its node. A URL (gs://) needs TensorFlow's file
+    systems to look, so there it waits in TensorFlow's checkpoint iterator as before."""
+    if "://" in task.model_dir:
+        return
+    state = os.path.join(layout.checkpoint_dir(task.model_dir), "checkpoint")
+    final = layout.marker_path(task.model_dir)
+    if os.path.exists(state) or os.path.exists(final):
+        return
+    print(f"tfk8s {task.name}: waiting for the first checkpoint in {os.path.dirname(state)} "
+          "before starting TensorFlow", flush=True)
+    while not (os.path.exists(state) or os.path.exists(final)):
+        time.sleep(1.0)
+
+
+def _import_tensorflow_in_background(with_keras: bool) -> None:
+    """Start TensorFlow's import now, after the environment it reads is set, and with_keras
+    also tf.keras (tf_keras or Keras 3, loaded lazily on first use: another second). The main
+    thread's own import then waits on the module lock for this one to finish; if this one
     fails, the module is left out of sys.modules, so that import fails again in the main thread,
     where the error is handled and reported."""
     def load():
         try:
-            import tensorflow  # noqa: F401
+            import tensorflow as tf
+
+            if with_keras:
+                tf.keras.__name__  # noqa: B018 - the attribute access is the import
         except BaseException:  # noqa: BLE001 - re-raised by the main thread's import
             pass
 
@@ -115,14 +139,17 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     from worker import ownership, training, writer_lease
     from worker import program as program_module
 
+    if contract.is_server(task.strategy, task.role):
+        # Before tf.keras is touched: a server runs the chief's traced functions and never
+        # Keras, and the lazy Keras import would delay the moment the chief can connect.
+        from worker import ps_server
+
+        progress.report("tensorflow_imported", task=task.name, strategy=task.strategy)
+        ps_server.run(task, _resolver(task))  # never returns
     if options.uses_legacy_keras(task.strategy):
         training.require_legacy_keras(f"--loop {options.loop} under {task.strategy}")
     progress.report("tensorflow_imported", task=task.name, strategy=task.strategy,
                     keras=tf.keras.__name__)
-    if contract.is_server(task.strategy, task.role):
-        from worker import ps_server
-
-        ps_server.run(task, _resolver(task))  # never returns
 
     training.set_precision_policy(options, task.strategy)  # before any model is built (evaluator too)
     program = program_module.load(task.program_module)
