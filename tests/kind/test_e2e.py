@@ -171,9 +171,8 @@ def startup_breakdown(cluster, namespace: str, name: str, submitted: float) -> s
                    timeout=60)
         serving = [e["wall"] for e in progress(logs.stdout) if e["event"] == "serving"]
         if serving:
-            marks.append((f"({role}-0 serving", serving[0]))
-    return ", ".join(f"{label} {at - submitted:.1f}" + (")" if label[0] == "(" else "")
-                     for label, at in marks)
+            marks.append((f"{role}-0 serving", serving[0]))
+    return ", ".join(f"{label} {at - submitted:.1f}" for label, at in marks)
 
 
 def test_ps_training_succeeds_with_final_checkpoint_evaluated(
