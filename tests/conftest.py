@@ -1,9 +1,10 @@
 """pytest setup for every tier: the `process` marker, LocalBackend fixtures, measurements summary.
 
-The tree mirrors the code: tests/launcher (the launcher's modules; pure, plus the local backend
-with real processes), tests/worker (the worker, real TensorFlow processes), tests/charts (the
-Helm chart against the launcher), tests/kind (a real cluster). This directory is on sys.path, so
-every test imports the shared helpers from support.py and local_clusters.py.
+The tree mirrors the code: tests/launcher (the launcher's modules, a folder per layer: spec, plan,
+render, status, supervision, code_shipping, checkpoints, cli, backends; pure, plus the local
+backend with real processes), tests/worker (the worker, real TensorFlow processes), tests/charts
+(the Helm chart against the launcher), tests/kind (a real cluster). This directory is on sys.path,
+so every test imports the shared helpers from support.py and local_clusters.py.
 
 Tests marked `process` start real TensorFlow clusters through LocalBackend (each task a separate
 OS process on 127.0.0.1) and take minutes on 2 cores; `-m "not process"` skips them.
