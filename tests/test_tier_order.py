@@ -36,7 +36,7 @@ def test_tiers_run_in_order_and_node_kill_last_among_kind():
              Item("u1"), Item("s1", "scale"), Item("p1", "process"), Item("h1", "helm"),
              Item("u2")]
     conftest.pytest_collection_modifyitems(None, None, items)
-    assert [i.name for i in items] == ["u1", "u2", "h1", "p1", "s1", "k1", "k2", "kill"]
+    assert [i.name for i in items] == ["u1", "u2", "p1", "h1", "s1", "k1", "k2", "kill"]
 
 
 def test_a_tier_resource_is_released_when_the_next_test_is_of_another_tier():
