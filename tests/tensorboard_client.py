@@ -20,6 +20,13 @@ from support import REPO
 EVAL_RUN = "eval/tensorboard"
 
 
+def _ctrl_c_reaches_it() -> None:
+    # A test run started in the background (`nohup pytest &`) ignores SIGINT, and a child
+    # inherits that: its Python would then never raise KeyboardInterrupt, and Ctrl-C would
+    # hang the test (it did twice). The user's terminal gives it the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class TensorBoardSession:
     def __init__(self, args: list[str], log_path: Path, start_timeout: float):
         """`python -m launcher tensorboard *args`; returns once it printed its URL."""
@@ -27,7 +34,7 @@ class TensorBoardSession:
         self.log = log_path.open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "launcher", "tensorboard", *args], cwd=REPO,
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
+            stdout=subprocess.PIPE, stderr=self.log, text=True, preexec_fn=_ctrl_c_reaches_it)
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.append(self.process.stdout.readline()),
                                   daemon=True)
