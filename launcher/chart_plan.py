@@ -274,21 +274,24 @@ def generate() -> dict:
 
 
 def name_formats() -> dict:
-    """Generated names as tokenized strings: Jobs, pod hostnames (@index@), TF addresses, the
-    supervisor's account, the cluster's own model dir (@mountDir@: the mountPath, no end /)."""
+    """Generated names as tokenized strings: Jobs, TF addresses (@index@), the supervisor's
+    account, the cluster's own model dir (@mountDir@: the mountPath, no end /), and per workload
+    names.generated_names as [role, kind, name] (a role's only when it has replicas; @index@:
+    its last one)."""
     spec = sample(Strategy.MIRRORED, Workload.JOBS, False, "noCode").model_copy(
         update={"checkpoint": sample(Strategy.MIRRORED, Workload.JOBS, False, "noCode")
                 .checkpoint.model_copy(update={"dir": None})})
     texts = [("98765", "@index@"), (str(INTS["port"]), "@port@"), (NAME, "@name@"), (NS, "@ns@")]
     text = lambda value: tokenize(value, ([], [], texts))  # noqa: E731
-    out: dict = {"job": {}, "hostname": {}, "address": {}}
+    out: dict = {"job": {}, "address": {}, "generated": {}}
     for w in Workload:
         cluster = plan(spec.model_copy(update={"workload": w}))
         address = tfconfig.kubernetes_address(cluster)
         for key, fn in (("job", lambda r: names.job(NAME, r, w)),
-                        ("hostname", lambda r: names.hostname(NAME, r, 98765, w)),
                         ("address", lambda r: address(r, 98765))):
             out[key][w.value] = {r.value: text(fn(r)) for r in contract.ROLES}
+        out["generated"][w.value] = [[r, kind, text(n)] for r, kind, n in names.generated_names(
+            NAME, w, {r.value: 98766 for r in contract.ROLES})]
     code = code_bundle.Bundle(root="", archive=b"", files=())
     return {"names": {**out, "supervisor": text(names.supervisor_account(NAME)),
                       "code": text(code.object_name(NAME)).replace(code.digest[:10], "@codeSha10@"),
