@@ -1,10 +1,12 @@
 """What several test tiers share, written once: where the repository and its examples are,
-whether this run is CI, where helm is, and waiting for a condition.
+whether this run is CI, where helm is, waiting for a condition, and a tier's cluster released
+when the tier ends.
 
 Importable as `support` from every test: tests/conftest.py's directory is on sys.path.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -47,3 +49,33 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class TierResource:
+    """A tier's session resource (its kind cluster), deleted as soon as the tier's last test has
+    torn down, not at the end of the session: the tiers after it then run without an idle
+    control plane beside them (tests/conftest.py runs the tiers in order).
+
+    The fixture returns `resource.open(context_manager)`; the tier's conftest calls
+    `release_after(nextitem)` after each test's teardown and `close()` when the session ends.
+    """
+
+    def __init__(self, marker: str):
+        self.marker = marker
+        self._stack = contextlib.ExitStack()
+        self._released = False
+
+    def open(self, manager):
+        if self._released:
+            raise RuntimeError(f"the {self.marker} tier's cluster was already deleted: a "
+                               f"{self.marker} test was ordered after another tier's test "
+                               f"(tests/conftest.py sorts the tests by tier)")
+        return self._stack.enter_context(manager)
+
+    def release_after(self, nextitem) -> None:
+        if nextitem is None or nextitem.get_closest_marker(self.marker) is None:
+            self.close()
+
+    def close(self) -> None:
+        self._released = True
+        self._stack.close()

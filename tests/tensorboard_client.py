@@ -69,6 +69,9 @@ class TensorBoardSession:
         self.process.send_signal(signal.SIGINT)
         try:
             return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {timeout:.0f} s after Ctrl-C; its output:\n"
+                                 f"{self.output()[-3000:]}") from None
         finally:
             if self.process.poll() is None:
                 self.process.kill()

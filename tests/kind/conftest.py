@@ -4,7 +4,7 @@ Where the cluster comes from:
 
 * ``TFK8S_KIND_CLUSTER=<name>`` naming an existing kind cluster: it is reused (and kept).
 * otherwise a cluster is created (``kind create cluster --config kind-config.yaml``) and
-  deleted after the session unless ``TFK8S_KEEP_CLUSTER=1``. A cluster of the default
+  deleted after the last kind test unless ``TFK8S_KEEP_CLUSTER=1``. A cluster of the default
   name (``tfk8s-test``) that already exists is reused and kept.
 * node image: ``TFK8S_KIND_NODE_IMAGE``, else the one the offline toolchain
   (``tests/kind/toolchain.sh``) wrote into ``$TFK8S_CACHE/env.sh``, else kind's default
@@ -36,7 +36,7 @@ from typing import Iterator, Sequence
 import pytest
 import yaml
 
-from support import in_ci
+from support import TierResource, in_ci
 
 HERE = Path(__file__).resolve().parent
 KIND_CONFIG = HERE / "kind-config.yaml"
@@ -66,18 +66,8 @@ RESTRICTED_CONTAINER_SECURITY = {
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kind: needs a kind cluster (built by tests/kind/toolchain.sh)")
-    config.addinivalue_line("markers", "node_kill: kills a kind node; runs after every other kind test")
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """`node_kill` tests go right after the last other kind test: the node they kill comes back
-    with cross-node traffic that later tests cannot rely on (tests/kind/test_lost_node.py)."""
-    killers = [item for item in items if item.get_closest_marker("node_kill")]
-    if not killers:
-        return
-    rest = [item for item in items if not item.get_closest_marker("node_kill")]
-    last_kind = max((i for i, item in enumerate(rest) if item.get_closest_marker("kind")), default=-1)
-    items[:] = rest[:last_kind + 1] + killers + rest[last_kind + 1:]
+    config.addinivalue_line("markers", "node_kill: kills a kind node; runs after every other kind test "
+                            "(the order is tests/conftest.py's)")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -247,8 +237,29 @@ def create_cluster(name: str, config: Path, kubeconfig: str, node_image: str | N
 
 
 # --------------------------------------------------------------------------- fixtures
+_KIND = TierResource("kind")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    # after the test's own teardown (its namespace is deleted through the cluster)
+    result = yield
+    _KIND.release_after(nextitem)
+    return result
+
+
+def pytest_sessionfinish(session) -> None:
+    _KIND.close()
+
+
 @pytest.fixture(scope="session")
-def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
+def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> KindCluster:
+    """The tier's cluster, deleted after the last kind test (support.TierResource)."""
+    return _KIND.open(_cluster_for_the_tier(tmp_path_factory))
+
+
+@contextlib.contextmanager
+def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
     env = tool_env()
     ok, why = docker_available(env)
     if not ok:

@@ -28,10 +28,13 @@ PROGRESS = "tfk8s-progress "
 
 
 def write_spec(tmp_path: Path, name: str, namespace: str, pvc: str | None, image: str,
-               strategy: str = "parameter_server", steps: int = STEPS, **extra) -> Path:
+               strategy: str = "parameter_server", steps: int = STEPS,
+               checkpoint_every: int | None = None, **extra) -> Path:
+    """A cluster spec; checkpoints every `checkpoint_every` steps (default a quarter of them)."""
     spec = {
         "name": name, "namespace": namespace, "image": image, "strategy": strategy,
-        "program": {"args": ["--steps", str(steps), "--checkpoint-every", str(steps // 4),
+        "program": {"args": ["--steps", str(steps), "--checkpoint-every",
+                             str(checkpoint_every or steps // 4),
                              "--global-batch-size", "32"]},
         "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1},
                   "evaluator": {"replicas": 1}},
@@ -487,15 +490,17 @@ def cluster_is_empty(cluster, namespace) -> bool:
 def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, checkpoint_pvc,
                                         tmp_path, role):
     name = f"chaos-{role}"
-    # Long enough that the deletion lands mid-training: the first checkpoint is at 1/4.
-    steps = 1600
+    # The deletion comes right after the first checkpoint (step 200), and must land
+    # mid-training: 600 steps later (about 27 s at 22 steps/s). A deleted worker's replacement
+    # runs only after the old pod's grace (20 s below) and a start-up: 1200 steps for it.
+    steps = 1400 if role == "worker" else 800
     # A deleted ps or PS worker serves on while the chief's port answers, up to its grace less
     # 5 s (for a chief that saves in a whole-cluster preemption): with the default 120 s the
     # rest of the training could end in that time, and no replacement would ever run (the
     # worker case timed out so in a clean-clone run). 20 s: the replacement is what is tested.
     extra = {"terminationGracePeriodSeconds": 20} if role in ("ps", "worker") else {}
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      steps=steps, **extra)
+                      steps=steps, checkpoint_every=200, **extra)
     proc = submit_in_background(kind_cluster, spec)
     chief_log = None
     try:

@@ -46,9 +46,10 @@ def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, name
                                                 checkpoint_pvc, tmp_path, case):
     strategy, role, index, resumers = CASES[case]
     name = f"preempt-{case}"
-    steps = 1600
+    # deleted after the first checkpoint (step 200), 600 steps before the end
+    steps = 800
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      strategy=strategy, steps=steps)
+                      strategy=strategy, steps=steps, checkpoint_every=200)
     proc = submit_in_background(kind_cluster, spec)
     try:
         if strategy == "parameter_server":

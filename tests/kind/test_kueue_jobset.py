@@ -182,10 +182,10 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
     code.mkdir()
     shutil.copy(SLOW_SAVE_PROGRAM, code / "slow_save.py")
     low = write_spec(tmp_path, "p-low", namespace, checkpoint_pvc.claim_name, worker_image,
-                     steps=1600, workload="jobset", queue=queue, roles=PS_ROLES,
+                     steps=800, workload="jobset", queue=queue, roles=PS_ROLES,
                      priorityClassName="tfk8s-low", code=code.name,
                      program={"module": "slow_save",
-                              "args": ["--steps", "1600", "--checkpoint-every", "400",
+                              "args": ["--steps", "800", "--checkpoint-every", "200",
                                        "--global-batch-size", "32"]})
     high = write_spec(tmp_path, "p-high", namespace, checkpoint_pvc.claim_name, worker_image,
                       workload="jobset", queue=queue, roles=PS_ROLES, priorityClassName="tfk8s-high")
@@ -195,8 +195,8 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
         wait_for(lambda: checkpointed_step(kind_cluster, "p-low", namespace), 600,
                  "the low-priority cluster's first checkpoint")
         # into the next interval, so the suspension's SIGTERM finds unsaved steps to save
-        wait_for(lambda: chief_step(kind_cluster, namespace, "p-low") > 440, 300,
-                 "the low-priority chief past step 440")
+        wait_for(lambda: chief_step(kind_cluster, namespace, "p-low") > 240, 300,
+                 "the low-priority chief past step 240")
         chief = [p for p in live_pods(kind_cluster, namespace, "p-low")
                  if p["metadata"]["labels"].get("app.kubernetes.io/component") == "chief"][0]
         # the chief's own log to its end: its pod is deleted when the JobSet is suspended
@@ -270,9 +270,9 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(kind_cluster, 
                                     f"{LABEL}=js-idem", "-o", "name").stdout.strip()
 
 
-# Long enough that training is still on well after the first checkpoint (every 400 steps),
-# when worker 1 is made to crash: 400 steps took about 9 s on the shared 2-CPU node.
-MWMS_STEPS = 1600
+# Long enough that training is still on well after the first checkpoint (step 200), when
+# worker 1 is made to crash: 800 steps more, 400 steps took about 9 s on the shared 2-CPU node.
+MWMS_STEPS, MWMS_CHECKPOINT_EVERY = 1000, 200
 
 
 def worker0_checkpoint(cluster, namespace: str, name: str) -> int | None:
@@ -303,7 +303,7 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
                       roles=roles, backoffLimit=backoff_limit,
                       # a global batch that divides over 2 and 6 replicas alike
                       program={"args": ["--steps", str(MWMS_STEPS), "--checkpoint-every",
-                                        str(MWMS_STEPS // 4), "--global-batch-size", "48"]})
+                                        str(MWMS_CHECKPOINT_EVERY), "--global-batch-size", "48"]})
     started = time.monotonic()
     run = submit_in_background(kind_cluster, spec)
     try:

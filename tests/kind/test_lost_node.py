@@ -73,13 +73,13 @@ def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
     if not others:
         pytest.skip("needs a second (worker) node to kill")
     victim_node = others[0]
-    name, steps = "nodekill", 1600
+    name, steps = "nodekill", 800  # killed after the first checkpoint (200), 600 before the end
     pinned = {"replicas": 1, "nodeSelector": {"kubernetes.io/hostname": control},
               "tolerations": [{"key": HOLD_TAINT, "operator": "Exists", "effect": "NoSchedule"}]}
     roles = {"chief": {"replicas": 1}, "worker": {**pinned, "replicas": 2}, "ps": pinned,
              "evaluator": pinned}
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      steps=steps, roles=roles)
+                      steps=steps, checkpoint_every=200, roles=roles)
     kind_cluster.kubectl("taint", "nodes", control, f"{HOLD_TAINT}=yes:NoSchedule")
     proc = follow = None
     killed = False

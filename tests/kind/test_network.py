@@ -180,9 +180,9 @@ def drain(cluster, node: str) -> subprocess.CompletedProcess[str]:
 
 def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
         kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
-    name, steps = "drained", 1600
+    name, steps = "drained", 800  # drained after the first checkpoint (200), 600 before the end
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      steps=steps)
+                      steps=steps, checkpoint_every=200)
     proc = submit_in_background(kind_cluster, spec)
     node = None
     try:

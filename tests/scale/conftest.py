@@ -2,7 +2,7 @@
 simulated nodes, with an audit log that counts the training pods' own API requests.
 
 * cluster: one control-plane node (kind-config.yaml here: audit log, controller QPS); created
-  for the session and deleted after it (kept with TFK8S_KEEP_CLUSTER=1; an existing
+  for the tier and deleted after its last test (kept with TFK8S_KEEP_CLUSTER=1; an existing
   `tfk8s-scale` is reused and kept).
 * KWOK (`tests/kind/toolchain.sh` builds it, env.sh names it TFK8S_KWOK) runs on the host
   against the cluster's kubeconfig: no image. It manages the nodes annotated
@@ -11,6 +11,7 @@ simulated nodes, with an audit log that counts the training pods' own API reques
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -24,7 +25,7 @@ import yaml
 
 from kind.conftest import (CACHE, KindCluster, _cluster_exists, _env_file_vars, create_cluster,
                            docker_available, run, tool_env)
-from support import in_ci
+from support import TierResource, in_ci
 
 HERE = Path(__file__).resolve().parent
 CLUSTER = "tfk8s-scale"
@@ -113,8 +114,28 @@ def _wait_nodes_ready(cluster: KindCluster, kwok_log: str, timeout: float = 120)
         time.sleep(1)
 
 
+_SCALE = TierResource("scale")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    _SCALE.release_after(nextitem)
+    return result
+
+
+def pytest_sessionfinish(session) -> None:
+    _SCALE.close()
+
+
 @pytest.fixture(scope="session")
-def scale_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaleCluster]:
+def scale_cluster(tmp_path_factory: pytest.TempPathFactory) -> ScaleCluster:
+    """The tier's cluster, deleted after the last scale test (support.TierResource)."""
+    return _SCALE.open(_cluster_for_the_tier(tmp_path_factory))
+
+
+@contextlib.contextmanager
+def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaleCluster]:
     env = tool_env()
     ok, why = docker_available(env)
     if not ok:

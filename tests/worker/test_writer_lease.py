@@ -16,7 +16,8 @@ from worker.errors import EXIT_SUPERSEDED
 
 pytestmark = pytest.mark.process
 
-STEPS, EVERY, TIMEOUT = 3000, 1000, 420
+# The lease is taken at the first save (step EVERY); the old chief must stop at the second.
+STEPS, EVERY, TIMEOUT = 1200, 400, 420
 CASES = {  # name: (strategy, loop)
     "ps-custom": ("parameter_server", "custom"),
     "mirrored-fit": ("mirrored", "fit"),

@@ -1,6 +1,6 @@
 """KubernetesBackend's status, wait, list and delete from the objects a fake API holds: Jobs and
-pods shaped as the API server returns them (the phase rules themselves: tests/launcher/
-test_lifecycle.py; the real thing: tests/kind)."""
+pods shaped as the API server returns them (the phase rules themselves:
+tests/launcher/status/test_lifecycle.py; the real thing: tests/kind)."""
 from __future__ import annotations
 
 import io

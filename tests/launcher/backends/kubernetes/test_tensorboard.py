@@ -11,8 +11,8 @@ from launcher.backends.kubernetes.tensorboard import success_template
 from launcher.errors import LauncherError
 from launcher.lifecycle import compute_jobset_status, compute_status
 from launcher.loader import load_file, load_text
-from test_lifecycle import job, jobset, pod
-from test_network_policy import _selects
+from render.test_network_policy import _selects
+from status.test_lifecycle import job, jobset, pod
 from worker import contract
 
 PS_EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "ps.yaml"

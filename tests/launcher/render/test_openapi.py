@@ -32,7 +32,7 @@ GROUP_FILES = {
 GVK_PREFIX = {"v1": "io.k8s.api.core.v1", "batch/v1": "io.k8s.api.batch.v1",
               "rbac.authorization.k8s.io/v1": "io.k8s.api.rbac.v1",
               "networking.k8s.io/v1": "io.k8s.api.networking.v1"}
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 if not EXAMPLES:  # an empty parametrize would pass by testing nothing
     raise FileNotFoundError(f"no example specs in {EXAMPLES_DIR}")

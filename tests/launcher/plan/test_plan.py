@@ -12,7 +12,7 @@ from launcher.plan import plan
 from worker import contract
 from worker.contract import Role, Strategy
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Where rules could be copied by hand: the runtime code and the chart's templates.
 SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
            *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]

@@ -11,7 +11,7 @@ from launcher.plan import task_env
 from launcher.spec import ClusterSpec
 from worker import contract
 
-EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+EXAMPLES = sorted((Path(__file__).parents[3] / "examples").glob("*.yaml"))
 
 
 def spec(**fields) -> ClusterSpec:

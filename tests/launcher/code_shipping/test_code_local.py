@@ -9,7 +9,7 @@ import pytest
 
 from launcher.loader import load_file
 
-DEMO = Path(__file__).resolve().parents[1] / "code_demo" / "v1"
+DEMO = Path(__file__).resolve().parents[2] / "code_demo" / "v1"
 
 
 def _spec(tmp_path: Path, run: str) -> Path:

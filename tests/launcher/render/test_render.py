@@ -11,7 +11,7 @@ from launcher.loader import load_file, load_text
 from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 GOLDEN = Path(__file__).parent / "golden"
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 if not EXAMPLES:  # an empty parametrize would pass by testing nothing
     raise FileNotFoundError(f"no example specs in {EXAMPLES_DIR}")

@@ -10,7 +10,7 @@ from launcher.loader import load_file
 from worker.contract import TRAINING_ROLES
 
 tf = pytest.importorskip("tensorflow")
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 EXAMPLES = sorted(p.name for p in EXAMPLES_DIR.glob("*.yaml"))
 assert EXAMPLES, f"no example specs in {EXAMPLES_DIR}"
 

@@ -17,7 +17,7 @@ from launcher.api import (
 )
 from local_clusters import make_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

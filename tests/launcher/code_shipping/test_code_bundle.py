@@ -152,7 +152,7 @@ def test_plan_is_pure_and_local_runs_use_the_dir_in_place(tmp_path):
 def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
     """The rendered init container's command unpacks the ConfigMap's archive, and the main
     container's `command:` then runs from it (paths moved under tmp_path; no cluster)."""
-    shutil.copytree(Path(__file__).resolve().parents[1] / "code_demo" / "v1", tmp_path / "src")
+    shutil.copytree(Path(__file__).resolve().parents[2] / "code_demo" / "v1", tmp_path / "src")
     (tmp_path / "cluster.yaml").write_text(
         "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\n"
         "roles: {chief: {replicas: 1}}\n")

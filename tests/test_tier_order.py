@@ -1,0 +1,68 @@
+"""The tiers run in tests/conftest.py's TIER_ORDER, and a tier's cluster is deleted once its
+last test has torn down (support.TierResource), before the next tier starts."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from support import TierResource
+
+
+def _root_conftest():
+    # by path: under a full run `conftest` may name another directory's conftest module
+    spec = importlib.util.spec_from_file_location("root_conftest", Path(__file__).parent / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+conftest = _root_conftest()
+
+
+class Item:
+    def __init__(self, name: str, *markers: str):
+        self.name, self.markers = name, set(markers)
+        self.keywords = {name: 1, **{m: 1 for m in markers}}
+
+    def get_closest_marker(self, marker: str):
+        return marker if marker in self.markers else None
+
+
+def test_tiers_run_in_order_and_node_kill_last_among_kind():
+    items = [Item("k1", "kind"), Item("kill", "kind", "node_kill"), Item("k2", "kind"),
+             Item("u1"), Item("s1", "scale"), Item("p1", "process"), Item("h1", "helm"),
+             Item("u2")]
+    conftest.pytest_collection_modifyitems(None, None, items)
+    assert [i.name for i in items] == ["u1", "u2", "p1", "h1", "s1", "k1", "k2", "kill"]
+
+
+def test_a_tier_resource_is_released_when_the_next_test_is_of_another_tier():
+    events = []
+
+    @contextlib.contextmanager
+    def cluster():
+        events.append("created")
+        yield "cluster"
+        events.append("deleted")
+
+    resource = TierResource("scale")
+    assert resource.open(cluster()) == "cluster"
+    resource.release_after(Item("s2", "scale"))
+    assert events == ["created"]
+    resource.release_after(Item("k1", "kind"))
+    assert events == ["created", "deleted"]
+    resource.close()  # at the session's end: nothing left to delete
+    assert events == ["created", "deleted"]
+    with pytest.raises(RuntimeError, match="ordered after another tier's test"):
+        resource.open(cluster())
+
+
+def test_the_last_test_of_the_session_releases_it_too():
+    released = []
+    resource = TierResource("kind")
+    resource.open(contextlib.closing(type("C", (), {"close": lambda self: released.append(1)})()))
+    resource.release_after(None)
+    assert released == [1]
