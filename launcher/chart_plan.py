@@ -46,9 +46,10 @@ STORAGE = {"pvc": {"persistentVolumeClaim": {"claimName": "zzclaim"}, "mountPath
            "emptyDir": None, "remote": None}
 
 
-def sample(strategy: Strategy, workload: Workload, evaluator: bool, variant: str | None = None,
+def sample(strategy: Strategy, workload: Workload, evaluator: bool, variant: str | tuple = (),
            storage: str = "pvc", code_dir: Path | None = None) -> ClusterSpec | None:
-    """The shape's sample spec with `variant` applied; None where that variant cannot occur."""
+    """The shape's sample spec with `variant` (a name or several) applied; None: cannot occur."""
+    on = {variant} if isinstance(variant, str) else set(variant or ())
     counts = contract.ROLE_COUNTS[strategy]
     gpus = {r for r in k8s_contract.nccl_roles(strategy) if counts[r].maximum != 0}
     roles = {}
@@ -58,13 +59,13 @@ def sample(strategy: Strategy, workload: Workload, evaluator: bool, variant: str
             0 if count.maximum == 0 else count.minimum if count.maximum == count.minimum \
             else REPLICAS[role]
         limits = {"cpu": f"10{contract.ROLES.index(role)}m"}
-        if role in gpus and variant != "noNccl":
+        if role in gpus and "noNccl" not in on:
             limits[GPU] = "1"
         roles[role.value] = {
             "replicas": n, "env": {f"ZZ_ENV_{role.name}": f"zzenv-{role.value}"},
             "resources": {"limits": limits}, "nodeSelector": {f"zz/{role.value}": "zz"},
             "tolerations": [{"key": f"zz-{role.value}", "operator": "Exists"}]}
-    if (variant == "noNccl" and not gpus) or (variant == "noQueue" and workload is Workload.JOBS):
+    if ("noNccl" in on and not gpus) or ("noQueue" in on and workload is Workload.JOBS):
         return None
     volume = STORAGE[storage]
     data = {
@@ -80,14 +81,14 @@ def sample(strategy: Strategy, workload: Workload, evaluator: bool, variant: str
         **{k: INTS[k] for k in ("port", "backoffLimit", "activeDeadlineSeconds",
                                 "ttlSecondsAfterFinished", "terminationGracePeriodSeconds")},
     }
-    if workload is Workload.JOBSET and variant != "noQueue":
+    if workload is Workload.JOBSET and "noQueue" not in on:
         data["queue"] = "zzqueue"
-    if code_dir is not None and variant != "noCode":
+    if code_dir is not None and "noCode" not in on:
         data["code"] = str(code_dir)
     changes = {"byo": {"command": ["zzcmd"], "args": ["zzarg"], "program": None},
                "onFailure": {"restartPolicy": "OnFailure"}, "noUserSA": {"serviceAccountName": None},
                "noNetworkPolicy": {"networkPolicy": False}}
-    data.update(changes.get(variant, {}))
+    data.update({k: x for v in on for k, x in changes.get(v, {}).items()})
     return ClusterSpec.model_validate(data)
 
 
@@ -238,16 +239,17 @@ def _identity(item):
     return json.dumps(item["name"]) if "name" in item else None
 
 
+def objects(shape: tuple, variant: str | tuple, code_dir: Path) -> list | None:
+    """The shape's sample objects with `variant` (a name or several), tokenized (or None)."""
+    spec = sample(*shape, variant, code_dir=code_dir)
+    return None if spec is None else [tokenize(o, tokens(spec)) for o in render.render(spec)]
+
+
 def shape_objects(strategy: Strategy, workload: Workload, evaluator: bool, code_dir: Path) -> list:
     """The shape's objects, tokenized, with every variant merged in."""
-    def objects(variant):
-        spec = sample(strategy, workload, evaluator, variant, code_dir=code_dir)
-        if spec is None:
-            return None
-        return [tokenize(o, tokens(spec)) for o in render.render(spec)]
-    base = objects(None)
-    variants = {v: t for v in VARIANTS if (t := objects(v)) is not None}
-    return merge(base, variants)
+    shape = (strategy, workload, evaluator)
+    variants = {v: t for v in VARIANTS if (t := objects(shape, v, code_dir)) is not None}
+    return merge(objects(shape, (), code_dir), variants)
 
 
 @lru_cache(maxsize=None)
@@ -274,21 +276,22 @@ def generate() -> dict:
 
 
 def name_formats() -> dict:
-    """Generated names as tokenized strings: Jobs, pod hostnames (@index@), TF addresses, the
-    supervisor's account, the cluster's own model dir (@mountDir@: the mountPath, no end /)."""
-    spec = sample(Strategy.MIRRORED, Workload.JOBS, False, "noCode").model_copy(
-        update={"checkpoint": sample(Strategy.MIRRORED, Workload.JOBS, False, "noCode")
-                .checkpoint.model_copy(update={"dir": None})})
+    """Generated names as tokenized strings: Jobs, TF addresses (@index@), the supervisor's
+    account, the cluster's own model dir (@mountDir@: the mountPath, no end /), and
+    names.generated_names as [role, kind, name] per workload (@index@: a role's last)."""
+    spec = sample(Strategy.MIRRORED, Workload.JOBS, False, "noCode")
+    spec = spec.model_copy(update={"checkpoint": spec.checkpoint.model_copy(update={"dir": None})})
     texts = [("98765", "@index@"), (str(INTS["port"]), "@port@"), (NAME, "@name@"), (NS, "@ns@")]
     text = lambda value: tokenize(value, ([], [], texts))  # noqa: E731
-    out: dict = {"job": {}, "hostname": {}, "address": {}}
+    out: dict = {"job": {}, "address": {}, "generated": {}}
     for w in Workload:
         cluster = plan(spec.model_copy(update={"workload": w}))
         address = tfconfig.kubernetes_address(cluster)
         for key, fn in (("job", lambda r: names.job(NAME, r, w)),
-                        ("hostname", lambda r: names.hostname(NAME, r, 98765, w)),
                         ("address", lambda r: address(r, 98765))):
             out[key][w.value] = {r.value: text(fn(r)) for r in contract.ROLES}
+        out["generated"][w.value] = [[r, kind, text(n)] for r, kind, n in names.generated_names(
+            NAME, w, {r.value: 98766 for r in contract.ROLES})]
     code = code_bundle.Bundle(root="", archive=b"", files=())
     return {"names": {**out, "supervisor": text(names.supervisor_account(NAME)),
                       "code": text(code.object_name(NAME)).replace(code.digest[:10], "@codeSha10@"),

@@ -3,20 +3,56 @@
 The pydantic ClusterSpec's own JSON Schema plus what its validators check and JSON Schema can
 say: patterns, known resources, one volume source, checkpoint dir rules, role counts per
 strategy (worker.contract.ROLE_COUNTS), args need command. Helm checks values against it before
-rendering anything. A developer-time module like chart_plan.py: nothing at run time imports it.
+rendering anything. What it cannot say, templates/_validate.tpl checks with the messages of
+`messages()`. A developer-time module like chart_plan.py: nothing at run time imports it.
 """
 from __future__ import annotations
 
 import json
+import string
 from typing import Any
 
-from launcher import k8s_contract, spec
+from launcher import checkpoints, k8s_contract, names, role_spec, spec
 from launcher.k8s_contract import Workload
 from worker import contract
 from worker.contract import Role, Strategy
 
 GPU = spec.GPU
 COMMAND = "python scripts/gen_chart.py --write"  # what regenerates the chart's files
+
+# The chart's own refusals, of values the model does not have (the release's name and
+# namespace stand in for empty ones; codeArchive for code), as str.format strings.
+RELEASE_NAME_PROBLEM = ('empty, so the release name "{release}" is the cluster name, but it is '
+                        "{problem}; set name in the values or choose another release name")
+NAMESPACE_MISMATCH = ('the values say "{namespace}" but the release namespace is "{release}"; the '
+                      "pods' TF_CONFIG addresses contain it: install with --namespace {namespace},"
+                      ' or set namespace to "" (the release namespace)')
+CODE_NEEDS_ARCHIVE = ("the chart cannot read a local directory; set codeArchive to its archive in "
+                      "base64 (python -m launcher.code_bundle DIR > code.b64, then --set-file "
+                      "codeArchive=code.b64), or use the values of `python -m launcher render "
+                      "--helm-values SPEC`")
+
+
+def messages() -> dict[str, str]:
+    """What templates/_validate.tpl refuses with ($c.messages): the launcher's own messages,
+    each {field} as the token @field@ that the chart's tfk8s.text fills."""
+    table = {
+        "dns1035TooLong": names.DNS1035_TOO_LONG, "notDns1035": names.NOT_DNS1035,
+        "generatedName": names.GENERATED_NAME, "reservedEnv": role_spec.RESERVED_ENV_SET,
+        "gpuNotInLimits": role_spec.GPU_NOT_IN_LIMITS, "dirNotUnderMount": spec.DIR_NOT_UNDER_MOUNT,
+        "mwmsUnshared": checkpoints.MWMS_UNSHARED, "mwmsHostPath": checkpoints.HOSTPATH_PER_NODE,
+        "mwmsEmptyDir": checkpoints.EMPTYDIR_PER_POD, "releaseName": RELEASE_NAME_PROBLEM,
+        "namespaceMismatch": NAMESPACE_MISMATCH, "codeNeedsArchive": CODE_NEEDS_ARCHIVE}
+    return {key: tokens(text) for key, text in table.items()}
+
+
+def tokens(text: str) -> str:
+    """A str.format string as the chart's token text: "{key} is set" -> "@key@ is set"."""
+    out = ""
+    for literal, field, fmt, conversion in string.Formatter().parse(text):
+        assert "@" not in literal and not fmt and not conversion, text
+        out += literal + (f"@{field}@" if field is not None else "")
+    return out
 
 
 def _anchored(pattern: str) -> str:

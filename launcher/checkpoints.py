@@ -21,6 +21,16 @@ DEFAULT_MOUNT_PATH = "/ckpt"
 FIX = ("set checkpoint.volume.persistentVolumeClaim.claimName (or hostPath) or a gs:// "
        "checkpoint.dir")
 
+# The messages, str.format strings (the chart fills the same ones: launcher/chart_schema.py).
+MWMS_UNSHARED = (
+    f"{Strategy.MULTI_WORKER_MIRRORED.value} with {{workers}} workers needs checkpoint storage "
+    "that every worker shares ({where}): after a restart each worker would restore a different "
+    "checkpoint and all-reduce gradients into different weights. Set "
+    "checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, or use a gs:// "
+    "checkpoint.dir")
+HOSTPATH_PER_NODE = "a hostPath is a different directory on each node"
+EMPTYDIR_PER_POD = "without a volume each pod gets its own emptyDir"
+
 
 def default_model_dir(mount_path: str, namespace: str, name: str) -> str:
     """A cluster's model dir when checkpoint.dir is not set: unique per namespace and name."""
@@ -41,15 +51,8 @@ def mwms_storage_problem(spec: ClusterSpec) -> str | None:
     volume = spec.checkpoint.volume
     if spec.checkpoint.is_remote or (volume is not None and volume.persistent_volume_claim):
         return None
-    where = ("a hostPath is a different directory on each node" if volume is not None
-             else "without a volume each pod gets its own emptyDir")
-    return (
-        f"multi_worker_mirrored with {workers} workers needs checkpoint storage that every "
-        f"worker shares ({where}): after a restart each worker would restore a different "
-        "checkpoint and all-reduce gradients into different weights. Set "
-        "checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, or use "
-        "a gs:// checkpoint.dir"
-    )
+    return MWMS_UNSHARED.format(workers=workers,
+                                where=HOSTPATH_PER_NODE if volume is not None else EMPTYDIR_PER_POD)
 
 
 def ephemeral(spec: ClusterSpec) -> bool:

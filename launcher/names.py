@@ -12,23 +12,25 @@ _DNS1035 = re.compile(DNS1035_PATTERN)
 _DNS1123 = re.compile(DNS1123_LABEL_PATTERN)
 
 
+# The messages, str.format strings (the chart fills the same ones: launcher/chart_schema.py).
+DNS1035_TOO_LONG = f"{{length}} characters; a DNS-1035 label has at most {MAX_LABEL}"
+DNS1123_TOO_LONG = DNS1035_TOO_LONG.replace("DNS-1035", "DNS-1123")
+NOT_DNS1035 = ("not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter, "
+               "end with a letter or digit")
+NOT_DNS1123 = "not a DNS-1123 label: use lowercase letters, digits and '-'"
+GENERATED_NAME = "generated {kind} name '{name}' for role {role}: {problem}; shorten name"
+
+
 def dns1035_problem(value: str) -> str | None:
     if len(value) > MAX_LABEL:
-        return f"{len(value)} characters; a DNS-1035 label has at most {MAX_LABEL}"
-    if not _DNS1035.match(value):
-        return (
-            "not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter, "
-            "end with a letter or digit"
-        )
-    return None
+        return DNS1035_TOO_LONG.format(length=len(value))
+    return None if _DNS1035.match(value) else NOT_DNS1035
 
 
 def dns1123_label_problem(value: str) -> str | None:
     if len(value) > MAX_LABEL:
-        return f"{len(value)} characters; a DNS-1123 label has at most {MAX_LABEL}"
-    if not _DNS1123.match(value):
-        return "not a DNS-1123 label: use lowercase letters, digits and '-'"
-    return None
+        return DNS1123_TOO_LONG.format(length=len(value))
+    return None if _DNS1123.match(value) else NOT_DNS1123
 
 
 def service(name: str) -> str:

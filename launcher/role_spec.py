@@ -16,6 +16,10 @@ GPU = "nvidia.com/gpu"
 KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU)
 QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
 _ENV_NAME = re.compile(k8s_contract.ENV_NAME_PATTERN)
+# The messages, str.format strings (the chart fills the same ones: launcher/chart_schema.py).
+GPU_NOT_IN_LIMITS = (f"{GPU} must be set under limits (Kubernetes requires requests == limits "
+                     "for extended resources); move it to resources.limits")
+RESERVED_ENV_SET = "{key} is set by the launcher for every pod; remove it"
 
 
 class SpecModel(BaseModel):
@@ -47,12 +51,8 @@ class Resources(SpecModel):
 
     @model_validator(mode="after")
     def _gpu_in_limits(self) -> "Resources":
-        gpu = GPU
-        if gpu in self.requests and self.requests[gpu] != self.limits.get(gpu):
-            raise ValueError(
-                "nvidia.com/gpu must be set under limits (Kubernetes requires requests == limits "
-                "for extended resources); move it to resources.limits"
-            )
+        if GPU in self.requests and self.requests[GPU] != self.limits.get(GPU):
+            raise ValueError(GPU_NOT_IN_LIMITS)
         return self
 
     @property
@@ -87,7 +87,7 @@ def check_env(value: dict[str, str]) -> dict[str, str]:
         if not _ENV_NAME.match(key):
             raise ValueError(f"{key!r} is not a valid environment variable name")
         if key in k8s_contract.RESERVED_ENV:
-            raise ValueError(f"{key} is set by the launcher for every pod; remove it")
+            raise ValueError(RESERVED_ENV_SET.format(key=key))
     return {k: str(v) for k, v in value.items()}
 
 

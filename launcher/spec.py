@@ -59,6 +59,10 @@ class Volume(SpecModel):
         return self
 
 
+# str.format strings (the chart fills the same ones: launcher/chart_schema.py).
+DIR_NOT_UNDER_MOUNT = "dir '{dir}' is not under the volume's mountPath '{mount_path}'"
+
+
 class Checkpoint(SpecModel):
     # None: <mountPath>/<namespace>/<name> (ClusterSpec.model_dir), one dir per cluster, so
     # clusters sharing a volume never share a model dir by default.
@@ -83,9 +87,8 @@ class Checkpoint(SpecModel):
         elif self.volume is not None:
             mount = self.volume.mount_path.rstrip("/") + "/"
             if not (self.dir.rstrip("/") + "/").startswith(mount):
-                raise ValueError(
-                    f"dir {self.dir!r} is not under the volume's mountPath {self.volume.mount_path!r}"
-                )
+                raise ValueError(DIR_NOT_UNDER_MOUNT.format(dir=self.dir,
+                                                            mount_path=self.volume.mount_path))
         return self
 
 
@@ -183,10 +186,8 @@ class ClusterSpec(SpecModel):
         for role, kind, name in names.generated_names(self.name, self.workload, replicas):
             problem = names.dns1035_problem(name)
             if problem:
-                problems.append((
-                    "name",
-                    f"generated {kind} name {name!r} for role {role}: {problem}; shorten name",
-                ))
+                problems.append(("name", names.GENERATED_NAME.format(
+                    kind=kind, name=name, role=role, problem=problem)))
                 break
         if (self.replicas(Role.EVALUATOR) and self.checkpoint.volume is None
                 and not self.checkpoint.is_remote and not shared_disk):

@@ -16,8 +16,10 @@ here, so nothing is written twice by hand:
 
 Rules JSON Schema cannot state (a dir under the volume's mountPath, generated names too long,
 reserved env names, GPU requests == limits, shared MWMS checkpoints) are checked by the chart's
-templates/_validate.tpl with the launcher's messages. Two chart values differ from the model on
-purpose: `name` and `namespace` may be empty, meaning the release name and namespace.
+templates/_validate.tpl with the launcher's messages: the str.format strings its validators use,
+in _contract.tpl's "messages" with {field} as @field@ (launcher/chart_schema.messages). Two chart
+values differ from the model on purpose: `name` and `namespace` may be empty, meaning the
+release name and namespace.
 
     python scripts/gen_chart.py --write   # update the generated chart files
     python scripts/gen_chart.py --check   # exit 1 when one is out of date (a unit test does too)
@@ -139,6 +141,8 @@ def generate_contract() -> dict:
             for kind, builtin in (("builtin", True), ("command", False))},
         "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES,
         "code": _code_contract(),
+        # What templates/_validate.tpl refuses with: the launcher's messages, @field@ to fill.
+        "messages": chart_schema.messages(),
     }
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from launcher import render
+from launcher import chart_schema, render
 from launcher.loader import load_file
 from support import REPO
-from test_helm_parity import CHART, SPECS_DIR, assert_same_objects, helm  # noqa: F401 (fixture)
+from test_helm_parity import (  # noqa: F401 (helm: the fixture)
+    CHART, SPECS_DIR, assert_same_objects, chart_refusal, helm)
 
 import yaml
 
@@ -34,6 +35,6 @@ def test_code_without_archive_is_refused(helm):  # noqa: F811
     values = render.helm_values(load_file(SPECS_DIR / "code-byo-jobs.yaml"))
     values.pop("codeArchive")
     values["code"] = "./src"
-    r = helm.template("codebyo", "default", values)
-    assert r.returncode != 0
-    assert "code: the chart cannot read a local directory; set codeArchive" in r.stderr
+    message = chart_refusal(helm.template("codebyo", "default", values))
+    assert message.startswith("code: the chart cannot read a local directory; set codeArchive")
+    assert message == f"code: {chart_schema.CODE_NEEDS_ARCHIVE}"

@@ -33,8 +33,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from launcher import k8s_contract, render
-from launcher.loader import load_file
+from launcher import chart_plan, chart_schema, k8s_contract, names, render
+from launcher.errors import SpecError
+from launcher.loader import load_data, load_file
 from launcher.spec import ClusterSpec
 from support import REPO, example_specs, find_helm, in_ci
 from worker import contract
@@ -413,14 +414,26 @@ REFUSED = [
     ("bad-module", {"program.module": "not-a-module"}, "at '/program/module'"),
     ("bad-toleration", {"roles.worker.tolerations": [{"operator": "Maybe"}]},
      "at '/roles/worker/tolerations/0/operator'"),
-    # rules in templates/_validate.tpl, with the launcher's own message
+    ("queue-without-jobset", {"queue": "q"}, "at '/workload'"),
+    ("unknown-workload", {"workload": "pods"}, "at '/workload'"),
+]
+
+
+# (id, changes, a fragment of the message): rules of templates/_validate.tpl. The chart's
+# message is exactly the launcher's for the same values ("PATH: MESSAGE", one of load_data's
+# problems); the fragment pins the rule that refused them.
+REFUSED_LIKE_THE_LAUNCHER = [
     ("reserved-env", {"roles.worker.env": {"TF_CONFIG": "{}"}},
      "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it"),
+    ("reserved-env-all-pods", {"env": {"GRPC_FAIL_FAST": "x"}}, "env: GRPC_FAIL_FAST is set"),
     ("dir-not-under-mount", {"checkpoint.dir": "/data/x"},
      "checkpoint: dir '/data/x' is not under the volume's mountPath '/ckpt'"),
+    # quotes and a token's text in a value are the value's own (one substitution pass)
+    ("dir-with-quote-and-token", {"checkpoint.dir": "/data/it's@mount_path@"},
+     "checkpoint: dir '/data/it's@mount_path@' is not under"),
     ("gpu-requests-ne-limits", {"roles.chief.resources.requests": {"nvidia.com/gpu": "1"},
                                 "roles.chief.resources.limits": {"nvidia.com/gpu": "2"}},
-     "nvidia.com/gpu must be set under limits"),
+     "roles.chief.resources: nvidia.com/gpu must be set under limits"),
     ("mwms-workers-hostpath", {"strategy": "multi_worker_mirrored", "roles.chief.replicas": 0,
                                "roles.ps.replicas": 0, "roles.evaluator.replicas": 0,
                                "checkpoint.volume": {"hostPath": {"path": "/data"}}},
@@ -432,31 +445,55 @@ REFUSED = [
     ("mwms-workers-no-volume", {"strategy": "multi_worker_mirrored", "roles.chief.replicas": 0,
                                 "roles.ps.replicas": 0, "roles.evaluator.replicas": 0,
                                 "checkpoint.volume": None},
-     "checkpoint.volume: multi_worker_mirrored with 3 workers needs checkpoint storage that "
-     "every worker shares (without a volume each pod gets its own emptyDir)"),
+     "(without a volume each pod gets its own emptyDir)"),
     ("generated-name-too-long", {"name": "n" * 52},
      "name: generated pod hostname name '" + "n" * 52 + "-evaluator-0' for role evaluator: "
      "64 characters; a DNS-1035 label has at most 63; shorten name"),
     ("generated-jobset-name-too-long", {"name": "n" * 50, "workload": "jobset"},
-     "name: generated pod hostname name '" + "n" * 50 + "-evaluator-0-0' for role evaluator: "
-     "64 characters; a DNS-1035 label has at most 63; shorten name"),
-    ("queue-without-jobset", {"queue": "q"}, "at '/workload'"),
-    ("unknown-workload", {"workload": "pods"}, "at '/workload'"),
+     "name: generated pod hostname name '" + "n" * 50 + "-evaluator-0-0' for role evaluator"),
+    ("generated-account-name-too-long", {"name": "n" * 53, "roles.evaluator.replicas": 0},
+     "name: generated ServiceAccount/Role name '" + "n" * 53 + "-supervisor' for role -: 64"),
 ]
+
+
+def _changed(changes: dict) -> dict:
+    values = _base_values()
+    for dotted, value in changes.items():
+        values = _set(values, dotted, value)
+    return values
+
+
+def chart_refusal(r: subprocess.CompletedProcess) -> str:
+    """The message a template failed with (helm: "Error: execution error at (...): MESSAGE")."""
+    assert r.returncode != 0, f"helm accepted invalid values:\n{r.stdout[:2000]}"
+    found = re.search(r"^Error: execution error at \([^)]*\): (.*)$", r.stderr, re.MULTILINE)
+    assert found, r.stderr
+    return found.group(1)
 
 
 @pytest.mark.helm
 @pytest.mark.parametrize("changes,message", [pytest.param(c, m, id=i) for i, c, m in REFUSED])
 def test_invalid_values_are_refused(helm, changes, message):
-    values = _base_values()
-    for dotted, value in changes.items():
-        values = _set(values, dotted, value)
+    values = _changed(changes)
     with pytest.raises(ValidationError):  # the launcher refuses it too
         ClusterSpec.model_validate(values)
     r = helm.template("rel", values.get("namespace") or "team-a", values)
     assert r.returncode != 0, f"helm accepted invalid values:\n{r.stdout[:2000]}"
     assert message in r.stderr, r.stderr
     assert "Error:" in r.stderr
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("changes,fragment",
+                         [pytest.param(c, m, id=i) for i, c, m in REFUSED_LIKE_THE_LAUNCHER])
+def test_validate_refuses_with_the_launchers_message(helm, changes, fragment):
+    values = _changed(changes)
+    with pytest.raises(SpecError) as refused:
+        load_data(values)
+    launcher = [f"{p.path}: {p.message}" for p in refused.value.problems]
+    message = chart_refusal(helm.template("rel", values.get("namespace") or "team-a", values))
+    assert fragment in message
+    assert message in launcher, f"the chart's message differs from the launcher's {launcher}"
 
 
 @pytest.mark.helm
@@ -469,17 +506,20 @@ def test_schema_errors_name_the_schema(helm):
 
 @pytest.mark.helm
 def test_namespace_mismatch_is_refused(helm):
-    r = helm.template("rel", "elsewhere", _base_values())
-    assert r.returncode != 0
-    assert 'namespace: the values say "team-a" but the release namespace is "elsewhere"' in r.stderr
+    message = chart_refusal(helm.template("rel", "elsewhere", _base_values()))
+    assert message.startswith('namespace: the values say "team-a" but the release namespace '
+                              'is "elsewhere"')
+    assert message == "namespace: " + chart_schema.NAMESPACE_MISMATCH.format(
+        namespace="team-a", release="elsewhere")
 
 
 @pytest.mark.helm
 def test_release_name_that_is_no_dns1035_label_is_refused(helm):
     values = {**_base_values(), "name": ""}
-    r = helm.template("1st-run", "team-a", values)
-    assert r.returncode != 0
-    assert 'the release name "1st-run" is the cluster name' in r.stderr, r.stderr
+    message = chart_refusal(helm.template("1st-run", "team-a", values))
+    assert 'the release name "1st-run" is the cluster name' in message
+    assert message == "name: " + chart_schema.RELEASE_NAME_PROBLEM.format(
+        release="1st-run", problem=names.dns1035_problem("1st-run"))
 
 
 def _notes(helm, tmp_path, spec) -> str:
@@ -552,7 +592,7 @@ def test_templates_take_the_contracts_constants_from_contract_tpl():
         k8s_contract.LABEL_MANAGED_BY, k8s_contract.LABEL_STRATEGY, k8s_contract.INDEX_ANNOTATION,
         k8s_contract.SUPERVISOR_DIR, k8s_contract.DNS1035_PATTERN, f'"{k8s_contract.CONTAINER}"',
         f": {k8s_contract.CONTAINER}", f"[{contract.EXIT_PREEMPTED}]", f"[{contract.EXIT_CONFIG}]",
-        f" {k8s_contract.MAX_LABEL}",
+        f" {k8s_contract.MAX_LABEL}", chart_schema.GPU,
         # Name formats and objects' layout come from _plan.tpl (launcher/chart_plan.py).
         "-supervisor", '"%s-', "%s-%s", "-grpc", "-collective", "-no-ingress", ".svc:",
         "kind: Job", "apiVersion:", "podFailurePolicy", "backoffLimitPerIndex", '"HOME"',
@@ -562,6 +602,28 @@ def test_templates_take_the_contracts_constants_from_contract_tpl():
     assert templates
     found = [(p.name, c) for p in templates for c in constants if c in _template_code(p)]
     assert not found, f"constants written out in templates (use $c from tfk8s.contract): {found}"
+
+
+def test_templates_spell_out_no_message():
+    """A refusal's text is the launcher's ($c.messages: launcher/chart_schema.messages, from the
+    str.format strings its validators use) and the generated names' kinds come from
+    names.generated_names (_plan.tpl): no template writes a part of one, and no template action
+    holds prose of its own (a string literal of three words or more)."""
+    texts = list(chart_schema.messages().values()) + [
+        kind for formats in chart_plan.name_formats()["names"]["generated"].values()
+        for _, kind, _ in formats]
+    pieces = {p.strip(" '\"") for t in texts for p in re.split(r"@\w+@", t)}
+    pieces = {p for p in pieces if " " in p or "/" in p}  # not one word: "name", "Job"
+    assert len(pieces) > 20 and "is set by the launcher for every pod; remove it" in pieces
+    templates = [p for p in (CHART / "templates").iterdir()
+                 if p not in gen_chart.expected_files()]
+    found = [(p.name, piece) for p in templates for piece in pieces if piece in _template_code(p)]
+    assert not found, f"messages written out in templates (use $c.messages): {found}"
+    prose = [(p.name, literal) for p in templates
+             for action in re.findall(r"\{\{.*?\}\}", _template_code(p), re.DOTALL)
+             for literal in re.findall(r'"((?:[^"\\]|\\.)*)"', action)
+             if re.search(r"[A-Za-z']+ [A-Za-z']+ [A-Za-z']+", literal)]
+    assert not prose, f"prose in template actions (a message: put it in $c.messages): {prose}"
 
 
 def test_hand_written_templates_are_layout_and_values_only():

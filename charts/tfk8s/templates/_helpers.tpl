@@ -7,10 +7,9 @@ tokens where the values go. Here: the values, and the filling. */}}
 {{- if kindIs "string" . }}{{ . }}{{ else }}{{ toJson . }}{{ end -}}
 {{- end }}
 {{/* A token string filled: "@k@" -> the value's text (dict "s" TEXT "values" VALUES). */}}
-{{- define "tfk8s.text" -}}
-{{- $s := .s -}}
-{{- range $t := regexFindAll "@[A-Za-z0-9_.]+@" .s -1 }}{{ $s = replace $t (toString (get $.values (trimAll "@" $t))) $s }}{{ end -}}
-{{- $s -}}
+{{- define "tfk8s.text" -}}{{/* one pass: a value's own text is never read for tokens */}}
+{{- $tokens := regexFindAll "@[A-Za-z0-9_.]+@" .s -1 -}}
+{{- range $i, $part := regexSplit "@[A-Za-z0-9_.]+@" .s -1 }}{{ $part }}{{ if lt $i (len $tokens) }}{{ toString (get $.values (trimAll "@" (index $tokens $i))) }}{{ end }}{{ end -}}
 {{- end }}
 {{/* Every value the tokens name (launcher/chart_plan.py tokens), as JSON; unset ones absent. */}}
 {{- define "tfk8s.values" -}}
