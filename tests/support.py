@@ -56,8 +56,8 @@ class TierResource:
     torn down, not at the end of the session: the tiers after it then run without an idle
     control plane beside them (tests/conftest.py runs the tiers in order).
 
-    The fixture returns `resource.open(context_manager)`; the tier's conftest calls
-    `release_after(nextitem)` after each test's teardown and `close()` when the session ends.
+    The fixture returns `resource.open(context_manager)`; the tier's conftest takes its hooks
+    from `hooks()`: `release_after(nextitem)` after each test's teardown, `close()` at the end.
     """
 
     def __init__(self, marker: str):
@@ -79,3 +79,19 @@ class TierResource:
     def close(self) -> None:
         self._released = True
         self._stack.close()
+
+    def hooks(self):
+        """(pytest_runtest_teardown, pytest_sessionfinish) for the tier's conftest."""
+        import pytest
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_teardown(item, nextitem):
+            # after the test's own teardown (its namespace is deleted through the cluster)
+            result = yield
+            self.release_after(nextitem)
+            return result
+
+        def pytest_sessionfinish(session) -> None:
+            self.close()
+
+        return pytest_runtest_teardown, pytest_sessionfinish

@@ -66,3 +66,26 @@ def test_the_last_test_of_the_session_releases_it_too():
     resource.open(contextlib.closing(type("C", (), {"close": lambda self: released.append(1)})()))
     resource.release_after(None)
     assert released == [1]
+
+
+def test_the_hooks_release_after_the_tests_own_teardown():
+    events = []
+
+    @contextlib.contextmanager
+    def cluster():
+        yield "cluster"
+        events.append("deleted")
+
+    resource = TierResource("scale")
+    teardown, sessionfinish = resource.hooks()
+    assert teardown.pytest_impl["wrapper"]  # pluggy runs it around the other teardowns
+    resource.open(cluster())
+    for nextitem in (Item("s2", "scale"), Item("k1", "kind")):
+        wrapper = teardown(Item("s1", "scale"), nextitem)
+        next(wrapper)  # the test's own teardown runs here
+        assert events == []
+        with pytest.raises(StopIteration):
+            wrapper.send(None)
+    assert events == ["deleted"]
+    sessionfinish(None)
+    assert events == ["deleted"]

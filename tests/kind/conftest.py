@@ -239,17 +239,8 @@ def create_cluster(name: str, config: Path, kubeconfig: str, node_image: str | N
 # --------------------------------------------------------------------------- fixtures
 _KIND = TierResource("kind")
 
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    # after the test's own teardown (its namespace is deleted through the cluster)
-    result = yield
-    _KIND.release_after(nextitem)
-    return result
-
-
-def pytest_sessionfinish(session) -> None:
-    _KIND.close()
+# the cluster is deleted after the tier's last test, or at the session's end
+pytest_runtest_teardown, pytest_sessionfinish = _KIND.hooks()
 
 
 @pytest.fixture(scope="session")

@@ -116,16 +116,8 @@ def _wait_nodes_ready(cluster: KindCluster, kwok_log: str, timeout: float = 120)
 
 _SCALE = TierResource("scale")
 
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    result = yield
-    _SCALE.release_after(nextitem)
-    return result
-
-
-def pytest_sessionfinish(session) -> None:
-    _SCALE.close()
+# the cluster is deleted after the tier's last test, or at the session's end
+pytest_runtest_teardown, pytest_sessionfinish = _SCALE.hooks()
 
 
 @pytest.fixture(scope="session")
