@@ -491,9 +491,10 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
                                         tmp_path, role):
     name = f"chaos-{role}"
     # The deletion comes right after the first checkpoint (step 200), and must land
-    # mid-training: 600 steps later (about 27 s at 22 steps/s). A deleted worker's replacement
-    # runs only after the old pod's grace (20 s below) and a start-up: 1200 steps for it.
-    steps = 1400 if role == "worker" else 800
+    # mid-training: 600 steps later for the chief (about 27 s at 22 steps/s). A deleted ps or
+    # worker serves on for its grace less 5 s (15 s below) and its replacement must still find
+    # training under way after a start-up: 1200 steps for them (800 in all failed the ps case).
+    steps = 800 if role == "chief" else 1400
     # A deleted ps or PS worker serves on while the chief's port answers, up to its grace less
     # 5 s (for a chief that saves in a whole-cluster preemption): with the default 120 s the
     # rest of the training could end in that time, and no replacement would ever run (the
