@@ -12,6 +12,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO / "examples"
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
@@ -82,8 +84,6 @@ class TierResource:
 
     def hooks(self):
         """(pytest_runtest_teardown, pytest_sessionfinish) for the tier's conftest."""
-        import pytest
-
         @pytest.hookimpl(wrapper=True)
         def pytest_runtest_teardown(item, nextitem):
             # after the test's own teardown (its namespace is deleted through the cluster)
