@@ -492,13 +492,12 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
     name = f"chaos-{role}"
     # The deletion comes right after the first checkpoint (step 200), and must land
     # mid-training: 600 steps later for the chief (about 27 s at 22 steps/s). A deleted ps or
-    # worker serves on for its grace less 5 s (15 s below) and its replacement must still find
-    # training under way after a start-up: 1200 steps for them (800 in all failed the ps case).
+    # PS worker serves on while the chief's port answers, up to its grace less 5 s (for a chief
+    # that saves in a whole-cluster preemption): with the default 120 s the rest of the training
+    # could end in that time and no replacement would ever run (the worker case timed out so in
+    # a clean-clone run). So a 20 s grace for them, and 1200 steps after the checkpoint for the
+    # replacement to find training under way after its start-up (800 in all failed the ps case).
     steps = 800 if role == "chief" else 1400
-    # A deleted ps or PS worker serves on while the chief's port answers, up to its grace less
-    # 5 s (for a chief that saves in a whole-cluster preemption): with the default 120 s the
-    # rest of the training could end in that time, and no replacement would ever run (the
-    # worker case timed out so in a clean-clone run). 20 s: the replacement is what is tested.
     extra = {"terminationGracePeriodSeconds": 20} if role in ("ps", "worker") else {}
     spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
                       steps=steps, checkpoint_every=200, **extra)
