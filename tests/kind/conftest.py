@@ -31,7 +31,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import pytest
 import yaml
@@ -133,6 +133,19 @@ class KindCluster:
     reused: bool
     env: dict[str, str]
     worker_image: str | None = None
+    # repairs the next kind test needs (a killed node started again); none is run when the
+    # tier's cluster is deleted first (the node-kill test runs last)
+    repairs: list[tuple[str, Callable[[], None]]] = dataclasses.field(default_factory=list)
+
+    def repair_before_next_use(self, what: str, repair: Callable[[], None]) -> None:
+        self.repairs.append((what, repair))
+
+    def run_repairs(self) -> None:
+        while self.repairs:
+            what, repair = self.repairs.pop(0)
+            t0 = time.monotonic()
+            repair()
+            print(f"[kind] repaired: {what} ({time.monotonic() - t0:.0f}s)")
 
     @property
     def node(self) -> str:
@@ -303,6 +316,15 @@ def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     finally:
         if not reused and os.environ.get("TFK8S_KEEP_CLUSTER") != "1":
             run(["kind", "delete", "cluster", "--name", name], env=env, check=False)
+        else:  # a kept cluster is left whole for the next session
+            cluster.run_repairs()
+
+
+@pytest.fixture(autouse=True)
+def _repaired_cluster(request: pytest.FixtureRequest) -> None:
+    """Runs the repairs an earlier kind test left (KindCluster.repair_before_next_use)."""
+    if "kind_cluster" in request.fixturenames:
+        request.getfixturevalue("kind_cluster").run_repairs()
 
 
 @pytest.fixture(scope="session")
@@ -351,7 +373,13 @@ def fresh_namespace(kind_cluster: KindCluster) -> Iterator[str]:
     try:
         yield name
     finally:
+        # The namespace goes in the background; its pods are killed now, without their grace
+        # period: a cluster a test left training (or saving on SIGTERM) would otherwise take
+        # the 2-core CI machine's CPU from the next tests for up to its grace period. Deleting
+        # the namespace first stops its Jobs from making new pods (namespace lifecycle).
         kind_cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+        kind_cluster.kubectl("-n", name, "delete", "pods", "--all", "--grace-period=0", "--force",
+                             "--wait=false", "--ignore-not-found", check=False)
 
 
 @pytest.fixture

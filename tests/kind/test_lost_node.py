@@ -7,8 +7,8 @@ the node going NotReady. Then the remedy `status` names: the Node object is dele
 cloud's node controller would), or tainted node.kubernetes.io/out-of-service (bare metal): the
 chief is replaced on the control plane, resumes at its last checkpoint, and the cluster
 succeeds without the chief's Job counting a failure. The killed node container is started
-again afterwards (its kubelet registers the Node anew, or finds it), so later tests see two
-nodes.
+again before the next kind test (its kubelet registers the Node anew, or finds it), so later
+tests see two nodes; after the tier's last test the cluster is deleted instead.
 """
 from __future__ import annotations
 
@@ -46,6 +46,16 @@ REMEDIES = {
     "delete-node": lambda node: ("delete", "node", node),
     "out-of-service": lambda node: ("taint", "nodes", node, f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute"),
 }
+
+
+def restart_node(cluster, node: str) -> None:
+    """Start a killed node container again and wait until its Node is Ready."""
+    run(["docker", "start", node], env=cluster.env, check=False)
+    wait_for(lambda: cluster.kubectl("get", "node", node, check=False).returncode == 0,
+             300, f"node {node} registered again")
+    cluster.kubectl("wait", "node", node, "--for=condition=Ready", "--timeout=300s", timeout=330,
+                    check=False)
+    _restart_kube_router(cluster)
 
 
 def ready_since(cluster, node: str) -> float | None:
@@ -121,13 +131,9 @@ def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
         kill_running(proc, follow)
         kind_cluster.kubectl("taint", "nodes", control, f"{HOLD_TAINT}-", check=False)
         kind_cluster.kubectl("taint", "nodes", victim_node, f"{OUT_OF_SERVICE}-", check=False)
-        if killed:
-            run(["docker", "start", victim_node], env=kind_cluster.env, check=False)
-            wait_for(lambda: kind_cluster.kubectl("get", "node", victim_node, check=False).returncode == 0,
-                     300, f"node {victim_node} registered again")
-            kind_cluster.kubectl("wait", "node", victim_node, "--for=condition=Ready",
-                                 "--timeout=300s", timeout=330, check=False)
-            _restart_kube_router(kind_cluster)
+        if killed:  # not needed when this was the tier's last test: the cluster goes next
+            kind_cluster.repair_before_next_use(
+                f"node {victim_node} started again", lambda: restart_node(kind_cluster, victim_node))
     print(output[-3000:])
     assert proc.returncode == 0, output[-3000:]
     chief = pod_of(kind_cluster, namespace, name, "chief")
