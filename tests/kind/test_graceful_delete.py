@@ -56,8 +56,8 @@ def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, name
             wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
                      "the first checkpoint")
         else:
-            wait_for(lambda: any(e["event"] == "checkpoint" for e in task_events(
-                kind_cluster, namespace, name, "worker", 0)), 600, "worker 0's first checkpoint")
+            wait_for(lambda: checkpointed_step(kind_cluster, name, namespace, "worker"), 600,
+                     "worker 0's first checkpoint")
         victim = pod_of(kind_cluster, namespace, name, role, index)
         failed_before = job_failed(kind_cluster, namespace, name, role)
         follow = follow_log(kind_cluster, namespace, victim)

@@ -14,8 +14,8 @@ import pytest
 
 from support import REPO
 from test_e2e import (
-    LABEL, checkpointed_step, cli, evaluated_steps, progress, submit_in_background, wait_for,
-    write_spec,
+    LABEL, checkpointed_step, cli, evaluated_steps, polled_events, progress, submit_in_background,
+    wait_for, write_spec,
 )
 
 pytestmark = pytest.mark.kind
@@ -43,8 +43,7 @@ def status_json(cluster, namespace: str, name: str) -> dict:
 
 
 def chief_step(cluster, namespace: str, name: str) -> int:
-    result = cli(cluster, "logs", name, "-n", namespace, "--role", "chief", timeout=60)
-    return max((e["step"] for e in progress(result.stdout)
+    return max((e["step"] for e in polled_events(cluster, name, namespace)
                 if e["event"] in ("step", "checkpoint") and e.get("step") is not None), default=0)
 
 
@@ -275,13 +274,6 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(kind_cluster, 
 MWMS_STEPS, MWMS_CHECKPOINT_EVERY = 1000, 200
 
 
-def worker0_checkpoint(cluster, namespace: str, name: str) -> int | None:
-    result = cli(cluster, "logs", name, "-n", namespace, "--role", "worker", "--index", "0",
-                 timeout=60)
-    steps = [e["step"] for e in progress(result.stdout) if e["event"] == "checkpoint"]
-    return max(steps) if steps else None
-
-
 @pytest.mark.parametrize("backoff_limit, set_restarts, workers", [(0, 1, 2), (1, 0, 3)],
                          ids=["worker-out-of-retries-restarts-the-set", "3-workers-crash-costs-one-retry"])
 def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
@@ -308,7 +300,7 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
     started = time.monotonic()
     run = submit_in_background(kind_cluster, spec)
     try:
-        wait_for(lambda: worker0_checkpoint(kind_cluster, namespace, name), 600,
+        wait_for(lambda: checkpointed_step(kind_cluster, name, namespace, "worker"), 600,
                  "worker 0's first checkpoint")
         [worker1] = [p for p in live_pods(kind_cluster, namespace, name)
                      if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"
