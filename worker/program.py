@@ -1,5 +1,6 @@
 """The training program interface: what a module named by TFK8S_PROGRAM (the spec's
-`program.module`) must provide. The built-in one is `worker/examples/fashion_mnist.py`.
+`program.module`) must provide. The built-in one is `worker/examples/fashion_mnist.py`;
+`worker/examples/digits.py` is a small one (8x8 digits, one hidden layer).
 
 The worker owns everything distributed: strategies, per-worker datasets, loss scaling, loops,
 checkpoints, restarts, evaluation, export. The program only builds things:

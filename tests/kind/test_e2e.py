@@ -210,7 +210,8 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         wait_for(all_running, 600, "all 5 pods Running", interval=0.5)
         running = time.monotonic() - started
         first_step = None
-        while proc.poll() is None and time.monotonic() - started < 900:
+        # Polled until two steps were seen (each `status` costs about a second of CPU).
+        while proc.poll() is None and time.monotonic() - started < 900 and len(training_seen) < 2:
             training = json.loads(cli(kind_cluster, "status", "ps", "-n", namespace, "-o",
                                       "json", check=True).stdout)["training"]
             if training and training["step"]:  # past the start event's step 0
@@ -398,7 +399,7 @@ def test_the_tf_container_holds_no_token_and_the_job_watch_ends_the_servers(
     in the job-watch container, which still ends the servers once the chief is done."""
     name = "notoken"
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(sleeper_spec(name, namespace, worker_image, chief_seconds=40)))
+    spec.write_text(yaml.safe_dump(sleeper_spec(name, namespace, worker_image, chief_seconds=20)))
     cli(kind_cluster, "submit", str(spec), check=True, timeout=120)
     ps = running_pod(kind_cluster, namespace, name, "ps")
     sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -581,7 +582,7 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
 def test_image_that_does_not_exist_fails_fast(kind_cluster, namespace, tmp_path):
     spec = write_spec(tmp_path, "noimg", namespace, None, "tfk8s/does-not-exist:0",
                       strategy="mirrored", roles={"chief": {"replicas": 1}})
-    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "20",
+    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "5",
                  timeout=300)
     print(f"MEASURE bad image reported after {result.seconds:.1f}s")
     assert result.returncode == 1
@@ -605,7 +606,7 @@ def test_unsatisfiable_resources_are_reported(kind_cluster, worker_image, namesp
     spec = write_spec(tmp_path, "huge", namespace, None, worker_image, strategy="mirrored",
                       roles={"chief": {"replicas": 1,
                                        "resources": {"requests": {"memory": "900Gi"}}}})
-    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "20",
+    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "5",
                  timeout=300)
     print(f"MEASURE unschedulable reported after {result.seconds:.1f}s")
     assert result.returncode == 1

@@ -64,14 +64,20 @@ def test_a_loss_scale_optimizer_under_parameter_server_is_a_clear_error(backend,
                         "does not support under parameter_server", "--mixed-precision")
 
 
+# Mixed precision on a CPU emulates bfloat16: the small digits program (dense layers, which
+# the policy covers like convolutions) keeps the two runs to seconds.
+SMALL = "worker.examples.digits"
+
+
 def test_mixed_precision_on_cpu_learns(backend, workdir):
-    code, _ = run(backend, "mp", "mirrored", [*ARGS, "--mixed-precision"])
+    args = [*ARGS, "--mixed-precision"]
+    code, _ = run(backend, "mp", "mirrored", args, program={"module": SMALL, "args": args})
     assert code == 0, backend.status("mp")
     policy = events(backend, "mp", "chief", 0, "precision")[0]["policy"]
     assert policy == "mixed_bfloat16"  # no GPU here; mixed_float16 on a GPU
     final = [r for r in metrics(backend, "mp") if r["final"]][0]
     assert final["accuracy"] > MIN_ACCURACY, final
-    code, _ = run(backend, "fp32", "mirrored", ARGS)
+    code, _ = run(backend, "fp32", "mirrored", ARGS, program={"module": SMALL, "args": ARGS})
     assert code == 0
     fp32 = [r for r in metrics(backend, "fp32") if r["final"]][0]
     measure(f"mixed precision ({policy}, mirrored, CPU): accuracy {final['accuracy']:.3f} vs "

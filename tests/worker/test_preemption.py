@@ -131,7 +131,9 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
     name = "fit-resume"
     fit_args = ["--loop", "fit", "--steps", "200", "--checkpoint-every", "50",
                 "--global-batch-size", "64", "--data", "digits", "--max-checkpoints", "2"]
-    spec = make_spec(name, "parameter_server", fit_args, evaluator=False)
+    small = {"module": "worker.examples.digits"}  # the model is not the subject: the small one
+    spec = make_spec(name, "parameter_server", fit_args, evaluator=False,
+                     program={**small, "args": fit_args})
     assert Submission(backend, spec).wait(TIMEOUT) == 0, backend.status(name)
     model = run_files(backend, name).dir / "model"
     checkpoints = sorted(p.name for p in (model / "checkpoints").glob("ckpt-*.index"))
@@ -144,8 +146,9 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
     assert not [r for r in again if r["event"] == "epoch"], "fit trained again"
     assert final_marker(backend, name)["step"] == 200
 
-    longer = make_spec(name, "parameter_server",
-                       [a if a != "200" else "300" for a in fit_args], evaluator=False)
+    longer_args = [a if a != "200" else "300" for a in fit_args]
+    longer = make_spec(name, "parameter_server", longer_args, evaluator=False,
+                       program={**small, "args": longer_args})
     assert Submission(backend, longer, replace=True).wait(TIMEOUT) == 0, backend.status(name)
     more = attempts(backend, name, "chief", 0)[-1]
     assert [r["step"] for r in more if r["event"] == "start"] == [200]

@@ -53,6 +53,11 @@ def build_dataset(split: str, batch_size: int, input_context=None, data: str = "
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     images, labels = load_arrays(data)[split]
+    return pipeline(images, labels, split, batch_size, input_context)
+
+
+def pipeline(images, labels, split: str, batch_size: int, input_context=None):
+    """uint8 images and int labels -> the batched, sharded, [0, 1]-scaled dataset."""
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     if input_context is not None and input_context.num_input_pipelines > 1:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
@@ -85,11 +90,16 @@ def load_arrays(data: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def _digits():
-    small, labels = _digits_8x8()
+    small, labels = digits_8x8()
     # 8x8 images with values 0..16 -> 28x28 by bilinear zoom (x3.5) -> 0..255.
     large = _zoom_bilinear(small / 16.0, 28).astype(np.float32)
     images = np.clip(large * 255.0, 0, 255).astype(np.uint8)[..., None]
-    order = np.random.default_rng(0).permutation(len(images))  # a fixed split
+    return split_digits(images, labels)
+
+
+def split_digits(images: np.ndarray, labels: np.ndarray) -> dict:
+    """The fixed 1500 train / 297 test split of the digits (worker/examples/digits.py too)."""
+    order = np.random.default_rng(0).permutation(len(images))
     train, test = order[:DIGITS_TRAIN_EXAMPLES], order[DIGITS_TRAIN_EXAMPLES:]
     return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
 
@@ -113,7 +123,7 @@ def digits_csv_path() -> Path:
         "in an installed scikit-learn; pip install scikit-learn, or use --data synthetic")
 
 
-def _digits_8x8() -> tuple[np.ndarray, np.ndarray]:
+def digits_8x8() -> tuple[np.ndarray, np.ndarray]:
     """float64 images [N, 8, 8] with values 0..16, int32 labels: what sklearn's load_digits
     returns, read from the same file (64 pixel columns, then the label)."""
     rows = np.loadtxt(digits_csv_path(), delimiter=",")
