@@ -32,19 +32,17 @@ def build_model():
     ])
 
 
-def build_optimizer():
-    return tf.keras.optimizers.Adam(learning_rate=LEARNING_RATE)
-
-
 def build_dataset(split: str, batch_size: int, input_context=None, data: str = "digits"):
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     if data != "digits":
         raise errors.ConfigError(
             f"--data {data!r}: worker.examples.digits trains on the 8x8 digits only (--data "
             "digits); for other data use the built-in worker.examples.fashion_mnist")
-    images, labels = _arrays()[split]
+    images, labels = _arrays()[fashion_mnist.check_split(split)]
     return fashion_mnist.pipeline(images, labels, split, batch_size, input_context)
+
+
+def build_optimizer():
+    return tf.keras.optimizers.Adam(learning_rate=LEARNING_RATE)
 
 
 @functools.lru_cache(maxsize=None)

@@ -50,10 +50,14 @@ def build_optimizer():
 
 
 def build_dataset(split: str, batch_size: int, input_context=None, data: str = "digits"):
+    images, labels = load_arrays(data)[check_split(split)]
+    return pipeline(images, labels, split, batch_size, input_context)
+
+
+def check_split(split: str) -> str:
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    images, labels = load_arrays(data)[split]
-    return pipeline(images, labels, split, batch_size, input_context)
+    return split
 
 
 def pipeline(images, labels, split: str, batch_size: int, input_context=None):
