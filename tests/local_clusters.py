@@ -26,6 +26,9 @@ from worker.progress import parse_line  # noqa: E402
 # Measurements the tests print at the end of the session (fault recovery times etc.).
 MEASUREMENTS: list[str] = []
 
+# The small built-in program, for tests whose subject is not the model (worker/examples/digits.py).
+SMALL_PROGRAM = "worker.examples.digits"
+
 ROLES = {
     "parameter_server": {"chief": 1, "worker": 2, "ps": 1},
     "multi_worker_mirrored": {"worker": 2},

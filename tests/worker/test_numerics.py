@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from local_clusters import (
-    Submission, assert_no_task_processes, events, make_spec, measure, metrics, run_files,
+    SMALL_PROGRAM, Submission, assert_no_task_processes, events, make_spec, measure, metrics,
+    run_files,
 )
 
 pytestmark = pytest.mark.process
@@ -66,18 +67,16 @@ def test_a_loss_scale_optimizer_under_parameter_server_is_a_clear_error(backend,
 
 # Mixed precision on a CPU emulates bfloat16: the small digits program (dense layers, which
 # the policy covers like convolutions) keeps the two runs to seconds.
-SMALL = "worker.examples.digits"
-
-
 def test_mixed_precision_on_cpu_learns(backend, workdir):
     args = [*ARGS, "--mixed-precision"]
-    code, _ = run(backend, "mp", "mirrored", args, program={"module": SMALL, "args": args})
+    code, _ = run(backend, "mp", "mirrored", args, program={"module": SMALL_PROGRAM, "args": args})
     assert code == 0, backend.status("mp")
     policy = events(backend, "mp", "chief", 0, "precision")[0]["policy"]
     assert policy == "mixed_bfloat16"  # no GPU here; mixed_float16 on a GPU
     final = [r for r in metrics(backend, "mp") if r["final"]][0]
     assert final["accuracy"] > MIN_ACCURACY, final
-    code, _ = run(backend, "fp32", "mirrored", ARGS, program={"module": SMALL, "args": ARGS})
+    code, _ = run(backend, "fp32", "mirrored", ARGS,
+                  program={"module": SMALL_PROGRAM, "args": ARGS})
     assert code == 0
     fp32 = [r for r in metrics(backend, "fp32") if r["final"]][0]
     measure(f"mixed precision ({policy}, mirrored, CPU): accuracy {final['accuracy']:.3f} vs "

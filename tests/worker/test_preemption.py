@@ -13,8 +13,8 @@ import pytest
 
 import gce_metadata
 from local_clusters import (
-    Submission, assert_no_task_processes, attempts, final_marker, kill_task, make_spec, measure,
-    run_files, wait_until,
+    SMALL_PROGRAM, Submission, assert_no_task_processes, attempts, final_marker, kill_task,
+    make_spec, measure, run_files, wait_until,
 )
 from worker.errors import EXIT_PREEMPTED
 
@@ -131,7 +131,7 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
     name = "fit-resume"
     fit_args = ["--loop", "fit", "--steps", "200", "--checkpoint-every", "50",
                 "--global-batch-size", "64", "--data", "digits", "--max-checkpoints", "2"]
-    small = {"module": "worker.examples.digits"}  # the model is not the subject: the small one
+    small = {"module": SMALL_PROGRAM}  # the model is not the subject
     spec = make_spec(name, "parameter_server", fit_args, evaluator=False,
                      program={**small, "args": fit_args})
     assert Submission(backend, spec).wait(TIMEOUT) == 0, backend.status(name)
