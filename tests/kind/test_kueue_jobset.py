@@ -174,8 +174,8 @@ def test_second_cluster_waits_with_zero_pods_until_quota_frees(
 def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss(
         kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue):
     """Kueue suspends the whole low-priority JobSet: every pod gets SIGTERM at once. Its chief
-    runs tests/worker/probes/slow_save.py (shipped with `code:`), whose every save takes 12 s
-    more: the ps must serve on while the chief saves the step it reached, and the resumed
+    runs tests/worker/probes/slow_save.py (shipped with `code:`), whose save at the SIGTERM takes
+    12 s more: the ps must serve on while the chief saves the step it reached, and the resumed
     cluster starts there, with no failure counted."""
     code = tmp_path / "slow-save-code"
     code.mkdir()
@@ -235,7 +235,7 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
     starts = [e["step"] for e in progress(chief_log) if e["event"] == "start"]
     assert starts and starts[0] == saved[0], (starts, saved)
     assert_ended_clean(kind_cluster, namespace, "p-low")
-    print(f"MEASURE kueue preemption (every save 12 s slower): low-priority cluster preempted "
+    print(f"MEASURE kueue preemption (the SIGTERM save 12 s slower): low-priority cluster preempted "
           f"at step {saved[0]} (the chief's last step before it reported at "
           f"{stopped - max(before, default=stopped):.1f}s before its preempted event), resumed "
           f"at step {starts[0]} (0 lost steps); high-priority cluster succeeded in "
