@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, IO
+from typing import IO, Callable, TextIO
 
 # Runs before the task's command: asks Linux to SIGKILL the task when the supervising thread
 # dies, then execs the command (so `pgrep -f "python -m worker"` sees the task itself).
@@ -67,26 +67,33 @@ def start(argv: list[str], env: dict[str, str], *, name: str, log_path: Path,
           header: Callable[[int], str], output: Output,
           cwd: str | None = None) -> tuple[subprocess.Popen, threading.Thread]:
     """Start `argv` in a new session (its own process group); a thread copies its output to
-    `log_path`, behind the line header(pid), and to `output` prefixed with `[name] `."""
+    `log_path`, behind the line header(pid), and to `output` prefixed with `[name] `. The
+    header is written before this returns: once a run's tasks have started (submit returned),
+    each task's log exists and `logs` can read it (seen: a test that read it right after
+    submit found no file while the copying thread had not run yet)."""
     if sys.platform.startswith("linux"):
         argv = [sys.executable, "-c", _EXEC_WITH_PARENT_DEATH_SIGNAL, str(os.getpid()), *argv]
-    process = subprocess.Popen(
-        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd,
-    )
+    log = log_path.open("a", encoding="utf-8")  # first: a log that cannot open starts nothing
+    try:
+        process = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd,
+        )
+    except BaseException:
+        log.close()
+        raise
+    log.write(header(process.pid) + "\n")
+    log.flush()
     reader = threading.Thread(
-        target=_copy_output, args=(process, log_path, header(process.pid), f"[{name}] ", output),
+        target=_copy_output, args=(process, log, f"[{name}] ", output),
         name=f"log-{name}", daemon=True,
     )
     reader.start()
     return process, reader
 
 
-def _copy_output(process: subprocess.Popen, log_path: Path, header: str, prefix: str,
-                 output: Output) -> None:
-    with log_path.open("a", encoding="utf-8") as log:
-        log.write(header + "\n")
-        log.flush()
+def _copy_output(process: subprocess.Popen, log: TextIO, prefix: str, output: Output) -> None:
+    with log:
         for raw in process.stdout:
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
             log.write(line + "\n")

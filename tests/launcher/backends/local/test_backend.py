@@ -18,6 +18,7 @@ from local_clusters import (
     REPO_ROOT, LocalBackend, LocalProcessBackendConfig, Submission, assert_no_task_processes,
     kill_task, make_spec, run_files, wait_until,
 )
+from launcher.backends.local.files import ATTEMPT_HEADER_START
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.errors import SubmitRefused
 from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
@@ -263,6 +264,18 @@ def test_delete_stops_a_run_this_process_supervises(backend, workdir):
     backend.delete("stopped")
     assert_no_task_processes(workdir)
     assert backend.list() == []
+
+
+def test_every_task_log_exists_once_submit_returns(backend, workdir):
+    """submit() returns once the tasks have started; `logs` right after it finds each task's log
+    (its header written by then), not a file the copying thread has yet to create (a CI run
+    read the chief's log right after submit and found none)."""
+    backend.submit(byo_spec("logged", [SLEEP], evaluator_command=SLEEP))
+    files = run_files(backend, "logged")
+    for role in ("chief", "evaluator"):
+        assert files.log_path(role, 0).read_text().startswith(ATTEMPT_HEADER_START), role
+    backend.delete("logged")
+    assert_no_task_processes(workdir)
 
 
 @pytest.fixture
