@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Callable, TextIO
+from typing import IO, Callable
 
 # Runs before the task's command: asks Linux to SIGKILL the task when the supervising thread
 # dies, then execs the command (so `pgrep -f "python -m worker"` sees the task itself).
@@ -92,7 +92,7 @@ def start(argv: list[str], env: dict[str, str], *, name: str, log_path: Path,
     return process, reader
 
 
-def _copy_output(process: subprocess.Popen, log: TextIO, prefix: str, output: Output) -> None:
+def _copy_output(process: subprocess.Popen, log: IO[str], prefix: str, output: Output) -> None:
     with log:
         for raw in process.stdout:
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
