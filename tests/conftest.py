@@ -28,37 +28,59 @@ def pytest_configure(config):
 
 
 TIERS = ("scale", "kind", "process", "helm")  # a test's tier: the first of these markers it has, else unit
-# The order the tiers run in. The clusters come last, each deleted when its tier ends
-# (support.TierResource): an idle kind control plane beside the process tier made that tier
-# take 16.1 min in CI instead of 12.0 alone.
+# The order the tiers run in within a lane, and in everything under `-n 0`.
 TIER_ORDER = ("unit", "process", "helm", "scale", "kind")  # as the README's table of tiers
+# Two lanes (pyproject's `-n 2 --dist loadgroup`): the kind tier, one cluster, runs in one
+# pytest-xdist worker while the other worker runs the process tier, then the scale tier (its own
+# cluster), then the unit and helm tests. Alone, each tier leaves a third of the two cores idle
+# (waits on Kubernetes, TF start-up); side by side they fill them. A group never splits, so no
+# two TensorFlow clusters of the process tier, and no two tests of one kind cluster, overlap.
+LANE_GROUPS = {"kind": "kind-cluster", "process": "tf-processes", "scale": "scale-cluster"}
+MEASUREMENT = "tfk8s-measurement"  # a report's user property: one line of the measurements summary
 _TIER_SECONDS: dict[str, float] = {}
+_MEASURED: list[str] = []
 
 
 def tier_of(keywords) -> str:
     return next((t for t in TIERS if t in keywords), "unit")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
 def pytest_collection_modifyitems(session, config, items):
     """Tiers in TIER_ORDER (stable within a tier); `node_kill` tests after every other kind
     test: the node they kill comes back with cross-node traffic later tests cannot rely on
-    (tests/kind/test_lost_node.py)."""
+    (tests/kind/test_lost_node.py). Each lane's tier becomes one pytest-xdist group."""
     items.sort(key=lambda item: (TIER_ORDER.index(tier_of(item.keywords)),
                                  item.get_closest_marker("node_kill") is not None))
+    for item in items:
+        group = LANE_GROUPS.get(tier_of(item.keywords))
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    # A test's measurements travel on its report: under pytest-xdist it ran in a worker process.
+    report = yield
+    report.user_properties.extend((MEASUREMENT, line) for line in MEASUREMENTS)
+    MEASUREMENTS.clear()
+    return report
 
 
 def pytest_runtest_logreport(report):
     # setup + call + teardown, so a session fixture (the kind cluster) counts for its tier
     tier = tier_of(report.keywords)
     _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+    _MEASURED.extend(value for key, value in report.user_properties if key == MEASUREMENT)
 
 
 def pytest_terminal_summary(terminalreporter):
-    if MEASUREMENTS:
+    if _MEASURED:
         terminalreporter.section("tfk8s measurements")
-        for line in MEASUREMENTS:
+        for line in _MEASURED:
             terminalreporter.write_line(line)
     if _TIER_SECONDS:
+        # summed over both lanes: a tier's own time, not the run's wall clock
         terminalreporter.section("tfk8s time per tier")
         terminalreporter.write_line(", ".join(
             f"{tier} {seconds / 60:.1f} min" for tier, seconds in sorted(_TIER_SECONDS.items())))

@@ -27,8 +27,16 @@ class Item:
         self.name, self.markers = name, set(markers)
         self.keywords = {name: 1, **{m: 1 for m in markers}}
 
+        self.added = []
+
     def get_closest_marker(self, marker: str):
         return marker if marker in self.markers else None
+
+    def add_marker(self, mark):
+        self.added.append(mark)
+
+    def group(self):
+        return next((m.args[0] for m in self.added if m.name == "xdist_group"), None)
 
 
 def test_tiers_run_in_order_and_node_kill_last_among_kind():
@@ -37,6 +45,15 @@ def test_tiers_run_in_order_and_node_kill_last_among_kind():
              Item("u2")]
     conftest.pytest_collection_modifyitems(None, None, items)
     assert [i.name for i in items] == ["u1", "u2", "p1", "h1", "s1", "k1", "k2", "kill"]
+
+
+def test_each_lane_tier_is_one_xdist_group_and_the_rest_load_balance():
+    items = [Item("k1", "kind"), Item("kill", "kind", "node_kill"), Item("u1"),
+             Item("s1", "scale"), Item("p1", "process"), Item("p2", "process"), Item("h1", "helm")]
+    conftest.pytest_collection_modifyitems(None, None, items)
+    assert {i.name: i.group() for i in items} == {
+        "u1": None, "p1": "tf-processes", "p2": "tf-processes", "h1": None,
+        "s1": "scale-cluster", "k1": "kind-cluster", "kill": "kind-cluster"}
 
 
 def test_a_tier_resource_is_released_when_the_next_test_is_of_another_tier():
