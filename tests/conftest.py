@@ -11,7 +11,6 @@ OS process on 127.0.0.1) and take minutes on 2 cores; `-m "not process"` skips t
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -37,12 +36,6 @@ TIER_ORDER = ("unit", "process", "helm", "scale", "kind")  # as the README's tab
 # (waits on Kubernetes, TF start-up); side by side they fill them. A group never splits, so no
 # two TensorFlow clusters of the process tier, and no two tests of one kind cluster, overlap.
 LANE_GROUPS = {"kind": "kind-cluster", "process": "tf-processes", "scale": "scale-cluster"}
-# The kind lane is the run's critical path; the other lane yields the CPU to it. The kind
-# nodes' containers share one cgroup (/docker under cgroup v1's cpu controller) that weighs
-# as much as ONE host process at nice 0, so a process-tier test's TF processes (several
-# busy threads each) took most of the CPU: the kind tier ran 29.5 min beside them, 23.5 alone.
-# At nice 10 (a tenth of the weight) that lane runs mostly on the CPU the kind lane leaves idle.
-YIELDING_GROUPS, YIELDING_NICE = ("tf-processes", "scale-cluster"), 10
 MEASUREMENT = "tfk8s-measurement"  # a report's user property: one line of the measurements summary
 _TIER_SECONDS: dict[str, float] = {}
 _MEASURED: list[str] = []
@@ -82,12 +75,8 @@ def pytest_collection_finish(session):
 def pytest_runtest_setup(item):
     # Ungrouped lanes would run two TF clusters at once on 2 cores, or split the kind tests
     # across workers: failures that point nowhere near the cause. Each such test fails instead.
-    group = item.get_closest_marker("xdist_group")
-    if _UNGROUPED and group:
+    if _UNGROUPED and item.get_closest_marker("xdist_group"):
         pytest.fail(_UNGROUPED[0], pytrace=False)
-    if (group and group.args[0] in YIELDING_GROUPS and os.environ.get("PYTEST_XDIST_WORKER")
-            and os.getpriority(os.PRIO_PROCESS, 0) < YIELDING_NICE):
-        os.nice(YIELDING_NICE - os.getpriority(os.PRIO_PROCESS, 0))  # its task processes inherit it
 
 
 @pytest.hookimpl(wrapper=True)

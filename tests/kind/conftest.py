@@ -28,7 +28,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -125,27 +124,6 @@ def run(cmd: Sequence[str], *, env: dict[str, str], input: str | None = None, ch
     return r
 
 
-class Background:
-    """A call that runs in a thread from now on; result() waits for it and raises its error."""
-
-    def __init__(self, name: str, call: Callable[[], object]):
-        self._call, self._result, self._error = call, None, None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._result = self._call()
-        except BaseException as e:  # re-raised in result(), in the test that needs it
-            self._error = e
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-
 @dataclasses.dataclass
 class KindCluster:
     name: str
@@ -158,8 +136,6 @@ class KindCluster:
     # repairs the next kind test needs (a killed node started again); none is run when the
     # tier's cluster is deleted first (the node-kill test runs last)
     repairs: list[tuple[str, Callable[[], None]]] = dataclasses.field(default_factory=list)
-    # addon installs started with the cluster, by addon name (_install_addon joins them)
-    installing: dict[str, Background] = dataclasses.field(default_factory=dict)
 
     def repair_before_next_use(self, what: str, repair: Callable[[], None]) -> None:
         self.repairs.append((what, repair))
@@ -281,20 +257,13 @@ pytest_runtest_teardown, pytest_sessionfinish = _KIND.hooks()
 
 
 @pytest.fixture(scope="session")
-def kind_cluster(request: pytest.FixtureRequest,
-                 tmp_path_factory: pytest.TempPathFactory) -> KindCluster:
+def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> KindCluster:
     """The tier's cluster, deleted after the last kind test (support.TierResource)."""
-    return _KIND.open(_cluster_for_the_tier(request.session, tmp_path_factory))
-
-
-def _session_needs(session: pytest.Session, fixture: str) -> bool:
-    """Whether a test selected in this session uses `fixture`, directly or through another."""
-    return any(fixture in getattr(item, "fixturenames", ()) for item in session.items)
+    return _KIND.open(_cluster_for_the_tier(tmp_path_factory))
 
 
 @contextlib.contextmanager
-def _cluster_for_the_tier(session: pytest.Session,
-                          tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
+def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
     env = tool_env()
     ok, why = docker_available(env)
     if not ok:
@@ -343,19 +312,8 @@ def _cluster_for_the_tier(session: pytest.Session,
             cluster.worker_image = worker
         elif os.environ.get("TFK8S_WORKER_IMAGE"):
             pytest.fail(f"TFK8S_WORKER_IMAGE={worker} is not a local docker image", pytrace=False)
-        if not reused and _session_needs(session, "jobset_installed"):
-            # JobSet's roll-out (23 s measured) overlaps the tier's first tests, which it cannot
-            # disturb: its pod webhooks select only JobSet's pods. Not Kueue: its batch/v1 Job
-            # webhooks (failurePolicy Fail) refuse every test's Jobs until it answers.
-            import addons
-
-            cluster.installing["jobset"] = Background(
-                "jobset-install", lambda: addons.install_jobset(cluster))
         yield cluster
     finally:
-        for install in cluster.installing.values():  # none runs against a deleted cluster
-            with contextlib.suppress(BaseException):
-                install.result()
         if not reused and os.environ.get("TFK8S_KEEP_CLUSTER") != "1":
             run(["kind", "delete", "cluster", "--name", name], env=env, check=False)
         else:  # a kept cluster is left whole for the next session
@@ -516,15 +474,12 @@ def _install_addon(cluster: KindCluster, name: str):
     """addons.install_<name>(cluster), failing with the toolchain's name when it is not built."""
     import addons
 
-    t0 = time.monotonic()
-    started = cluster.installing.pop(name, None)
     try:
-        done = started.result() if started else getattr(addons, f"install_{name}")(cluster)
+        done = getattr(addons, f"install_{name}")(cluster)
     except addons.AddonMissing as e:
         pytest.fail(f"{name} is not built: {e} (tests/kind/toolchain.sh builds it)", pytrace=False)
     print(f"\n[kind] {name} {done.image}: {'already installed' if done.already else 'installed'}, "
-          f"ready in {done.seconds:.0f}s"
-          + (f" (started with the cluster; waited {time.monotonic() - t0:.0f}s)" if started else ""))
+          f"ready in {done.seconds:.0f}s")
     return done
 
 
