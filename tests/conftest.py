@@ -39,7 +39,6 @@ LANE_GROUPS = {"kind": "kind-cluster", "process": "tf-processes", "scale": "scal
 MEASUREMENT = "tfk8s-measurement"  # a report's user property: one line of the measurements summary
 _TIER_SECONDS: dict[str, float] = {}
 _MEASURED: list[str] = []
-_UNGROUPED: list[str] = []  # why the lanes cannot run, in a worker
 
 
 def tier_of(keywords) -> str:
@@ -59,24 +58,15 @@ def pytest_collection_modifyitems(session, config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-def pytest_collection_finish(session):
-    """In a pytest-xdist worker: note whether the lanes' groups reached the scheduler."""
-    if not getattr(session.config.option, "loadgroup", False):
-        return
-    ungrouped = [item.nodeid for item in session.items
-                 if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
-    if ungrouped:
-        _UNGROUPED.append(
-            f"pytest-xdist did not group {len(ungrouped)} tests (first: {ungrouped[0]}): this "
-            f"pytest drops the group from node ids (pytest-dev/pytest-xdist#1386). Install the "
-            f"test extra's pytest (pip install -e '.[test]') or run in one process with `-n 0`.")
-
-
 def pytest_runtest_setup(item):
     # Ungrouped lanes would run two TF clusters at once on 2 cores, or split the kind tests
     # across workers: failures that point nowhere near the cause. Each such test fails instead.
-    if _UNGROUPED and item.get_closest_marker("xdist_group"):
-        pytest.fail(_UNGROUPED[0], pytrace=False)
+    # In a pytest-xdist worker under loadgroup, a grouped test's node id ends in "@<group>".
+    if (getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group")
+            and "@" not in item.nodeid):
+        pytest.fail(f"pytest-xdist did not group {item.nodeid}: this pytest drops the group from "
+                    f"node ids (pytest-dev/pytest-xdist#1386). Install the test extra's pytest "
+                    f"(pip install -e '.[test]') or run in one process with `-n 0`.", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

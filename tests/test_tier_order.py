@@ -26,7 +26,6 @@ class Item:
     def __init__(self, name: str, *markers: str):
         self.name, self.markers = name, set(markers)
         self.keywords = {name: 1, **{m: 1 for m in markers}}
-
         self.added = []
 
     def get_closest_marker(self, marker: str):
