@@ -221,20 +221,6 @@ step_kind() {
   ln -sfn "$dir/kind" "$CACHE/bin/kind"
 }
 
-step_helm() {
-  local dir=$CACHE/tools/helm-$HELM_VERSION
-  if [ -x "$dir/helm" ] && prints "$HELM_VERSION" "$dir/helm" version --short; then
-    STATUS="cached"
-  else
-    mkdir -p "$dir"
-    local ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
-    ld="$ld -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$K8S_MINOR"
-    logged helm env GOBIN="$dir" CGO_ENABLED=0 go install -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-    STATUS="built"
-  fi
-  ln -sfn "$dir/helm" "$CACHE/bin/helm"
-}
-
 K8S_DIR=$CACHE/k8s-$K8S_VERSION
 K8S_BINS="kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy"
 
@@ -319,16 +305,28 @@ step_etcd() {
 }
 
 step_coredns() {
-  local ver dir
+  local ver dir module
   ver=$(image_tag coredns) # v1.12.1
   dir=$CACHE/tools/coredns-$ver
-  if [ -x "$dir/coredns" ] && prints "CoreDNS-${ver#v}" "$dir/coredns" -version; then
+  # tests/kind/coredns/main.go links only the plugins kubeadm's Corefile uses; the module's
+  # name carries the file's hash, so a cached binary built from another main is rebuilt
+  module=local/tfk8s-coredns-$(sha "$HERE/coredns/main.go" | cut -c1-12)
+  if [ -x "$dir/coredns" ] && prints "CoreDNS-${ver#v}" "$dir/coredns" -version &&
+    prints $'mod\t'"$module"$'\t' go version -m "$dir/coredns"; then
     STATUS="cached ($ver)"
     return
   fi
-  mkdir -p "$dir"
-  logged coredns env GOBIN="$dir" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$ver"
-  STATUS="built ($ver)"
+  rm -rf "$dir/mod"
+  mkdir -p "$dir/mod"
+  cp "$HERE/coredns/main.go" "$dir/mod/"
+  (
+    cd "$dir/mod"
+    logged coredns go mod init "$module"
+    logged coredns go get "github.com/coredns/coredns@$ver"
+    logged coredns env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$dir/coredns" .
+  )
+  rm -rf "$dir/mod"
+  STATUS="built ($ver, the plugins of kubeadm's Corefile)"
 }
 
 step_pause() {
@@ -616,9 +614,9 @@ sigs_ldflags() { # sigs_ldflags MODULE VERSION: how JobSet and Kueue stamp their
   echo "$ld -X $module/pkg/version.BuildDate=$(jq -r '.Time // "unknown"' <<<"$info")" # kueue only
 }
 
-go_manager() { # go_manager LOGNAME MODULE VERSION PKG OUT LDFLAGS [PINNED_H1]: build a controller binary
-  local log=$1 module=$2 ver=$3 pkg=$4 out=$5 ld=$6 pinned=${7:-}
-  local dir got
+go_manager() { # go_manager LOGNAME VERSION PKG OUT LDFLAGS: build a tool in a build list of its own
+  local log=$1 ver=$2 pkg=$3 out=$4 ld=$5
+  local dir
   dir=$(dirname "$out")
   # Not `go install PKG@VERSION`: it asks the proxy for the module's version list (to look
   # for deprecations), which this mirror answers 403. A wrapper module that requires it
@@ -627,46 +625,77 @@ go_manager() { # go_manager LOGNAME MODULE VERSION PKG OUT LDFLAGS [PINNED_H1]: 
   mkdir -p "$dir/mod" "$dir/gobin"
   (
     cd "$dir/mod"
-    # A module sum.golang.org does not know is checked against the hash pinned here instead.
-    if [ -n "$pinned" ]; then export GONOSUMDB=$module; fi
     logged "$log" go mod init "local/tfk8s-$log-wrapper"
     logged "$log" go get "$pkg@$ver"
-    if [ -n "$pinned" ]; then
-      got=$(awk -v m="$module" -v v="$ver" '$1 == m && $2 == v { print $3 }' go.sum)
-      [ "$got" = "$pinned" ] || die "$module@$ver has hash '$got', pinned $pinned: the download is not the one recorded"
-    fi
     logged "$log" env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w $ld" -o "$dir/gobin/" "$pkg"
   )
   mv "$dir/gobin/$(basename "$pkg")" "$out"
   rm -rf "$dir/gobin" "$dir/mod"
 }
 
+HELM_BIN=$CACHE/tools/helm-$HELM_VERSION/helm
 JOBSET_BIN=$CACHE/tools/jobset-$JOBSET_VERSION/jobset
 KUEUE_BIN=$CACHE/tools/kueue-$KUEUE_VERSION/kueue
-
-step_jobset() {
-  if manager_current sigs.k8s.io/jobset "$JOBSET_VERSION" "$JOBSET_BIN"; then STATUS="cached"; return; fi
-  # the manager is the module's root package (main.go)
-  go_manager jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset "$JOBSET_BIN" \
-    "$(sigs_ldflags sigs.k8s.io/jobset "$JOBSET_VERSION")"
-  STATUS="built $JOBSET_BIN ($(du -h "$JOBSET_BIN" | cut -f1))"
-}
-
-step_kueue() {
-  if manager_current sigs.k8s.io/kueue "$KUEUE_VERSION" "$KUEUE_BIN"; then STATUS="cached"; return; fi
-  go_manager kueue sigs.k8s.io/kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue "$KUEUE_BIN" \
-    "$(sigs_ldflags sigs.k8s.io/kueue "$KUEUE_VERSION")"
-  STATUS="built $KUEUE_BIN ($(du -h "$KUEUE_BIN" | cut -f1))"
-}
-
 KUBE_ROUTER_MODULE=github.com/cloudnativelabs/kube-router/v2
 KUBE_ROUTER_BIN=$CACHE/tools/kube-router-$KUBE_ROUTER_VERSION/kube-router
 
-step_kube_router() {
-  if manager_current "$KUBE_ROUTER_MODULE" "$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_BIN"; then STATUS="cached"; return; fi
-  go_manager kube-router "$KUBE_ROUTER_MODULE" "$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_MODULE/cmd/kube-router" \
-    "$KUBE_ROUTER_BIN" "-X $KUBE_ROUTER_MODULE/pkg/version.Version=$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_SUM"
-  STATUS="built $KUBE_ROUTER_BIN ($(du -h "$KUBE_ROUTER_BIN" | cut -f1))"
+# helm, JobSet, Kueue and kube-router are built from ONE wrapper module, so Go's minimal version
+# selection gives them one build list (k8s.io/* v0.35, one controller-runtime, one gRPC) and
+# every shared package is compiled once for the four. Built separately, each compiled its own
+# k8s.io libraries at its own versions. Cold, on this 2-core VM (2026-11-26): 214 s for the
+# four together against 434 s one after another. Each tool then runs on the newest library
+# version any of them asks for, as a `go get` of all four would give. Kubernetes itself (its
+# staging modules at its own release), CoreDNS v1.12.1 and KWOK v0.7.0 (both fail to compile
+# against k8s.io v0.35), crictl (the same, through k8s.io/kubectl) and etcd keep their own
+# builds. Bump the -rN suffix when this recipe changes: each binary's BINARY.recipe file names
+# the module it was built in (`go version -m` names the tool's own module, not the wrapper).
+SHARED_GO_MODULE=local/tfk8s-shared-tools-r1
+
+shared_tool_current() { # shared_tool_current MODULE VERSION BINARY: built from MODULE@VERSION by this recipe
+  manager_current "$1" "$2" "$3" && [ "$(cat "$3.recipe" 2>/dev/null)" = "$SHARED_GO_MODULE" ]
+}
+
+step_shared_tools() {
+  if shared_tool_current helm.sh/helm/v3 "$HELM_VERSION" "$HELM_BIN" &&
+    shared_tool_current sigs.k8s.io/jobset "$JOBSET_VERSION" "$JOBSET_BIN" &&
+    shared_tool_current sigs.k8s.io/kueue "$KUEUE_VERSION" "$KUEUE_BIN" &&
+    shared_tool_current "$KUBE_ROUTER_MODULE" "$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_BIN"; then
+    STATUS="cached"
+  else
+    local dir=$WORK/shared-tools got ld
+    ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+    ld="$ld -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$K8S_MINOR"
+    # the linker skips an -X whose package is not in the binary, so one set serves all four
+    ld="$ld $(sigs_ldflags sigs.k8s.io/jobset "$JOBSET_VERSION") $(sigs_ldflags sigs.k8s.io/kueue "$KUEUE_VERSION")"
+    ld="$ld -X $KUBE_ROUTER_MODULE/pkg/version.Version=$KUBE_ROUTER_VERSION"
+    local pkgs=(helm.sh/helm/v3/cmd/helm sigs.k8s.io/jobset sigs.k8s.io/kueue/cmd/kueue "$KUBE_ROUTER_MODULE/cmd/kube-router")
+    rm -rf "$dir"
+    mkdir -p "$dir/mod" "$dir/gobin"
+    (
+      cd "$dir/mod"
+      # sum.golang.org does not know kube-router v2.1.0: it is checked against the pinned hash instead
+      export GONOSUMDB=$KUBE_ROUTER_MODULE
+      logged shared-tools go mod init "$SHARED_GO_MODULE"
+      # Not `go install PKG@VERSION` (one build list each, and it asks the proxy for version
+      # lists, which this mirror answers 403); none of these modules has replace directives.
+      logged shared-tools go get "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "sigs.k8s.io/jobset@$JOBSET_VERSION" \
+        "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" "$KUBE_ROUTER_MODULE/cmd/kube-router@$KUBE_ROUTER_VERSION"
+      got=$(awk -v m="$KUBE_ROUTER_MODULE" -v v="$KUBE_ROUTER_VERSION" '$1 == m && $2 == v { print $3 }' go.sum)
+      [ "$got" = "$KUBE_ROUTER_SUM" ] || die "$KUBE_ROUTER_MODULE@$KUBE_ROUTER_VERSION has hash '$got', pinned $KUBE_ROUTER_SUM: the download is not the one recorded"
+      logged shared-tools env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ld" -o "$dir/gobin/" "${pkgs[@]}"
+    )
+    local bin out
+    for out in "$HELM_BIN" "$JOBSET_BIN" "$KUEUE_BIN" "$KUBE_ROUTER_BIN"; do
+      bin=$(basename "$out")
+      mkdir -p "$(dirname "$out")"
+      mv "$dir/gobin/$bin" "$out"
+      echo "$SHARED_GO_MODULE" >"$out.recipe"
+    done
+    rm -rf "$dir"
+    prints "$HELM_VERSION" "$HELM_BIN" version --short || die "$HELM_BIN does not say it is helm $HELM_VERSION"
+    STATUS="built helm, jobset, kueue, kube-router ($(du -ch "$HELM_BIN" "$JOBSET_BIN" "$KUEUE_BIN" "$KUBE_ROUTER_BIN" | tail -n1 | cut -f1))"
+  fi
+  ln -sfn "$HELM_BIN" "$CACHE/bin/helm"
 }
 
 # KWOK: simulated nodes for the scale tier (tests/scale). Its controller runs on the host against
@@ -676,7 +705,7 @@ KWOK_BIN=$CACHE/tools/kwok-$KWOK_VERSION/kwok
 
 step_kwok() {
   if manager_current sigs.k8s.io/kwok "$KWOK_VERSION" "$KWOK_BIN"; then STATUS="cached"; return; fi
-  go_manager kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok "$KWOK_BIN" \
+  go_manager kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok "$KWOK_BIN" \
     "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   STATUS="built $KWOK_BIN ($(du -h "$KWOK_BIN" | cut -f1))"
 }
@@ -852,15 +881,12 @@ main() {
   (
     LANE="go builds:"
     step "kind $KIND_VERSION" step_kind
-    step "helm $HELM_VERSION" step_helm
     step "kubernetes binaries $K8S_VERSION" step_kubernetes
     step "etcd" step_etcd
     step "coredns" step_coredns
     step "pause" step_pause
     step "crictl $CRICTL_VERSION" step_crictl
-    step "kube-router $KUBE_ROUTER_VERSION" step_kube_router
-    step "jobset $JOBSET_VERSION" step_jobset
-    step "kueue $KUEUE_VERSION" step_kueue
+    step "helm $HELM_VERSION, jobset $JOBSET_VERSION, kueue $KUEUE_VERSION, kube-router $KUBE_ROUTER_VERSION" step_shared_tools
     step "kwok $KWOK_VERSION" step_kwok
   ) &
   GO_LANE_PID=$!
