@@ -11,7 +11,8 @@
 # into $CACHE/addons/; tests/kind/addons.py installs them). And the node's pod network:
 # kube-router (image docker.io/tfk8s/kube-router, preloaded into the node image, applied
 # by kind from tests/kind/cni/kube-router.yaml), so clusters have several nodes and
-# NetworkPolicy is enforced.
+# NetworkPolicy is enforced. Last, tfk8s/kind-node-test: the node image with the worker and
+# controller images preloaded, the one env.sh names (a warm kind tier then loads nothing).
 #
 # Everything is cached by version under ${TFK8S_CACHE:-$HOME/.cache/tfk8s}; a warm run
 # only checks. Usage:
@@ -50,10 +51,12 @@ CACHE=${TFK8S_CACHE:-$HOME/.cache/tfk8s}
 BASE_REV=1
 CNI_BASE_REV=1
 NODE_REV=3
+TEST_NODE_REV=1
 PYBASE_REV=1
 ADDON_REV=1
 
 NODE_IMAGE=tfk8s/kind-node:$K8S_VERSION
+TEST_NODE_IMAGE=tfk8s/kind-node-test:$K8S_VERSION  # NODE_IMAGE + the test images (step_test_node_image)
 COMPONENT_BASE_IMAGE=tfk8s/k8s-base:$SUITE-r$BASE_REV
 PYTHON_BASE_IMAGE=tfk8s/python-base:3.11-$SUITE
 WORKER_IMAGE=${TFK8S_WORKER_IMAGE:-tfk8s/worker:dev}
@@ -509,37 +512,71 @@ step_node_image() {
   tar -C "$root" --numeric-owner -c . | docker import - "$stage" >/dev/null
   rm -rf "$root"
   # Preload the component images into containerd's k8s.io namespace, as kind's
-  # `build node-image` does (--no-unpack: CRI unpacks on first use).
-  local tarball=$WORK/component-images.tar cname=tfk8s-node-build-$$
+  # `build node-image` does.
   # shellcheck disable=SC2046
-  logged node-image docker save -o "$tarball" $(node_images)
+  preload_and_commit "$stage" "$NODE_IMAGE" "$hash" node-image $(node_images)
+  docker rmi "$stage" >/dev/null 2>&1 || true
+  STATUS="built $NODE_IMAGE"
+}
+
+preload_and_commit() { # preload_and_commit FROM OUT RECIPE LOGNAME IMAGE...: OUT = FROM + IMAGEs in its containerd
+  # --no-unpack: CRI unpacks an image on its first use. Every image must then be in the node
+  # under the name Docker gives it (kubeadm's tags, `kind load`'s check by image ID).
+  local from=$1 out=$2 recipe=$3 log=$4 ref have
+  shift 4
+  local tarball=$WORK/$log-images.tar cname=tfk8s-$log-build-$$
+  logged "$log" docker save -o "$tarball" "$@"
   docker rm -f "$cname" >/dev/null 2>&1 || true
-  logged node-image docker run -d --name "$cname" --entrypoint=sleep --security-opt seccomp=unconfined \
-    -v "$tarball:/images.tar:ro" "$stage" infinity
-  local have ref
-  say "  ... importing $(node_images | wc -l) images into the node's containerd"
+  logged "$log" docker run -d --name "$cname" --entrypoint=sleep --security-opt seccomp=unconfined \
+    -v "$tarball:/images.tar:ro" "$from" infinity
+  say "  ... importing $# images into the node's containerd"
   have=$(docker exec "$cname" bash -euc '
     containerd >/var/log/containerd-preload.log 2>&1 & pid=$!
     for i in $(seq 1 30); do ctr version >/dev/null 2>&1 && break; sleep 1; done
     ctr -n k8s.io images import --all-platforms --no-unpack --digests /images.tar >&2
     ctr -n k8s.io images ls -q
     kill $pid; wait $pid || true
-    rm -f /var/log/containerd-preload.log' 2>>"$LOGS/node-image.log") || die "image preload failed, see $LOGS/node-image.log"
-  echo "$have" >>"$LOGS/node-image.log"
-  # every tag kubeadm asks for, and the pod network's, must be in the node
-  while read -r ref; do
+    rm -f /var/log/containerd-preload.log' 2>>"$LOGS/$log.log") || die "image preload failed, see $LOGS/$log.log"
+  echo "$have" >>"$LOGS/$log.log"
+  for ref in "$@"; do
+    [[ $ref == */* ]] || ref=docker.io/library/$ref
+    [[ ${ref%%/*} == *.* ]] || ref=docker.io/$ref
     grep -qx "$ref" <<<"$have" || { docker rm -f "$cname" >/dev/null; die "image $ref missing in the node"; }
-  done < <(node_images)
+  done
   docker commit \
     -c 'ENV container=docker' \
     -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
     -c 'CMD []' \
-    -c "LABEL tfk8s.recipe=$hash" \
-    "$cname" "$NODE_IMAGE" >/dev/null
+    -c "LABEL tfk8s.recipe=$recipe" \
+    "$cname" "$out" >/dev/null
   docker rm -f "$cname" >/dev/null
-  docker rmi "$stage" >/dev/null 2>&1 || true
   rm -f "$tarball"
-  STATUS="built $NODE_IMAGE"
+}
+
+# The images the kind tier would `kind load` into every node at the start of each run (the
+# worker, 1.2 GB, and the JobSet and Kueue controllers): preloaded into a node image of their
+# own, so each node gets them when its container is created and `kind load` finds them there
+# (same image ID) and skips them. Rebuilt when the node image or one of them changes.
+test_node_images() {
+  local ref
+  for ref in "$WORKER_IMAGE" "$JOBSET_IMAGE" "$KUEUE_IMAGE"; do
+    docker image inspect "$ref" >/dev/null 2>&1 && echo "$ref"
+  done
+  return 0
+}
+
+step_test_node_image() {
+  local recipe images old
+  images=$(test_node_images)
+  if [ -z "$images" ]; then STATUS="skipped: none of $WORKER_IMAGE $JOBSET_IMAGE $KUEUE_IMAGE built"; return; fi
+  # shellcheck disable=SC2086
+  recipe=$( { echo "rev=$TEST_NODE_REV"; docker image inspect --format '{{.Id}}' "$NODE_IMAGE" $images; } | sha256sum | awk '{print $1}')
+  if [ "$(image_label "$TEST_NODE_IMAGE" tfk8s.recipe)" = "$recipe" ]; then STATUS="cached $TEST_NODE_IMAGE"; return; fi
+  old=$(docker image inspect --format '{{.Id}}' "$TEST_NODE_IMAGE" 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  preload_and_commit "$NODE_IMAGE" "$TEST_NODE_IMAGE" "$recipe" test-node-image $images
+  [ -z "$old" ] || docker rmi "$old" >/dev/null 2>&1 || true # the one it replaces (1.6 GB)
+  STATUS="built $TEST_NODE_IMAGE with $(echo $images)"
 }
 
 step_python_base() {
@@ -853,12 +890,16 @@ step_addon_manifests() {
   if [ ${#built[@]} -eq 0 ]; then STATUS="cached"; else STATUS="rendered ${built[*]} into $ADDONS"; fi
 }
 
+kind_node_image() { # the node image the kind tests use: with the test images when built
+  if docker image inspect "$TEST_NODE_IMAGE" >/dev/null 2>&1; then echo "$TEST_NODE_IMAGE"; else echo "$NODE_IMAGE"; fi
+}
+
 step_env() {
   cat >"$CACHE/env.sh" <<EOF
 # generated by tests/kind/toolchain.sh: puts kind/helm/kubectl on PATH
 export TFK8S_CACHE="$CACHE"
 export PATH="$CACHE/bin:\$PATH"
-export TFK8S_KIND_NODE_IMAGE="$NODE_IMAGE"
+export TFK8S_KIND_NODE_IMAGE="$(kind_node_image)"
 export TFK8S_K8S_VERSION="$K8S_VERSION"
 export TFK8S_JOBSET_IMAGE="$JOBSET_IMAGE"
 export TFK8S_JOBSET_MANIFEST="$ADDONS/jobset-$JOBSET_VERSION.yaml"
@@ -900,10 +941,11 @@ main() {
   step "cni images" step_cni_images
   step "kind node image" step_node_image
   step "addon images" step_addon_images
+  step "kind test node image" step_test_node_image
   step "addon manifests" step_addon_manifests
   step "env" step_env
   say "total: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')s"
-  echo "export PATH=\"$CACHE/bin:\$PATH\" TFK8S_KIND_NODE_IMAGE=\"$NODE_IMAGE\"   # or: . $CACHE/env.sh"
+  echo "export PATH=\"$CACHE/bin:\$PATH\" TFK8S_KIND_NODE_IMAGE=\"$(kind_node_image)\"   # or: . $CACHE/env.sh"
 }
 
 if [ $# -gt 0 ]; then # run only the named steps, e.g. `toolchain.sh python_base env`
