@@ -43,6 +43,8 @@ class AuditLog:
         found = []
         with self.path.open() as f:
             for line in f:
+                if not line.endswith("\n"):
+                    break  # the API server is still writing this event: read it next time
                 event = json.loads(line)
                 if (event.get("user") or {}).get("username") != username:
                     continue

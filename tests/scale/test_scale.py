@@ -110,6 +110,25 @@ def service_account_api(kubeconfig: str, core, namespace: str, account: str) -> 
     return job_watch.ApiServer(server["server"], lambda: value, context)
 
 
+class SupervisorStopped(BaseException):
+    """Raised into a simulated supervisor's next request once its test has ended. A
+    BaseException: the supervisor retries every Exception (a hiccup must not kill a server),
+    and a thread left retrying against a deleted cluster prints into later tests' stderr."""
+
+
+class StoppableApi(job_watch.ApiServer):
+    """The pods' ApiServer; every request after `over` is set raises SupervisorStopped."""
+
+    def __init__(self, api: job_watch.ApiServer, over: threading.Event):
+        super().__init__(api.base_url, api.token, api.context)
+        self.over = over
+
+    def open(self, path: str, timeout: float):
+        if self.over.is_set():
+            raise SupervisorStopped()
+        return super().open(path, timeout)
+
+
 def poll_the_old_way(api: job_watch.ApiServer, namespace: str, job: str, stop: threading.Event):
     """The removed design's request pattern: one request for the Job per pod every 5 s."""
     while not stop.wait(OLD_POLL_SECONDS):
@@ -142,6 +161,7 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
         kubeconfig=kind.kubeconfig, context=kind.context, namespace=namespace,
         delete_timeout=600), out=io.StringIO())
     stop_polling = threading.Event()
+    test_over, supervisors, kubelet = threading.Event(), [], None
     try:
         t0 = time.monotonic()
         backend.submit(spec)
@@ -164,7 +184,8 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
         accounts = {p["spec"]["serviceAccountName"] for p in supervised}
         assert len(watched) == 1 and len(accounts) == 1, (watched, accounts)
         job, account = watched.pop(), accounts.pop()
-        api = service_account_api(kind.kubeconfig, cluster.core, namespace, account)
+        api = StoppableApi(service_account_api(kind.kubeconfig, cluster.core, namespace, account),
+                           test_over)
         username = f"system:serviceaccount:{namespace}:{account}"
 
         # One thread per supervised pod runs the real supervisor's watch; a small pool plays the
@@ -173,14 +194,20 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
         kubelet = concurrent.futures.ThreadPoolExecutor(16)
 
         def simulated_supervisor(pod: str) -> None:
-            ended[pod] = job_watch.wait_for_end(api, namespace, job)
-            kubelet.submit(cluster.mark_exited, pod)
+            try:
+                ended[pod] = job_watch.wait_for_end(api, namespace, job)
+            except SupervisorStopped:
+                return
+            if not test_over.is_set():
+                kubelet.submit(cluster.mark_exited, pod)
 
         threading.stack_size(256 * 1024)
         watch_started = time.time()
         for pod in supervised:
-            threading.Thread(target=simulated_supervisor, args=(pod["metadata"]["name"],),
-                             daemon=True, name=f"supervise-{pod['metadata']['name']}").start()
+            supervisors.append(threading.Thread(
+                target=simulated_supervisor, args=(pod["metadata"]["name"],), daemon=True,
+                name=f"supervise-{pod['metadata']['name']}"))
+            supervisors[-1].start()
         # each supervisor lists the Job once, then watches it
         wait_for(lambda: len(scale_cluster.audit.requests_by(username, watch_started, time.time()))
                  >= 2 * len(supervised), 300, "every simulated supervisor watching", interval=2)
@@ -243,4 +270,14 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
         assert per_pod_run <= 4, per_pod_run
     finally:
         stop_polling.set()
+        test_over.set()
         kind.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        # A failed test leaves supervisors watching: the Job's deletion ends their watch, and a
+        # retry ends at its next request; none may outlive the test (see SupervisorStopped).
+        deadline = time.monotonic() + 120
+        for thread in supervisors:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = sum(thread.is_alive() for thread in supervisors)
+        if kubelet is not None:
+            kubelet.shutdown(wait=False, cancel_futures=True)
+        assert not alive, f"{alive} simulated supervisors still running 120 s after the test"
