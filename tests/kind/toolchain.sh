@@ -81,7 +81,12 @@ mkdir -p "$CACHE/bin" "$LOGS" "$WORK" "$CACHE/debs"
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
   export PATH=/usr/local/go/bin:$PATH
 fi
-export GOFLAGS=${TFK8S_GOFLAGS:--p=2}
+# Cold, the compiler's own GC and DWARF are a sixth of the Go builds' CPU: GOGC=off with a
+# per-process limit (a compile peaked at 1.1 GB) and no DWARF (every binary is linked -s -w)
+# took a client-go build from 67-69 s to 56-59 s of wall (131-134 to 109-115 CPU-s) on 2
+# cores, fresh GOCACHE each (docs/benchmarks.md). dockerd is started without them (step_docker).
+export GOFLAGS=${TFK8S_GOFLAGS:--p=2 -gcflags=all=-dwarf=false}
+export GOGC=${TFK8S_GOGC:-off} GOMEMLIMIT=${TFK8S_GOMEMLIMIT:-4GiB}
 export PATH=$CACHE/bin:$PATH
 
 # ---------------------------------------------------------------------------- helpers
@@ -202,7 +207,8 @@ step_docker() {
     mv $cfg.new $cfg
     say "  ... registered $wrapper as docker's default runtime in $cfg"
   fi
-  nohup setsid dockerd >>"$LOGS/dockerd.log" 2>&1 </dev/null &
+  # a daemon: the Go build tuning above is for compilers that exit
+  nohup setsid env -u GOGC -u GOMEMLIMIT dockerd >>"$LOGS/dockerd.log" 2>&1 </dev/null &
   local _
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && { STATUS="started (pid $!)"; return; }
@@ -469,13 +475,30 @@ volumeBindingMode: WaitForFirstConsumer
 EOF
 }
 
+NODE_PACKAGES=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,jq,procps,e2fsprogs,containerd,runc,containernetworking-plugins
+NODE_BASE_TAR=$CACHE/node-base-$SUITE-$(echo "$NODE_PACKAGES" | sha256sum | cut -c1-12).tar
+
+step_node_base() {
+  # The node's Debian rootfs, as debootstrap made it (a tarball keeps its device nodes), built
+  # in the image lane: the node image step, after the join, then only unpacks it.
+  if [ -s "$NODE_BASE_TAR" ]; then STATUS="cached"; return; fi
+  local root=$WORK/node-base-rootfs
+  debootstrap_rootfs "$root" node-base "$NODE_PACKAGES"
+  tar -C "$root" --numeric-owner -cf "$NODE_BASE_TAR.tmp" .
+  mv "$NODE_BASE_TAR.tmp" "$NODE_BASE_TAR"
+  rm -rf "$root"
+  STATUS="built $NODE_BASE_TAR ($(du -h "$NODE_BASE_TAR" | cut -f1))"
+}
+
 step_node_image() {
   local hash
   hash=$(node_recipe_hash)
   if [ "$(image_label "$NODE_IMAGE" tfk8s.recipe)" = "$hash" ]; then STATUS="cached $NODE_IMAGE"; return; fi
   local root=$WORK/node-rootfs kindfiles pause_ref
-  debootstrap_rootfs "$root" node-rootfs \
-    systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,jq,procps,e2fsprogs,containerd,runc,containernetworking-plugins
+  step_node_base # a no-op after main's own step; builds the base when this step runs alone
+  rm -rf "$root"
+  mkdir -p "$root"
+  tar -C "$root" --numeric-owner -xf "$NODE_BASE_TAR"
   # kind's own node files, read from the Go module cache (not vendored in this repo).
   kindfiles=$(mod_dir "sigs.k8s.io/kind@$KIND_VERSION")/images/base/files
   cp -r --no-preserve=mode "$kindfiles/." "$root/"
@@ -935,6 +958,7 @@ main() {
   step "cni base image" step_cni_base
   step "python base image" step_python_base
   step "worker image" step_worker_image
+  step "node base rootfs" step_node_base
   wait "$GO_LANE_PID" || die "the Go builds failed (their error is above)"
   GO_LANE_PID=""
   step "component images" step_component_images
