@@ -36,6 +36,8 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--local", action="store_true", help="use local processes instead of Kubernetes")
     p.add_argument("--workdir", default=DEFAULT_WORKDIR,
                    help=f"where --local keeps runs (default: {DEFAULT_WORKDIR})")
+    p.add_argument("--python", metavar="PATH", help="the Python that runs --local's built-in "
+                   "worker tasks, e.g. a virtualenv's with TensorFlow (default: this one)")
 
 
 def _add_view_flags(p: argparse.ArgumentParser) -> None:
@@ -142,7 +144,7 @@ def backend_config(args, *, dry_run: bool = False, stuck_seconds: float = DEFAUL
             raise LauncherError("--dry-run=server needs a cluster; drop --local")
         # The CLI runs a local cluster in its own process: Ctrl-C stops every task.
         return LocalProcessBackendConfig(workdir=args.workdir, foreground=True,
-                                         echo_tasks=echo_tasks)
+                                         echo_tasks=echo_tasks, python=args.python)
     return KubernetesBackendConfig(namespace=args.namespace, context=args.context,
                                    kubeconfig=args.kubeconfig, dry_run=dry_run,
                                    stuck_seconds=stuck_seconds)

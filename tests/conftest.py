@@ -11,6 +11,8 @@ OS process on 127.0.0.1) and take minutes on 2 cores; `-m "not process"` skips t
 """
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,26 @@ def pytest_terminal_summary(terminalreporter):
             f"{tier} {seconds / 60:.1f} min" for tier, seconds in sorted(_TIER_SECONDS.items())))
 
 
+def _task_python() -> tuple[str, str]:
+    """The interpreter of the built-in worker's tasks, and why: $TFK8S_TASK_PYTHON, else the
+    environment scripts/task_env.sh made (the worker image's packages only), else this one."""
+    if os.environ.get("TFK8S_TASK_PYTHON"):
+        return os.environ["TFK8S_TASK_PYTHON"], "$TFK8S_TASK_PYTHON"
+    cache = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
+    recorded = cache / "task-python"
+    if recorded.is_file() and Path(recorded.read_text().strip()).is_file():
+        return recorded.read_text().strip(), "the image's packages, scripts/task_env.sh"
+    return sys.executable, ("this Python, with all it has installed: run scripts/task_env.sh "
+                            "for the image's packages only")
+
+
+TASK_PYTHON, TASK_PYTHON_WHY = _task_python()
+
+
+def pytest_report_header(config):
+    return f"tfk8s: local TensorFlow tasks run {TASK_PYTHON} ({TASK_PYTHON_WHY})"
+
+
 @pytest.fixture
 def workdir(tmp_path) -> Path:
     return tmp_path / "work"
@@ -107,7 +129,8 @@ def backend(workdir, tmp_path) -> LocalBackend:
     # Task output goes to a file (and per task under the workdir), not into pytest's capture.
     stream = (tmp_path / "cluster-output.log").open("w")
     # In the foreground, echoing every task's output: as the CLI's `submit --local --raw`.
-    config = LocalProcessBackendConfig(workdir=workdir, foreground=True, echo_tasks=True)
+    config = LocalProcessBackendConfig(workdir=workdir, foreground=True, echo_tasks=True,
+                                       python=TASK_PYTHON)
     yield LocalBackend(config, stream=stream)
     stream.close()
     assert_no_task_processes(workdir)

@@ -22,8 +22,19 @@ def test_digits_match_sklearn_and_scipy_zoom_exactly():
         assert images.dtype == np.uint8 and labels.dtype == np.int32
 
 
+def test_an_environment_without_scikit_learn_reads_the_file_it_carries(monkeypatch, tmp_path):
+    carried = tmp_path / "share" / "tfk8s" / "digits.csv.gz"
+    carried.parent.mkdir(parents=True)
+    carried.write_bytes(b"")
+    monkeypatch.setattr(fashion_mnist, "IMAGE_DIGITS_CSV", tmp_path / "absent.csv.gz")
+    monkeypatch.setattr(fashion_mnist, "ENV_DIGITS_CSV", carried)
+    monkeypatch.setattr(fashion_mnist.importlib.util, "find_spec", lambda name: None)
+    assert fashion_mnist.digits_csv_path() == carried
+
+
 def test_missing_digits_file_says_how_to_fix(monkeypatch, tmp_path):
     monkeypatch.setattr(fashion_mnist, "IMAGE_DIGITS_CSV", tmp_path / "absent.csv.gz")
+    monkeypatch.setattr(fashion_mnist, "ENV_DIGITS_CSV", tmp_path / "absent-too.csv.gz")
     monkeypatch.setattr(fashion_mnist.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(fashion_mnist.errors.ConfigError, match="pip install scikit-learn"):
         fashion_mnist.digits_csv_path()

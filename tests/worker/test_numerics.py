@@ -2,8 +2,6 @@
 precision, a scalar "per-example" loss. Real TF processes through LocalBackend."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from local_clusters import (
@@ -11,21 +9,12 @@ from local_clusters import (
     run_files,
 )
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures("probe_programs_importable")]
 
-PROBES = Path(__file__).parent / "probes"
 ARGS = ["--steps", "200", "--checkpoint-every", "50", "--global-batch-size", "64",
         "--data", "digits"]
 MIN_ACCURACY = 0.8  # 200 steps on digits reach 0.95-0.98 in float32
 TIMEOUT = 420
-
-
-@pytest.fixture(autouse=True)
-def probe_programs_importable(monkeypatch):
-    """The probe programs are modules in tests/worker/probes (LocalBackend passes its own
-    PYTHONPATH on to the tasks, with this one in it)."""
-    monkeypatch.syspath_prepend(str(PROBES))
-    monkeypatch.setenv("PYTHONPATH", str(PROBES))
 
 
 def run(backend, name, strategy, args, **fields):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -109,21 +110,25 @@ def split_digits(images: np.ndarray, labels: np.ndarray) -> dict:
 
 
 # The worker image carries scikit-learn's digits file without scikit-learn (and its 200 MB of
-# scipy): the Dockerfile copies it here. Elsewhere it is read from the installed scikit-learn,
-# found without importing it (which would cost a second of start-up).
+# scipy): the Dockerfile copies it here. A virtualenv made like the image (the tests' task
+# environment, scripts/task_env.sh) carries it under its prefix. Elsewhere it is read from the
+# installed scikit-learn, found without importing it (which would cost a second of start-up).
 IMAGE_DIGITS_CSV = Path(__file__).resolve().parents[2] / "data" / "digits.csv.gz"
+ENV_DIGITS_CSV = Path(sys.prefix) / "share" / "tfk8s" / "digits.csv.gz"
 
 
 def digits_csv_path() -> Path:
-    if IMAGE_DIGITS_CSV.is_file():
-        return IMAGE_DIGITS_CSV
+    for carried in (IMAGE_DIGITS_CSV, ENV_DIGITS_CSV):
+        if carried.is_file():
+            return carried
     sklearn = importlib.util.find_spec("sklearn")
     if sklearn is not None and sklearn.origin:
         packaged = Path(sklearn.origin).parent / "datasets" / "data" / "digits.csv.gz"
         if packaged.is_file():
             return packaged
     raise errors.ConfigError(
-        f"--data digits reads scikit-learn's digits.csv.gz: not found at {IMAGE_DIGITS_CSV} nor "
+        f"--data digits reads scikit-learn's digits.csv.gz: not found at {IMAGE_DIGITS_CSV}, "
+        f"{ENV_DIGITS_CSV} nor "
         "in an installed scikit-learn; pip install scikit-learn, or use --data synthetic")
 
 

@@ -1,5 +1,5 @@
 """The detached supervisor of a local run: `python -m launcher.backends.local supervise
---workdir W NAME`, started by submit() with LocalProcessBackendConfig(foreground=False); its
+--workdir W --python P NAME`, started by submit() with LocalProcessBackendConfig(foreground=False); its
 output goes to <workdir>/<name>/supervisor.log."""
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     command = sub.add_parser("supervise", help="supervise a submitted local cluster")
     command.add_argument("--workdir", required=True)
+    command.add_argument("--python", required=True, help="the interpreter of the worker's tasks")
     command.add_argument("name")
     options = parser.parse_args(argv)
-    config = LocalProcessBackendConfig(workdir=options.workdir)
+    config = LocalProcessBackendConfig(workdir=options.workdir, python=options.python)
     files = RunFiles(config.resolved_workdir, options.name)
     return Supervisor(files, files.read_spec(), sys.stdout, config).run()
 

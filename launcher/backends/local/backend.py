@@ -43,7 +43,8 @@ class LocalBackend(Backend):
         supervisor thread of this process, else under a detached supervisor process that writes
         its output to <workdir>/<name>/supervisor.log."""
         spec = as_processes(spec, self._stream)
-        check_worker_environment(spec)  # before anything exists: says what to install
+        # before anything exists: says what to install, and where
+        check_worker_environment(spec, self.config.task_python)
         files = self._files(spec.name)
         if files.has_status():
             current = self.status(spec.name)
@@ -195,7 +196,7 @@ class LocalBackend(Backend):
                             "message": "starting the supervisor"})
         pid = runner.start_detached(
             [sys.executable, "-m", "launcher.backends.local", "supervise",
-             "--workdir", str(self._workdir), spec.name],
+             "--workdir", str(self._workdir), "--python", self.config.task_python, spec.name],
             files.supervisor_log,
         )
         files.write_status({"phase": Phase.PENDING.value, "roles": [], "supervisor_pid": pid,

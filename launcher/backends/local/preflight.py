@@ -1,13 +1,15 @@
 """Before a local run starts any task: can this Python environment run the built-in worker, and
 what of the spec means nothing to local processes?
 
-The local tasks run this interpreter (tasks.py), so what it cannot find, every task would fail
-to import, each restart alike. Found without importing anything (importlib.util.find_spec):
-the launcher never imports TensorFlow.
+The local tasks run the configured interpreter (types.py `python`, by default this one), so
+what it cannot find, every task would fail to import, each restart alike. Found without
+importing anything (importlib.util.find_spec), in that interpreter: the launcher never imports
+TensorFlow.
 """
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from typing import IO
 
@@ -24,9 +26,9 @@ class WorkerEnvironmentError(LauncherError):
     exit_code = 2
 
 
-def check_worker_environment(spec: ClusterSpec) -> None:
+def check_worker_environment(spec: ClusterSpec, python: str = sys.executable) -> None:
     """Raise WorkerEnvironmentError, in one line, if the built-in worker would fail to start
-    here: its program.args are refused, or a module it imports is not installed. A
+    in `python`: its program.args are refused, or a module it imports is not installed. A
     bring-your-own command is the user's: nothing to check."""
     if not spec.builtin:
         return
@@ -36,13 +38,35 @@ def check_worker_environment(spec: ClusterSpec) -> None:
         raise WorkerEnvironmentError(
             f"program.args {list(spec.effective_program.args)}: {exc} (see python -m worker --help)"
         ) from None
-    needs = contract.worker_needs(options.uses_legacy_keras(spec.strategy))
-    missing = [module for module in needs if importlib.util.find_spec(module) is None]
+    missing = missing_modules(python, contract.worker_needs(options.uses_legacy_keras(spec.strategy)))
     if missing:
         raise WorkerEnvironmentError(
             "; ".join(contract.missing_module_message(module) for module in missing)
-            + f" (a local run's tasks use {sys.executable}; nothing was started)"
+            + f" (a local run's tasks use {python}; nothing was started)"
         )
+
+
+# Run by another interpreter: the modules of argv it cannot find, one per line.
+_FIND_MISSING = ("import importlib.util, sys\n"
+                 "print('\\n'.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
+
+
+def missing_modules(python: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` the interpreter `python` cannot import (this one: in-process)."""
+    if python == sys.executable:
+        return [module for module in modules if importlib.util.find_spec(module) is None]
+    try:
+        found = subprocess.run([python, "-c", _FIND_MISSING, *modules], capture_output=True,
+                               text=True, timeout=60)
+    except OSError as exc:
+        raise WorkerEnvironmentError(
+            f"the interpreter for the local tasks, {python}, cannot run: {exc.strerror}; "
+            "pass an existing Python (--python, LocalProcessBackendConfig.python)") from None
+    if found.returncode:
+        raise WorkerEnvironmentError(
+            f"the interpreter for the local tasks, {python}, failed to look for the worker's "
+            f"modules (exit {found.returncode}): {found.stderr.strip()[-500:]}")
+    return found.stdout.split()
 
 
 def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:

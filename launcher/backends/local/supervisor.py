@@ -58,7 +58,7 @@ class Supervisor:
         self.said: set[str] = set()  # notes of the decisions, each said once
         if not spec.checkpoint.is_remote:
             Path(self.model_dir).mkdir(parents=True, exist_ok=True)
-        self.tasks = plan_tasks(self.plan)
+        self.tasks = plan_tasks(self.plan, options.task_python)
         self.chief = next(t for t in self.tasks
                           if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
 

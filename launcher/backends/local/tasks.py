@@ -6,7 +6,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -47,9 +46,10 @@ class Task:
                             self.ended_at)
 
 
-def plan_tasks(plan: ClusterPlan) -> list[Task]:
-    """One Task per (role, index) of the plan, in creation order. The plan's env carries the
-    model dir it was planned with (the run's model/ unless checkpoint.dir is remote)."""
+def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
+    """One Task per (role, index) of the plan, in creation order; the built-in worker's run by
+    `python`. The plan's env carries the model dir it was planned with (the run's model/
+    unless checkpoint.dir is remote)."""
     ports = free_ports(sum(r.replicas for r in plan.training_roles))
     port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles
                for i in range(r.replicas)}
@@ -62,7 +62,7 @@ def plan_tasks(plan: ClusterPlan) -> list[Task]:
         role_plan = plan.role(role)
         argv = list(role_plan.command)
         if plan.spec.builtin:
-            argv = [sys.executable, *argv[1:]]  # "python" -> this interpreter and its packages
+            argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages
         env = {
             **os.environ,
             **gpu_env(plan.strategy, role),  # the spec's env may still override it

@@ -1,6 +1,7 @@
 """The local backend's options: one typed object, used by the Python API and the CLI alike."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,10 @@ class LocalProcessBackendConfig:
     (otherwise only to the logs, and the view shows the run).
     restart_delay_seconds: pause before a failed task starts again. stop_grace_seconds: SIGTERM
     to SIGKILL when a task is stopped (None: the spec's terminationGracePeriodSeconds).
-    failure_grace_seconds: how long a failed cluster's chief gets to exit with its own error."""
+    failure_grace_seconds: how long a failed cluster's chief gets to exit with its own error.
+    python: the interpreter that runs the built-in worker's tasks, e.g. a virtualenv's with
+    TensorFlow while the launcher runs from another (None: the launcher's own, sys.executable).
+    A bring-your-own command runs as its spec says."""
 
     workdir: str | Path = DEFAULT_WORKDIR
     foreground: bool = False
@@ -30,6 +34,11 @@ class LocalProcessBackendConfig:
     restart_delay_seconds: float = RESTART_DELAY_SECONDS
     stop_grace_seconds: float | None = None
     failure_grace_seconds: float = FAILURE_GRACE_SECONDS
+    python: str | None = None
+
+    @property
+    def task_python(self) -> str:
+        return self.python or sys.executable
 
     @property
     def resolved_workdir(self) -> Path:
