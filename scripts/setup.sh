@@ -23,9 +23,6 @@ echo "[setup] python packages: $(( $(date +%s) - start ))s"
 
 if [[ $python_only == 0 ]]; then
   bash scripts/task_env.sh  # the process tier's task interpreter: the image's packages only
-fi
-
-if [[ $python_only == 0 ]]; then
   wait "$toolchain"  # its exit status is the script's (set -e)
   trap - EXIT
 fi

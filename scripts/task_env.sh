@@ -11,8 +11,8 @@
 #
 # Cached under ${TFK8S_CACHE:-~/.cache/tfk8s}/task-env-<key>, the key from the Python version,
 # pyproject's `worker` extra and this script; the interpreter's path goes to
-# $TFK8S_CACHE/task-python, which the tests read. Run by scripts/setup.sh after pip (the wheels
-# come from pip's cache then).
+# $TFK8S_CACHE/task-python, which the tests read. Run by scripts/setup.sh after pip, beside
+# the toolchain (it downloads TensorFlow again where pip keeps no cache, as on the CI VMs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${TFK8S_CACHE:-$HOME/.cache/tfk8s}

@@ -106,8 +106,9 @@ def _task_python() -> tuple[str, str]:
         return os.environ["TFK8S_TASK_PYTHON"], "$TFK8S_TASK_PYTHON"
     cache = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
     recorded = cache / "task-python"
-    if recorded.is_file() and Path(recorded.read_text().strip()).is_file():
-        return recorded.read_text().strip(), "the image's packages, scripts/task_env.sh"
+    python = recorded.read_text().strip() if recorded.is_file() else ""
+    if python and Path(python).is_file():
+        return python, "the image's packages, scripts/task_env.sh"
     return sys.executable, ("this Python, with all it has installed: run scripts/task_env.sh "
                             "for the image's packages only")
 
