@@ -177,15 +177,24 @@ def run(command: list[str], state_dir: str) -> int:
     """The task's container: run the task, stop it on the verdict, leave with the task's code."""
     grace = float(os.environ.get(GRACE_ENV, "0"))
     timeout = stop_timeout(float(os.environ.get(POD_GRACE_ENV, "30")))
-    child = subprocess.Popen(command)
+    # Pod deletion sends SIGTERM to PID 1 (us): pass it on and leave with the child's code. The
+    # handlers go in before the child starts: a signal in between would otherwise be ignored
+    # (PID 1 in a pod) or end us and orphan the task (elsewhere). One that comes before the child
+    # exists is held and passed on once it does.
+    child: subprocess.Popen | None = None
+    held: list[int] = []
 
-    # Pod deletion sends SIGTERM to PID 1 (us): pass it on and leave with the child's code.
-    def forward(signum, _frame):
-        if child.poll() is None:
+    def forward(signum, _frame=None):
+        if child is None:
+            held.append(signum)
+        elif child.poll() is None:
             child.send_signal(signum)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    child = subprocess.Popen(command)
+    for signum in held:
+        forward(signum)
 
     def exited(code: int) -> int:
         log(f"task exited with code {code}")

@@ -69,6 +69,29 @@ def test_pod_deletion_sigterm_exits_143_like_a_preempted_task(state_dir):
     assert (state_dir / supervise.TASK_EXITED_FILE).read_text() == "143\n"
 
 
+@pytest.mark.parametrize("attempt", range(3))  # a race: before the fix, lost 7 times in 8
+def test_sigterm_the_moment_the_task_exists_still_reaches_it(attempt, state_dir):
+    """Pod deletion right after start-up: the signal is passed on, not lost in the gap between
+    starting the task and taking over SIGTERM (there the supervisor died and left the task
+    running, holding its pipes)."""
+    process = start(WAIT_FOR_TERM, state_dir)
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+    deadline = time.monotonic() + 30
+    while not (task_pids := children.read_text().split()):
+        assert time.monotonic() < deadline, "the supervisor never started its task"
+    process.send_signal(signal.SIGTERM)
+    try:
+        _, err = process.communicate(timeout=30)
+    finally:
+        for pid in task_pids:  # an orphaned task must not outlive the test
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert process.returncode == EXIT_PREEMPTED, err
+    assert "task exited with code 143" in err
+
+
 def test_child_that_saves_and_exits_143_itself(state_dir):
     code = ("import signal, sys, time\n"
             "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
