@@ -230,10 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dir")
     p.add_argument("--exclude", action="append", default=[])
     args = p.parse_args(argv)
+    from launcher import helm_release
+
     try:
         bundle = checked(pack(args.dir, args.exclude), args.dir)
+        helm_release.check_archive(bundle.archive, f"{args.dir} ({human(bundle.size)} packed)")
     except TooLarge as exc:
         print(f"code: {exc} ({exc.hint})", file=sys.stderr)
+        return 2
+    except helm_release.TooLargeForHelm as exc:
+        print(f"code: {exc}", file=sys.stderr)
         return 2
     print(f"{args.dir}: {bundle.summary()}", file=sys.stderr)
     sys.stdout.write(base64.b64encode(bundle.archive).decode() + "\n")

@@ -160,18 +160,19 @@ def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: floa
                retry_seconds: float = RETRY_SECONDS, attempt: int | None = None,
                give_up_seconds: float | None = None) -> Iterator[str]:
     """The Job's state now and at every change: one list, then watches resumed from the last
-    resourceVersion; list again after 410 Gone. API errors are logged and retried: a hiccup must
-    not kill a healthy server. Only while the API server has never answered, for
-    `give_up_seconds` (None: never), ApiUnreachable is raised: that is a blocked egress or a
-    missing credential, which no retry cures."""
+    resourceVersion; list again after 410 Gone. API errors are logged and retried with a
+    growing pause: a hiccup must not kill a healthy server. Only while the API server has never
+    answered (an HTTP status counts as an answer, except 401/403), for `give_up_seconds` (None:
+    never), ApiUnreachable is raised: that is a blocked egress or a missing credential, which no
+    retry cures."""
     version, answered, started, last_error = None, False, time.monotonic(), None
+    failures = 0  # in a row: the pause grows with them
     while True:
         left = (started + give_up_seconds - time.monotonic()) if give_up_seconds else None
         if not answered and left is not None and left <= 0:
             host = urllib.parse.urlsplit(api.base_url).netloc
-            # An HTTP error is an answer, but a refusal (401/403: the token or the Role)
             fix = (f"the job-watch container's service account must be allowed to list and watch "
-                   f"job {name}" if isinstance(last_error, urllib.error.HTTPError) else
+                   f"job {name}" if _is_refusal(last_error) else
                    f"the supervised pods need egress to the API server: {host}")
             raise ApiUnreachable(
                 f"tfk8s supervisor: no answer from the API server {api.base_url} for "
@@ -181,24 +182,47 @@ def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: floa
             if version is None:  # a list that would outlast the give-up time ends with it
                 timeout = 30.0 if answered or left is None else max(1.0, min(30.0, left))
                 state, version = list_job(api, namespace, name, attempt, timeout)
-                answered = True
+                answered, failures = True, 0
                 yield state
             for state, new_version in watch_job(api, namespace, name, version, watch_seconds,
                                                 attempt):
-                version = new_version or version
+                version, failures = new_version or version, 0
                 if state is not None:
                     yield state
         except WatchExpired as exc:
             log(f"watch of job {namespace}/{name} expired ({exc}); listing again")
             version = None
         except Exception as exc:  # noqa: BLE001 - see the docstring
-            last_error = exc
+            last_error, failures = exc, failures + 1
+            # Any HTTP status but a refusal is the API server answering: reachable, only busy or
+            # upgrading (429, 5xx), so an outage never stops a healthy server.
+            answered = answered or (isinstance(exc, urllib.error.HTTPError)
+                                    and not _is_refusal(exc))
             log(f"cannot watch job {namespace}/{name} yet: {exc}")
             # jittered: 1000 pods refused together (429 from the API server's flow control, seen
-            # in tests/scale) must not all come back together
-            pause = retry_seconds * random.uniform(0.5, 1.5)
+            # in tests/scale) must not all come back together; longer while it keeps failing
+            pause = retry_pause(retry_seconds, failures, exc) * random.uniform(0.5, 1.5)
             left = (started + give_up_seconds - time.monotonic()) if give_up_seconds else None
             time.sleep(pause if answered or left is None else max(0.0, min(pause, left)))
+
+
+MAX_RETRY_SECONDS = 30.0  # a retrying supervisor notices a deleted Job within this
+
+
+def _is_refusal(error: BaseException | None) -> bool:
+    """401/403: the token or the Role is wrong, which no retry cures."""
+    return isinstance(error, urllib.error.HTTPError) and error.code in (401, 403)
+
+
+def retry_pause(retry_seconds: float, failures: int, error: BaseException) -> float:
+    """The pause before asking again: doubling with each failure in a row up to
+    MAX_RETRY_SECONDS, and at least what a 429's or 503's Retry-After asks."""
+    pause = min(retry_seconds * 2 ** max(failures - 1, 0), MAX_RETRY_SECONDS)
+    headers = getattr(error, "headers", None)
+    asked = headers.get("Retry-After") if headers is not None else None
+    if asked and asked.strip().isdigit():
+        pause = max(pause, min(float(asked), MAX_RETRY_SECONDS))
+    return pause
 
 
 def training_ended(seen: bool, state: str) -> tuple[bool, bool]:

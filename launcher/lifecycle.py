@@ -44,7 +44,7 @@ def job_condition(job: dict) -> tuple[str | None, str]:
     return None, ""
 
 
-def _role_of(obj: dict) -> str | None:
+def role_of(obj: dict) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
 
 
@@ -116,12 +116,12 @@ def pod_problem(pod: dict) -> str | None:
 def task_pods(pods: list[dict]) -> list[dict]:
     """The pods of the cluster's tasks: not the other pods with its labels (`tensorboard`'s)."""
     roles = {r.value for r in ROLES}
-    return [p for p in pods if _role_of(p) in roles]
+    return [p for p in pods if role_of(p) in roles]
 
 
 def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]) -> ClusterStatus:
     pods = task_pods(pods)
-    by_role = {_role_of(j): j for j in jobs if _role_of(j)}
+    by_role = {role_of(j): j for j in jobs if role_of(j)}
     strategy = next(
         (((j.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_STRATEGY) for j in jobs),
         None,
@@ -138,7 +138,7 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
         if job is None:
             continue
         st = job.get("status") or {}
-        role_pods = [p for p in pods if _role_of(p) == role]
+        role_pods = [p for p in pods if role_of(p) == role]
         restarts = sum(
             cs.get("restartCount", 0)
             for p in role_pods for cs in (p.get("status") or {}).get("containerStatuses") or []
@@ -172,7 +172,7 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
     exit_code, said = None, None
     # restartPolicy Never replaces a failed pod: the newest pod of index 0 has the last word.
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
-        if _role_of(pod) == success_role and _index_of(pod) == contract.SUCCESS_INDEX:
+        if role_of(pod) == success_role and _index_of(pod) == contract.SUCCESS_INDEX:
             term = _terminated(pod)
             if term is not None or failure_reasons.recorded_by_kubernetes(pod, None):
                 exit_code = (term or {}).get("exitCode")

@@ -13,11 +13,11 @@ from typing import Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from launcher import code_bundle
+from launcher import code_bundle, code_entry
 from launcher.k8s_contract import role_count_problems
 from launcher.errors import Problem, SpecError
 from launcher.spec import (
-    DEFAULT_IMAGE, ROLES, SHARED_DISK, ClusterSpec, CrossFieldProblems, Strategy,
+    ROLES, SHARED_DISK, ClusterSpec, CrossFieldProblems, Strategy,
 )
 
 Path_ = tuple[Union[str, int], ...]
@@ -85,10 +85,9 @@ def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename:
         raise SpecError([Problem(
             f"{code.path!r} cannot be packed: {exc}", path="code.path", file=filename, line=where,
             hint="code is a directory, relative to the spec file's directory")]) from None
-    problem = _program_outside(spec, bundle)
-    if problem:
-        raise SpecError([Problem(problem[0], path="program.module", file=filename,
-                                 line=_line_for(("program", "module"), lines), hint=problem[1])])
+    for field, problem in code_entry.problems(spec, bundle):
+        raise SpecError([Problem(problem[0], path=field, file=filename,
+                                 line=_line_for(tuple(field.split(".")), lines), hint=problem[1])])
     spec = spec.model_copy(update={"code": code.model_copy(update={"path": str(root)})})
     spec.attach_code(bundle)
     return spec
@@ -207,21 +206,6 @@ def _role_problems_of_raw(data: dict, found: list[Problem], lines: dict[Path_, i
         path = tuple(dotted.split("."))
         out.append(Problem(message, path=dotted, file=filename, line=_line_for(path, lines)))
     return out
-
-
-def _program_outside(spec: ClusterSpec, bundle: code_bundle.Bundle) -> tuple[str, str] | None:
-    """With the stock image, program.module must come from the shipped code (or be the
-    worker's own): a typo would otherwise fail in every pod, after scheduling."""
-    if spec.program is None or spec.image != DEFAULT_IMAGE:
-        return None
-    top = spec.program.module.split(".")[0]
-    if top == "worker" or any(rel.split("/")[0] in (top, f"{top}.py") for rel, _ in bundle.files):
-        return None
-    return (f"{spec.program.module!r} is not in code: {spec.code.path} (no {top}.py or {top}/ "
-            "there) nor in the stock worker image",
-            f"name a module of {spec.code.path}, e.g. " + ", ".join(
-                rel[:-3].replace("/", ".").removesuffix(".__init__")
-                for rel, _ in bundle.files if rel.endswith(".py"))[:200])
 
 
 def _is_union_tag(part: Any) -> bool:

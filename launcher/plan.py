@@ -161,7 +161,8 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
         roles.append(RolePlan(
             role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role, workload),
             command=tuple(task_command(spec)),
-            env=task_env(spec, role, model_dir, code.dir if code else None),
+            env=task_env(spec, role, model_dir, code.dir if code else None,
+                         code.digest if code else None),
             workdir=code.dir if code else None,
             supervision=supervision,
             # The spec's account for every pod; otherwise only supervised pods need one.
@@ -209,7 +210,7 @@ def failure_policy(spec: ClusterSpec) -> FailurePolicy:
 
 
 def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None,
-             code_dir: str | None = None) -> dict[str, str]:
+             code_dir: str | None = None, code_digest: str | None = None) -> dict[str, str]:
     """What every task process gets besides TF_CONFIG and its index, on Kubernetes and locally.
 
     User values last, so they cannot be mistaken for ours; sorted, because Helm values are maps
@@ -227,6 +228,8 @@ def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None,
         env[contract.PROGRAM] = spec.effective_program.module
     if code_dir is not None:  # the code dir first on the module path (an env PYTHONPATH replaces it)
         env["PYTHONPATH"] = code_dir
+    if code_digest is not None:  # FINAL.json records it: a finished dir meets changed code
+        env[contract.CODE_DIGEST] = code_digest
     if contract.is_server(Strategy(spec.strategy), Role(role)):
         env[contract.SERVER_LINGER] = str(
             contract.server_linger_seconds(spec.termination_grace_period_seconds))

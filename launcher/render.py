@@ -17,7 +17,8 @@ from importlib import resources
 
 import yaml
 
-from launcher import code_render, k8s_contract, names, supervised_pod, templating, tfconfig
+from launcher import (code_bundle, code_render, helm_release, k8s_contract, names, supervised_pod,
+                      templating, tfconfig)
 from launcher.job_failure import backoff, pod_failure_policy
 from launcher.network_policy import network_policies
 from launcher.job_watch import RESTART_ATTEMPT_KEY
@@ -240,5 +241,12 @@ _QuotedDumper.add_representer(
 
 
 def helm_values_yaml(spec: ClusterSpec) -> str:
-    return yaml.dump(helm_values(spec), Dumper=_QuotedDumper, sort_keys=False,
-                     allow_unicode=True, width=1 << 20)
+    """The values as YAML; with `code:`, refused (helm_release.TooLargeForHelm) when the
+    release Helm would keep would not fit its Secret."""
+    values = helm_values(spec)
+    if "codeArchive" in values:
+        bundle = code_bundle.ensure(spec)
+        helm_release.check(values, to_yaml(render(spec)),
+                           f"code: {spec.code.path} ({code_bundle.human(bundle.size)} packed)")
+    return yaml.dump(values, Dumper=_QuotedDumper, sort_keys=False, allow_unicode=True,
+                     width=1 << 20)

@@ -21,9 +21,11 @@ completes (unless the pod restarts failed containers, OnFailure: then `watch` st
 (pod deletion) is passed on: a server dying of it exits 143, which podFailurePolicy ignores.
 
 No answer at all from the API server for TFK8S_API_GIVE_UP_SECONDS (egress to it blocked, the
-token missing): `watch` gives up with the verdict api-unreachable and one line saying why; `run`
-stops the task and exits EXIT_API_UNREACHABLE with that line as the termination message. Once
-it has answered, errors are retried without end: an outage must not kill a healthy server.
+token missing, a 401/403): `watch` gives up with the verdict api-unreachable and one line saying
+why; `run` stops the task and exits EXIT_API_UNREACHABLE with that line as the termination
+message. Any other HTTP status (429, 5xx: an overloaded or upgrading API server) is an answer,
+and once it has answered, errors are retried without end with a growing pause: an outage must
+not kill a healthy server. A restarted `run` (OnFailure) ignores an earlier give-up.
 
 Environment (TFK8S_...): WATCH_JOB, the Job whose end ends the task; NAMESPACE, its namespace;
 WATCH_SECONDS (300); API_GIVE_UP_SECONDS (300); POD_RESTART_POLICY, the pod's (Never);
@@ -170,7 +172,21 @@ def watch(state_dir: str) -> int:
     if reason:
         say_last(reason)
     write_file(f"{state_dir}/{VERDICT_FILE}", verdict[0] + "\n")
-    return 0
+    # Under OnFailure the task's container is restarted in place after its exit 7: this one
+    # must be too (exit 1), or the restarted task would run with nobody watching the Job.
+    return 1 if kind == API_UNREACHABLE_VERDICT and restarts else 0
+
+
+def forget_an_earlier_attempts_give_up(state_dir: str) -> None:
+    """Under OnFailure this container restarts in place after exiting EXIT_API_UNREACHABLE, and
+    the shared directory keeps that verdict: read again, it would stop the new attempt at once,
+    every time, until backoffLimit. It belongs to the earlier attempt; the restarted `watch`
+    decides anew. The Job's own end (succeeded, failed, gone) stays: it holds for every attempt."""
+    path = f"{state_dir}/{VERDICT_FILE}"
+    verdict = read_file(path)
+    if verdict is not None and verdict.startswith(API_UNREACHABLE_VERDICT):
+        log("an earlier attempt gave up on the API server; watching the Job again")
+        os.remove(path)
 
 
 def run(command: list[str], state_dir: str) -> int:
@@ -192,6 +208,7 @@ def run(command: list[str], state_dir: str) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    forget_an_earlier_attempts_give_up(state_dir)
     child = subprocess.Popen(command)
     for signum in held:
         forward(signum)

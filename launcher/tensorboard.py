@@ -101,7 +101,9 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
                         "--host", "127.0.0.1", "--port", str(TENSORBOARD_PORT)],
             "env": [{"name": "HOME", "value": "/tmp"}],
             "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+            # limits too: a namespace with a ResourceQuota on limits refuses a pod without them
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                          "limits": {"cpu": "1", "memory": "2Gi"}},
             "securityContext": {
                 "allowPrivilegeEscalation": False,
                 "runAsNonRoot": True,

@@ -69,20 +69,34 @@ def main(argv: list[str] | None = None):
     except ModuleNotFoundError as exc:
         explained = errors.from_missing_module(exc)
         if explained is None:
-            traceback.print_exc()
-            shutdown.exit_now(errors.EXIT_UNEXPECTED)
+            _fail_unexpected(where, exc)
         _fail(where, explained)
-    except Exception:
-        traceback.print_exc()
-        shutdown.exit_now(errors.EXIT_UNEXPECTED)
+    except Exception as exc:  # noqa: BLE001 - every failure ends with its one-line cause
+        _fail_unexpected(where, exc)
     shutdown.exit_now(code)
 
 
 def _fail(where: str, exc: errors.WorkerError):
-    """One line on stderr and in the pod's termination message, then exit with its code."""
-    print(contract.ERROR_LINE.format(task=where, message=exc), file=sys.stderr, flush=True)
-    errors.write_termination_message(str(exc))
+    """One line on stderr and in the pod's termination message, then exit with its code. An
+    error raised from another (`raise ... from exc`) leaves that one's traceback first."""
+    if exc.__cause__ is not None:
+        traceback.print_exception(exc.__cause__)
+    _say_cause(where, str(exc))
     shutdown.exit_now(exc.exit_code)
+
+
+def _fail_unexpected(where: str, exc: BaseException):
+    """The traceback for the log, then its cause in one line (the log's last line, which the
+    local backend reads, and the termination message, which Kubernetes keeps): never the
+    traceback's tail, which may be a tensor printout."""
+    traceback.print_exc()
+    _say_cause(where, errors.cause_line(exc))
+    shutdown.exit_now(errors.EXIT_UNEXPECTED)
+
+
+def _say_cause(where: str, message: str) -> None:
+    print(contract.ERROR_LINE.format(task=where, message=message), file=sys.stderr, flush=True)
+    errors.write_termination_message(message)
 
 
 def _wait_for_peers(task: context.TaskContext) -> None:
@@ -170,6 +184,8 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     # Before the strategy exists (MWMS must create it before any other op): a cluster that
     # already finished these --steps has nothing to do, on every training task alike.
     done = training.completed_marker(task, options)
+    if done is not None and (changed := training.changed_since_finished(task, done)):
+        raise errors.ConfigError(changed)  # deterministic: the same code fails alike
     if done is not None:
         print(f"tfk8s: training already finished: {task.model_dir}/FINAL.json names "
               f"{done.checkpoint} (step {done.step}, --steps {done.requested_steps}); nothing "

@@ -28,6 +28,7 @@ class TaskContext:
     peer_timeout_seconds: float
     cluster_name: str = contract.DEFAULT_CLUSTER_NAME  # TFK8S_CLUSTER: the spec's name
     namespace: str = DEFAULT_NAMESPACE  # TFK8S_NAMESPACE: the spec's namespace
+    code_digest: str | None = None  # TFK8S_CODE_DIGEST: the shipped code's, if any
 
     @property
     def name(self) -> str:
@@ -95,6 +96,7 @@ def from_environment(environ: dict[str, str] | None = None) -> TaskContext:
         peer_timeout_seconds=peer_timeout,
         cluster_name=env.get(contract.CLUSTER_NAME) or contract.DEFAULT_CLUSTER_NAME,
         namespace=env.get(contract.NAMESPACE) or DEFAULT_NAMESPACE,
+        code_digest=env.get(contract.CODE_DIGEST) or None,
     )
 
 

@@ -55,6 +55,7 @@ STRATEGY = "TFK8S_STRATEGY"
 MODEL_DIR = "TFK8S_MODEL_DIR"
 PROGRAM = "TFK8S_PROGRAM"
 PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
+CODE_DIGEST = "TFK8S_CODE_DIGEST"  # sha256 of the shipped code (`code:`), when there is one
 CLUSTER_NAME = "TFK8S_CLUSTER"
 NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, launcher/supervise.py)
 # How long a PS server (ps, PS worker) keeps serving after SIGTERM while the chief is still up:

@@ -21,7 +21,8 @@ import time
 
 import tensorflow as tf
 
-from worker import errors, fit_loop, layout, preemption, progress, shutdown, training, writer_lease
+from worker import (checkpoint_match, errors, fit_loop, layout, preemption, progress, shutdown,
+                    training, writer_lease)
 from worker.args import Options
 from worker.contract import Role
 from worker.context import TaskContext
@@ -62,6 +63,7 @@ def _custom_loop(task: TaskContext, options: Options, program: Program, strategy
     )
     reached = {"step": 0}  # the last step read from the ps: it cannot be read once it is lost
     try:  # the restore already reads the ps: a ps lost here is exit 4 like any other
+        checkpoint_match.check(checkpoint, manager.latest_checkpoint, task.model_dir)
         restored = manager.restore_or_initialize()
         reached["step"] = int(optimizer.iterations.numpy())
         progress.report("start", step=reached["step"], restored_from=restored,

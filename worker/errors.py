@@ -38,6 +38,13 @@ class DivergedRestore(WorkerError):
     exit_code = EXIT_DIVERGED_RESTORE
 
 
+class CheckpointMismatch(WorkerError):
+    """The model dir's checkpoint was written by a different model: deterministic, like a bad
+    argument (worker/checkpoint_match.py)."""
+
+    exit_code = EXIT_CONFIG
+
+
 class PeerLost(WorkerError):
     exit_code = EXIT_PEER_LOST
 
@@ -66,6 +73,13 @@ def first_informative_line(message: str) -> str:
         ):
             return line[:300]
     return message.strip()[:300]
+
+
+def cause_line(exc: BaseException) -> str:
+    """An unexpected exception as the one line `status` shows: its type and the first line of
+    its message that says something (never a tensor printout from the message's tail)."""
+    message = first_informative_line(str(exc)) if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def from_missing_module(exc: ModuleNotFoundError) -> ConfigError | None:

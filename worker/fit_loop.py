@@ -9,7 +9,7 @@ import time
 
 import tensorflow as tf
 
-from worker import agreement, layout, preemption, progress, training, writer_lease
+from worker import agreement, checkpoint_match, layout, preemption, progress, training, writer_lease
 from worker.args import Options
 from worker.contract import Strategy
 from worker.context import TaskContext
@@ -106,6 +106,7 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
     )
     return [
         _writer_lease_callback(),  # first: an epoch's check comes before any of its saves
+        _checkpoint_match_callback(model_dir),  # before the backup's restore
         backup,
         # The evaluator's checkpoints: SidecarEvaluator-compatible names ckpt-<epoch>.
         tf.keras.callbacks.ModelCheckpoint(
@@ -116,6 +117,21 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
         fit_progress_callback(task, options, synchronous),
         _preemption_callback(task, synchronous, backup),
     ]
+
+
+def _checkpoint_match_callback(model_dir: str):
+    """Refuses a backup that does not fit the model (worker/checkpoint_match.py) before
+    BackupAndRestore restores it. Only the model's weights are compared: fit builds the
+    optimizer's slots and the metrics at the first step, after the restore."""
+
+    class CheckpointMatch(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            # BackupAndRestore keeps the chief's (or only) copy in <backup dir>/chief.
+            latest = tf.train.latest_checkpoint(layout.join(layout.backup_dir(model_dir), "chief"))
+            checkpoint_match.check(tf.train.Checkpoint(model=self.model), latest, model_dir,
+                                   only_under=("model/",), ignore_under=("model/optimizer/",))
+
+    return CheckpointMatch()
 
 
 def _writer_lease_callback():

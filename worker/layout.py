@@ -82,6 +82,7 @@ class FinalMarker:
     loop: str  # --loop of the run that wrote it
     saved_model: str  # directory name inside the model dir
     written_at: float
+    code: str | None = None  # TFK8S_CODE_DIGEST of the run that wrote it (None: no shipped code)
 
     def matches(self, requested_steps: int, loop: str) -> bool:
         return self.requested_steps == requested_steps and self.loop == loop

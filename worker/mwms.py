@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from worker import errors, preemption, progress, synchronous, training
+from worker import errors, progress, synchronous, training
 from worker.args import Options
 from worker.contract import Role
 from worker.context import TaskContext
@@ -27,7 +27,8 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
         communication_options=tf.distribute.experimental.CommunicationOptions(
             implementation=_collective(options.collective)),
     )
-    preemption.reclaim()  # the strategy's coordination agent installed its own SIGTERM handler
+    # A SIGTERM while the constructor waited for the peers (TF's own notifier is installed in
+    # there) is taken by worker/preemption.py's thread, which runs as soon as it returns.
     progress.report("connected", workers=len(task.cluster.get(Role.WORKER.value, [])),
                     collective=_collective(options.collective).name,
                     replicas=strategy.num_replicas_in_sync, writer=task.is_writer)

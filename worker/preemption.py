@@ -6,6 +6,8 @@ kernel drops a signal whose disposition is the default for PID 1, so without a h
 would train on, unaware, until the SIGKILL (31.7 s, measured on kind), while the Job starts its
 replacement. With this module:
 
+- SIGTERM is blocked in every thread and taken by one thread with sigwait (`install`), so no
+  handler TensorFlow installs can swallow it.
 - Until a training loop takes over (`defer()`), SIGTERM ends the process at once with
   EXIT_PREEMPTED: nothing is lost before the first step.
 - Inside a loop, the handler only records the request; the loop saves a checkpoint of the step
@@ -21,7 +23,6 @@ against backoffLimit (a Job podFailurePolicy rule on Kubernetes, the same rule l
 """
 from __future__ import annotations
 
-import os
 import signal
 import threading
 
@@ -29,52 +30,42 @@ from worker import errors, progress, shutdown
 
 _requested = threading.Event()
 _deferred = False
+_server_exit: list = []  # a server's last words before its preempted exit (exit_on_sigterm_...)
 
 
 def install() -> None:
-    """Called first thing by `python -m worker`: SIGTERM before training ends the task now."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    """Called first thing by `python -m worker`, while the main thread is the only thread:
+    SIGTERM is blocked in it, so in every thread started later (each inherits the mask: the
+    TensorFlow import, gRPC's and TF's own C++ threads), and one thread takes it with sigwait.
+
+    A handler would not do: MultiWorkerMirroredStrategy(...) installs TF's C++ SIGTERM notifier
+    (preemption_notifier.cc) while it waits for its peers, which replaces any handler and only
+    logs "SIGTERM caught": a pod deleted, drained or preempted in that window trained on to the
+    SIGKILL (exit 137, counted). A blocked signal reaches no handler, TF's included; it waits
+    for sigwait. Before training (`defer()`) the task then exits at once with EXIT_PREEMPTED."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    threading.Thread(target=_take_sigterm, name="tfk8s-sigterm", daemon=True).start()
+
+
+def _take_sigterm() -> None:
+    while True:
+        signal.sigwait({signal.SIGTERM})
+        _on_sigterm()
 
 
 def defer() -> None:
     """From now on the training loop saves before exiting: SIGTERM only records the request."""
     global _deferred
     _deferred = True
-    reclaim()
-
-
-def reclaim() -> None:
-    """Takes SIGTERM back after TensorFlow took it: MultiWorkerMirroredStrategy's coordination
-    agent installs a C++ handler of its own (preemption_notifier.cc, "SIGTERM caught"), which
-    only logs, so the task would train on to the SIGKILL. Called right after the strategy is
-    created, and again by defer()."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def exit_on_sigterm_from_a_thread(before_exit=None) -> None:
-    """For tasks that block in C++ (a ps/worker server's join()), where a Python handler never
-    runs: SIGTERM ends them with EXIT_PREEMPTED from a thread (they hold no state of their own
-    to save).
-
-    Not SIG_DFL: as PID 1 of its container (a JobSet's ps and workers run without our
-    supervisor), the kernel drops a SIGTERM whose disposition is the default, and the pod
-    would live on until the SIGKILL at the end of its grace period. So a handler stays
-    installed, and Python's C-level handler, which runs whatever the main thread is doing,
-    writes the signal number to the wakeup fd that the thread reads.
-    """
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    signal.signal(signal.SIGTERM, lambda *_: None)
-
-    def exit_on_sigterm() -> None:
-        while signal.SIGTERM not in os.read(read_fd, 64):
-            pass
-        if before_exit is not None:
-            before_exit()
-        exit_preempted(None, None)
-
-    threading.Thread(target=exit_on_sigterm, name="tfk8s-sigterm", daemon=True).start()
+    """For tasks that block in C++ (a ps/worker server's join()): SIGTERM ends them with
+    EXIT_PREEMPTED (they hold no state of their own to save), after `before_exit` (a server
+    serving on while the chief saves). The sigwait thread of install() runs it, whatever the
+    main thread is doing; as PID 1 of its container (a JobSet's ps and workers run without our
+    supervisor), a blocked signal is never dropped as one with the default disposition would be."""
+    _server_exit.append(before_exit)
 
 
 def requested() -> bool:
@@ -86,10 +77,14 @@ def exit_preempted(step: int | None, checkpoint: str | None) -> None:
     shutdown.exit_now(errors.EXIT_PREEMPTED)
 
 
-def _on_sigterm(signum, frame) -> None:
+def _on_sigterm() -> None:
     if _requested.is_set():
         return
     _requested.set()
+    if _server_exit:
+        if _server_exit[0] is not None:
+            _server_exit[0]()
+        exit_preempted(None, None)
     if not _deferred:
         exit_preempted(None, None)
     progress.report("sigterm", action="saving at the next step boundary, then exiting")

@@ -78,6 +78,11 @@ def load(module_name: str) -> Program:
             f"program module {module_name!r} imports {exc.name!r}, which is not installed in "
             "this Python environment: install it in the image"
         ) from None
+    except (ImportError, SyntaxError) as exc:  # the program's own code: a retry fails alike
+        raise errors.ConfigError(
+            f"program module {module_name!r} does not import: {errors.cause_line(exc)}; fix "
+            "the program (its traceback is in the task's log)"
+        ) from exc
     missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
     if missing:
         raise errors.ConfigError(

@@ -16,8 +16,8 @@ import time
 
 import tensorflow as tf
 
-from worker import (agreement, args, fit_loop, layout, preemption, progress, shutdown, training,
-                    writer_lease)
+from worker import (agreement, args, checkpoint_match, fit_loop, layout, preemption, progress,
+                    shutdown, training, writer_lease)
 from worker.args import Options
 from worker.contract import Strategy
 from worker.context import TaskContext
@@ -54,6 +54,7 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
 
     # Restored here, not by TF's PreemptionCheckpointHandler, which skips it on GCE nodes
     # (worker/agreement.py).
+    checkpoint_match.check(checkpoint, shared.latest_checkpoint, task.model_dir)
     shared.restore_or_initialize()
     latest = shared.latest_checkpoint
     step = int(optimizer.iterations.numpy())

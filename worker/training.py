@@ -188,6 +188,20 @@ def completed_marker(task: TaskContext, options: Options) -> layout.FinalMarker 
     return None
 
 
+def changed_since_finished(task: TaskContext, marker: layout.FinalMarker) -> str | None:
+    """Why a finished model dir must not read as "already finished" for this run: the shipped
+    code changed since the run that finished it, so this program never trained. None if
+    unchanged (or either run had no shipped code to compare)."""
+    if marker.code is None or task.code_digest is None or marker.code == task.code_digest:
+        return None
+    return (f"training already finished in {task.model_dir} (FINAL.json: step {marker.step}, "
+            f"--steps {marker.requested_steps}) with other code (sha256 {marker.code[:12]} "
+            f"there, {task.code_digest[:12]} now), so this code never trained. To train it on "
+            "from the finished checkpoint raise --steps; to train it from scratch use a fresh "
+            f"model dir (checkpoint.dir, or delete {task.model_dir}); to keep the finished "
+            "model, resubmit the code that wrote it")
+
+
 def forget_stale_marker(task: TaskContext, options: Options) -> None:
     marker = layout.read_marker(task.model_dir)
     if marker is not None and not marker.matches(options.steps, options.loop):
@@ -239,5 +253,6 @@ def finish(task: TaskContext, options: Options, program: Program, model,
         loop=options.loop,
         saved_model=layout.SAVED_MODEL,
         written_at=time.time(),
+        code=task.code_digest,
     ))
     progress.report("final", step=step, checkpoint=final_checkpoint, saved_model=saved_model)

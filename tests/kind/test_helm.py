@@ -272,3 +272,54 @@ def test_helm_install_without_values_trains_one_mirrored_pod(
     r = launcher(kind_cluster, "status", name, "-n", namespace, "-o", "json")
     assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "Succeeded", r.stdout + r.stderr
     helm("uninstall", name, "-n", namespace, "--wait", "--timeout", "3m")
+
+
+def _code_spec_file(tmp_path: Path, name: str, namespace: str, image: str, blob: int) -> Path:
+    """A mirrored cluster whose code: dir holds its program and `blob` incompressible bytes."""
+    src = tmp_path / f"src-{blob}"
+    src.mkdir()
+    (src / "train.py").write_text("from worker.examples.digits import *  # noqa: F401,F403\n")
+    (src / "weights.bin").write_bytes(os.urandom(blob))
+    spec = {"name": name, "namespace": namespace, "image": image,
+            "imagePullPolicy": "IfNotPresent", "strategy": "mirrored", "code": f"./{src.name}",
+            "program": {"module": "train", "args": ["--steps", "20", "--checkpoint-every", "10"]},
+            "roles": {"chief": {"replicas": 1}}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_helm_install_of_shipped_code_up_to_the_release_limit_and_our_refusal_above(
+        kind_cluster, namespace, worker_image, helm, tmp_path):
+    """Helm keeps a release (values and rendered manifests) in one Secret of at most 1 MiB, and
+    codeArchive is in it twice: 300 kB installs and trains; 600 kB is refused by
+    `render --helm-values` in one line that names the limit, before Helm is asked."""
+    name = "helm-code"
+    spec_file = _code_spec_file(tmp_path, name, namespace, worker_image, 300_000)
+    r = subprocess.run([sys.executable, "-m", "launcher", "render", str(spec_file),
+                        "--helm-values"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr
+    values = tmp_path / "values.yaml"
+    values.write_text(r.stdout)
+    helm("install", name, str(CHART), "-n", namespace, "-f", str(values), "--timeout", "2m")
+    release = kind_cluster.get_json("-n", namespace, "secret", f"sh.helm.release.v1.{name}.v1")
+    stored = len(release["data"]["release"]) * 3 // 4  # the Secret's data, decoded
+    wait_for_jobs(kind_cluster, namespace, name, {f"{name}-chief"})
+    objects = sorted(instance_objects(kind_cluster, namespace, name))
+    launched = sorted(f"{o['kind']}/{o['metadata']['name']}"
+                      for o in render.render(load_file(spec_file))
+                      if o["kind"] in ("Job", "Service", "ConfigMap", "NetworkPolicy"))
+    assert set(launched) <= set(objects), (launched, objects)
+    helm("upgrade", name, str(CHART), "-n", namespace, "-f", str(values), "--timeout", "2m")
+    helm("uninstall", name, "-n", namespace, "--wait", "--timeout", "3m")
+    assert instance_objects(kind_cluster, namespace, name) == []
+
+    big = _code_spec_file(tmp_path, "helm-big", namespace, worker_image, 600_000)
+    refused = subprocess.run([sys.executable, "-m", "launcher", "render", str(big),
+                              "--helm-values"], capture_output=True, text=True, cwd=REPO,
+                             timeout=120)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout[:500]
+    line = refused.stderr.strip().splitlines()[-1]
+    assert "over the 1024 KiB a Secret holds, where Helm keeps each release" in line, line
+    print(f"helm code: 300 kB archive installed (release Secret {stored / 1024:.0f} KiB); "
+          f"600 kB refused: {line}")

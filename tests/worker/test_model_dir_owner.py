@@ -75,7 +75,7 @@ def test_clusters_on_one_volume_get_their_own_dirs_and_refuse_each_others(
     reason = assert_refused(backend, "third", code)
     print(f"refusal in status: {reason}")
     # `status` keeps MAX_REASON_CHARS of it: whose dir it is comes first.
-    assert reason.startswith("chief-0: exited 2 (a configuration error): model dir "), reason
+    assert reason.startswith("chief-0: exited 2 (deterministic: not retried): model dir "), reason
     assert "belongs to cluster default/first (OWNER.json of " in reason
     line = [x for x in log(backend, "third").splitlines() if "error:" in x]
     assert len(line) == 1 and line[0].startswith("tfk8s chief-0: error: model dir "), line

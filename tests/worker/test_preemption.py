@@ -276,3 +276,66 @@ def _sigterm_ps_while_the_chief_is_up(tmp_path, serve_seconds: float, **env):
         if proc.poll() is None:
             proc.kill()
     return code, seconds, rest
+
+
+def test_mwms_sigterm_while_the_strategy_waits_for_a_late_peer_exits_143(tmp_path):
+    """MultiWorkerMirroredStrategy(...) installs TF's C++ SIGTERM notifier while it waits for
+    its peers; it swallowed a pod deletion there ("SIGTERM caught" in the log) and the worker
+    trained on to the SIGKILL (exit 137, counted). Worker 1 is late: its pod is up (the port
+    answers, so worker 0's peer wait is over) but its TensorFlow starts only after worker 0 got
+    SIGTERM inside the strategy's constructor. The constructor holds the GIL until the peer
+    joins, so nothing in Python runs before that; then worker 0 exits 143, with no step."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    held = socket.create_server(("127.0.0.1", 0))  # worker 1's pod: up, TF not yet
+    ports = [_free_port(), held.getsockname()[1]]
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+
+    def start(index: int) -> tuple[subprocess.Popen, list[str], threading.Event]:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+               "TFK8S_STRATEGY": "multi_worker_mirrored", "TFK8S_PROGRAM": SMALL_PROGRAM,
+               "TFK8S_MODEL_DIR": str(tmp_path / "model"),
+               "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker",
+                                                                     "index": index}})}
+        proc = subprocess.Popen([sys.executable, "-m", "worker", "--steps", "20", "--data",
+                                 "digits"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        waiting = threading.Event()
+
+        def read() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+                if "tasks to connect" in line:  # the coordination service waits for worker 1
+                    waiting.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        return proc, lines, waiting
+
+    worker0, lines, waiting = start(0)
+    worker1 = None
+    try:
+        assert waiting.wait(180), "".join(lines)[-3000:]
+        time.sleep(1.0)  # inside the strategy's constructor, TF's notifier installed
+        sent = time.monotonic()
+        worker0.send_signal(signal.SIGTERM)
+        held.close()
+        worker1, _, _ = start(1)  # late: it joins once its TensorFlow has started
+        code = worker0.wait(timeout=180)
+        seconds = time.monotonic() - sent
+    finally:
+        for proc in (worker0, worker1):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        held.close()
+    output = "".join(lines)
+    assert code == EXIT_PREEMPTED, output[-3000:]
+    assert '"event": "preempted"' in output and '"event": "start"' not in output, output[-3000:]
+    measure(f"MWMS worker SIGTERMed inside the strategy's wait for a late peer: exit {code} "
+            f"{seconds:.1f} s after the signal, as the late peer joined (before: swallowed, "
+            "trained on to the SIGKILL)")

@@ -352,7 +352,16 @@ Numbers come back as floats: compare them with `int`.
         "/opt/tfk8s/code-archive/code.tar.gz",
         "/opt/tfk8s/code"
       ],
-      "resources": {},
+      "resources": {
+        "requests": {
+          "cpu": "50m",
+          "memory": "64Mi"
+        },
+        "limits": {
+          "cpu": "500m",
+          "memory": "128Mi"
+        }
+      },
       "securityContext": {
         "allowPrivilegeEscalation": false,
         "runAsNonRoot": true,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from launcher import k8s_contract, names
+from launcher import admission, k8s_contract, names
 from launcher.errors import ClusterUnreachable
 
 FIELD_MANAGER = "tfk8s"
@@ -123,6 +123,23 @@ class Api:
         response = self.resource(api_version, kind).get(namespace=namespace, label_selector=selector,
                                                         serialize=False)
         return json.loads(response.data)["items"]
+
+    def refusal_events(self, namespace: str) -> list[dict] | None:
+        """The namespace's events of objects refused at creation (launcher/admission.py); None
+        when this user may not list events."""
+        from kubernetes.client.exceptions import ApiException
+
+        found = []
+        try:
+            for reason in admission.REFUSAL_REASONS:
+                response = self.resource("v1", "Event").get(
+                    namespace=namespace, field_selector=f"reason={reason}", serialize=False)
+                found += json.loads(response.data)["items"]
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            return None
+        return found
 
     def list_roots(self, namespace: str) -> list[dict]:
         """Every cluster's root object in the namespace (ConfigMaps and JobSets)."""

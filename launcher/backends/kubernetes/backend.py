@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Iterator, TextIO
 
-from launcher import checkpoints, k8s_contract, lifecycle, node_loss
+from launcher import admission, checkpoints, k8s_contract, lifecycle, node_loss
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
@@ -99,10 +99,29 @@ class KubernetesBackend(Backend):
         else:
             pods = self._api.list("v1", "Pod", ns, name)
             status = lifecycle.compute_status(name, ns, jobs, pods)
+        status = self._with_refusals(status, root, jobs)
         status = self._with_nodes(status, pods)
         status.training = self._training(ns, pods)
         status.notes += checkpoints.storage_notes([job.get("spec") or {} for job in jobs])
         return status
+
+    def _with_refusals(self, status: ClusterStatus, root: dict | None,
+                       jobs: list[dict]) -> ClusterStatus:
+        """The status with the API server's refusals to create pods or Jobs as its cause
+        (launcher/admission.py); asked only while pods are missing."""
+        jobset = root is not None and root["kind"] == JOBSET[1]
+        if status.finished or not (admission.missing_pods(status)
+                                   or (jobset and status.phase is Phase.PENDING)):
+            return status
+        owners = {job["metadata"]["uid"]: lifecycle.role_of(job) or "" for job in jobs}
+        if jobset:
+            owners[root["metadata"]["uid"]] = ""
+        events = self._api.refusal_events(self.namespace)
+        if events is None:
+            status.notes.append("pods refused by the API server (a quota, a policy) cannot be "
+                                f"reported: this user may not list events in {self.namespace}")
+            return status
+        return admission.apply(status, admission.refusals(events, owners))
 
     def _with_nodes(self, status: ClusterStatus, pods: list[dict]) -> ClusterStatus:
         """The status with the lost nodes under its unfinished pods (node_loss.py); when RBAC

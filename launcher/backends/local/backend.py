@@ -25,6 +25,16 @@ from worker.contract import SUCCESS_INDEX, Role, success_role
 
 VIEW_SECONDS = 1.0  # how often wait() re-reads a run's status (and logs) for the view
 _LIVE = (Phase.PENDING, Phase.RUNNING, Phase.FINISHING)
+# An ended run's supervisor exits after its last status write: seconds (it joins the tasks'
+# output readers for up to 5 s each).
+ENDED_SUPERVISOR_SECONDS = 15.0
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while runner.alive(pid) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+    return not runner.alive(pid)
 
 
 class LocalBackend(Backend):
@@ -141,12 +151,14 @@ class LocalBackend(Backend):
             run.stop()
         record = files.read_status() if files.has_status() else {}
         pid = record.get("supervisor_pid")
-        if record.get("phase") in _LIVE and pid != os.getpid() and runner.alive(pid):
-            os.kill(pid, signal.SIGTERM)  # the supervisor stops its tasks, then exits
-            deadline = time.monotonic() + self._stop_grace(files) + 15
-            while runner.alive(pid) and time.monotonic() < deadline:
-                time.sleep(POLL_SECONDS)
-            if runner.alive(pid):
+        if pid != os.getpid() and runner.alive(pid):
+            # An ended run's supervisor still writes its last status (after stopping its tasks
+            # and reading their output): removing the files before it exits left a status.json
+            # without its spec.json, a cluster no command could read. Wait for it; a live run's
+            # is asked to stop its tasks first.
+            if record.get("phase") in _LIVE or not _gone_within(pid, ENDED_SUPERVISOR_SECONDS):
+                os.kill(pid, signal.SIGTERM)  # the supervisor stops its tasks, then exits
+            if not _gone_within(pid, self._stop_grace(files) + 15):
                 raise LauncherError(f"the supervisor of {name!r} (pid {pid}) did not stop "
                                     f"within its grace; stop it (kill {pid}) and delete again")
         for entry in files.dir.iterdir():
@@ -158,10 +170,22 @@ class LocalBackend(Backend):
                 entry.unlink()
 
     def list(self) -> list[ClusterStatus]:
+        """Every cluster of the workdir; a damaged one is listed as Unknown with what is wrong,
+        never a failure of the whole list."""
         if not self._workdir.exists():
             return []
-        return [self.status(d.name) for d in sorted(self._workdir.iterdir())
-                if self._files(d.name).has_status()]
+        found = []
+        for entry in sorted(self._workdir.iterdir()):
+            if not self._files(entry.name).has_status():
+                continue
+            try:
+                found.append(self.status(entry.name))
+            except (LauncherError, ValueError, KeyError, TypeError) as exc:
+                found.append(ClusterStatus(
+                    name=entry.name, namespace="local", phase=Phase.UNKNOWN,
+                    message=f"damaged local cluster dir {entry} ({exc}); `delete "
+                            f"{entry.name} --local` removes it (model/ is kept)"))
+        return found
 
     def tensorboard(self, name: str, port: int):
         from launcher.backends.local import tensorboard

@@ -97,6 +97,11 @@ class RunFiles:
             raise ClusterNotFound(f"no local cluster {self.name!r} in {self.workdir}") from None
 
     def write_status(self, record: dict) -> None:
+        """Only for a cluster that exists (its spec recorded): never brings a deleted one's
+        status back without its spec."""
+        if not self.spec_path.exists():
+            raise ClusterNotFound(f"local cluster {self.name!r} in {self.workdir} was deleted "
+                                  "while its supervisor still ran; nothing recorded")
         write_json(self.status_path, record)
 
     # --- pids ------------------------------------------------------------------------------

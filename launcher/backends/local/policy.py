@@ -79,9 +79,10 @@ def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used
             f"{described}; replacing it like a replaced pod ({why} is not counted against "
             f"backoffLimit; {restarts_used} of {limit} used for {_budget(role)})"))
     if status in failure.fatal_exit_codes:
-        return RestartDecision(False, True, f"{described} (a configuration error)", (
-            f"{described}, a configuration error of the built-in worker (see its log); not "
-            "restarting it, the same arguments would fail again (podFailurePolicy FailJob)"))
+        return RestartDecision(False, True, f"{described} (deterministic: not retried)", (
+            f"{described}, a deterministic failure of the built-in worker (bad arguments, a "
+            "program that does not import, a checkpoint that does not fit the model; see its "
+            "log); not restarting it, a retry would fail alike (podFailurePolicy FailJob)"))
     if restarts_used >= limit:
         return RestartDecision(False, True, described, (
             f"{described}; not restarting it (backoffLimit {limit} reached for {_budget(role)})"))

@@ -19,6 +19,7 @@ from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.tasks import Task, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
+from launcher.errors import ClusterNotFound
 from launcher.plan import plan as make_plan
 from launcher.spec import ClusterSpec
 from launcher.status import Phase, RoleStatus
@@ -213,6 +214,12 @@ class Supervisor:
                 reason="; ".join(f"{t.name}: {t.reason}" for t in tasks if t.reason) or None,
             )))
         d = self.decision
+        try:
+            self._record_status(d, roles)
+        except ClusterNotFound:
+            pass  # deleted under us (`delete` waits for our exit): there is no run to record
+
+    def _record_status(self, d, roles: list[dict]) -> None:
         self.files.write_status({
             "phase": d.phase.value, "message": d.message, "exit_code": d.exit_code,
             "supervisor_pid": os.getpid(), "model_dir": self.model_dir, "roles": roles,

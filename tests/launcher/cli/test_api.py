@@ -148,3 +148,33 @@ def test_cli_runs_multi_worker_mirrored_without_a_claim_locally(tmp_path):
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "note: --local: the 2 workers share this machine's disk" in done.stdout
+
+
+@pytest.mark.process
+def test_the_readme_flow_again_and_again_in_one_workdir(tmp_path):
+    """submit, wait, delete, and again: the detached supervisor wrote its last status after
+    delete_job had removed the files (1 run in 2), leaving a cluster without its spec that
+    broke `list` for all and the next submit (ClusterNotFound)."""
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
+    spec = make_spec("demo", "mirrored", ["--steps", "20", "--checkpoint-every", "10",
+                                          "--data", "digits"], evaluator=False)
+    data = spec.model_dump(by_alias=True)
+    data["checkpoint"] = {}
+    for run in range(4):
+        name = client.submit(data)
+        final = client.wait_for_job_status(name, timeout=300)
+        assert final.phase is Phase.SUCCEEDED, (run, final)
+        client.delete_job(name)
+        assert client.list_jobs() == [], run
+        assert sorted(p.name for p in (tmp_path / name).iterdir()) == ["model"], run
+
+
+def test_a_damaged_local_cluster_is_listed_as_such_not_a_failure_of_list(tmp_path):
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
+    (tmp_path / "torn").mkdir()
+    (tmp_path / "torn" / "status.json").write_text('{"phase": "Succeeded", "roles": []}\n')
+    [torn] = client.list_jobs()
+    assert torn.name == "torn" and torn.phase is Phase.UNKNOWN
+    assert "damaged local cluster dir" in torn.message and "delete torn --local" in torn.message
+    client.delete_job("torn")
+    assert client.list_jobs() == []

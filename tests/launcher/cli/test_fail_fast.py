@@ -140,7 +140,7 @@ def test_a_missing_data_file_fails_the_local_cluster_after_one_attempt(tmp_path)
     reason = ("--data /nonexistent/train.npz: no such file on this task's filesystem: mount it "
               "into the pod, or copy it there")
     assert status["phase"] == "Failed" and status["exitCode"] == errors.EXIT_CONFIG
-    assert status["message"] == f"chief-0 exited 2 (a configuration error): {reason}"
+    assert status["message"] == f"chief-0 exited 2 (deterministic: not retried): {reason}"
     assert status["roles"][0]["failed"] == 1
     log = (workdir / "missing-data" / "logs" / "chief-0.log").read_text()
     assert log.count("=== tfk8s: chief-0 attempt") == 1

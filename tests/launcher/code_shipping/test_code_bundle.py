@@ -209,3 +209,50 @@ def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
             f"name: demo\nstrategy: mirrored\ncode: ./src\nprogram: {{module: {module}}}\n"
             "roles: {chief: {replicas: 1}}\n")
         assert load_file(tmp_path / "cluster.yaml").code_bundle is not None
+
+
+def test_a_command_script_not_in_the_code_is_refused_at_load(tmp_path):
+    """`command: [python, run.py]` runs in the code dir: a missing script would fail every pod
+    (and every retry) after scheduling."""
+    _tree(tmp_path / "src", TWO_MODULES)
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\n"
+        "roles: {chief: {replicas: 1}}\n")
+    with pytest.raises(SpecError) as info:
+        load_file(tmp_path / "cluster.yaml")
+    assert "cluster.yaml:4: command: command runs 'run.py', which is not in code: ./src" in str(
+        info.value)
+    assert "e.g. pkg/__init__.py, pkg/helper.py, train.py" in str(info.value)
+    # scripts in the code (also under a dir, or named ./x.py), and what it cannot check, are fine
+    for command in ("[python3, train.py]", "[python, ./pkg/helper.py]", "[python, -m, train]",
+                    "[python, /opt/app/run.py]", "[bash, run.sh]"):
+        (tmp_path / "cluster.yaml").write_text(
+            f"name: demo\nstrategy: mirrored\ncode: ./src\ncommand: {command}\n"
+            "roles: {chief: {replicas: 1}}\n")
+        assert load_file(tmp_path / "cluster.yaml").code_bundle is not None, command
+
+
+def test_the_helm_release_limit_is_said_before_helm_says_it(tmp_path, capsys):
+    """Helm's release Secret (1 MiB) holds codeArchive twice: measured on kind, 300 kB of
+    incompressible code installed, 450 kB and 600 kB failed inside Helm. Both ways to make
+    Helm values (the archive for --set-file, `render --helm-values`) refuse it first."""
+    from launcher import code_bundle as cli, helm_release, render
+
+    for size, fits in ((300_000, True), (450_000, False), (600_000, False)):
+        root = tmp_path / f"src{size}"
+        _tree(root, {"train.py": "from worker.examples.digits import *\n",
+                     "blob.bin": os.urandom(size)})
+        assert (cli.main([str(root)]) == 0) is fits, size
+        err = capsys.readouterr().err
+        if not fits:
+            assert f"code: {root} (0." in err and "over the 1024 KiB a Secret holds" in err, err
+        (tmp_path / "c.yaml").write_text(
+            f"name: demo\nstrategy: mirrored\ncode: ./{root.name}\nprogram: {{module: train}}\n"
+            "roles: {chief: {replicas: 1}}\n")
+        spec = load_file(tmp_path / "c.yaml")
+        if fits:
+            assert "codeArchive" in render.helm_values_yaml(spec)
+        else:
+            with pytest.raises(helm_release.TooLargeForHelm, match=r"code: \S*src\d+ \(0\.\d+ MiB "
+                               r"packed\) makes a Helm release of about \d+ KiB, over the 1024"):
+                render.helm_values_yaml(spec)

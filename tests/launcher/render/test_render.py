@@ -323,3 +323,23 @@ def test_node_loss_toleration_seconds_reach_every_pod_unless_a_role_sets_its_own
     loss = {"node.kubernetes.io/not-ready": 45, "node.kubernetes.io/unreachable": 45}
     assert seconds["worker"] == seconds["ps"] == loss
     assert seconds["chief"] == {**loss, "node.kubernetes.io/unreachable": 900}  # its own wins
+
+
+SHAPES = sorted((Path(__file__).resolve().parents[2] / "charts" / "specs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("spec_file", EXAMPLES + SHAPES, ids=lambda p: p.stem)
+def test_every_container_we_add_has_requests_and_limits(spec_file):
+    """ResourceQuota admission checks every container, init containers included: one without
+    cpu and memory requests and limits makes a namespace with such a quota refuse the pod (the
+    code init container did). The task's own container has the role's resources, the user's."""
+    from launcher import k8s_contract
+
+    pods = [job["template"]["spec"]
+            for _, job in render.job_specs(render.render(load_file(spec_file)))]
+    added = [c for pod in pods for c in pod.get("initContainers", []) + pod["containers"]
+             if c["name"] != k8s_contract.CONTAINER]
+    assert pods and (added or "code" not in spec_file.stem), spec_file
+    for container in added:
+        for kind in ("requests", "limits"):
+            assert set(container["resources"].get(kind, {})) >= {"cpu", "memory"}, container

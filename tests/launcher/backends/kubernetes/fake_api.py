@@ -12,7 +12,7 @@ import copy
 import itertools
 import json
 
-from launcher import k8s_contract
+from launcher import admission, k8s_contract
 from launcher.backends.kubernetes.api import KUEUE_VERSIONS, Api
 
 
@@ -37,6 +37,7 @@ class FakeApi(Api):
                          for kind in ("LocalQueue", "Workload")}
         self.fail_apply: dict[tuple[str, str], str] = {}  # (kind, name) -> the server's message
         self.logs: dict[str, list[str]] = {}  # pod name -> its log lines
+        self.events_forbidden = False  # RBAC: this user may not list events
         self._uids = (f"uid-{n}" for n in itertools.count(1))
         for namespace in namespaces:
             self.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -109,6 +110,14 @@ class FakeApi(Api):
 
     def pod_log_tail(self, namespace: str, pod: str, lines: int) -> list[str]:
         return self.logs.get(pod, [])[-lines:]
+
+    def refusal_events(self, namespace: str) -> list[dict] | None:
+        self.calls.append(("list", "Event", "refusals"))
+        if self.events_forbidden:
+            return None
+        return [copy.deepcopy(obj) for (_, kind, ns, _), obj in sorted(self.objects.items())
+                if kind == "Event" and ns == namespace
+                and obj.get("reason") in admission.REFUSAL_REASONS]
 
     def nodes(self, names) -> dict[str, dict | None]:
         return {name: self.objects.get(("v1", "Node", None, name)) for name in names}

@@ -138,3 +138,54 @@ def test_delete_removes_a_cluster_another_tool_created_by_its_labels(api):
         api.add(obj)
     backend(api)[0].delete(NAME)
     assert [o["kind"] for o in api.objects.values()] == ["Namespace"]
+
+
+QUOTA_REFUSAL = ('Error creating: pods "mnist-ps-chief-0-x7k2p" is forbidden: exceeded quota: team, '
+                 "requested: requests.cpu=4, used: requests.cpu=0, limited: requests.cpu=2")
+
+
+def refusal_event(api: FakeApi, role: str, message: str, when: str, reason="FailedCreate"):
+    owner = job(api, role)["metadata"]
+    return api.add({"apiVersion": "v1", "kind": "Event", "metadata": {
+        "name": f"{owner['name']}.{when}", "namespace": "default"}, "reason": reason,
+        "type": "Warning", "message": message, "lastTimestamp": when,
+        "involvedObject": {"kind": "Job", "name": owner["name"], "uid": owner["uid"]}})
+
+
+def test_a_pod_the_api_server_refused_is_the_clusters_cause_and_wait_gives_up_on_it(api):
+    """ResourceQuota admission refused the chief's pod: no pod exists, the Job only has an
+    event. Before, `status` said Pending and `--wait` waited forever."""
+    tfk8s, out = submitted(api, stuck_seconds=0.05, poll_seconds=0.01)
+    for role in ("worker", "ps"):
+        add_pod(api, role)
+    refusal_event(api, "chief", "Error creating: an older refusal", "2026-11-26T10:00:00Z")
+    refusal_event(api, "chief", QUOTA_REFUSAL, "2026-11-26T10:00:05Z")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.STUCK, status
+    assert status.message == (
+        "the API server refused the chief's pod: pods \"mnist-ps-chief-0-x7k2p\" is forbidden: "
+        "exceeded quota: team, requested: requests.cpu=4, used: requests.cpu=0, limited: "
+        "requests.cpu=2")
+    [chief] = [r for r in status.roles if r.role == "chief"]
+    assert chief.reason.startswith("pod refused: pods \"mnist-ps-chief-0-x7k2p\" is forbidden")
+    assert tfk8s.wait(NAME) == 1
+    assert "exceeded quota: team" in out.getvalue() and "It is left in place" in out.getvalue()
+    assert api.stored("Job"), "the cluster was deleted"
+    # once the quota lets the pod through, the old event says nothing any more
+    add_pod(api, "chief")
+    job(api, "chief")["status"] = {"active": 1}
+    assert tfk8s.status(NAME).phase is not Phase.STUCK
+
+
+def test_refusals_of_an_earlier_cluster_of_the_same_name_do_not_speak(api):
+    tfk8s, _ = submitted(api)
+    event = refusal_event(api, "chief", QUOTA_REFUSAL, "2026-11-26T10:00:05Z")
+    event["involvedObject"]["uid"] = "uid-of-a-deleted-job"
+    assert tfk8s.status(NAME).phase is Phase.PENDING
+
+
+def test_a_user_who_may_not_list_events_is_told_so(api):
+    tfk8s, _ = submitted(api)
+    api.events_forbidden = True
+    status = tfk8s.status(NAME)
+    assert any("may not list events in default" in note for note in status.notes), status.notes

@@ -169,8 +169,8 @@ def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
     status = backend.status("badenv")
     reason = "TFK8S_PEER_TIMEOUT='soon' must be a positive number of seconds"
     assert status.phase == "Failed"
-    assert status.message == f"chief-0 exited 2 (a configuration error): {reason}"
-    assert status.roles[0].reason == f"chief-0: exited 2 (a configuration error): {reason}"
+    assert status.message == f"chief-0 exited 2 (deterministic: not retried): {reason}"
+    assert status.roles[0].reason == f"chief-0: exited 2 (deterministic: not retried): {reason}"
     assert status.roles[0].failed == 1
     log = run_files(backend, "badenv").log_path("chief", 0).read_text()
     assert log.count("=== tfk8s: chief-0 attempt") == 1

@@ -102,7 +102,7 @@ def test_built_in_config_error_fails_at_once():
     s = spec("backoffLimit: 6\n")
     d = decision(s, "chief", EXIT_CONFIG, restarts_used=0)
     assert not d.restart and d.counted
-    assert "configuration error" in d.message and "FailJob" in d.message
+    assert "deterministic failure" in d.message and "FailJob" in d.message
     assert job_action(s, "chief", EXIT_CONFIG) == "FailJob"
 
 
@@ -130,7 +130,7 @@ def test_a_tasks_last_words_end_its_reason_and_change_nothing_else():
     s = spec("backoffLimit: 6\n")
     plain = decision(s, "chief", EXIT_CONFIG, restarts_used=0)
     said = decision(s, "chief", EXIT_CONFIG, restarts_used=0, last_words="--steps: bad")
-    assert said.reason == "exited 2 (a configuration error): --steps: bad"
+    assert said.reason == "exited 2 (deterministic: not retried): --steps: bad"
     assert said.message == plain.message + ". It said: --steps: bad"
     assert (said.restart, said.counted) == (plain.restart, plain.counted)
 

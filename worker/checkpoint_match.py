@@ -1,0 +1,140 @@
+"""Does a checkpoint fit the model about to restore it? Checked before every restore.
+
+TensorFlow's restores are lenient where a user's edit needs them strict: `restore_or_initialize`
+leaves a variable the checkpoint lacks at its initializer next to restored ones (a silently
+different model), ignores checkpoint variables the model no longer has, and a changed shape
+fails only deep inside the restore, as a traceback that every retry repeats (Keras 3's message
+even ends in a tensor printout). So the worker compares the two itself, by the keys TensorFlow
+saves under (`model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE`), and a difference
+is a deterministic failure (CheckpointMismatch, exit 2: no restart can cure it) that names the
+variables and shapes and the two ways out.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import tensorflow as tf
+
+from worker import errors
+
+VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+# tf.train.Checkpoint's own counter: created at its first save, so a fresh root lacks it.
+_CHECKPOINT_OWN = ("save_counter" + VARIABLE_SUFFIX,)
+_SHOWN = 4  # differences named in the one-line message, per kind
+
+
+def _escape(name: str) -> str:
+    """How TensorFlow's object graph escapes a child's name in a checkpoint key."""
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def variables_of(root) -> dict[str, tuple]:
+    """{checkpoint key: shape} of every variable reachable from `root` (a tf.train.Checkpoint),
+    keyed as TensorFlow keys them: by the first path a breadth-first walk finds."""
+    return {key: found.shape for key, found in _walk(root).items()}
+
+
+def model_names(root) -> dict[str, str]:
+    """{checkpoint key: how users know the variable}: its own path (Keras 3) or name (tf_keras),
+    `model:` first for the model's own variables, so they are listed before the optimizer's."""
+    return {key: ("model:" if found.in_model else "") + found.name
+            for key, found in _walk(root).items()}
+
+
+class _Found:
+    def __init__(self, variable, path: str):
+        self.shape = tuple(variable.shape)
+        own = getattr(variable, "path", None) or getattr(variable, "name", None) or path
+        self.name = own.removesuffix(":0")
+        self.in_model = path.startswith("model/")
+
+
+def _walk(root) -> dict[str, _Found]:
+    view = tf.train.TrackableView(root)
+    found: dict[str, _Found] = {}
+    key_of: dict[int, str] = {}
+    seen = {id(root)}
+    queue = deque([(root, "")])
+    while queue:
+        obj, path = queue.popleft()
+        for name, child in view.children(obj).items():
+            child_path = f"{path}/{_escape(name)}" if path else _escape(name)
+            if id(child) in seen:
+                # Keras 3's optimizer tracks the model's variables too, on a shorter path.
+                if id(child) in key_of and child_path.startswith("model/"):
+                    found[key_of[id(child)]].in_model = True
+                continue
+            seen.add(id(child))
+            if hasattr(child, "shape") and hasattr(child, "dtype"):
+                key_of[id(child)] = child_path + VARIABLE_SUFFIX
+                found[child_path + VARIABLE_SUFFIX] = _Found(child, child_path)
+            queue.append((child, child_path))
+    return found
+
+
+def saved_variables(checkpoint_path: str) -> dict[str, tuple]:
+    return {key: tuple(shape) for key, shape in tf.train.list_variables(checkpoint_path)
+            if key.endswith(VARIABLE_SUFFIX) and key not in _CHECKPOINT_OWN}
+
+
+def _short(key: str) -> str:
+    return key[:-len(VARIABLE_SUFFIX)]
+
+
+def differences(model_vars: dict[str, tuple], saved_vars: dict[str, tuple],
+                only_under: tuple[str, ...] = (), ignore_under: tuple[str, ...] = (),
+                names: dict[str, str] | None = None) -> list[str]:
+    """What differs, as short phrases, the model's own variables first; empty when the
+    checkpoint fits. `only_under` limits the comparison to keys with those prefixes,
+    `ignore_under` leaves prefixes out (state created lazily, such as a fit loop's optimizer
+    before its first step); `names` shows a key by another name (model_names)."""
+
+    def kept(key: str) -> bool:
+        return ((not only_under or key.startswith(only_under))
+                and not (ignore_under and key.startswith(ignore_under)))
+
+    def shown(key: str) -> str:
+        return ((names or {}).get(key) or _short(key)).removeprefix("model:")
+
+    def in_order(keys) -> list[str]:  # the model's variables first
+        return sorted(keys, key=lambda k: (not (names or {}).get(k, _short(k)).startswith(
+            ("model:", "model/")), shown(k)))
+
+    ours = {k: v for k, v in model_vars.items() if kept(k)}
+    theirs = {k: v for k, v in saved_vars.items() if kept(k)}
+    changed = [f"{shown(k)} is {_shape(ours[k])} in the model, {_shape(theirs[k])} in the "
+               "checkpoint" for k in in_order(ours) if k in theirs and ours[k] != theirs[k]]
+    added = [f"{shown(k)} {_shape(ours[k])}" for k in in_order(ours) if k not in theirs]
+    removed = [f"{_short(k)} {_shape(theirs[k])}" for k in in_order(theirs) if k not in ours]
+    out = _listed(changed)
+    if added:
+        out.append("not in the checkpoint: " + "; ".join(_listed(added)))
+    if removed:
+        out.append("only in the checkpoint: " + "; ".join(_listed(removed)))
+    return out
+
+
+def _listed(items: list[str]) -> list[str]:
+    return items[:_SHOWN] + ([f"{len(items) - _SHOWN} more"] if len(items) > _SHOWN else [])
+
+
+def _shape(shape: tuple) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def check(root, checkpoint_path: str | None, model_dir: str, only_under: tuple[str, ...] = (),
+          ignore_under: tuple[str, ...] = ()) -> None:
+    """Raise CheckpointMismatch if the checkpoint at `checkpoint_path` (None: nothing to restore)
+    does not fit the variables of `root`."""
+    if checkpoint_path is None:
+        return
+    found = differences(variables_of(root), saved_variables(checkpoint_path), only_under,
+                        ignore_under, model_names(root))
+    if found:
+        # The differences first: `status` keeps the first MAX_REASON_CHARS of the line.
+        raise errors.CheckpointMismatch(
+            "the model does not fit its checkpoint: " + "; ".join(found)
+            + f" ({checkpoint_path}). The program changed since that checkpoint was saved: "
+            f"train the new model in a fresh model dir (checkpoint.dir, or delete {model_dir}), "
+            "or resubmit the code that wrote it"
+        )
