@@ -6,10 +6,7 @@ always gives the same sha256, and the cluster's code ConfigMap is named by it
 (`<name>-code-<sha256[:10]>`). This module is the I/O edge: the loader packs the directory once
 and attaches the Bundle to the spec (ClusterSpec.code_bundle); plan and render only read it.
 
-Excludes are .gitignore-style patterns, applied in order (a later match wins, `!` re-includes,
-a trailing `/` matches directories only, a pattern with a `/` inside is anchored at the code
-dir, `**` spans directories): DEFAULT_EXCLUDES, then the lines of `.tfk8signore` in the code
-dir, then the spec's code.exclude.
+Which files are shipped (excludes, links, special files): launcher/code_files.py.
 
 Run as `python -m launcher.code_bundle DIR [--exclude PATTERN ...]` it prints the archive in
 base64, for the Helm chart (`helm install ... --set-file codeArchive=code.b64`).
@@ -22,28 +19,27 @@ import gzip
 import hashlib
 import io
 import os
-import re
 import sys
 import tarfile
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+from launcher.code_files import Unshippable, collect, patterns_for
 
 MIB = 1024 * 1024
 # A ConfigMap holds at most 1 MiB (data + binaryData, decoded); the rest of the object
 # (metadata, the base64 overhead is not counted by that check but by etcd's 1.5 MiB request
 # limit) needs some room: 0.95 MiB of compressed archive.
 LIMIT = int(0.95 * MIB)
+# Files of more than this, together, are data, however well they compress: refused from their
+# sizes alone, before anything is read (a multi-GB dataset in the dir would take minutes).
+MAX_RAW_BYTES = 64 * MIB
 CODE_DIR = "/opt/tfk8s/code"  # in the pods: unpacked here, first on PYTHONPATH, the working dir
 ARCHIVE_DIR = "/opt/tfk8s/code-archive"  # the ConfigMap, mounted read-only for the init container
 ARCHIVE_KEY = "code.tar.gz"
-IGNORE_FILE = ".tfk8signore"
-# .tfk8s/: --local's runs (logs, checkpoints) when the code dir is the spec's own dir.
-DEFAULT_EXCLUDES = ("__pycache__/", ".git/", "*.pyc", ".ipynb_checkpoints/", ".DS_Store",
-                    ".tfk8s/", ".venv/", ".pytest_cache/", ".mypy_cache/")
 # The init container's program: unpack the archive into the emptyDir (stdlib only).
 UNPACK = (
     "import sys, tarfile\n"
@@ -81,6 +77,8 @@ class Bundle:
 
     @property
     def digest(self) -> str:
+        # of the archive, which the chart can hash too (its ConfigMap name); a zlib that
+        # deflates differently (zlib-ng) gives another digest for the same files
         return hashlib.sha256(self.archive).hexdigest()
 
     @property
@@ -111,91 +109,74 @@ def human(n: int) -> str:
     return f"{n / MIB:.2f} MiB" if n >= MIB // 10 else f"{n / 1024:.1f} KiB"
 
 
-@lru_cache(maxsize=256)
-def _regex(glob: str) -> re.Pattern:
-    out, i = "", 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out, i = out + "(?:.*/)?", i + 3
-        elif glob.startswith("**", i):
-            out, i = out + ".*", i + 2
-        elif glob[i] == "*":
-            out, i = out + "[^/]*", i + 1
-        elif glob[i] == "?":
-            out, i = out + "[^/]", i + 1
-        else:
-            out, i = out + re.escape(glob[i]), i + 1
-    return re.compile(out + r"\Z")
+class _Bounded(io.BytesIO):
+    """The compressed archive, refusing to grow past `limit` (TooLarge raised by pack)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def write(self, data) -> int:
+        if self.tell() + len(data) > self.limit:
+            raise _OverLimit()
+        return super().write(data)
 
 
-def excluded(rel: str, is_dir: bool, patterns: list[str]) -> bool:
-    """Whether the .gitignore-style `patterns` (in order, the last match wins) exclude `rel`."""
-    out = False
-    for raw in patterns:
-        pattern = raw.strip()
-        if not pattern or pattern.startswith("#"):
-            continue
-        negate = pattern.startswith("!")
-        pattern = pattern[1:] if negate else pattern
-        if pattern.endswith("/"):
-            if not is_dir:
-                continue
-            pattern = pattern.rstrip("/")
-        anchored = "/" in pattern
-        subject = rel if anchored else rel.rsplit("/", 1)[-1]
-        if _regex(pattern.lstrip("/")).match(subject):
-            out = not negate
-    return out
+class _OverLimit(Exception):
+    pass
 
 
-def patterns_for(root: Path, exclude: list[str]) -> list[str]:
-    ignore = root / IGNORE_FILE
-    own = ignore.read_text().splitlines() if ignore.is_file() else []
-    return [*DEFAULT_EXCLUDES, *own, *exclude]
-
-
-def collect(root: Path, patterns: list[str]) -> list[str]:
-    """The relative paths of the files to pack, sorted; excluded directories are not entered."""
-    found = []
-    for current, dirs, files in os.walk(root):
-        rel_dir = os.path.relpath(current, root).replace(os.sep, "/")
-        prefix = "" if rel_dir == "." else rel_dir + "/"
-        dirs[:] = sorted(d for d in dirs if not excluded(prefix + d, True, patterns))
-        found += [prefix + f for f in files if not excluded(prefix + f, False, patterns)]
-    return sorted(found)
-
-
-def pack(root: str | Path, exclude: list[str] = ()) -> Bundle:
-    """The Bundle of directory `root` (a ValueError when it is not one)."""
+def pack(root: str | Path, exclude: list[str] = (), limit: int | None = None) -> Bundle:
+    """The Bundle of directory `root` (a ValueError when it is not one, Unshippable for a file
+    it must not carry). Streamed: files are read in chunks, and with `limit` the packing stops
+    (TooLarge) once the compressed archive passes it, or at once when the files' sizes alone
+    show the dir is data, not code (MAX_RAW_BYTES); nothing is read whole into memory."""
     root = Path(root).resolve()
     if not root.is_dir():
         raise ValueError(f"{root} is not a directory")
-    files = []
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for rel in collect(root, patterns_for(root, list(exclude))):
-            path = root / rel
-            data = path.read_bytes()
-            info = tarfile.TarInfo(rel)
-            info.size, info.mtime, info.uid, info.gid = len(data), 0, 0, 0
-            info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
-            tar.addfile(info, io.BytesIO(data))
-            files.append((rel, len(data)))
-    out = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
-        gz.write(raw.getvalue())
-    return Bundle(root=str(root), archive=out.getvalue(), files=tuple(files))
+    entries = collect(root, patterns_for(root, list(exclude)))
+    files = tuple((rel, size) for rel, _, size in entries)
+    if limit is not None and sum(size for _, size in files) > MAX_RAW_BYTES:
+        raise _too_large(str(root), files, None)
+    out = _Bounded(limit if limit is not None else 1 << 62)
+    try:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
+            with tarfile.open(fileobj=gz, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+                for rel, path, size in entries:
+                    info = tarfile.TarInfo(rel)
+                    info.size, info.mtime, info.uid, info.gid = size, 0, 0, 0
+                    info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+                    with path.open("rb") as src:
+                        tar.addfile(info, src)
+    except _OverLimit:
+        raise _too_large(str(root), files, out.limit) from None
+    return Bundle(root=str(root), archive=out.getvalue(), files=files)
 
 
 def checked(bundle: Bundle, given: str) -> Bundle:
     """`bundle`, or TooLarge when a ConfigMap cannot carry it: never a truncated archive."""
     if bundle.size <= LIMIT:
         return bundle
-    biggest = sorted(bundle.files, key=lambda f: -f[1])[:3]
-    raise TooLarge(
-        f"{given} packs to {human(bundle.size)} compressed ({len(bundle.files)} files, "
-        f"{human(bundle.raw_size)} raw), over the {LIMIT / MIB:.2f} MiB a ConfigMap holds; "
-        "largest: " + ", ".join(f"{rel} ({human(size)})" for rel, size in biggest),
+    raise _too_large(given, bundle.files, bundle.size)
+
+
+def pack_checked(root: str | Path, exclude: list[str], given: str) -> Bundle:
+    """pack() within what a ConfigMap holds: stops reading as soon as the limit is passed."""
+    try:
+        return pack(root, exclude, limit=LIMIT)
+    except TooLarge as exc:
+        raise TooLarge(str(exc).replace(str(Path(root).resolve()), given, 1), exc.hint) from None
+
+
+def _too_large(given: str, files, compressed: int | None) -> TooLarge:
+    biggest = sorted(files, key=lambda f: -f[1])[:3]
+    raw = sum(size for _, size in files)
+    size = (f"packs to over {human(compressed)} compressed" if compressed is not None
+            else f"holds {human(raw)} of files, over the {human(MAX_RAW_BYTES)} a code dir may")
+    return TooLarge(
+        f"{given} {size} ({len(files)} files, {human(raw)} raw), over the "
+        f"{LIMIT / MIB:.2f} MiB a ConfigMap holds; largest: "
+        + ", ".join(f"{rel} ({human(size)})" for rel, size in biggest),
         "exclude data files (code.exclude or a .tfk8signore in the code dir), or put data on "
         "the checkpoint volume")
 
@@ -210,8 +191,8 @@ def ensure(spec) -> Bundle | None:
     if spec.code is None:
         return None
     if spec.code_bundle is None:
-        spec.attach_code(checked(pack(resolve(spec.code, Path.cwd()), spec.code.exclude),
-                                 spec.code.path))
+        spec.attach_code(pack_checked(resolve(spec.code, Path.cwd()), spec.code.exclude,
+                                      spec.code.path))
     return spec.code_bundle
 
 
@@ -233,10 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     from launcher import helm_release
 
     try:
-        bundle = checked(pack(args.dir, args.exclude), args.dir)
+        bundle = pack_checked(args.dir, args.exclude, args.dir)
         helm_release.check_archive(bundle.archive, f"{args.dir} ({human(bundle.size)} packed)")
     except TooLarge as exc:
         print(f"code: {exc} ({exc.hint})", file=sys.stderr)
+        return 2
+    except (Unshippable, ValueError, OSError) as exc:
+        print(f"code: {exc}", file=sys.stderr)
         return 2
     except helm_release.TooLargeForHelm as exc:
         print(f"code: {exc}", file=sys.stderr)

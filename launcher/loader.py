@@ -23,6 +23,11 @@ from launcher.spec import (
 Path_ = tuple[Union[str, int], ...]
 
 
+# Rendered, a spec's values are repeated in every Job (env, args): a 10 MB spec rendered 13 MB
+# of YAML in 22 s, far over what the API server stores per object (1.5 MB).
+MAX_SPEC_BYTES = 256 * 1024
+
+
 def load_file(path: str | Path, *, shared_disk: bool = False) -> ClusterSpec:
     path = Path(path)
     try:
@@ -40,6 +45,11 @@ def load_text(text: str, filename: str = "<spec>", base_dir: Path | None = None,
     working dir), packed here and attached to the spec. shared_disk: the spec runs as local
     processes on one disk, so the rules that make pods on different nodes share their
     checkpoints do not apply (spec.SHARED_DISK)."""
+    if len(text.encode()) > MAX_SPEC_BYTES:
+        raise SpecError([Problem(
+            f"the spec is {len(text.encode()) // 1024} KiB, over the {MAX_SPEC_BYTES // 1024} KiB "
+            "a spec may have", file=filename,
+            hint="large data belongs in files: code: for programs, a volume for data")])
     data, lines, problems = _parse_yaml(text, filename)
     if problems:
         raise SpecError(problems)
@@ -77,7 +87,7 @@ def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename:
     where = _line_for(("code", "path"), lines)
     root = code_bundle.resolve(code, base)
     try:
-        bundle = code_bundle.checked(code_bundle.pack(root, code.exclude), code.path)
+        bundle = code_bundle.pack_checked(root, code.exclude, code.path)
     except code_bundle.TooLarge as exc:
         raise SpecError([Problem(str(exc), path="code", file=filename, line=where,
                                  hint=exc.hint)]) from None

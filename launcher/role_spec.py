@@ -82,12 +82,23 @@ class RoleSpec(SpecModel):
         return check_env(value)
 
 
+# One value: Linux refuses to start a process with an environment string over 128 KiB
+# (MAX_ARG_STRLEN: `submit --local` failed with "Argument list too long"), and every pod of
+# every role repeats it in its Job. Data belongs in a file (code:, a volume), not in env.
+MAX_ENV_VALUE_BYTES = 32 * 1024
+
+
 def check_env(value: dict[str, str]) -> dict[str, str]:
-    for key in value:
+    for key, item in value.items():
         if not _ENV_NAME.match(key):
             raise ValueError(f"{key!r} is not a valid environment variable name")
         if key in k8s_contract.RESERVED_ENV:
             raise ValueError(RESERVED_ENV_SET.format(key=key))
+        size = len(str(item).encode())
+        if size > MAX_ENV_VALUE_BYTES:
+            raise ValueError(f"{key} is {size // 1024} KiB, over the {MAX_ENV_VALUE_BYTES // 1024}"
+                             " KiB an env value may have: put the data in a file (code:, a "
+                             "volume) and pass its path")
     return {k: str(v) for k, v in value.items()}
 
 

@@ -8,6 +8,7 @@ import sys
 import time
 from typing import IO, Iterator
 
+from launcher import render
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import RunFiles
@@ -56,18 +57,26 @@ class LocalBackend(Backend):
         # before anything exists: says what to install, and where
         check_worker_environment(spec, self.config.task_python)
         files = self._files(spec.name)
+        spec_hash = render.spec_hash(spec)
         if files.has_status():
             current = self.status(spec.name)
+            if (not replace and files.recorded_spec_hash() == spec_hash
+                    and current.phase is not Phase.UNKNOWN):
+                # as on Kubernetes: the same spec again changes nothing
+                self._view.note(f"local cluster {spec.name!r} is unchanged ({current.phase}); "
+                                "nothing started")
+                return
             if not replace:
                 state = "is running" if not current.finished else f"finished ({current.phase})"
                 raise SubmitRefused(
-                    f"local cluster {spec.name!r} {state} in {files.dir}; delete it first "
+                    f"local cluster {spec.name!r} {state} with another spec in {files.dir}; "
+                    "delete it first "
                     f"(`python -m launcher delete {spec.name} --local --workdir "
                     f"{self._workdir}`; its model/ with the checkpoints is kept) or submit "
                     "with --replace"
                 )
             self.delete(spec.name)
-        files.prepare(spec)
+        files.prepare(spec, spec_hash)
         if self.config.foreground:
             self._start_here(files, spec)
         else:
@@ -135,11 +144,12 @@ class LocalBackend(Backend):
     def all_logs(self, name: str, follow: bool = False,
                  tail: int | None = None) -> Iterator[str]:
         """The run's combined log: every task's lines as the tasks wrote them, and the
-        launcher's own `[tfk8s]` lines, as a foreground run prints them."""
+        launcher's own `[tfk8s]` lines, as a foreground run prints them; `tail` lines of each
+        task, as on Kubernetes."""
         files = self._files(name)
         files.read_status()
         yield from read_log(files.combined_log, f"every task of local cluster {name!r}",
-                            lambda: self.status(name).finished, follow, tail)
+                            lambda: self.status(name).finished, follow, tail, per_task=True)
 
     def delete(self, name: str) -> None:
         """Stop the cluster if it runs, then remove its files except model/."""

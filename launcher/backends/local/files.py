@@ -65,13 +65,21 @@ class RunFiles:
 
     # --- spec ------------------------------------------------------------------------------
 
-    def prepare(self, spec: ClusterSpec) -> None:
-        """Create logs/ and pids/ and record the spec."""
+    def prepare(self, spec: ClusterSpec, spec_hash: str) -> None:
+        """Create logs/ and pids/ and record the spec and its hash (render.spec_hash: the code
+        archive's digest included, which spec.json does not hold)."""
         for sub in ("logs", "pids"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         self.spec_path.write_text(
             json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2) + "\n"
         )
+        (self.dir / SPEC_HASH_FILE).write_text(spec_hash + "\n")
+
+    def recorded_spec_hash(self) -> str | None:
+        try:
+            return (self.dir / SPEC_HASH_FILE).read_text().strip()
+        except FileNotFoundError:
+            return None
 
     def read_spec(self) -> ClusterSpec:
         try:
@@ -119,6 +127,9 @@ class RunFiles:
 
     def remove_pid(self, role: str, index: int) -> None:
         self.pid_path(role, index).unlink(missing_ok=True)
+
+
+SPEC_HASH_FILE = "spec.sha256"
 
 
 def write_json(path: Path, data: dict) -> None:

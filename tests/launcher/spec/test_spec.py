@@ -198,3 +198,22 @@ def test_network_policy_is_a_strict_boolean():
     assert msg == ("cluster.yaml:7: networkPolicy: Input should be a valid boolean "
                    "(write true or false, without quotes)")
     assert load_text(PS + "networkPolicy: false\n").network_policy is False
+
+
+def test_a_huge_spec_or_env_value_is_refused_at_load_in_one_line(tmp_path):
+    """A 10 MB spec rendered 13 MB of YAML (22 s) and crashed `submit --local` with "Argument
+    list too long"; an env value over 128 KiB did the same to a local task."""
+    from launcher.errors import SpecError
+    from launcher.loader import load_file
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text("name: big\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
+                    f"env: {{BLOB: {'x' * 300_000}}}\n")
+    with pytest.raises(SpecError, match=r"cluster.yaml: the spec is 293 KiB, over the 256 KiB"):
+        load_file(path)
+    path.write_text("name: big\nstrategy: mirrored\nroles: {chief: {replicas: 1, env: "
+                    f"{{BLOB: {'x' * 40_000}}}}}}}\n")
+    with pytest.raises(SpecError) as info:
+        load_file(path)
+    assert "roles.chief.env: BLOB is 39 KiB, over the 32 KiB an env value may have" in str(
+        info.value), str(info.value)

@@ -310,8 +310,15 @@ def test_detached_run_status_logs_list_delete_leave_no_process(detached, workdir
                "the chief's output in its log")
     assert [c.name for c in backend.list()] == ["detached"]
     assert "sleeping\n" in list(backend.logs("detached", "chief", 0))
-    with pytest.raises(SubmitRefused, match="is running"):
-        LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=True)).submit(spec)
+    # the same spec again: a no-op, as on Kubernetes; another spec: refused
+    out = io.StringIO()
+    LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=True),
+                 stream=out).submit(spec)
+    assert "local cluster 'detached' is unchanged (Running); nothing started" in out.getvalue()
+    assert run_files(backend, "detached").read_pid("chief", 0) == pid
+    with pytest.raises(SubmitRefused, match="is running with another spec"):
+        LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=True)).submit(
+            byo_spec("detached", [SLEEP, "--other"]))
     (workdir / "detached" / "model" / "keep-me").write_text("checkpoint")
     backend.delete("detached")
     assert_no_task_processes(workdir)
@@ -396,3 +403,17 @@ def test_local_run_says_it_ignores_the_kubernetes_workload(tmp_path):
     quiet = io.StringIO()
     as_processes(load_file(REPO / "examples" / "ps.yaml"), quiet)
     assert quiet.getvalue() == ""
+
+
+def test_logs_all_tail_is_per_task_as_on_kubernetes(tmp_path):
+    """`logs --all --tail N`: N lines of each task (Kubernetes reads each pod's tail), not N in
+    all, which left the quieter tasks out."""
+    from launcher.backends.local.logs import read_log
+
+    combined = tmp_path / "all.log"
+    combined.write_text("".join(
+        [f"[chief-0] step {n}\n" for n in range(5)] + ["[tfk8s] chief-0 started\n"]
+        + [f"[worker-0] line {n}\n" for n in range(2)] + [f"[chief-0] step {n}\n" for n in (5, 6)]))
+    lines = list(read_log(combined, "all", lambda: True, False, tail=2, per_task=True))
+    assert lines == ["[tfk8s] chief-0 started\n", "[worker-0] line 0\n", "[worker-0] line 1\n",
+                     "[chief-0] step 5\n", "[chief-0] step 6\n"]
