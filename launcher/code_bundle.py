@@ -19,6 +19,7 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import sys
 import tarfile
 from dataclasses import dataclass
@@ -88,6 +89,13 @@ class Bundle:
     @property
     def raw_size(self) -> int:
         return sum(size for _, size in self.files)
+
+    @classmethod
+    def from_archive(cls, root: str, archive: bytes) -> "Bundle":
+        """The Bundle an archive packed earlier holds (a local run's record of it)."""
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            files = tuple((m.name, m.size) for m in tar.getmembers())
+        return cls(root=root, archive=archive, files=files)
 
     def object_name(self, cluster: str) -> str:
         return f"{cluster}-code-{self.digest[:10]}"
@@ -196,13 +204,29 @@ def ensure(spec) -> Bundle | None:
     return spec.code_bundle
 
 
-def note(spec) -> str:
-    """One line on what `code:` ships: the dir, its object, sizes, the first files."""
+def note(spec, to: str | None = None) -> str:
+    """One line on what `code:` ships: the dir, where to (its ConfigMap, or `to`: a local
+    run's unpacked copy), sizes, the first files."""
     bundle = ensure(spec)
     names = [rel for rel, _ in bundle.files]
     shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
-    return (f"code: {bundle.root} -> ConfigMap {bundle.object_name(spec.name)}: "
-            f"{bundle.summary()}: {shown}")
+    where = to or f"ConfigMap {bundle.object_name(spec.name)}"
+    return f"code: {bundle.root} -> {where}: {bundle.summary()}: {shown}"
+
+
+def unpack(archive: bytes, dst: Path) -> None:
+    """The archive into `dst` (emptied first) as the pods' init container unpacks it (UNPACK):
+    regular files only, no absolute or `..` paths. A local run runs from this copy, so its
+    tasks see exactly the files the pods would, excludes and links included."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        members = tar.getmembers()
+        for member in members:
+            if not member.isreg() or member.name.startswith("/") or ".." in member.name.split("/"):
+                raise ValueError(f"refusing archive member {member.name!r}")
+        tar.extractall(dst, members, filter="tar")
 
 
 def main(argv: list[str] | None = None) -> int:

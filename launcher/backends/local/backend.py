@@ -8,7 +8,7 @@ import sys
 import time
 from typing import IO, Iterator
 
-from launcher import render
+from launcher import code_bundle, render
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import RunFiles
@@ -77,6 +77,11 @@ class LocalBackend(Backend):
                 )
             self.delete(spec.name)
         files.prepare(spec, spec_hash)
+        if spec.code is not None:  # the pods' archive, unpacked: the same files, links, limit
+            bundle = code_bundle.ensure(spec)
+            files.code_archive.write_bytes(bundle.archive)
+            code_bundle.unpack(bundle.archive, files.code_dir)
+            self._view.note(code_bundle.note(spec, to=str(files.code_dir)))
         if self.config.foreground:
             self._start_here(files, spec)
         else:

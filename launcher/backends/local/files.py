@@ -65,6 +65,17 @@ class RunFiles:
 
     # --- spec ------------------------------------------------------------------------------
 
+    @property
+    def code_archive(self) -> Path:
+        """`code:` as packed at submit: the detached supervisor's source, whatever the dir
+        holds by then."""
+        return self.dir / "code.tar.gz"
+
+    @property
+    def code_dir(self) -> Path:
+        """`code:` unpacked, as the pods' init container unpacks it: the tasks' working dir."""
+        return self.dir / "code"
+
     def prepare(self, spec: ClusterSpec, spec_hash: str) -> None:
         """Create logs/ and pids/ and record the spec and its hash (render.spec_hash: the code
         archive's digest included, which spec.json does not hold)."""

@@ -19,6 +19,7 @@ from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.tasks import Task, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
+from launcher.code_bundle import Bundle
 from launcher.errors import ClusterNotFound
 from launcher.plan import plan as make_plan
 from launcher.spec import ClusterSpec
@@ -50,8 +51,14 @@ class Supervisor:
         self.started = threading.Event()
         self._interrupt: int | None = None
         self.output = runner.Output(stream, files.combined_log, echo_tasks)
-        # code: the spec's dir in place (the loader made its path absolute), not a ConfigMap
-        self.plan = make_plan(spec, self.model_dir, spec.code.path if spec.code else None)
+        # code: the archive submit packed, unpacked into the run's dir (not the dir in place)
+        code_dir = None
+        if spec.code is not None:
+            if spec.code_bundle is None:  # the detached supervisor: spec.json holds no archive
+                spec.attach_code(Bundle.from_archive(spec.code.path,
+                                                     files.code_archive.read_bytes()))
+            code_dir = str(files.code_dir)
+        self.plan = make_plan(spec, self.model_dir, code_dir)
         # Counted restarts per budget (plan.FailurePolicy.budget: a role, or an MWMS worker's index).
         self.restarts_used: dict[str, int] = {}
         self.failed_attempts = {role: 0 for role in spec.active_roles()}

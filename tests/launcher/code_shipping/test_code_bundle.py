@@ -141,7 +141,7 @@ def test_spec_hash_follows_the_content_not_the_place(tmp_path):
     assert render.spec_hash(_spec(two, "code: ./src")) != render.spec_hash(a)
 
 
-def test_plan_is_pure_and_local_runs_use_the_dir_in_place(tmp_path):
+def test_plan_is_pure_and_takes_the_code_dir_it_is_given(tmp_path):
     _tree(tmp_path / "src", TWO_MODULES)
     spec = _spec(tmp_path, "code: ./src")
     local = plan(spec, code_dir=spec.code.path)
@@ -322,3 +322,28 @@ def test_a_compressed_archive_over_the_limit_stops_packing_there(tmp_path):
     _tree(src, {"a.bin": os.urandom(700_000), "b.bin": os.urandom(700_000)})
     with pytest.raises(code_bundle.TooLarge, match=r"./src packs to over 0.95 MiB compressed"):
         code_bundle.pack_checked(src, [], "./src")
+
+
+def test_a_local_run_reads_the_archive_the_pods_get_not_the_dir(tmp_path):
+    """--local used the code dir in place: a file excluded from the archive was readable there
+    and not in the pods. Now it runs from the same archive, unpacked into the run's dir."""
+    import io as io_
+
+    from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
+
+    _tree(tmp_path / "src", {
+        "run.py": "import os\nprint('sees', sorted(os.listdir('.')), os.path.exists('data/x.csv'))\n",
+        "data/x.csv": "1,2\n"})
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\nimage: example.com/own:1\n"
+        "code: {path: ./src, exclude: [data/]}\n"
+        f"command: [{sys.executable}, run.py]\nroles: {{chief: {{replicas: 1}}}}\n")
+    spec = load_file(tmp_path / "cluster.yaml")
+    out = io_.StringIO()
+    backend = LocalBackend(LocalProcessBackendConfig(workdir=tmp_path / "work", foreground=True,
+                                                     echo_tasks=True), stream=out)
+    backend.submit(spec)
+    assert backend.wait("demo") == 0, out.getvalue()[-2000:]
+    unpacked = tmp_path / "work" / "demo" / "code"
+    assert f"code: {tmp_path / 'src'} -> {unpacked}: 1 files" in out.getvalue()
+    assert "sees ['run.py'] False" in out.getvalue(), out.getvalue()[-2000:]

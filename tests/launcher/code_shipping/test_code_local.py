@@ -1,5 +1,6 @@
-"""`code:` with --local: the dir is used in place, first on the tasks' PYTHONPATH and their
-working dir; a program module and a command from it run, importing a sibling package."""
+"""`code:` with --local: the archive the pods get, unpacked into the run's dir, first on the
+tasks' PYTHONPATH and their working dir; a program module and a command from it run, importing
+a sibling package."""
 from __future__ import annotations
 
 import shutil
@@ -37,4 +38,5 @@ def test_command_runs_in_the_code_dir(backend, workdir, tmp_path):
     spec = load_file(_spec(tmp_path, "command: [python, run.py]"))
     backend.submit(spec)
     assert backend.wait(spec.name) == 0
-    assert f"tfk8s-code-marker v1 cwd={tmp_path / 'src'}" in _chief_log(workdir, spec.name)
+    assert f"tfk8s-code-marker v1 cwd={workdir / spec.name / 'code'}" in _chief_log(
+        workdir, spec.name)
