@@ -189,3 +189,62 @@ def test_a_user_who_may_not_list_events_is_told_so(api):
     api.events_forbidden = True
     status = tfk8s.status(NAME)
     assert any("may not list events in default" in note for note in status.notes), status.notes
+
+
+LOST_NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "tfk8s-worker"},
+             "spec": {"providerID": "kind://docker/tfk8s/tfk8s-worker", "taints": [
+                 {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                  "timeAdded": "2026-11-26T10:00:00Z"}]},
+             "status": {"conditions": [{"type": "Ready", "status": "Unknown",
+                                        "reason": "NodeStatusUnknown",
+                                        "message": "Kubelet stopped posting node status.",
+                                        "lastTransitionTime": "2026-11-26T10:00:00Z"}]}}
+
+
+def on_lost_node(api: FakeApi, role: str) -> dict:
+    api.add(LOST_NODE)
+    pod = add_pod(api, role)
+    pod["spec"] = {"nodeName": "tfk8s-worker", "containers": [{"name": k8s_contract.CONTAINER}]}
+    return pod
+
+
+def test_wait_gives_up_on_a_task_on_a_lost_node_with_exit_69(api):
+    """Past --stuck-timeout a cluster whose task sits on a lost node ends `--wait` with
+    EXIT_NODE_LOST (69, documented for scripts), not 1 and not forever."""
+    from launcher.node_loss import EXIT_NODE_LOST
+
+    tfk8s, out = submitted(api, stuck_seconds=0.05, poll_seconds=0.01)
+    on_lost_node(api, "chief")
+    assert tfk8s.status(NAME).phase is Phase.NODE_LOST
+    assert tfk8s.wait(NAME) == EXIT_NODE_LOST == 69
+    assert "has a task on a lost node" in out.getvalue()
+    assert api.stored("Job"), "wait deleted the cluster"
+
+
+class PodsStayTerminating(FakeApi):
+    """Pods on a node that does not answer: deleted, they stay (Terminating) while the Node
+    object exists."""
+
+    def delete(self, api_version, kind, namespace, name):
+        if kind == "Pod":
+            self.calls.append(("delete", kind, name))
+            return
+        super().delete(api_version, kind, namespace, name)
+
+
+def test_delete_stops_at_pods_on_lost_nodes_at_once_with_the_commands_to_finish():
+    import time
+
+    from launcher.backends.kubernetes.cleanup import PodsOnLostNodes
+
+    api = PodsStayTerminating()
+    tfk8s, _ = submitted(api, delete_timeout=600)
+    pod = on_lost_node(api, "chief")
+    pod["metadata"]["ownerReferences"] = []  # the Job's deletion does not take it along
+    started = time.monotonic()
+    with pytest.raises(PodsOnLostNodes) as raised:
+        tfk8s.delete(NAME)
+    assert time.monotonic() - started < 10, "waited for the delete timeout"
+    assert raised.value.exit_code == 69
+    assert f"kubectl delete pod {NAME}-chief-0-x -n default --force --grace-period=0" in str(
+        raised.value)
