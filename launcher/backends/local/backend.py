@@ -6,6 +6,7 @@ import shutil
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import IO, Iterator
 
 from launcher import code_bundle, render
@@ -78,7 +79,7 @@ class LocalBackend(Backend):
             self.delete(spec.name)
         files.prepare(spec, spec_hash)
         if spec.code is not None:  # the pods' archive, unpacked: the same files, links, limit
-            bundle = code_bundle.ensure(spec)
+            bundle = self._without_the_workdir(spec, code_bundle.ensure(spec))
             files.code_archive.write_bytes(bundle.archive)
             code_bundle.unpack(bundle.archive, files.code_dir)
             self._view.note(code_bundle.note(spec, to=str(files.code_dir)))
@@ -210,6 +211,18 @@ class LocalBackend(Backend):
                                  files.dir / "tensorboard.log")
 
     # --- internals -------------------------------------------------------------------------
+
+    def _without_the_workdir(self, spec: ClusterSpec, bundle):
+        """The code's Bundle without this backend's workdir when it lies inside the code dir
+        (`--workdir` there: earlier runs' logs and checkpoints would ship with the code); the
+        default `.tfk8s/` is excluded anyway."""
+        root = Path(bundle.root)
+        if root not in self._workdir.parents:
+            return bundle
+        inside = "/" + self._workdir.relative_to(root).as_posix() + "/"
+        spec.attach_code(code_bundle.pack_checked(root, [*spec.code.exclude, inside],
+                                                  spec.code.path))
+        return spec.code_bundle
 
     def _files(self, name: str) -> RunFiles:
         return RunFiles(self._workdir, name)

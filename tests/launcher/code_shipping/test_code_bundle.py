@@ -347,3 +347,24 @@ def test_a_local_run_reads_the_archive_the_pods_get_not_the_dir(tmp_path):
     unpacked = tmp_path / "work" / "demo" / "code"
     assert f"code: {tmp_path / 'src'} -> {unpacked}: 1 files" in out.getvalue()
     assert "sees ['run.py'] False" in out.getvalue(), out.getvalue()[-2000:]
+
+
+def test_a_workdir_inside_the_code_dir_is_not_shipped(tmp_path):
+    """`--workdir` inside the code dir: earlier runs' logs and checkpoints were packed with
+    the code (20 files in the report)."""
+    import io as io_
+
+    from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
+
+    _tree(tmp_path / "src", {
+        "run.py": "import os\nprint('sees', sorted(os.listdir('.')))\n",
+        "runs/old/logs/chief-0.log": "an earlier run\n"})
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\nimage: example.com/own:1\ncode: ./src\n"
+        f"command: [{sys.executable}, run.py]\nroles: {{chief: {{replicas: 1}}}}\n")
+    out = io_.StringIO()
+    backend = LocalBackend(LocalProcessBackendConfig(workdir=tmp_path / "src" / "runs",
+                                                     foreground=True, echo_tasks=True), stream=out)
+    backend.submit(load_file(tmp_path / "cluster.yaml"))
+    assert backend.wait("demo") == 0, out.getvalue()[-2000:]
+    assert "sees ['run.py']" in out.getvalue(), out.getvalue()[-2000:]
