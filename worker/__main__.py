@@ -190,6 +190,9 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
         print(f"tfk8s: training already finished: {task.model_dir}/FINAL.json names "
               f"{done.checkpoint} (step {done.step}, --steps {done.requested_steps}); nothing "
               "to do. Delete FINAL.json or use another model dir to train again.", flush=True)
+        # what `status` shows for this run: the finished model, not "no progress reported"
+        progress.report(contract.EVENT_FINAL, step=done.step, target=done.requested_steps,
+                        checkpoint=done.checkpoint_path(task.model_dir), already_finished=True)
         return errors.EXIT_OK
     resolver = _resolver(task)
     if task.strategy is Strategy.PARAMETER_SERVER:
