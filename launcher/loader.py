@@ -95,9 +95,11 @@ def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename:
         raise SpecError([Problem(
             f"{code.path!r} cannot be packed: {exc}", path="code.path", file=filename, line=where,
             hint="code is a directory, relative to the spec file's directory")]) from None
-    for field, problem in code_entry.problems(spec, bundle):
-        raise SpecError([Problem(problem[0], path=field, file=filename,
-                                 line=_line_for(tuple(field.split(".")), lines), hint=problem[1])])
+    problems = [Problem(message, path=field, file=filename, hint=hint,
+                        line=_line_for(tuple(field.split(".")), lines))
+                for field, (message, hint) in code_entry.problems(spec, bundle)]
+    if problems:
+        raise SpecError(problems)
     spec = spec.model_copy(update={"code": code.model_copy(update={"path": str(root)})})
     spec.attach_code(bundle)
     return spec

@@ -28,20 +28,11 @@ def _escape(name: str) -> str:
     return name.replace(".", "..").replace("/", ".S")
 
 
-def variables_of(root) -> dict[str, tuple]:
-    """{checkpoint key: shape} of every variable reachable from `root` (a tf.train.Checkpoint),
-    keyed as TensorFlow keys them: by the first path a breadth-first walk finds."""
-    return {key: found.shape for key, found in _walk(root).items()}
+class ModelVariable:
+    """A variable of the model about to restore: its shape, how users know it (its own path
+    under Keras 3, its name under tf_keras), and whether the model holds it (Keras 3's optimizer
+    tracks the model's variables too, on a shorter path, so TensorFlow keys them there)."""
 
-
-def model_names(root) -> dict[str, str]:
-    """{checkpoint key: how users know the variable}: its own path (Keras 3) or name (tf_keras),
-    `model:` first for the model's own variables, so they are listed before the optimizer's."""
-    return {key: ("model:" if found.in_model else "") + found.name
-            for key, found in _walk(root).items()}
-
-
-class _Found:
     def __init__(self, variable, path: str):
         self.shape = tuple(variable.shape)
         own = getattr(variable, "path", None) or getattr(variable, "name", None) or path
@@ -49,9 +40,12 @@ class _Found:
         self.in_model = path.startswith("model/")
 
 
-def _walk(root) -> dict[str, _Found]:
+def variables_of(root) -> dict[str, ModelVariable]:
+    """{checkpoint key: variable} of every variable reachable from `root` (a
+    tf.train.Checkpoint), keyed as TensorFlow keys them: by the first path a breadth-first walk
+    finds."""
     view = tf.train.TrackableView(root)
-    found: dict[str, _Found] = {}
+    found: dict[str, ModelVariable] = {}
     key_of: dict[int, str] = {}
     seen = {id(root)}
     queue = deque([(root, "")])
@@ -67,7 +61,7 @@ def _walk(root) -> dict[str, _Found]:
             seen.add(id(child))
             if hasattr(child, "shape") and hasattr(child, "dtype"):
                 key_of[id(child)] = child_path + VARIABLE_SUFFIX
-                found[child_path + VARIABLE_SUFFIX] = _Found(child, child_path)
+                found[child_path + VARIABLE_SUFFIX] = ModelVariable(child, child_path)
             queue.append((child, child_path))
     return found
 
@@ -81,31 +75,28 @@ def _short(key: str) -> str:
     return key[:-len(VARIABLE_SUFFIX)]
 
 
-def differences(model_vars: dict[str, tuple], saved_vars: dict[str, tuple],
-                only_under: tuple[str, ...] = (), ignore_under: tuple[str, ...] = (),
-                names: dict[str, str] | None = None) -> list[str]:
+def differences(model_vars: dict[str, ModelVariable], saved_vars: dict[str, tuple],
+                only_under: tuple[str, ...] = (), ignore_under: tuple[str, ...] = ()) -> list[str]:
     """What differs, as short phrases, the model's own variables first; empty when the
     checkpoint fits. `only_under` limits the comparison to keys with those prefixes,
     `ignore_under` leaves prefixes out (state created lazily, such as a fit loop's optimizer
-    before its first step); `names` shows a key by another name (model_names)."""
+    before its first step)."""
 
     def kept(key: str) -> bool:
         return ((not only_under or key.startswith(only_under))
                 and not (ignore_under and key.startswith(ignore_under)))
 
-    def shown(key: str) -> str:
-        return ((names or {}).get(key) or _short(key)).removeprefix("model:")
-
     def in_order(keys) -> list[str]:  # the model's variables first
-        return sorted(keys, key=lambda k: (not (names or {}).get(k, _short(k)).startswith(
-            ("model:", "model/")), shown(k)))
+        return sorted(keys, key=lambda k: (not ours[k].in_model, ours[k].name))
 
     ours = {k: v for k, v in model_vars.items() if kept(k)}
     theirs = {k: v for k, v in saved_vars.items() if kept(k)}
-    changed = [f"{shown(k)} is {_shape(ours[k])} in the model, {_shape(theirs[k])} in the "
-               "checkpoint" for k in in_order(ours) if k in theirs and ours[k] != theirs[k]]
-    added = [f"{shown(k)} {_shape(ours[k])}" for k in in_order(ours) if k not in theirs]
-    removed = [f"{_short(k)} {_shape(theirs[k])}" for k in in_order(theirs) if k not in ours]
+    changed = [f"{ours[k].name} is {_shape(ours[k].shape)} in the model, {_shape(theirs[k])} "
+               "in the checkpoint" for k in in_order(ours)
+               if k in theirs and ours[k].shape != theirs[k]]
+    added = [f"{ours[k].name} {_shape(ours[k].shape)}" for k in in_order(ours) if k not in theirs]
+    removed = [f"{_short(k)} {_shape(theirs[k])}" for k in sorted(theirs, key=lambda k: (
+        not k.startswith("model/"), k)) if k not in ours]
     out = _listed(changed)
     if added:
         out.append("not in the checkpoint: " + "; ".join(_listed(added)))
@@ -129,7 +120,7 @@ def check(root, checkpoint_path: str | None, model_dir: str, only_under: tuple[s
     if checkpoint_path is None:
         return
     found = differences(variables_of(root), saved_variables(checkpoint_path), only_under,
-                        ignore_under, model_names(root))
+                        ignore_under)
     if found:
         # The differences first: `status` keeps the first MAX_REASON_CHARS of the line.
         raise errors.CheckpointMismatch(

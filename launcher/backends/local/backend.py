@@ -81,7 +81,7 @@ class LocalBackend(Backend):
         if spec.code is not None:  # the pods' archive, unpacked: the same files, links, limit
             bundle = self._without_the_workdir(spec, code_bundle.ensure(spec))
             files.code_archive.write_bytes(bundle.archive)
-            code_bundle.unpack(bundle.archive, files.code_dir)
+            code_bundle.unpack(files.code_archive, files.code_dir)
             self._view.note(code_bundle.note(spec, to=str(files.code_dir)))
         if self.config.foreground:
             self._start_here(files, spec)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -19,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from launcher import job_watch, supervise
-from supervision.test_supervise import WAIT_FOR_TERM, job, start, supervisor_env, wait_until_up
-
-SUPERVISOR = Path(supervise.__file__)
-
+from supervision.test_supervise import (  # noqa: F401 (state_dir: the fixture)
+    WAIT_FOR_TERM, job, start, start_watch, state_dir, wait_until_up,
+)
 
 class _Outage:
     """The API server's answers: 503 (with Retry-After) until `until`, then the Job, done."""
@@ -75,24 +73,13 @@ def serve(outage: _Outage, tls_files) -> ThreadingHTTPServer:
     return server
 
 
-def start_watch(state_dir: Path, port: int, cert: Path, **env) -> subprocess.Popen:
+def account_trusting(state_dir: Path, cert: Path) -> Path:
+    """The job-watch container's service account, its CA the test server's certificate."""
     account = state_dir.parent / "serviceaccount"
     account.mkdir(exist_ok=True)
     (account / "token").write_text("not-a-real-token")
     (account / "ca.crt").write_text(cert.read_text())
-    environment = supervisor_env(state_dir, KUBERNETES_SERVICE_HOST="127.0.0.1",
-                                 KUBERNETES_SERVICE_PORT=str(port),
-                                 TFK8S_SERVICE_ACCOUNT_DIR=str(account),
-                                 TFK8S_TERMINATION_LOG=str(state_dir / "termination-log-watch"),
-                                 **env)
-    return subprocess.Popen([sys.executable, str(SUPERVISOR), "watch"], env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-@pytest.fixture
-def state_dir(tmp_path) -> Path:
-    (tmp_path / "state").mkdir()
-    return tmp_path / "state"
+    return account
 
 
 @pytest.mark.parametrize("status", [503, 429])
@@ -107,8 +94,8 @@ def test_an_api_outage_longer_than_the_give_up_bound_keeps_the_server_running(
         task = start(WAIT_FOR_TERM, state_dir)
         wait_until_up(task)
         started = time.monotonic()
-        watcher = start_watch(state_dir, server.server_address[1], tls_files[1],
-                              TFK8S_API_GIVE_UP_SECONDS=str(give_up))
+        watcher = start_watch(state_dir, account_trusting(state_dir, tls_files[1]),
+                              server.server_address[1], TFK8S_API_GIVE_UP_SECONDS=str(give_up))
         _, watch_err = watcher.communicate(timeout=90)
         _, task_err = task.communicate(timeout=60)
         took = time.monotonic() - started
@@ -151,8 +138,8 @@ def test_under_on_failure_a_watch_that_gives_up_exits_to_be_restarted(state_dir,
     try:
         codes = {}
         for policy in ("OnFailure", "Never"):
-            watcher = start_watch(state_dir, server.server_address[1], tls_files[1],
-                                  TFK8S_API_GIVE_UP_SECONDS="1",
+            watcher = start_watch(state_dir, account_trusting(state_dir, tls_files[1]),
+                                  server.server_address[1], TFK8S_API_GIVE_UP_SECONDS="1",
                                   TFK8S_POD_RESTART_POLICY=policy)
             _, err = watcher.communicate(timeout=60)
             codes[policy] = watcher.returncode
