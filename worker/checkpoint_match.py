@@ -91,10 +91,11 @@ def differences(model_vars: dict[str, ModelVariable], saved_vars: dict[str, tupl
 
     ours = {k: v for k, v in model_vars.items() if kept(k)}
     theirs = {k: v for k, v in saved_vars.items() if kept(k)}
-    changed = [f"{ours[k].name} is {_shape(ours[k].shape)} in the model, {_shape(theirs[k])} "
-               "in the checkpoint" for k in in_order(ours)
-               if k in theirs and ours[k].shape != theirs[k]]
-    added = [f"{ours[k].name} {_shape(ours[k].shape)}" for k in in_order(ours) if k not in theirs]
+    changed = _model_first([(ours[k], f"{ours[k].name} is {_shape(ours[k].shape)} in the model, "
+                                      f"{_shape(theirs[k])} in the checkpoint")
+                            for k in in_order(ours) if k in theirs and ours[k].shape != theirs[k]])
+    added = _model_first([(ours[k], f"{ours[k].name} {_shape(ours[k].shape)}")
+                          for k in in_order(ours) if k not in theirs])
     removed = [f"{_short(k)} {_shape(theirs[k])}" for k in sorted(theirs, key=lambda k: (
         not k.startswith("model/"), k)) if k not in ours]
     out = _listed(changed)
@@ -103,6 +104,16 @@ def differences(model_vars: dict[str, ModelVariable], saved_vars: dict[str, tupl
     if removed:
         out.append("only in the checkpoint: " + "; ".join(_listed(removed)))
     return out
+
+
+def _model_first(found: list[tuple[ModelVariable, str]]) -> list[str]:
+    """The model's own variables' phrases; the optimizer's slots, which follow from them, only
+    counted (the line `status` keeps must show the model and the way out)."""
+    model = [phrase for variable, phrase in found if variable.in_model]
+    rest = len(found) - len(model)
+    if not model:
+        return [phrase for _, phrase in found]
+    return model + ([f"{rest} optimizer variables too"] if rest else [])
 
 
 def _listed(items: list[str]) -> list[str]:
@@ -125,7 +136,7 @@ def check(root, checkpoint_path: str | None, model_dir: str, only_under: tuple[s
         # The differences first: `status` keeps the first MAX_REASON_CHARS of the line.
         raise errors.CheckpointMismatch(
             "the model does not fit its checkpoint: " + "; ".join(found)
-            + f" ({checkpoint_path}). The program changed since that checkpoint was saved: "
-            f"train the new model in a fresh model dir (checkpoint.dir, or delete {model_dir}), "
-            "or resubmit the code that wrote it"
+            + ". The program changed since it was saved: train the changed model in a fresh "
+            "model dir (checkpoint.dir), or resubmit the code that wrote "
+            f"{checkpoint_path} (model dir {model_dir})"
         )
