@@ -24,9 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from launcher import k8s_contract, names, plan, render, tfconfig  # noqa: E402
+from launcher import k8s_contract  # noqa: E402
+from launcher.plan import plan, tfconfig
+from launcher.spec import names
+from launcher.render import render
 from worker import contract  # noqa: E402
-from launcher.loader import load_text  # noqa: E402
+from launcher.spec.loader import load_text  # noqa: E402
 
 SPEC = """\
 name: bench

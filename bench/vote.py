@@ -1,4 +1,4 @@
-"""What the per-step SIGTERM vote (worker/agreement.py) costs: steps/s of a local MWMS cluster
+"""What the per-step SIGTERM vote (worker/lifecycle/agreement.py) costs: steps/s of a local MWMS cluster
 (2 workers, custom loop, --data digits) with this checkout's worker, optionally against another
 checkout's (one from before the vote) in interleaved repeats. Prints a Markdown table with
 the ratio.
@@ -26,7 +26,7 @@ RUN = r"""
 import json, sys, tempfile
 from pathlib import Path
 from launcher.backends.local import LocalBackend
-from launcher.spec import ClusterSpec
+from launcher.spec.spec import ClusterSpec
 steps, every = int(sys.argv[1]), int(sys.argv[2])
 work = Path(tempfile.mkdtemp(prefix="tfk8s-vote-"))
 spec = ClusterSpec.model_validate({

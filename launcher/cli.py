@@ -14,16 +14,20 @@ import sys
 import time
 from dataclasses import dataclass
 
-from launcher import checkpoints, code_bundle, completion, render
+from launcher.chart import chart_values
+from launcher import completion
+from launcher.code_shipping import code_bundle
+from launcher.render import render
+from launcher.spec import checkpoints
 from launcher.api.client import TFK8sClient, load_spec
 from launcher.api.config import (
     DEFAULT_STUCK_SECONDS, DEFAULT_WORKDIR, BackendConfig, KubernetesBackendConfig,
     LocalProcessBackendConfig,
 )
 from launcher.errors import LauncherError, SpecError
-from launcher.node_loss import EXIT_NODE_LOST
-from launcher.spec import ClusterSpec
-from launcher.view import DEFAULT_LINE_SECONDS, LineView, make_view
+from launcher.status.node_loss import EXIT_NODE_LOST
+from launcher.spec.spec import ClusterSpec
+from launcher.status.view import DEFAULT_LINE_SECONDS, LineView, make_view
 from worker.contract import ROLES
 
 DEFAULT_SPEC = "embedded default (launcher/default-cluster.yaml)"
@@ -167,7 +171,7 @@ def warn_about_storage(spec: ClusterSpec) -> None:
     warning = checkpoints.ephemeral_warning(spec)
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
-    if spec.code is not None:  # what `code:` ships (launcher/code_bundle.py)
+    if spec.code is not None:  # what `code:` ships (launcher/code_shipping/code_bundle.py)
         print(f"note: {code_bundle.note(spec)}", file=sys.stderr, flush=True)
 
 
@@ -175,7 +179,7 @@ def cmd_render(args) -> int:
     spec = load_spec(args.spec, args.namespace)
     warn_about_storage(spec)
     if args.helm_values:
-        sys.stdout.write(render.helm_values_yaml(spec))
+        sys.stdout.write(chart_values.helm_values_yaml(spec))
         return 0
     objects = render.render(spec)
     if args.tf_config:

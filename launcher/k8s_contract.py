@@ -2,14 +2,20 @@
 
 Kubernetes object labels, names and JobSet rules, and the rules for a spec's values; what a task
 reads or prints is in worker/contract.py. The launcher renders and validates with these,
-launcher/supervise.py's pods never import them, and scripts/gen_chart.py writes them into the
+launcher/pod/supervise.py's pods never import them, and scripts/gen_chart.py writes them into the
 chart (templates/_contract.tpl, values.schema.json) for Helm.
 """
 from __future__ import annotations
 
 from enum import Enum
 
-from launcher.supervise import EXIT_API_UNREACHABLE  # noqa: F401 - defined by the script
+# The pod scripts run stdlib-only from a ConfigMap, so they define these; the launcher's layers
+# read them here, the one door into launcher/pod (tests/test_layers.py).
+from launcher.pod.job_watch import (  # noqa: F401 - re-exported
+    RESTART_ATTEMPT_KEY, SA_DIR, SUCCEEDED as JOB_SUCCEEDED, TERMINAL as JOB_TERMINAL)
+from launcher.pod.supervise import (  # noqa: F401 - re-exported
+    EXIT_API_UNREACHABLE, GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, POD_RESTART_POLICY_ENV,
+    RESTART_ATTEMPT_ENV, STATE_DIR as SUPERVISOR_STATE_DIR, WATCH_JOB_ENV)
 from worker.contract import (GRPC_FAIL_FAST, ROLE_COUNTS, TASK_INDEX, TF_CONFIG, Role, Strategy,
                              success_role)
 
@@ -46,7 +52,7 @@ SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 CONTAINER = "tensorflow"
 # A supervised pod's second container, the only one with the service-account token
-# (launcher/supervised_pod.py); the Jobs' podFailurePolicy reads CONTAINER's exit code only.
+# (launcher/render/supervised_pod.py); the Jobs' podFailurePolicy reads CONTAINER's exit code only.
 WATCHER_CONTAINER = "job-watch"
 # `tfk8s tensorboard`'s pod: the cluster's labels with this component (never a Role: status and
 # the NetworkPolicies, which select pods by role, leave it alone).
@@ -60,14 +66,14 @@ JOBSET_JOB_INDEX = 0
 # JobSet's default (Recreate) each Job comes back as soon as its own old one is gone: a new
 # evaluator could start while the old attempt's failed worker Job was still there, and stop at
 # once; the set's success policy (worker + evaluator) then held without the final checkpoint
-# evaluated. (The supervisor also ignores an earlier attempt's Job: launcher/supervise.py.)
+# evaluated. (The supervisor also ignores an earlier attempt's Job: launcher/pod/supervise.py.)
 JOBSET_RESTART_STRATEGY = "BlockingRecreate"
 # Job failure reasons no restart of a JobSet can cure: the worker's configuration error (the
 # podFailurePolicy's FailJob rule) and activeDeadlineSeconds. They fail the set at once.
 FATAL_JOB_FAILURE_REASONS = ("PodFailurePolicy", "DeadlineExceeded")
 SUPERVISOR_DIR = "/var/run/tfk8s"
 # The node lifecycle controller's NoExecute taints on a node that stopped reporting: the spec's
-# nodeLossTolerationSeconds is how long the pods tolerate them (launcher/node_loss.py reads them).
+# nodeLossTolerationSeconds is how long the pods tolerate them (launcher/status/node_loss.py reads them).
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NODE_LOSS_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)

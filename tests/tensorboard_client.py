@@ -16,7 +16,7 @@ from pathlib import Path
 
 from support import REPO
 
-# The built-in evaluator writes its summaries to <model dir>/eval/tensorboard (worker/layout.py).
+# The built-in evaluator writes its summaries to <model dir>/eval/tensorboard (worker/model_dir/layout.py).
 EVAL_RUN = "eval/tensorboard"
 
 

@@ -1,6 +1,6 @@
 """Rules over the source tree itself: every name the code uses is defined (a module that loses
 an import in a move or a merge fails here in a second, not on the one cluster path that reaches
-it; pyflakes), and no module of the launcher, the worker or the scripts grows past the limit."""
+it; pyflakes). The layers' import rules are in tests/test_layers.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,12 +8,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-
-# The trees whose modules must stay under MAX_MODULE_LINES: a module that grows past it mixes
-# concerns (issue 10).
-LINE_LIMITED_TREES = ("launcher", "worker", "scripts")
-MAX_MODULE_LINES = 300
-
 
 def test_no_undefined_names():
     pyflakes_api = pytest.importorskip("pyflakes.api")
@@ -38,13 +32,3 @@ def test_no_undefined_names():
     for folder in ("launcher", "worker", "scripts", "bench", "tests"):
         pyflakes_api.checkRecursive([str(REPO / folder)], collect)
     assert not collect.found, "\n".join(collect.found)
-
-
-def test_no_module_exceeds_the_line_limit():
-    too_long = {}
-    for tree in LINE_LIMITED_TREES:
-        for path in sorted((REPO / tree).rglob("*.py")):
-            lines = len(path.read_text().splitlines())
-            if lines > MAX_MODULE_LINES:
-                too_long[str(path.relative_to(REPO))] = lines
-    assert too_long == {}, f"modules over {MAX_MODULE_LINES} lines: split them"

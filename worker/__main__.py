@@ -3,11 +3,11 @@
 Every pod (and every local task) runs this same command; TF_CONFIG says which role it is:
 
     strategy               role       module                  what it does
-    parameter_server       chief      worker/coordinator.py   trains: ClusterCoordinator or fit
-                           worker/ps  worker/ps_server.py     tf.distribute.Server().join()
-    multi_worker_mirrored  worker     worker/mwms.py          trains; worker 0 writes
-    mirrored               chief      worker/mirrored.py      trains over local devices
-    any                    evaluator  worker/evaluator.py     evaluates checkpoints, exits after
+    parameter_server       chief      worker/roles/coordinator.py   trains: ClusterCoordinator or fit
+                           worker/ps  worker/roles/ps_server.py     tf.distribute.Server().join()
+    multi_worker_mirrored  worker     worker/roles/mwms.py          trains; worker 0 writes
+    mirrored               chief      worker/roles/mirrored.py      trains over local devices
+    any                    evaluator  worker/roles/evaluator.py     evaluates checkpoints, exits after
                                                               the final one
 
 Program arguments (all roles get the same; `python -m worker --help` for details):
@@ -24,11 +24,11 @@ Order of events, and why:
    stalling) and, for the fit loop and anything under parameter_server, TF_USE_LEGACY_KERAS=1
    (tf_keras; why: worker/args.py Options.uses_legacy_keras): both only work if set before
    TensorFlow is imported.
-3. Wait for the peers this role needs (worker/peers.py) while a thread imports TensorFlow:
+3. Wait for the peers this role needs (worker/lifecycle/peers.py) while a thread imports TensorFlow:
    on a fresh cluster the wait is the peers' own start-up, so the import (seconds) overlaps it
    instead of following it.
 4. Resolve TF_CONFIG with TFConfigClusterResolver, run the role.
-5. Exit with os._exit once the work is written (worker/shutdown.py): returning would run TF's
+5. Exit with os._exit once the work is written (worker/lifecycle/shutdown.py): returning would run TF's
    teardown of remote resources, which took up to 30 s here, silently.
 """
 from __future__ import annotations
@@ -41,14 +41,16 @@ import time
 import traceback
 
 from worker import progress  # first: its import time is the process start for timings
-from worker import args, context, contract, errors, layout, peers, preemption, shutdown
+from worker import args, context, contract, errors
+from worker.lifecycle import peers, preemption, shutdown
+from worker.model_dir import layout
 from worker.contract import Role, Strategy
 
 
 def main(argv: list[str] | None = None):
-    """Runs the role and exits the process (see worker/shutdown.py); never returns."""
+    """Runs the role and exits the process (see worker/lifecycle/shutdown.py); never returns."""
     gc.disable()  # until the imports are done: _collect_from_here
-    preemption.install()  # SIGTERM while starting up exits at once (worker/preemption.py)
+    preemption.install()  # SIGTERM while starting up exits at once (worker/lifecycle/preemption.py)
     options = args.parse(argv)  # exits 2 with usage on bad arguments, 0 on --help
     where = "worker"  # becomes the task's name once TF_CONFIG is read
     try:
@@ -149,16 +151,17 @@ def _import_tensorflow_in_background(with_keras: bool) -> None:
 
 def _run_role(task: context.TaskContext, options: args.Options) -> int:
     """The exit code of roles that return (evaluator, nothing left to train). Training roles
-    exit the process themselves when done (worker/shutdown.py); ps and PS workers never end."""
+    exit the process themselves when done (worker/lifecycle/shutdown.py); ps and PS workers never end."""
     import tensorflow as tf
 
-    from worker import ownership, training, writer_lease
+    from worker.model_dir import ownership, writer_lease
+    from worker.roles import training
     from worker import program as program_module
 
     if contract.is_server(task.strategy, task.role):
         # Before tf.keras is touched: a server runs the chief's traced functions and never
         # Keras, and the lazy Keras import would delay the moment the chief can connect.
-        from worker import ps_server
+        from worker.roles import ps_server
 
         progress.report("tensorflow_imported", task=task.name, strategy=task.strategy)
         _collect_from_here()
@@ -172,12 +175,12 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     training.set_precision_policy(options, task.strategy)  # before any model is built (evaluator too)
     program = program_module.load(task.program_module)
     # Whose model dir this is, before anything in it is read (FINAL.json included): another
-    # cluster's, or another training's, is refused (worker/ownership.py).
+    # cluster's, or another training's, is refused (worker/model_dir/ownership.py).
     owner_checked = ownership.check(task, options)
     if task.is_writer:  # before the restore: a replaced writer still running stops at its next save
         writer_lease.take(task)
     if task.role is Role.EVALUATOR:
-        from worker import evaluator
+        from worker.roles import evaluator
 
         return evaluator.run(task, options, program, owner_checked)
 
@@ -196,11 +199,11 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
         return errors.EXIT_OK
     resolver = _resolver(task)
     if task.strategy is Strategy.PARAMETER_SERVER:
-        from worker import coordinator as role_module
+        from worker.roles import coordinator as role_module
     elif task.strategy is Strategy.MULTI_WORKER_MIRRORED:
-        from worker import mwms as role_module
+        from worker.roles import mwms as role_module
     else:
-        from worker import mirrored as role_module
+        from worker.roles import mirrored as role_module
     role_module.run(task, options, program, resolver)
     raise AssertionError(f"{task.strategy} {task.name} returned instead of exiting")
 

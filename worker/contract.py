@@ -57,7 +57,7 @@ PROGRAM = "TFK8S_PROGRAM"
 PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
 CODE_DIGEST = "TFK8S_CODE_DIGEST"  # sha256 of the shipped code (`code:`), when there is one
 CLUSTER_NAME = "TFK8S_CLUSTER"
-NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, launcher/supervise.py)
+NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, launcher/pod/supervise.py)
 # How long a PS server (ps, PS worker) keeps serving after SIGTERM while the chief is still up:
 # when the whole cluster is preempted at once (a JobSet suspended by Kueue, a drained node) the
 # chief is saving the current step and reads the variables from the ps. The launcher sets it
@@ -76,7 +76,7 @@ def server_linger_seconds(grace_seconds: int) -> int:
 # --- progress lines ------------------------------------------------------------------------
 # Tasks print `tfk8s-progress {json}` lines on stdout; the launcher reads them from the success
 # role's and the evaluator's logs for `status`, `submit --wait` and `status --watch`. A
-# bring-your-own script that prints the same lines gets the same view (README "Progress").
+# bring-your-own script that prints the same lines gets the same view (docs/watching.md).
 PROGRESS_PREFIX = "tfk8s-progress "
 # {"event": "step", "step": int, "target": int, "loss": float, "steps_per_s": float}: training
 # progress, every PROGRESS_SECONDS while steps run and once when training ends.
@@ -126,7 +126,7 @@ EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train 
 # exits with its counted code (4, or 1 under MWMS): every ignored restart follows saved
 # progress, so a loop of them ends with training.
 EXIT_PEER_LOST = 6
-# Another writer took the model dir's lease (worker/writer_lease.py): this task was replaced
+# Another writer took the model dir's lease (worker/model_dir/writer_lease.py): this task was replaced
 # while it still ran (its node declared lost during a partition). It stops without saving.
 EXIT_SUPERSEDED = 8
 # SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the

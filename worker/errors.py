@@ -40,7 +40,7 @@ class DivergedRestore(WorkerError):
 
 class CheckpointMismatch(WorkerError):
     """The model dir's checkpoint was written by a different model: deterministic, like a bad
-    argument (worker/checkpoint_match.py)."""
+    argument (worker/model_dir/checkpoint_match.py)."""
 
     exit_code = EXIT_CONFIG
 

@@ -10,9 +10,9 @@ from launcher.errors import (
     ClusterNotFound, ClusterUnreachable, JobFailed, JobTimeout, LauncherError, Problem, SpecError,
     SubmitRefused,
 )
-from launcher.progress import Evaluation, TrainingProgress
-from launcher.spec import ClusterSpec
-from launcher.status import ClusterStatus, Phase, RoleStatus
+from launcher.status.progress import Evaluation, TrainingProgress
+from launcher.spec.spec import ClusterSpec
+from launcher.status.status import ClusterStatus, Phase, RoleStatus
 
 __all__ = [
     "TFK8sClient", "load_spec", "KubernetesBackendConfig", "LocalProcessBackendConfig",

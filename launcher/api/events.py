@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.status import ClusterStatus, Phase
-from launcher.view import status_line
+from launcher.status.status import ClusterStatus, Phase
+from launcher.status.view import status_line
 
 
 def _training_field(field: str) -> property:

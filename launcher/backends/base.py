@@ -10,8 +10,8 @@ from __future__ import annotations
 import abc
 from typing import ContextManager, Iterator
 
-from launcher.spec import ClusterSpec
-from launcher.status import ClusterStatus, Phase
+from launcher.spec.spec import ClusterSpec
+from launcher.status.status import ClusterStatus, Phase
 
 
 class Backend(abc.ABC):

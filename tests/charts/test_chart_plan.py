@@ -1,4 +1,4 @@
-"""launcher/chart_plan.py learns each variant alone (the sample rendered once more with that
+"""launcher/chart/chart_plan.py learns each variant alone (the sample rendered once more with that
 one change) and merges them as "@if" nodes, assuming that variants compose. Checked here without
 helm: for every shape, the merged tree with any one or two of the variants that can occur set
 (what templates/_helpers.tpl's tfk8s.fill chooses, `choose` below) equals the launcher's own
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from launcher import chart_plan
+from launcher.chart import chart_plan
 from launcher.k8s_contract import Workload
 from worker.contract import Strategy
 

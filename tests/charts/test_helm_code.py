@@ -1,13 +1,15 @@
 """The chart ships `code:` like the launcher: codeArchive through --set-file (a base64 file with
-its trailing newline, as `python -m launcher.code_bundle` prints it) gives the same objects as
+its trailing newline, as `python -m launcher.code_shipping` prints it) gives the same objects as
 render, and `code:` without codeArchive is refused with the fix."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from launcher import chart_schema, render
-from launcher.loader import load_file
+from launcher.chart import chart_values
+from launcher.chart import chart_schema
+from launcher.render import render
+from launcher.spec.loader import load_file
 from support import REPO
 from test_helm_parity import (  # noqa: F401 (helm: the fixture)
     CHART, SPECS_DIR, assert_same_objects, chart_refusal, helm)
@@ -17,10 +19,10 @@ import yaml
 
 def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
     spec = load_file(SPECS_DIR / "code-ps-jobset.yaml")
-    values = render.helm_values(spec)
+    values = chart_values.helm_values(spec)
     values.pop("codeArchive")
     b64 = subprocess.run(
-        [sys.executable, "-m", "launcher.code_bundle", str(SPECS_DIR / "code-src"),
+        [sys.executable, "-m", "launcher.code_shipping", str(SPECS_DIR / "code-src"),
          "--exclude", "*.md"], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert b64.endswith("\n")
     (tmp_path / "code.b64").write_text(b64)
@@ -32,7 +34,7 @@ def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
 
 
 def test_code_without_archive_is_refused(helm):  # noqa: F811
-    values = render.helm_values(load_file(SPECS_DIR / "code-byo-jobs.yaml"))
+    values = chart_values.helm_values(load_file(SPECS_DIR / "code-byo-jobs.yaml"))
     values.pop("codeArchive")
     values["code"] = "./src"
     message = chart_refusal(helm.template("codebyo", "default", values))

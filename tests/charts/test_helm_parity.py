@@ -1,7 +1,7 @@
 """charts/tfk8s launches the same objects as the launcher's renderer, and refuses the same specs.
 
 For every example spec (and tests/charts/specs/*.yaml), and for random valid specs (hypothesis):
-`helm template` with the values that `render.helm_values(spec)` produces yields exactly the
+`helm template` with the values that `chart_values.helm_values(spec)` produces yields exactly the
 objects of `render.render(spec)`, parsed (only Helm's own release labels/annotations would be
 ignored; the chart adds none). Env order and TF_CONFIG text are compared as they are. The
 values the CLI prints (`render --helm-values`) reach Helm unchanged. `helm lint --strict` passes,
@@ -33,10 +33,14 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from launcher import chart_plan, chart_schema, k8s_contract, names, render
+from launcher.chart import chart_values
+from launcher import k8s_contract
+from launcher.chart import chart_plan, chart_schema
+from launcher.spec import names
+from launcher.render import render
 from launcher.errors import SpecError
-from launcher.loader import load_data, load_file
-from launcher.spec import ClusterSpec
+from launcher.spec.loader import load_data, load_file
+from launcher.spec.spec import ClusterSpec
 from support import REPO, example_specs, find_helm, in_ci
 from worker import contract
 
@@ -98,7 +102,17 @@ class Helm:
     def objects(self, release: str, namespace: str, values: dict | str) -> list[dict]:
         r = self.template(release, namespace, values)
         assert r.returncode == 0, f"helm template failed:\n{r.stderr}"
-        return [doc for doc in yaml.safe_load_all(r.stdout) if doc]
+        return [doc for doc in yaml.load_all(r.stdout, Loader=_GoYamlLoader) if doc]
+
+
+class _GoYamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a plain `=` is the string "=" as go-yaml (kubectl,
+    the API server) reads it, not YAML 1.1's `value` tag, which PyYAML cannot construct."""
+
+
+_GoYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:value"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
 
 class _QuotedDumper(yaml.SafeDumper):
@@ -168,7 +182,7 @@ def assert_same_objects(expected: list[dict], actual: list[dict]) -> None:
 def test_helm_template_equals_render(helm, spec_file):
     spec = load_file(spec_file)
     expected = render.render(spec)
-    actual = helm.objects(spec.name, spec.namespace, render.helm_values(spec))
+    actual = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec))
     assert_same_objects(expected, actual)
     # Spelled out, though equality above covers them: TF_CONFIG text and env order per Job.
     env_of = lambda objs: {  # noqa: E731
@@ -186,7 +200,7 @@ def test_cli_helm_values_reach_helm_unchanged(helm, spec_file):
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr
     spec = load_file(spec_file)
-    assert yaml.safe_load(r.stdout) == render.helm_values(spec)
+    assert yaml.safe_load(r.stdout) == chart_values.helm_values(spec)
     assert_same_objects(render.render(spec), helm.objects(spec.name, spec.namespace, r.stdout))
 
 
@@ -195,14 +209,14 @@ def test_non_bmp_characters(helm):
     spec = ClusterSpec.model_validate({
         "name": "emoji", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}},
         "annotations": {"note": "\U0001F680 launch"}, "env": {"GREETING": "\U0001F600"}})
-    actual = helm.objects(spec.name, spec.namespace, render.helm_values(spec))
+    actual = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec))
     assert_same_objects(render.render(spec), actual)
 
 
 @pytest.mark.helm
 def test_release_name_and_namespace_stand_in_when_empty(helm):
     spec = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml")
-    values = {**render.helm_values(spec), "name": "", "namespace": ""}
+    values = {**chart_values.helm_values(spec), "name": "", "namespace": ""}
     actual = helm.objects(spec.name, spec.namespace, values)
     assert_same_objects(render.render(spec), actual)
 
@@ -210,7 +224,7 @@ def test_release_name_and_namespace_stand_in_when_empty(helm):
 @pytest.mark.helm
 def test_values_name_wins_over_release_name(helm):
     spec = load_file(SPECS_DIR / "mwms.yaml")
-    actual = helm.objects("some-release", spec.namespace, render.helm_values(spec))
+    actual = helm.objects("some-release", spec.namespace, chart_values.helm_values(spec))
     assert_same_objects(render.render(spec), actual)
 
 
@@ -309,6 +323,10 @@ def _random_specs():
                 and "hostPath" in volume:
             # Several MWMS workers need a shared checkpoint dir: a PVC (or gs://), no hostPath.
             data["checkpoint"]["volume"] = {"persistentVolumeClaim": {"claimName": "c"}}
+        if r["evaluator"]["replicas"] and not data["checkpoint"].get("dir", "").startswith("gs://") \
+                and not volume:
+            # The evaluator reads the chief's checkpoints: a shared volume, not an emptyDir.
+            data["checkpoint"]["volume"] = {"persistentVolumeClaim": {"claimName": "c"}}
         # the JobSet projection, queued through Kueue or not, with a PriorityClass or not
         workload = draw(st.sampled_from(["jobs", "jobset", None]))
         if workload is not None:
@@ -342,7 +360,7 @@ def test_random_specs_render_the_same(helm):
                          suppress_health_check=list(hypothesis.HealthCheck))
     @hypothesis.given(_random_specs())
     def check(spec):
-        assert_same_objects(render.render(spec), helm.objects("rel", spec.namespace, render.helm_values(spec)))
+        assert_same_objects(render.render(spec), helm.objects("rel", spec.namespace, chart_values.helm_values(spec)))
 
     check()
 
@@ -352,7 +370,7 @@ def test_random_specs_render_the_same(helm):
 @pytest.mark.parametrize("spec_file", SPECS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_helm_lint_strict(helm, spec_file):
     spec = load_file(spec_file)
-    values = helm.values_file(render.helm_values(spec))
+    values = helm.values_file(chart_values.helm_values(spec))
     r = helm.run("lint", "--strict", str(CHART), "-f", str(values), "--namespace", spec.namespace)
     assert r.returncode == 0, f"helm lint --strict failed:\n{r.stdout}\n{r.stderr}"
     assert "0 chart(s) failed" in r.stdout, r.stdout
@@ -360,7 +378,7 @@ def test_helm_lint_strict(helm, spec_file):
 
 # ------------------------------------------------------------------------------ refusals
 def _base_values() -> dict:
-    return render.helm_values(load_file(SPECS_DIR / "ps-evaluator-pvc.yaml"))
+    return chart_values.helm_values(load_file(SPECS_DIR / "ps-evaluator-pvc.yaml"))
 
 
 def _set(values: dict, dotted: str, value) -> dict:
@@ -532,14 +550,14 @@ def _notes(helm, tmp_path, spec) -> str:
             'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n'
             'data: {notes: {{ tpl (.Files.Get "files/NOTES.txt") . | toJson }}}\n')
     r = helm.run("template", "rel", str(chart), "-n", spec.namespace, "--show-only",
-                 "templates/notes-check.yaml", "-f", str(helm.values_file(render.helm_values(spec))))
+                 "templates/notes-check.yaml", "-f", str(helm.values_file(chart_values.helm_values(spec))))
     assert r.returncode == 0, r.stderr
     return yaml.safe_load(r.stdout)["data"]["notes"]
 
 
 @pytest.mark.helm
 def test_notes_warn_about_an_emptydir_model_dir(helm, tmp_path):
-    """The chart's counterpart of `render`'s warning (launcher/checkpoints.py)."""
+    """The chart's counterpart of `render`'s warning (launcher/spec/checkpoints.py)."""
     durable = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml")
     assert "emptyDir" not in _notes(helm, tmp_path, durable)
     bare = load_file(SPECS_DIR / "mirrored.yaml")
@@ -593,7 +611,7 @@ def test_templates_take_the_contracts_constants_from_contract_tpl():
         k8s_contract.SUPERVISOR_DIR, k8s_contract.DNS1035_PATTERN, f'"{k8s_contract.CONTAINER}"',
         f": {k8s_contract.CONTAINER}", f"[{contract.EXIT_PREEMPTED}]", f"[{contract.EXIT_CONFIG}]",
         f" {k8s_contract.MAX_LABEL}", chart_schema.GPU,
-        # Name formats and objects' layout come from _plan.tpl (launcher/chart_plan.py).
+        # Name formats and objects' layout come from _plan.tpl (launcher/chart/chart_plan.py).
         "-supervisor", '"%s-', "%s-%s", "-grpc", "-collective", "-no-ingress", ".svc:",
         "kind: Job", "apiVersion:", "podFailurePolicy", "backoffLimitPerIndex", '"HOME"',
     ]
@@ -655,7 +673,7 @@ def test_schema_role_counts_are_the_contracts():
 @pytest.mark.parametrize("script", ["supervise.py", "job_watch.py"])
 def test_chart_supervisor_is_the_launchers(script):
     link = CHART / "files" / script
-    assert link.is_symlink() and link.resolve() == (REPO / "launcher" / script).resolve()
+    assert link.is_symlink() and link.resolve() == (REPO / "launcher" / "pod" / script).resolve()
 
 
 def test_values_yaml_has_the_models_defaults():
@@ -678,7 +696,7 @@ def test_schema_is_valid_and_accepts_every_spec():
     validator = jsonschema.Draft202012Validator(schema)
     validator.check_schema(schema)
     for path in SPECS:
-        values = render.helm_values(load_file(path))
+        values = chart_values.helm_values(load_file(path))
         errors = [e.message for e in validator.iter_errors(values)]
         assert not errors, f"{path}: {errors}"
     chart_defaults = yaml.safe_load((CHART / "values.yaml").read_text())

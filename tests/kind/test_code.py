@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher import code_bundle
+from launcher.code_shipping import code_bundle
 from local_clusters import measure
 from test_e2e import cli, progress
 

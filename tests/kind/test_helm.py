@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher import render
+from launcher.chart import chart_values
+from launcher.render import render
 from support import in_ci
-from launcher.loader import load_file
-from launcher.spec import ClusterSpec
+from launcher.spec.loader import load_file
+from launcher.spec.spec import ClusterSpec
 from worker import progress
 
 pytestmark = pytest.mark.kind
@@ -102,7 +103,7 @@ def helm_values_file(spec: ClusterSpec, tmp_path: Path) -> Path:
     r = subprocess.run([sys.executable, "-m", "launcher", "render", str(spec_file), "--helm-values"],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert yaml.safe_load(r.stdout) == render.helm_values(spec)
+    assert yaml.safe_load(r.stdout) == chart_values.helm_values(spec)
     values = tmp_path / "values.yaml"
     values.write_text(r.stdout)
     return values
@@ -240,12 +241,12 @@ def test_helm_install_refuses_invalid_values_before_creating_anything(
         "unknown key": ({"replica": 2}, "additional properties 'replica' not allowed"),
         "wrong enum": ({"strategy": "data_parallel"}, "at '/strategy': value must be one of"),
         "70-char name": ({"name": "a" * 70}, "at '/name': maxLength: got 70, want 63"),
-        "cross-field": ({"roles": {**render.helm_values(good)["roles"], "ps": {"replicas": 0}}},
+        "cross-field": ({"roles": {**chart_values.helm_values(good)["roles"], "ps": {"replicas": 0}}},
                         "at '/roles/ps/replicas': minimum: got 0, want 1"),
     }
     for what, (change, message) in cases.items():
         values = tmp_path / f"bad-{what.replace(' ', '-')}.json"
-        values.write_text(json.dumps({**render.helm_values(good), **change}))
+        values.write_text(json.dumps({**chart_values.helm_values(good), **change}))
         r = helm("install", name, str(CHART), "-n", namespace, "-f", str(values), check=False)
         assert r.returncode != 0, f"{what}: helm install accepted invalid values"
         assert "values don't meet the specifications of the schema" in r.stderr, (what, r.stderr)

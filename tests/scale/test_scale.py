@@ -3,7 +3,7 @@
 The cluster is rendered and submitted by the real launcher (KubernetesBackend); its pods are
 placed on the simulated nodes by the spec's nodeSelector/tolerations. No container runs there,
 so each ps/worker pod's end-of-job supervisor is simulated faithfully: the REAL watch code of
-launcher/job_watch.py (`wait_for_end`) runs in a thread on the host per supervised pod, as the
+launcher/pod/job_watch.py (`wait_for_end`) runs in a thread on the host per supervised pod, as the
 pod's service account (a token from the TokenRequest API), reading the Job the pod's own
 TFK8S_WATCH_JOB names. When it decides the task is over it marks its pod exited (annotation ->
 KWOK's stage sets it Succeeded), as the container's exit would. The audit log counts the
@@ -29,10 +29,10 @@ import uuid
 import pytest
 import yaml
 
-from launcher import job_watch, supervise
+from launcher.pod import job_watch, supervise
 from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from launcher.backends.kubernetes.api import instance_selector
-from launcher.spec import ClusterSpec
+from launcher.spec.spec import ClusterSpec
 from local_clusters import MEASUREMENTS
 
 pytestmark = pytest.mark.scale

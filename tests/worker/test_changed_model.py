@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.loader import load_text
+from launcher.spec.loader import load_text
 from local_clusters import Submission, attempts, events, make_spec, run_files
 from worker.errors import EXIT_CONFIG
 

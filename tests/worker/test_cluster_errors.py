@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from worker.coordinator import _lost_parameter_server  # noqa: E402
+from worker.roles.coordinator import _lost_parameter_server  # noqa: E402
 from worker.context import TaskContext  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 

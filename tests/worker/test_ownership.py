@@ -1,4 +1,4 @@
-"""OWNER.json (worker/ownership.py): which records a task accepts, and the claim itself on a
+"""OWNER.json (worker/model_dir/ownership.py): which records a task accepts, and the claim itself on a
 real directory through tf.io.gfile."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from worker import args, errors, ownership
+from worker import args, errors
+from worker.model_dir import ownership
 from worker.context import TaskContext
 from worker.contract import Role, Strategy
 

@@ -45,7 +45,7 @@ CASES = {
     "mwms-custom-w0": ("multi_worker_mirrored", "custom", "worker", 0,
                        [("worker", 0), ("worker", 1)], False),
     # On a GCE/GKE node TF's own PreemptionCheckpointHandler neither restores nor watches
-    # SIGTERM (worker/agreement.py): the synchronous loops must not depend on it.
+    # SIGTERM (worker/lifecycle/agreement.py): the synchronous loops must not depend on it.
     "mwms-custom-w1-gce": ("multi_worker_mirrored", "custom", "worker", 1,
                            [("worker", 0), ("worker", 1)], True),
     "mwms-fit-w1-gce": ("multi_worker_mirrored", "fit", "worker", 1,
@@ -177,8 +177,8 @@ def _start_ps_as_pid_1(tmp_path, chief_address: str, **env_extra):
 
     import psutil
 
-    from launcher.loader import load_text
-    from launcher.plan import task_env
+    from launcher.spec.loader import load_text
+    from launcher.plan.plan import task_env
 
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) for a PID namespace")

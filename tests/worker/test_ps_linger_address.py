@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-ps_server = pytest.importorskip("worker.ps_server")
+ps_server = pytest.importorskip("worker.roles.ps_server")
 
 
 def listener() -> socket.socket:

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from local_clusters import REPO_ROOT
-from worker import context, errors, peers
+from worker import context, errors
+from worker.lifecycle import peers
 
 
 def run_worker(args, env_overrides, timeout=60):

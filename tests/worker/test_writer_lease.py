@@ -1,5 +1,5 @@
 """A writer replaced while it still runs (its node declared lost during a partition) stops at
-its next save instead of writing the model dir alongside its replacement (worker/writer_lease.py).
+its next save instead of writing the model dir alongside its replacement (worker/model_dir/writer_lease.py).
 
 Real TensorFlow clusters run by LocalBackend. The replacement's start is played by taking the
 lease the way a new writer does (Lease.take in this process) while the old chief trains.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from local_clusters import Submission, attempts, events, make_spec, measure, run_files, wait_until
-from worker import writer_lease
+from worker.model_dir import writer_lease
 from worker.context import TaskContext
 from worker.contract import Role, Strategy
 from worker.errors import EXIT_SUPERSEDED

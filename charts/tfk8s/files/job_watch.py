@@ -1,1 +1,1 @@
-../../../launcher/job_watch.py
+../../../launcher/pod/job_watch.py

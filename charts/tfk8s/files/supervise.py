@@ -1,1 +1,1 @@
-../../../launcher/supervise.py
+../../../launcher/pod/supervise.py

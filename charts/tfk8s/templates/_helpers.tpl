@@ -1,4 +1,4 @@
-{{/* The launcher's own objects per shape are in _plan.tpl (launcher/chart_plan.py), with
+{{/* The launcher's own objects per shape are in _plan.tpl (launcher/chart/chart_plan.py), with
 tokens where the values go. Here: the values, and the filling. */}}
 {{- define "tfk8s.name" -}}{{ default .Release.Name .Values.name }}{{- end }}
 {{- define "tfk8s.namespace" -}}{{ default .Release.Namespace .Values.namespace }}{{- end }}
@@ -11,7 +11,7 @@ tokens where the values go. Here: the values, and the filling. */}}
 {{- $tokens := regexFindAll "@[A-Za-z0-9_.]+@" .s -1 -}}
 {{- range $i, $part := regexSplit "@[A-Za-z0-9_.]+@" .s -1 }}{{ $part }}{{ if lt $i (len $tokens) }}{{ toString (get $.values (trimAll "@" (index $tokens $i))) }}{{ end }}{{ end -}}
 {{- end }}
-{{/* Every value the tokens name (launcher/chart_plan.py tokens), as JSON; unset ones absent. */}}
+{{/* Every value the tokens name (launcher/chart/chart_plan.py tokens), as JSON; unset ones absent. */}}
 {{- define "tfk8s.values" -}}
 {{- $c := include "tfk8s.contract" . | fromJson -}}
 {{- $r := include "tfk8s.rules" . | fromJson -}}
@@ -76,7 +76,7 @@ tokens where the values go. Here: the values, and the filling. */}}
 {{- end }}
 {{/*
 One node of _plan.tpl filled with the values (dict "node" NODE "values" VALUES), as JSON
-{"v": filled}, or {} when absent (the token forms: launcher/chart_plan.py).
+{"v": filled}, or {} when absent (the token forms: launcher/chart/chart_plan.py).
 */}}
 {{- define "tfk8s.fill" -}}
 {{- $n := .node }}{{ $v := .values -}}

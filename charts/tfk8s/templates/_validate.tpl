@@ -1,5 +1,5 @@
 {{/* What values.schema.json cannot state. The messages are the launcher's ($c.messages, from
-launcher/chart_schema.py): a template picks one and fills it, never spells one out. */}}
+launcher/chart/chart_schema.py): a template picks one and fills it, never spells one out. */}}
 {{- define "tfk8s.refuse" -}}{{/* (list PATH MESSAGE VALUES): fail with "PATH: MESSAGE filled" */}}
 {{- fail (printf "%s: %s" (index . 0) (include "tfk8s.text" (dict "s" (index . 1) "values" (index . 2)))) -}}
 {{- end }}

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 
-from launcher import admission, k8s_contract, names
+from launcher import k8s_contract
+from launcher.spec import names
+from launcher.status import admission
 from launcher.errors import ClusterUnreachable
 
 FIELD_MANAGER = "tfk8s"
@@ -125,7 +127,7 @@ class Api:
         return json.loads(response.data)["items"]
 
     def refusal_events(self, namespace: str) -> list[dict] | None:
-        """The namespace's events of objects refused at creation (launcher/admission.py); None
+        """The namespace's events of objects refused at creation (launcher/status/admission.py); None
         when this user may not list events."""
         from kubernetes.client.exceptions import ApiException
 

@@ -6,7 +6,9 @@ import sys
 import time
 from typing import Iterator, TextIO
 
-from launcher import admission, checkpoints, k8s_contract, lifecycle, node_loss
+from launcher import k8s_contract
+from launcher.spec import checkpoints
+from launcher.status import admission, lifecycle, node_loss
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
@@ -17,10 +19,10 @@ from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.backends.kubernetes.logs import follow_logs, log_time, newest_pod, task_of
 from launcher.backends.kubernetes.types import KubernetesBackendConfig
 from launcher.errors import ClusterNotFound, LauncherError
-from launcher.progress import TAIL_LINES, TrainingProgress, read_progress
-from launcher.spec import ClusterSpec
-from launcher.status import ClusterStatus, Phase
-from launcher.view import LineView, View
+from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
+from launcher.spec.spec import ClusterSpec
+from launcher.status.status import ClusterStatus, Phase
+from launcher.status.view import LineView, View
 from worker import contract
 
 
@@ -108,7 +110,7 @@ class KubernetesBackend(Backend):
     def _with_refusals(self, status: ClusterStatus, root: dict | None,
                        jobs: list[dict]) -> ClusterStatus:
         """The status with the API server's refusals to create pods or Jobs as its cause
-        (launcher/admission.py); asked only while pods are missing."""
+        (launcher/status/admission.py); asked only while pods are missing."""
         jobset = root is not None and root["kind"] == JOBSET[1]
         if status.finished or not (admission.missing_pods(status)
                                    or (jobset and status.phase is Phase.PENDING)):

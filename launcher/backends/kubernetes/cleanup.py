@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from launcher import node_loss
+from launcher.status import node_loss
 from launcher.backends.kubernetes.api import KINDS, OWNED_KINDS, Api, NodesUnreadable
 from launcher.errors import LauncherError
 

@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from launcher import k8s_contract, lifecycle
+from launcher import k8s_contract
+from launcher.status import lifecycle
 from launcher.errors import LauncherError
 from worker import contract
 

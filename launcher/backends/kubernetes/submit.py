@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from launcher import k8s_contract, render
+from launcher import k8s_contract
+from launcher.render import render
 from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
-from launcher.code_render import SHA256_ANNOTATION
+from launcher.render.code_render import SHA256_ANNOTATION
 from launcher.errors import LauncherError, SubmitRefused
-from launcher.spec import ClusterSpec
+from launcher.spec.spec import ClusterSpec
 from launcher.k8s_contract import Workload
 
 

@@ -1,6 +1,6 @@
 """`tensorboard NAME` on Kubernetes: a short-lived TensorBoard pod, port-forwarded to localhost.
 
-The pod (launcher/tensorboard.py) is created next to the cluster and, once running, reached
+The pod (launcher/render/tensorboard.py) is created next to the cluster and, once running, reached
 through the API server's port-forward (the kubelet connects inside the pod), one
 kubernetes.stream.portforward websocket per local TCP connection, relayed by two threads. Leaving
 the `with` (Ctrl-C) deletes the pod and waits until it is gone.
@@ -13,7 +13,8 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from launcher import k8s_contract, tensorboard
+from launcher import k8s_contract
+from launcher.render import tensorboard
 from launcher.backends.kubernetes.api import JOBSET, Api, api_message
 from launcher.errors import LauncherError
 from worker import contract

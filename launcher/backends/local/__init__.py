@@ -1,7 +1,7 @@
 """Run a cluster spec as local processes: every task on 127.0.0.1, same rules as on Kubernetes.
 
 Each task gets the command, environment and TF_CONFIG of its pod from the plan
-(launcher.plan), with a free 127.0.0.1 port per training task (tasks.py). The end-of-job rules
+(launcher.plan.plan), with a free 127.0.0.1 port per training task (tasks.py). The end-of-job rules
 match the Kubernetes backend; they are pure functions in policy.py:
 - success: the chief (MWMS: worker 0) exits 0 and the evaluator, if any, has evaluated the final
   checkpoint: the built-in evaluator exits 0 by itself once it has; a bring-your-own evaluator
@@ -43,7 +43,7 @@ Files, under `<workdir>/<name>/` (files.py):
     pids/<role>-<index>.pid   each running task's pid (tests inject faults with it)
     logs/<role>-<index>.log   each task's output, all attempts, each behind a header line
     model/                    the model dir (TFK8S_MODEL_DIR), unless checkpoint.dir is gs://;
-                              its OWNER.json names this cluster (worker/ownership.py)
+                              its OWNER.json names this cluster (worker/model_dir/ownership.py)
 `delete` stops a running cluster and removes everything but `model/`, which, like a
 PersistentVolumeClaim on Kubernetes, outlives the cluster: a resubmitted spec resumes from its
 checkpoints. Remove it by hand to start from scratch.

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from launcher import code_bundle, render
+from launcher.code_shipping import code_bundle
+from launcher.render import render
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import RunFiles
@@ -19,10 +20,10 @@ from launcher.backends.local.preflight import as_processes, check_worker_environ
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
-from launcher.progress import TAIL_BYTES, TrainingProgress, read_progress
-from launcher.spec import ClusterSpec
-from launcher.status import ClusterStatus, Phase, RoleStatus
-from launcher.view import LineView, NoteStream, View
+from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
+from launcher.spec.spec import ClusterSpec
+from launcher.status.status import ClusterStatus, Phase, RoleStatus
+from launcher.status.view import LineView, NoteStream, View
 from worker.contract import SUCCESS_INDEX, Role, success_role
 
 VIEW_SECONDS = 1.0  # how often wait() re-reads a run's status (and logs) for the view

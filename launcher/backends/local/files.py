@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from launcher.errors import ClusterNotFound
-from launcher.spec import SHARED_DISK, ClusterSpec
+from launcher.spec.spec import SHARED_DISK, ClusterSpec
 from worker.contract import task_name
 
 # Each attempt's output in a task's log starts behind a line that begins so.

@@ -2,7 +2,7 @@
 
 The supervisor (supervisor.py) feeds these functions immutable snapshots of its tasks and the
 clock; they start, stop and signal nothing, so every rule is tested without processes
-(tests/launcher/backends/local/test_policy.py), like launcher.lifecycle.compute_status on
+(tests/launcher/backends/local/test_policy.py), like launcher.status.lifecycle.compute_status on
 Kubernetes.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Sequence
 
-from launcher.plan import ClusterPlan, FailurePolicy
-from launcher.status import Phase
+from launcher.plan.plan import ClusterPlan, FailurePolicy
+from launcher.status.status import Phase
 from launcher import k8s_contract
 from worker import contract
 from worker.contract import Role, Strategy

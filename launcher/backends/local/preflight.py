@@ -13,9 +13,9 @@ import subprocess
 import sys
 from typing import IO
 
-from launcher import checkpoints
+from launcher.spec import checkpoints
 from launcher.errors import LauncherError
-from launcher.spec import ClusterSpec, Workload
+from launcher.spec.spec import ClusterSpec, Workload
 from worker import args as worker_args
 from worker import contract
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from launcher.backends.local import runner
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env
-from launcher.plan import ClusterPlan
+from launcher.plan.plan import ClusterPlan
 from worker import contract
 from worker.contract import Role
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from launcher.errors import LauncherError
-from launcher.tensorboard import local_listener
+from launcher.render.tensorboard import local_listener
 
 START_TIMEOUT_SECONDS = 120.0
 STOP_GRACE_SECONDS = 10.0

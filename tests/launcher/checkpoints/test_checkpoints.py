@@ -1,4 +1,4 @@
-"""Where model dirs go by default, and what an emptyDir model dir is told (launcher/checkpoints.py)."""
+"""Where model dirs go by default, and what an emptyDir model dir is told (launcher/spec/checkpoints.py)."""
 from __future__ import annotations
 
 from importlib import resources
@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from launcher import checkpoints, cli, loader, render, supervise
-from launcher.plan import task_env
-from launcher.spec import ClusterSpec
+from launcher import cli
+from launcher.pod import supervise
+from launcher.render import render
+from launcher.spec import checkpoints, loader
+from launcher.plan.plan import task_env
+from launcher.spec.spec import ClusterSpec
 from worker import contract
 
 EXAMPLES = sorted((Path(__file__).parents[3] / "examples").glob("*.yaml"))

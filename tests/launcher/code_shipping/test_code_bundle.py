@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from launcher import code_bundle, code_files, render
-from launcher.code_bundle import CODE_DIR, LIMIT
+from launcher.code_shipping import code_bundle, code_files
+from launcher.render import render
+from launcher.code_shipping.code_bundle import CODE_DIR, LIMIT
 from launcher.errors import SpecError
-from launcher.loader import load_file
-from launcher.plan import plan
+from launcher.spec.loader import load_file
+from launcher.plan.plan import plan
 
 
 def _tree(root, files: dict[str, str | bytes]):
@@ -185,7 +186,7 @@ def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
 
 def test_submit_says_when_the_running_clusters_code_changed(tmp_path):
     from launcher.backends.kubernetes.submit import code_change
-    from launcher.code_render import SHA256_ANNOTATION
+    from launcher.render.code_render import SHA256_ANNOTATION
     _tree(tmp_path / "src", TWO_MODULES)
     spec = _spec(tmp_path, "code: ./src")
     new = spec.code_bundle.digest
@@ -237,7 +238,9 @@ def test_the_helm_release_limit_is_said_before_helm_says_it(tmp_path, capsys):
     """Helm's release Secret (1 MiB) holds codeArchive twice: measured on kind, 300 kB of
     incompressible code installed, 450 kB and 600 kB failed inside Helm. Both ways to make
     Helm values (the archive for --set-file, `render --helm-values`) refuse it first."""
-    from launcher import code_bundle as cli, helm_release, render
+    from launcher.chart import helm_release
+    from launcher.chart import chart_values
+    from launcher.code_shipping import __main__ as cli
 
     for size, fits in ((300_000, True), (450_000, False), (600_000, False)):
         root = tmp_path / f"src{size}"
@@ -252,11 +255,11 @@ def test_the_helm_release_limit_is_said_before_helm_says_it(tmp_path, capsys):
             "roles: {chief: {replicas: 1}}\n")
         spec = load_file(tmp_path / "c.yaml")
         if fits:
-            assert "codeArchive" in render.helm_values_yaml(spec)
+            assert "codeArchive" in chart_values.helm_values_yaml(spec)
         else:
             with pytest.raises(helm_release.TooLargeForHelm, match=r"code: \S*src\d+ \(0\.\d+ MiB "
                                r"packed\) makes a Helm release of about \d+ KiB, over the 1024"):
-                render.helm_values_yaml(spec)
+                chart_values.helm_values_yaml(spec)
 
 
 def test_symlinks_inside_are_followed_outside_refused_with_the_path(tmp_path):

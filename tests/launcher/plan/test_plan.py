@@ -1,4 +1,4 @@
-"""The contract (worker/contract.py) and the plan (launcher/plan.py): every rule written once."""
+"""The contract (worker/contract.py) and the plan (launcher/plan/plan.py): every rule written once."""
 import ast
 import re
 from collections import defaultdict
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher import job_watch, k8s_contract
-from launcher.loader import load_text
-from launcher.plan import plan
+from launcher import k8s_contract
+from launcher.pod import job_watch
+from launcher.spec.loader import load_text
+from launcher.plan.plan import plan
 from worker import contract
 from worker.contract import Role, Strategy
 
@@ -17,7 +18,7 @@ REPO = Path(__file__).resolve().parents[3]
 SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
            *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]
 DEFINED_IN = {REPO / "worker" / "contract.py", REPO / "launcher" / "k8s_contract.py",
-              REPO / "launcher" / "job_watch.py",  # a Job's terminal conditions (shipped alone)
+              REPO / "launcher" / "pod" / "job_watch.py",  # a Job's terminal conditions (shipped alone)
               REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl",  # generated from it
               REPO / "charts" / "tfk8s" / "templates" / "_plan.tpl"}
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher import plan, render, tfconfig
-from launcher.loader import load_file
+from launcher.plan import plan, tfconfig
+from launcher.render import render
+from launcher.spec.loader import load_file
 from worker.contract import TRAINING_ROLES
 
 tf = pytest.importorskip("tensorflow")

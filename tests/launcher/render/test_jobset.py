@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher import k8s_contract, render
+from launcher import k8s_contract
+from launcher.render import render
 from launcher.errors import SpecError
-from launcher.loader import load_file, load_text
+from launcher.spec.loader import load_file, load_text
 from support import REPO, example_specs
 from worker import contract
 

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from launcher import k8s_contract, render
-from launcher.loader import load_text
+from launcher import k8s_contract
+from launcher.render import render
+from launcher.spec.loader import load_text
 from support import example_specs
 from worker import contract
 

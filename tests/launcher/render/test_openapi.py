@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher import render
+from launcher.render import render
 from launcher.backends.kubernetes import submit
-from launcher.loader import load_file
+from launcher.spec.loader import load_file
 
 jsonschema = pytest.importorskip("jsonschema")
 K8S_MODULE = "k8s.io/kubernetes@v1.34.4"

@@ -3,7 +3,7 @@ import yaml
 from hypothesis import given, settings, strategies as st
 
 from launcher.errors import SpecError
-from launcher.loader import load_text
+from launcher.spec.loader import load_text
 
 KEYS = ["name", "strategy", "roles", "chief", "worker", "ps", "evaluator", "replicas",
         "checkpoint", "dir", "volume", "port", "env", "resources", "limits", "requests",

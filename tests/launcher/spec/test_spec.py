@@ -2,8 +2,8 @@
 import pytest
 
 from launcher.errors import SpecError
-from launcher.loader import load_text
-from launcher.plan import plan
+from launcher.spec.loader import load_text
+from launcher.plan.plan import plan
 
 PS = """\
 name: demo
@@ -204,7 +204,7 @@ def test_a_huge_spec_or_env_value_is_refused_at_load_in_one_line(tmp_path):
     """A 10 MB spec rendered 13 MB of YAML (22 s) and crashed `submit --local` with "Argument
     list too long"; an env value over 128 KiB did the same to a local task."""
     from launcher.errors import SpecError
-    from launcher.loader import load_file
+    from launcher.spec.loader import load_file
 
     path = tmp_path / "cluster.yaml"
     path.write_text("name: big\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"

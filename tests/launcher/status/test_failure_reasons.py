@@ -1,8 +1,8 @@
 """The true reason of a task's end, from pods shaped as the API server returns them: Kubernetes'
 record (OOMKilled with the limit, Evicted, deadline, taint/GC deletion) before the task's words,
 and TF's C++ logging never a reason."""
-from launcher.failure_reasons import failure_reason, is_tf_log_noise, said_by_task
-from launcher.lifecycle import compute_status
+from launcher.status.failure_reasons import failure_reason, is_tf_log_noise, said_by_task
+from launcher.status.lifecycle import compute_status
 
 TF_START_UP_TAIL = (
     "2026-11-24 16:38:07.123456: I tensorflow/core/util/port.cc:153] oneDNN custom operations are "

@@ -1,5 +1,5 @@
 """Phase rules from Job and pod status (the documented lifecycle), on plain API-shaped dicts."""
-from launcher.lifecycle import compute_status
+from launcher.status.lifecycle import compute_status
 
 
 def job(role, completions=1, condition=None, strategy="parameter_server", **status):
@@ -139,7 +139,7 @@ def test_a_supervised_pods_reason_is_its_task_containers_not_the_job_watchs():
 
 
 # --------------------------------------------------------------------- workload jobset
-from launcher.lifecycle import compute_jobset_status  # noqa: E402
+from launcher.status.lifecycle import compute_jobset_status  # noqa: E402
 
 
 def jobset(*conditions, suspend=False, queue="q"):

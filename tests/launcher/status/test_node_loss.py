@@ -2,9 +2,9 @@
 them (a kind worker whose container was killed: Ready Unknown, unreachable taints)."""
 from datetime import datetime, timezone
 
-from launcher import node_loss
-from launcher.lifecycle import compute_status
-from launcher.node_loss import EXIT_NODE_LOST, apply, lost_nodes, node_loss as loss_of
+from launcher.status import node_loss
+from launcher.status.lifecycle import compute_status
+from launcher.status.node_loss import EXIT_NODE_LOST, apply, lost_nodes, node_loss as loss_of
 
 DEFAULT_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",

@@ -1,4 +1,4 @@
-"""Progress lines -> what status and the views show (launcher/progress.py, launcher/view.py)."""
+"""Progress lines -> what status and the views show (launcher/status/progress.py, launcher/status/view.py)."""
 from __future__ import annotations
 
 import io
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from launcher.progress import eta_seconds, format_seconds, read_progress
-from launcher.status import ClusterStatus, Phase, RoleStatus
-from launcher.view import LineView, NoteStream, render, status_line
+from launcher.status.progress import eta_seconds, format_seconds, read_progress
+from launcher.status.status import ClusterStatus, Phase, RoleStatus
+from launcher.status.view import LineView, NoteStream, render, status_line
 from worker.contract import parse_progress_line
 from worker.progress import StepReporter
 

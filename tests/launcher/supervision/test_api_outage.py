@@ -17,20 +17,24 @@ from pathlib import Path
 
 import pytest
 
-from launcher import job_watch, supervise
+from launcher.pod import job_watch, supervise
 from supervision.test_supervise import (  # noqa: F401 (state_dir: the fixture)
     WAIT_FOR_TERM, job, start, start_watch, state_dir, wait_until_up,
 )
 
 class _Outage:
-    """The API server's answers: 503 (with Retry-After) until `until`, then the Job, done."""
+    """The API server's answers: 503 (with Retry-After) for `seconds` from the first request,
+    then the Job, done."""
 
     def __init__(self, seconds: float, status: int = 503):
-        self.until = time.monotonic() + seconds
+        self.seconds = seconds
+        self.until: float | None = None
         self.status = status
         self.requests: list[int] = []
 
     def answer(self) -> tuple[int, bytes]:
+        if self.until is None:
+            self.until = time.monotonic() + self.seconds
         if time.monotonic() < self.until:
             self.requests.append(self.status)
             return self.status, b'{"kind":"Status","code":%d}' % self.status

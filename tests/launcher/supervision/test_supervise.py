@@ -1,4 +1,4 @@
-"""The end-of-job supervisor (launcher/supervise.py, launcher/job_watch.py): its two modes as
+"""The end-of-job supervisor (launcher/pod/supervise.py, launcher/pod/job_watch.py): its two modes as
 real processes around a real child, and the watch's decisions, which are pure.
 
 `run` (the task's container) is driven here through the shared directory as `watch` would drive
@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher import job_watch, k8s_contract, plan, supervise
-from launcher.job_failure import pod_failure_policy
+from launcher import k8s_contract
+from launcher.plan import plan
+from launcher.pod import job_watch, supervise
+from launcher.plan.job_failure import pod_failure_policy
 from worker import contract
 from worker.errors import EXIT_PREEMPTED
 
@@ -341,10 +343,10 @@ def test_a_pod_whose_api_server_never_answers_ends_within_the_bound(
     assert f"no answer from the API server {url} for 3s while watching job ns/c-chief" in line
     assert "timed out" in line  # the last error
     assert (f"the supervised pods need egress to the API server: 127.0.0.1:{silent_api_server}; "
-            'see README "Security model"') in line
+            'see docs/security.md') in line
     assert (state_dir / "termination-log-run").read_text() == line.removeprefix(
         "[tfk8s-supervise] ") + "\n"
-    # `status` shows it as the task's reason (launcher/failure_reasons.py keeps 400 characters)
+    # `status` shows it as the task's reason (launcher/status/failure_reasons.py keeps 400 characters)
     assert contract.exit_reason(line.removeprefix("[tfk8s-supervise] ")) == line.removeprefix(
         "[tfk8s-supervise] ")
 
@@ -410,9 +412,23 @@ def test_watch_ends_once_the_task_has_exited_for_good(state_dir, service_account
 def test_watch_ends_0_on_pod_deletion(state_dir, service_account, silent_api_server):
     """PID 1 without a handler ignores SIGTERM: the kubelet would wait out the grace period."""
     watcher = start_watch(state_dir, service_account, silent_api_server)
-    time.sleep(1.0)
+    wait_for_sigterm_handler(watcher)
     watcher.send_signal(signal.SIGTERM)
     assert watcher.wait(timeout=30) == 0
+
+
+def wait_for_sigterm_handler(process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until `process` catches SIGTERM (its SigCgt mask in /proc): a fixed sleep is too short
+    on a busy machine, and a SIGTERM before the handler kills the process instead."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines()
+                          if line.startswith("SigCgt:")), 16)
+        if caught & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"pid {process.pid} installed no SIGTERM handler in {timeout:.0f}s")
 
 
 def test_the_api_unreachable_exit_is_counted_by_the_pod_failure_policy():

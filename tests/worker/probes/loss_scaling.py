@@ -13,7 +13,7 @@ import tensorflow as tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from worker import program as program_module  # noqa: E402
-from worker import training  # noqa: E402
+from worker.roles import training  # noqa: E402
 
 GLOBAL_BATCH = 16
 REPLICAS = 2

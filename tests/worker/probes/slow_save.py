@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from worker.examples.fashion_mnist import build_dataset, build_optimizer  # noqa: F401
 from worker.examples.fashion_mnist import build_model as _build_model
-from worker import preemption
+from worker.lifecycle import preemption
 
 SECONDS = float(os.environ.get("SLOW_SAVE_SECONDS", "12"))
 

@@ -12,7 +12,8 @@ import copy
 import itertools
 import json
 
-from launcher import admission, k8s_contract
+from launcher import k8s_contract
+from launcher.status import admission
 from launcher.backends.kubernetes.api import KUEUE_VERSIONS, Api
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from launcher import k8s_contract
 from launcher.errors import ClusterNotFound
-from launcher.status import Phase
+from launcher.status.status import Phase
 from worker.contract import PROGRESS_PREFIX
 
 from .fake_api import FakeApi, instance_labels
@@ -132,7 +132,7 @@ def test_delete_removes_every_object_and_says_so(api):
 
 def test_delete_removes_a_cluster_another_tool_created_by_its_labels(api):
     """A Helm install has no ownerReferences: every object with the instance label goes."""
-    from launcher import render
+    from launcher.render import render
 
     for obj in render.render(spec_of()):
         api.add(obj)
@@ -211,7 +211,7 @@ def on_lost_node(api: FakeApi, role: str) -> dict:
 def test_wait_gives_up_on_a_task_on_a_lost_node_with_exit_69(api):
     """Past --stuck-timeout a cluster whose task sits on a lost node ends `--wait` with
     EXIT_NODE_LOST (69, documented for scripts), not 1 and not forever."""
-    from launcher.node_loss import EXIT_NODE_LOST
+    from launcher.status.node_loss import EXIT_NODE_LOST
 
     tfk8s, out = submitted(api, stuck_seconds=0.05, poll_seconds=0.01)
     on_lost_node(api, "chief")

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher import k8s_contract, render
+from launcher import k8s_contract
+from launcher.render import render
 from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from launcher.backends.kubernetes.api import JOBSET
 from launcher.errors import LauncherError, SubmitRefused
-from launcher.loader import load_data
+from launcher.spec.loader import load_data
 
 from .fake_api import FakeApi
 

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from launcher import k8s_contract, render, tensorboard
+from launcher import k8s_contract
+from launcher.render import render, tensorboard
 from launcher.backends.kubernetes.tensorboard import success_template
 from launcher.errors import LauncherError
-from launcher.lifecycle import compute_jobset_status, compute_status
-from launcher.loader import load_file, load_text
+from launcher.status.lifecycle import compute_jobset_status, compute_status
+from launcher.spec.loader import load_file, load_text
 from render.test_network_policy import _selects
 from status.test_lifecycle import job, jobset, pod
 from worker import contract

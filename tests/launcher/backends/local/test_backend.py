@@ -390,8 +390,8 @@ def test_local_run_says_it_ignores_the_kubernetes_workload(tmp_path):
     import io
 
     from launcher.backends.local.preflight import as_processes
-    from launcher.loader import load_file
-    from launcher.plan import plan
+    from launcher.spec.loader import load_file
+    from launcher.plan.plan import plan
     from support import REPO
 
     out = io.StringIO()

@@ -3,7 +3,7 @@
 restart_decision follows the Jobs the launcher renders: each case is checked against the
 rendered Job too (where the local run does not count a failure, the Job's podFailurePolicy
 ignores that exit code; where it gives up at once, FailJob). decide() is the end of a run from
-task snapshots and the clock, like launcher.lifecycle.compute_status on Kubernetes.
+task snapshots and the clock, like launcher.status.lifecycle.compute_status on Kubernetes.
 """
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import signal
 
 import pytest
 
-from launcher import plan, render
+from launcher.plan import plan
+from launcher.render import render
 from launcher.backends.local import policy
 from launcher.backends.local.policy import (
     TaskSnapshot, TaskState, decide, evaluator_outcome, interrupted,
 )
-from launcher.loader import load_text
-from launcher.status import Phase
+from launcher.spec.loader import load_text
+from launcher.status.status import Phase
 from worker.contract import Role
 from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
 

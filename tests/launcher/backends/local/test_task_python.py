@@ -13,7 +13,7 @@ import pytest
 from local_clusters import LocalBackend, LocalProcessBackendConfig, make_spec, run_files
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.backends.local.tasks import plan_tasks
-from launcher.plan import plan as make_plan
+from launcher.plan.plan import plan as make_plan
 from worker.errors import EXIT_CONFIG
 
 DIGITS = ["--steps", "20", "--checkpoint-every", "10", "--global-batch-size", "32",

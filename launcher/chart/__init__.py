@@ -1,0 +1,1 @@
+"""The Helm chart's side: its values schema, its objects as data, a release's size."""

@@ -1,0 +1,36 @@
+"""`render --helm-values`: a spec as charts/tfk8s's values, refused when Helm could not keep the
+release (launcher/chart/helm_release.py)."""
+from __future__ import annotations
+
+import yaml
+
+from launcher.chart import helm_release
+from launcher.code_shipping import code_bundle
+from launcher.render import code_render, render
+from launcher.spec.spec import ClusterSpec
+
+
+def helm_values(spec: ClusterSpec) -> dict:
+    """values.yaml for charts/tfk8s: the spec itself, every default spelled out (code: packed)."""
+    return code_render.code_values(spec, spec.model_dump(by_alias=True, mode="json"))
+
+
+class _QuotedDumper(yaml.SafeDumper):
+    """Every string double-quoted: Helm's YAML 1.1 reader would take a plain y, N, 1e-3 or 0o17
+    for a boolean or a number."""
+
+
+_QuotedDumper.add_representer(
+    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"'))
+
+
+def helm_values_yaml(spec: ClusterSpec) -> str:
+    """The values as YAML; with `code:`, refused (helm_release.TooLargeForHelm) when the
+    release Helm would keep would not fit its Secret."""
+    values = helm_values(spec)
+    if "codeArchive" in values:
+        bundle = code_bundle.ensure(spec)
+        helm_release.check(values, render.to_yaml(render.render(spec)),
+                           f"code: {spec.code.path} ({code_bundle.human(bundle.size)} packed)")
+    return yaml.dump(values, Dumper=_QuotedDumper, sort_keys=False, allow_unicode=True,
+                     width=1 << 20)

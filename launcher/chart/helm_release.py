@@ -1,0 +1,60 @@
+"""How big a Helm release of charts/tfk8s gets, so `render --helm-values` and
+`python -m launcher.code_shipping` refuse in one line what Helm would refuse with a Secret error.
+
+Helm keeps every release in a Secret `sh.helm.release.v1.<name>.v<N>` whose one value is
+base64(gzip(JSON of the release)): the chart's files, the user's values and the rendered
+manifest. A Secret holds at most 1 MiB (helm/helm#9788, #7126). `codeArchive` is in the
+release twice, in the values and in the rendered ConfigMap, as base64 of a gzip archive, which
+gzip cannot shrink much: measured on kind, a 300 KiB incompressible archive installed, 450 KiB
+and 600 KiB failed with `data: Too long: may not be more than 1048576 bytes`. The estimate
+builds the same JSON and compresses it the same way; MARGIN covers the fields it leaves out.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from pathlib import Path
+
+from launcher.errors import LauncherError
+
+SECRET_LIMIT = 1024 * 1024  # bytes of a Secret's data
+MARGIN = 16 * 1024  # release metadata, hooks, info: a few KiB in practice
+CHART_DIR = Path(__file__).resolve().parents[2] / "charts" / "tfk8s"
+
+
+def _chart_files() -> list[dict]:
+    return [{"name": str(path.relative_to(CHART_DIR)),
+             "data": base64.b64encode(path.read_bytes()).decode()}
+            for path in sorted(CHART_DIR.rglob("*")) if path.is_file()]
+
+
+def estimated_bytes(values: dict, manifest: str) -> int:
+    """The size of the release Secret's data for these values and this rendered manifest."""
+    release = {"chart": {"files": _chart_files()}, "config": values, "manifest": manifest}
+    packed = gzip.compress(json.dumps(release).encode(), compresslevel=9)
+    return len(base64.b64encode(packed)) + MARGIN
+
+
+class TooLargeForHelm(LauncherError):
+    exit_code = 2  # like a spec error: the same input fails alike
+
+
+def check(values: dict, manifest: str, what: str) -> int:
+    """The estimate; TooLargeForHelm, saying the limit and the ways out, when over it."""
+    size = estimated_bytes(values, manifest)
+    if size > SECRET_LIMIT:
+        raise TooLargeForHelm(
+            f"{what} makes a Helm release of about {size / 1024:.0f} KiB, over the 1024 KiB a "
+            "Secret holds, where Helm keeps each release (the archive is in it twice: the values "
+            "and the rendered ConfigMap; helm/helm#9788): submit it with `python -m launcher "
+            "submit`, which keeps no release, or make the code dir smaller (code.exclude, a "
+            ".tfk8signore)")
+    return size
+
+
+def check_archive(archive: bytes, what: str) -> int:
+    """For `python -m launcher.code_shipping` (an archive for `--set-file codeArchive=`): the
+    chart's release with that archive in its values and in its ConfigMap."""
+    encoded = base64.b64encode(archive).decode()
+    return check({"codeArchive": encoded}, f"binaryData:\n  code.tar.gz: {encoded}\n", what)

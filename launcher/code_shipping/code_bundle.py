@@ -1,0 +1,225 @@
+"""Your own code without an image build: `code: ./src` packed into a deterministic tar.gz.
+
+The archive depends on the files' relative paths, contents and executable bits only (sorted
+order, mtime 0, uid/gid 0, no directory entries, gzip without name or time), so the same code
+always gives the same sha256, and the cluster's code ConfigMap is named by it
+(`<name>-code-<sha256[:10]>`). This module is the I/O edge: the loader packs the directory once
+and attaches the Bundle to the spec (ClusterSpec.code_bundle); plan and render only read it.
+
+Which files are shipped (excludes, links, special files): launcher/code_shipping/code_files.py.
+
+Run as `python -m launcher.code_shipping DIR [--exclude PATTERN ...]` it prints the archive in
+base64, for the Helm chart (`helm install ... --set-file codeArchive=code.b64`).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from launcher.code_shipping.code_files import collect, patterns_for
+
+MIB = 1024 * 1024
+# A ConfigMap holds at most 1 MiB (data + binaryData, decoded); the rest of the object
+# (metadata, the base64 overhead is not counted by that check but by etcd's 1.5 MiB request
+# limit) needs some room: 0.95 MiB of compressed archive.
+LIMIT = int(0.95 * MIB)
+# Files of more than this, together, are data, however well they compress: refused from their
+# sizes alone, before anything is read (a multi-GB dataset in the dir would take minutes).
+MAX_RAW_BYTES = 64 * MIB
+CODE_DIR = "/opt/tfk8s/code"  # in the pods: unpacked here, first on PYTHONPATH, the working dir
+ARCHIVE_DIR = "/opt/tfk8s/code-archive"  # the ConfigMap, mounted read-only for the init container
+ARCHIVE_KEY = "code.tar.gz"
+# The init container's program: unpack the archive into the emptyDir (stdlib only).
+UNPACK = (
+    "import sys, tarfile\n"
+    "src, dst = sys.argv[1], sys.argv[2]\n"
+    "with tarfile.open(src) as t:\n"
+    "    members = t.getmembers()\n"
+    "    for m in members:\n"
+    "        if not m.isreg() or m.name.startswith('/') or '..' in m.name.split('/'):\n"
+    "            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n"
+    "    t.extractall(dst, members)\n"
+    "print(f'tfk8s code: unpacked {len(members)} files into {dst}')\n"
+)
+
+
+class CodeSpec(BaseModel):
+    """The spec's `code:` key: a directory relative to the spec file, and excludes."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              frozen=True)
+
+    path: str = Field(min_length=1)
+    exclude: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value):
+        return {"path": value} if isinstance(value, str) else value
+
+
+@dataclass(frozen=True)
+class Bundle:
+    root: str  # the code dir, absolute
+    archive: bytes  # the tar.gz
+    files: tuple[tuple[str, int], ...]  # (relative path, size) of every packed file, sorted
+
+    @property
+    def digest(self) -> str:
+        # of the archive, which the chart can hash too (its ConfigMap name); a zlib that
+        # deflates differently (zlib-ng) gives another digest for the same files
+        return hashlib.sha256(self.archive).hexdigest()
+
+    @property
+    def size(self) -> int:
+        return len(self.archive)
+
+    @property
+    def raw_size(self) -> int:
+        return sum(size for _, size in self.files)
+
+    @classmethod
+    def from_archive(cls, root: str, archive: bytes) -> "Bundle":
+        """The Bundle an archive packed earlier holds (a local run's record of it)."""
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            files = tuple((m.name, m.size) for m in tar.getmembers())
+        return cls(root=root, archive=archive, files=files)
+
+    def object_name(self, cluster: str) -> str:
+        return f"{cluster}-code-{self.digest[:10]}"
+
+    def summary(self) -> str:
+        return (f"{len(self.files)} files, {human(self.raw_size)} packed to {human(self.size)} "
+                f"(sha256 {self.digest[:10]})")
+
+
+class TooLarge(ValueError):
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.hint = hint
+
+
+def human(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / MIB:.2f} MiB" if n >= MIB // 10 else f"{n / 1024:.1f} KiB"
+
+
+class _Bounded(io.BytesIO):
+    """The compressed archive, refusing to grow past `limit` (TooLarge raised by pack)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def write(self, data) -> int:
+        if self.tell() + len(data) > self.limit:
+            raise _OverLimit()
+        return super().write(data)
+
+
+class _OverLimit(Exception):
+    pass
+
+
+def pack(root: str | Path, exclude: list[str] = (), limit: int | None = None) -> Bundle:
+    """The Bundle of directory `root` (a ValueError when it is not one, Unshippable for a file
+    it must not carry). Streamed: files are read in chunks, and with `limit` the packing stops
+    (TooLarge) once the compressed archive passes it, or at once when the files' sizes alone
+    show the dir is data, not code (MAX_RAW_BYTES); nothing is read whole into memory."""
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise ValueError(f"{root} is not a directory")
+    entries = collect(root, patterns_for(root, list(exclude)))
+    files = tuple((rel, size) for rel, _, size in entries)
+    if limit is not None and sum(size for _, size in files) > MAX_RAW_BYTES:
+        raise _too_large(str(root), files, None)
+    out = _Bounded(limit if limit is not None else 1 << 62)
+    try:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
+            with tarfile.open(fileobj=gz, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+                for rel, path, size in entries:
+                    info = tarfile.TarInfo(rel)
+                    info.size, info.mtime, info.uid, info.gid = size, 0, 0, 0
+                    info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+                    with path.open("rb") as src:
+                        tar.addfile(info, src)
+    except _OverLimit:
+        raise _too_large(str(root), files, out.limit) from None
+    return Bundle(root=str(root), archive=out.getvalue(), files=files)
+
+
+def checked(bundle: Bundle, given: str) -> Bundle:
+    """`bundle`, or TooLarge when a ConfigMap cannot carry it: never a truncated archive."""
+    if bundle.size <= LIMIT:
+        return bundle
+    raise _too_large(given, bundle.files, bundle.size)
+
+
+def pack_checked(root: str | Path, exclude: list[str], given: str) -> Bundle:
+    """pack() within what a ConfigMap holds: stops reading as soon as the limit is passed."""
+    try:
+        return pack(root, exclude, limit=LIMIT)
+    except TooLarge as exc:
+        raise TooLarge(str(exc).replace(str(Path(root).resolve()), given, 1), exc.hint) from None
+
+
+def _too_large(given: str, files, compressed: int | None) -> TooLarge:
+    biggest = sorted(files, key=lambda f: -f[1])[:3]
+    raw = sum(size for _, size in files)
+    size = (f"packs to over {human(compressed)} compressed" if compressed is not None
+            else f"holds {human(raw)} of files, over the {human(MAX_RAW_BYTES)} a code dir may")
+    return TooLarge(
+        f"{given} {size} ({len(files)} files, {human(raw)} raw), over the "
+        f"{LIMIT / MIB:.2f} MiB a ConfigMap holds; largest: "
+        + ", ".join(f"{rel} ({human(size)})" for rel, size in biggest),
+        "exclude data files (code.exclude or a .tfk8signore in the code dir), or put data on "
+        "the checkpoint volume")
+
+
+def resolve(code: CodeSpec, base: Path) -> Path:
+    return (base / code.path).resolve()
+
+
+def ensure(spec) -> Bundle | None:
+    """The spec's attached Bundle; packed now (code.path relative to the working dir, or
+    absolute as the loader leaves it) for a spec that did not come from the loader."""
+    if spec.code is None:
+        return None
+    if spec.code_bundle is None:
+        spec.attach_code(pack_checked(resolve(spec.code, Path.cwd()), spec.code.exclude,
+                                      spec.code.path))
+    return spec.code_bundle
+
+
+def note(spec, to: str | None = None) -> str:
+    """One line on what `code:` ships: the dir, where to (its ConfigMap, or `to`: a local
+    run's unpacked copy), sizes, the first files."""
+    bundle = ensure(spec)
+    names = [rel for rel, _ in bundle.files]
+    shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
+    where = to or f"ConfigMap {bundle.object_name(spec.name)}"
+    return f"code: {bundle.root} -> {where}: {bundle.summary()}: {shown}"
+
+
+def unpack(archive: Path, dst: Path) -> None:
+    """The archive into `dst` (emptied first) by the pods' own init container program (UNPACK,
+    its checks included), so a local run runs from exactly the files the pods would get."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", UNPACK, str(archive), str(dst)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ValueError((done.stderr.strip().splitlines() or ["no output"])[-1])

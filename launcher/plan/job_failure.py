@@ -1,0 +1,104 @@
+"""What a failed task means (the plan's FailurePolicy), and the same rules as Job fields:
+podFailurePolicy and the retry budget (pure).
+
+The local backend restarts processes by the FailurePolicy; launcher/render/render.py puts the Job fields
+into every Job (a JobSet's too); scripts/gen_chart.py writes the same rules into the chart's
+contract, so the chart never spells them out by hand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher import k8s_contract
+from worker import contract
+from worker.contract import Role, Strategy
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """What a failed task means; Kubernetes: the Jobs' podFailurePolicy, local: the restarts.
+
+    restartPolicy Never: a failed task is replaced (a new pod, same hostname), counted against
+    backoffLimit, except exits in `ignored_exit_codes` and disruptions (eviction, drain,
+    preemption), which are not the task's fault; an exit in `fatal_exit_codes` fails the role at
+    once; an exit in `counted_exit_codes` counts even on a disruption (killed before it could
+    save: a node-pressure eviction has no grace). Roles in `per_index_roles` have a budget of
+    backoffLimit per index (pod) instead of one per role, and their first index out of budget
+    fails the role. OnFailure restarts in place and counts every failure per role (Kubernetes
+    allows no podFailurePolicy and no per-index limit with it).
+    """
+
+    restart_policy: str  # Never | OnFailure
+    backoff_limit: int
+    ignored_exit_codes: tuple[int, ...] = ()
+    fatal_exit_codes: tuple[int, ...] = ()
+    counted_exit_codes: tuple[int, ...] = ()
+    ignores_disruptions: bool = False
+    per_index_roles: tuple[Role, ...] = ()
+
+    def per_index(self, role: str) -> bool:
+        return Role(role) in self.per_index_roles
+
+    def budget(self, role: str, index: int) -> str:
+        """Whose backoffLimit a failure of task (role, index) uses: its index's, or its role's."""
+        return contract.task_name(role, index) if self.per_index(role) else Role(role).value
+
+
+def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy,
+                  builtin: bool) -> FailurePolicy:
+    """The failure rules of a cluster (scripts/gen_chart.py writes them into the chart)."""
+    if restart_policy != "Never":
+        return FailurePolicy(restart_policy, backoff_limit)
+    return FailurePolicy(
+        restart_policy, backoff_limit,
+        # SIGTERM: the built-in worker saved the current step first; a server (or the
+        # supervisor around it) that died of SIGTERM reports the same code. Not a failure.
+        # EXIT_PEER_LOST: the built-in worker lost a peer after saving (its own code, which a
+        # user's command may use for anything: only the built-in worker's is trusted).
+        ignored_exit_codes=(contract.EXIT_PREEMPTED,)
+        + ((contract.EXIT_PEER_LOST,) if builtin else ()),
+        # The built-in worker's bad arguments or program: a retry fails the same way.
+        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (),
+        # SIGKILL (128 + 9): nothing was saved, also when a disruption did it (a kubelet's
+        # node-pressure eviction kills at once; a grace period that ran out): counted, so
+        # evictions repeated without progress end at backoffLimit. Kubernetes' podFailurePolicy
+        # sees a DisruptionTarget condition's type, never its reason (TerminationByKubelet).
+        counted_exit_codes=(128 + 9,),
+        ignores_disruptions=True,
+        per_index_roles=k8s_contract.per_index_roles(strategy),
+    )
+
+
+
+
+def pod_failure_policy(failure: FailurePolicy) -> dict | None:
+    """The plan's failure rules as a Job podFailurePolicy (first matching rule wins). None under
+    OnFailure: Kubernetes refuses a podFailurePolicy there."""
+    if failure.restart_policy != "Never":
+        return None
+
+    def on_exit(action: str, codes: tuple[int, ...]) -> list[dict]:
+        return [{"action": action, "onExitCodes": {
+            # Kubernetes refuses values out of order
+            "containerName": k8s_contract.CONTAINER, "operator": "In", "values": sorted(codes)}}
+        ] if codes else []
+
+    # Exit-code rules first: a pod that was disrupted and exited 143 (saved) or 137 (killed
+    # before saving) is judged by its exit, the DisruptionTarget rule catches the rest.
+    rules = [*on_exit("Ignore", failure.ignored_exit_codes),
+             *on_exit("FailJob", failure.fatal_exit_codes),
+             *on_exit("Count", failure.counted_exit_codes)]
+    if failure.ignores_disruptions:
+        rules.append({"action": "Ignore",
+                      "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
+    return {"rules": rules}
+
+
+def backoff(failure: FailurePolicy, role: Role) -> dict:
+    """A Job's retry budget: backoffLimit for the role, or backoffLimitPerIndex with
+    maxFailedIndexes 0 (the first index out of retries fails the Job). backoffLimit is then left
+    unset (Kubernetes: unlimited), or every peer's failure would count against it again."""
+    if failure.restart_policy == "Never" and failure.per_index(role):
+        return {"backoffLimitPerIndex": failure.backoff_limit,
+                "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES}
+    return {"backoffLimit": failure.backoff_limit}

@@ -1,0 +1,260 @@
+"""spec -> plan: what every task gets and which rules apply, decided once (pure, no I/O).
+
+Every projection renders from a ClusterPlan: the Kubernetes Jobs (launcher/render/render.py), the
+local processes (launcher/backends/local/), and the Helm values. A projection only adds its own
+mechanics (pod templates, ports on 127.0.0.1, a supervisor process); it decides nothing: who is
+supervised and watches which Job, how a Job and a JobSet succeed, fail and restart are here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from launcher import k8s_contract
+from launcher.code_shipping import code_bundle
+from launcher.spec import names
+from launcher.plan.job_failure import FailurePolicy, restart_rules  # noqa: F401 (re-exported)
+from launcher.spec.spec import ClusterSpec
+from worker import contract
+from worker.contract import Role, Strategy
+
+# (role, index) -> "host:port"
+AddressFn = Callable[[str, int], str]
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """A task that never ends by itself and is ended when training is over (launcher/pod/supervise.py)."""
+
+    watch_job: str  # the Job whose end ends the task
+    grace_seconds: int  # how long it may run on after training succeeded (0 after a failure)
+    stop_grace_seconds: int  # SIGTERM -> SIGKILL when it is stopped
+    # A JobSet recreates the watched Job on every restart: the pod must know its own attempt,
+    # for a watched Job of an earlier one is not its own (launcher/pod/supervise.py).
+    per_attempt: bool = False
+
+
+@dataclass(frozen=True)
+class CodePlan:
+    """The spec's code: where tasks find it (first on PYTHONPATH, their working dir) and, once
+    packed, the object that carries it (Kubernetes) and what it holds."""
+
+    dir: str  # code_bundle.CODE_DIR in pods; the code dir itself for local processes
+    object_name: str | None = None  # <name>-code-<sha256[:10]>; None when not packed
+    digest: str | None = None
+    files: int = 0
+    size: int = 0  # compressed
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    role: Role
+    replicas: int
+    job_name: str
+    command: tuple[str, ...]  # the task's own command line
+    env: dict[str, str]  # launcher values first, then the user's (TF_CONFIG and index apart)
+    supervision: Supervision | None
+    service_account: str | None
+    workdir: str | None = None  # the task's working dir (the code dir), None: the image's
+    # The index whose success is the Job's (a Job successPolicy); None: every index must succeed.
+    success_index: int | None = None
+    tolerations: tuple[dict, ...] = ()  # the role's own, then nodeLossTolerationSeconds' taints
+
+    @property
+    def in_training_cluster(self) -> bool:
+        return self.role in contract.TRAINING_ROLES
+
+
+@dataclass(frozen=True)
+class JobSetPlan:
+    """How the one JobSet of workload jobset succeeds, fails and restarts (its own policies)."""
+
+    success_roles: tuple[Role, ...]  # the set succeeds once all of these roles' Jobs have
+    max_restarts: int  # restarts of every Job after one role's Job failed for good
+    restart_strategy: str
+    fatal_job_failure_reasons: tuple[str, ...]  # a Job failed for one of these: the set fails
+    queue: str | None  # the Kueue LocalQueue: created suspended, Kueue resumes it once admitted
+    ttl_seconds_after_finished: int | None  # the set's; its Jobs get none
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    spec: ClusterSpec
+    strategy: Strategy
+    success_role: Role
+    roles: tuple[RolePlan, ...]  # roles with replicas, in contract.ROLES order
+    failure: FailurePolicy
+    # Whether to create the supervisor's service account (allowed to read the watched Job):
+    # some role is supervised and the spec names no account of its own.
+    create_service_account: bool
+    supervisor_account: str  # the account supervised pods run as: the spec's, or the created one
+    # Roles whose pods connect to each other through NCCL on ports nobody can pin
+    # (k8s_contract.nccl_roles): those that may use it and get GPUs (NCCL needs one).
+    nccl_roles: tuple[Role, ...] = ()
+    code: CodePlan | None = None
+    jobset: JobSetPlan | None = None  # workload jobset only
+    # The Jobs' own TTL; none in a JobSet, whose TTL governs (a child Job deleted before the set
+    # had finished would be recreated).
+    job_ttl_seconds_after_finished: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def workload(self) -> k8s_contract.Workload:
+        return self.spec.workload
+
+    def role(self, role: str) -> RolePlan:
+        return next(r for r in self.roles if r.role == role)
+
+    @property
+    def supervised(self) -> tuple[Role, ...]:
+        return tuple(r.role for r in self.roles if r.supervision is not None)
+
+    @property
+    def watched_jobs(self) -> tuple[str, ...]:
+        """The Jobs the supervisor's account may read: those the supervised tasks watch."""
+        return tuple(dict.fromkeys(r.supervision.watch_job for r in self.roles if r.supervision))
+
+    @property
+    def training_roles(self) -> tuple[RolePlan, ...]:
+        return tuple(r for r in self.roles if r.in_training_cluster)
+
+    def tf_config(self, role: str, index: int, address: AddressFn) -> dict:
+        """The TF_CONFIG one task sees. The evaluator's lists no cluster: a PSv2 coordinator
+        that sees an evaluator in the cluster waits for it forever (tensorflow#46169)."""
+        if Role(role) not in contract.TRAINING_ROLES:
+            return {"cluster": {}, "task": {"type": Role(role).value, "index": index}}
+        cluster = {r.role.value: [address(r.role.value, i) for i in range(r.replicas)]
+                   for r in self.training_roles}
+        return {"cluster": cluster, "task": {"type": Role(role).value, "index": index}}
+
+    def tasks(self):
+        """(role, index) of every task, in creation order."""
+        return [(r.role, i) for r in self.roles for i in range(r.replicas)]
+
+
+def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None = None) -> ClusterPlan:
+    """The plan of `spec`; `model_dir` replaces spec.model_dir (local runs keep it in their dir),
+    `code_dir` the pods' code dir (local runs use the spec's code dir in place)."""
+    code = code_plan(spec, code_dir)
+    strategy = Strategy(spec.strategy)
+    success = contract.success_role(strategy)
+    workload = spec.workload
+    has_evaluator = spec.replicas(Role.EVALUATOR) > 0
+    supervised = k8s_contract.supervised_roles(strategy, has_evaluator, workload)
+    in_jobset = workload is k8s_contract.Workload.JOBSET
+    # MWMS: worker 0 is the chief, its success is the Job's.
+    success_index = contract.SUCCESS_INDEX if k8s_contract.success_needs_index_policy(strategy) \
+        else None
+    watch_job = names.job(spec.name, success, workload)
+    supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
+    roles = []
+    for role in spec.active_roles():
+        supervision = None
+        if role in supervised:
+            supervision = Supervision(
+                watch_job=watch_job,
+                grace_seconds=spec.evaluator_grace_seconds if role is Role.EVALUATOR else 0,
+                stop_grace_seconds=spec.termination_grace_period_seconds,
+                per_attempt=in_jobset,
+            )
+        roles.append(RolePlan(
+            role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role, workload),
+            command=tuple(task_command(spec)),
+            env=task_env(spec, role, model_dir, code.dir if code else None,
+                         code.digest if code else None),
+            workdir=code.dir if code else None,
+            supervision=supervision,
+            # The spec's account for every pod; otherwise only supervised pods need one.
+            service_account=supervisor_account if supervision or spec.service_account_name else None,
+            success_index=success_index if role is success else None,
+            tolerations=tuple(role_tolerations(spec, spec.roles.get(role))),
+        ))
+    return ClusterPlan(
+        spec=spec, strategy=strategy, success_role=success, roles=tuple(roles),
+        failure=failure_policy(spec),
+        create_service_account=bool(supervised) and spec.service_account_name is None,
+        supervisor_account=supervisor_account,
+        nccl_roles=tuple(r for r in k8s_contract.nccl_roles(strategy)
+                         if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus),
+        code=code,
+        jobset=jobset_plan(spec, strategy, has_evaluator) if in_jobset else None,
+        job_ttl_seconds_after_finished=None if in_jobset else spec.ttl_seconds_after_finished,
+    )
+
+
+def jobset_plan(spec: ClusterSpec, strategy: Strategy, has_evaluator: bool) -> JobSetPlan:
+    return JobSetPlan(
+        success_roles=k8s_contract.set_success_roles(strategy, has_evaluator),
+        max_restarts=k8s_contract.set_max_restarts(strategy),
+        restart_strategy=k8s_contract.JOBSET_RESTART_STRATEGY,
+        fatal_job_failure_reasons=k8s_contract.FATAL_JOB_FAILURE_REASONS,
+        queue=spec.queue, ttl_seconds_after_finished=spec.ttl_seconds_after_finished)
+
+
+def code_plan(spec: ClusterSpec, code_dir: str | None = None) -> CodePlan | None:
+    if spec.code is None:
+        return None
+    where = code_dir or code_bundle.CODE_DIR
+    bundle = spec.code_bundle
+    if bundle is None:
+        return CodePlan(dir=where)
+    return CodePlan(dir=where, object_name=bundle.object_name(spec.name), digest=bundle.digest,
+                    files=len(bundle.files), size=bundle.size)
+
+
+def failure_policy(spec: ClusterSpec) -> FailurePolicy:
+    """The spec's failure rules (launcher/plan/job_failure.py decides them)."""
+    return restart_rules(spec.restart_policy, spec.backoff_limit, Strategy(spec.strategy),
+                         spec.builtin)
+
+
+def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None,
+             code_dir: str | None = None, code_digest: str | None = None) -> dict[str, str]:
+    """What every task process gets besides TF_CONFIG and its index, on Kubernetes and locally.
+
+    User values last, so they cannot be mistaken for ours; sorted, because Helm values are maps
+    and the chart can only emit them in name order too.
+    """
+    env = {
+        contract.GRPC_FAIL_FAST: contract.GRPC_FAIL_FAST_VALUE,
+        contract.STRATEGY: Strategy(spec.strategy).value,
+        contract.MODEL_DIR: model_dir or spec.model_dir,
+        contract.PEER_TIMEOUT: str(spec.peer_timeout_seconds),
+        contract.CLUSTER_NAME: spec.name,
+        contract.NAMESPACE: spec.namespace,  # with the name: whose model dir (worker/model_dir/ownership.py)
+    }
+    if spec.builtin:
+        env[contract.PROGRAM] = spec.effective_program.module
+    if code_dir is not None:  # the code dir first on the module path (an env PYTHONPATH replaces it)
+        env["PYTHONPATH"] = code_dir
+    if code_digest is not None:  # FINAL.json records it: a finished dir meets changed code
+        env[contract.CODE_DIGEST] = code_digest
+    if contract.is_server(Strategy(spec.strategy), Role(role)):
+        env[contract.SERVER_LINGER] = str(
+            contract.server_linger_seconds(spec.termination_grace_period_seconds))
+    env.update(sorted(spec.env.items()))
+    env.update(sorted(spec.roles.get(role).env.items()))
+    return env
+
+
+def task_command(spec: ClusterSpec) -> list[str]:
+    """The built-in worker with the program's args, or the user's own command."""
+    if spec.builtin:
+        return ["python", "-m", "worker", *spec.effective_program.args]
+    return [*spec.command, *(spec.args or [])]
+
+
+def role_tolerations(spec: ClusterSpec, cfg) -> list[dict]:
+    """The role's own tolerations, then nodeLossTolerationSeconds for the lost-node taints the
+    role does not already tolerate itself."""
+    own = [t.model_dump(by_alias=True, exclude_none=True) for t in cfg.tolerations]
+    seconds = spec.node_loss_toleration_seconds
+    if seconds is None:
+        return own
+    named = {t.get("key") for t in own}
+    return own + [{"key": key, "operator": "Exists", "effect": "NoExecute",
+                   "tolerationSeconds": seconds}
+                  for key in k8s_contract.NODE_LOSS_TAINTS if key not in named]

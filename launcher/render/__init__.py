@@ -1,0 +1,1 @@
+"""plan -> Kubernetes objects: the manifests/*.j2 templates filled from the plan (pure)."""

@@ -1,0 +1,112 @@
+"""A role's part of cluster.yaml (roles.<role>): replicas, resources, env, nodeSelector and
+tolerations of its pods; launcher/spec/spec.py holds the rest of the spec."""
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from launcher import k8s_contract
+from worker.contract import Role
+
+# Resource names a TF pod may ask for; anything else is most likely a typo.
+GPU = "nvidia.com/gpu"
+KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU)
+QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
+_ENV_NAME = re.compile(k8s_contract.ENV_NAME_PATTERN)
+# The messages, str.format strings (the chart fills the same ones: launcher/chart/chart_schema.py).
+GPU_NOT_IN_LIMITS = (f"{GPU} must be set under limits (Kubernetes requires requests == limits "
+                     "for extended resources); move it to resources.limits")
+RESERVED_ENV_SET = "{key} is set by the launcher for every pod; remove it"
+
+
+class SpecModel(BaseModel):
+    """Every part of the spec: camelCase keys like Kubernetes objects, unknown keys refused."""
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class Resources(SpecModel):
+    requests: dict[str, str | int | float] = Field(default_factory=dict)
+    limits: dict[str, str | int | float] = Field(default_factory=dict)
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _known_quantities(cls, value: dict) -> dict[str, str]:
+        out = {}
+        for key, qty in value.items():
+            if key not in KNOWN_RESOURCES:
+                raise ValueError(
+                    f"unknown resource {key!r}; use one of {', '.join(KNOWN_RESOURCES)}"
+                )
+            text = str(qty)
+            if not QUANTITY.match(text):
+                raise ValueError(f"{key}: {text!r} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)")
+            out[key] = text
+        return out
+
+    @model_validator(mode="after")
+    def _gpu_in_limits(self) -> "Resources":
+        if GPU in self.requests and self.requests[GPU] != self.limits.get(GPU):
+            raise ValueError(GPU_NOT_IN_LIMITS)
+        return self
+
+    @property
+    def gpus(self) -> bool:
+        """Whether the pod gets GPUs (a GPU is set under limits, requests == limits)."""
+        return str(self.limits.get(GPU, "0")) != "0"
+
+
+class Toleration(SpecModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class RoleSpec(SpecModel):
+    replicas: int = Field(default=0, ge=0, le=10000)
+    resources: Resources = Field(default_factory=Resources)
+    env: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env(value)
+
+
+# One value: Linux refuses to start a process with an environment string over 128 KiB
+# (MAX_ARG_STRLEN: `submit --local` failed with "Argument list too long"), and every pod of
+# every role repeats it in its Job. Data belongs in a file (code:, a volume), not in env.
+MAX_ENV_VALUE_BYTES = 32 * 1024
+
+
+def check_env(value: dict[str, str]) -> dict[str, str]:
+    for key, item in value.items():
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+        if key in k8s_contract.RESERVED_ENV:
+            raise ValueError(RESERVED_ENV_SET.format(key=key))
+        size = len(str(item).encode())
+        if size > MAX_ENV_VALUE_BYTES:
+            raise ValueError(f"{key} is {size // 1024} KiB, over the {MAX_ENV_VALUE_BYTES // 1024}"
+                             " KiB an env value may have: put the data in a file (code:, a "
+                             "volume) and pass its path")
+    return {k: str(v) for k, v in value.items()}
+
+
+class Roles(SpecModel):
+    chief: RoleSpec = Field(default_factory=RoleSpec)
+    worker: RoleSpec = Field(default_factory=RoleSpec)
+    ps: RoleSpec = Field(default_factory=RoleSpec)
+    evaluator: RoleSpec = Field(default_factory=RoleSpec)
+
+    def get(self, role: str) -> RoleSpec:
+        return getattr(self, Role(role).value)

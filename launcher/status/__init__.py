@@ -1,0 +1,1 @@
+"""Kubernetes objects -> a cluster's status: phase, causes, progress (pure readers)."""

@@ -1,0 +1,71 @@
+"""Pods (or a JobSet's Jobs) the API server refused to create, as the cluster's cause (pure).
+
+ResourceQuota admission (which checks every container, init containers included), a policy
+webhook or Pod Security on a relabelled namespace refuse a pod at creation: no pod exists to
+carry a reason, and the refusal shows only as an Event of its owner, `FailedCreate` on the
+Job (the Job controller's pods) or `JobCreationFailed` on a JobSet (its Jobs). The cluster
+would sit in Pending with nothing said, `submit --wait` waiting forever. Here the newest such
+event of each of this submission's owners (by UID, so an earlier cluster of the same name does
+not speak) becomes the role's reason and the cluster's message, while the role lacks pods.
+The Job controller retries the creation with a backoff: a quota freed later lets it through,
+and the message goes away once every pod exists.
+"""
+from __future__ import annotations
+
+from launcher.status.status import ClusterStatus, Phase
+
+REFUSAL_REASONS = ("FailedCreate", "JobCreationFailed")
+MAX_MESSAGE_CHARS = 300
+
+
+def _when(event: dict) -> str:
+    return (event.get("lastTimestamp") or event.get("eventTime")
+            or (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def _short(message: str) -> str:
+    message = " ".join(message.split()).removeprefix("Error creating: ")
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def refusals(events: list[dict], owners: dict[str, str]) -> dict[str, str]:
+    """{owner label: the newest refusal's message} for events of `owners` ({UID: label}, the
+    label a role for a Job, "" for a JobSet)."""
+    newest: dict[str, dict] = {}
+    for event in events:
+        uid = (event.get("involvedObject") or {}).get("uid")
+        if event.get("reason") not in REFUSAL_REASONS or uid not in owners:
+            continue
+        label = owners[uid]
+        if label not in newest or _when(event) >= _when(newest[label]):
+            newest[label] = event
+    return {label: _short(event.get("message") or "no message") for label, event in newest.items()}
+
+
+def missing_pods(status: ClusterStatus) -> set[str]:
+    """Roles with fewer pods than replicas (active or succeeded)."""
+    return {r.role for r in status.roles if r.active + r.succeeded < r.replicas}
+
+
+def apply(status: ClusterStatus, refused: dict[str, str]) -> ClusterStatus:
+    """The status with the refusals as its cause, while they hold: an unfinished cluster whose
+    refused role still lacks pods (a JobSet's refused Job: its role has no Job at all)."""
+    if status.finished or not refused:
+        return status
+    lacking = missing_pods(status)
+    known = {r.role for r in status.roles}
+    said = []
+    for label, message in sorted(refused.items()):
+        if label == "":  # the JobSet's own event: one of its Jobs was refused
+            if status.phase is Phase.PENDING:  # its Jobs are not all there yet
+                said.append(f"the API server refused a Job of the JobSet: {message}")
+        elif label in lacking or label not in known:
+            said.append(f"the API server refused the {label}'s pod: {message}")
+            for role in status.roles:
+                if role.role == label:
+                    role.reason = f"pod refused: {message}"
+    if not said:
+        return status
+    status.phase = Phase.STUCK
+    status.message = "; ".join(said)
+    return status

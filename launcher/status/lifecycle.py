@@ -1,0 +1,286 @@
+"""The cluster's phase, computed from its Jobs and pods (pure: plain dicts in, status out).
+
+Lifecycle (docs/lifecycle.md):
+- Succeeded: the chief's Job (MWMS: the worker Job, whose success policy is worker 0) completed,
+  the evaluator (if any) has finished, and the supervised workers/ps have been ended.
+- Failed: the chief's Job failed (backoff exhausted, a podFailurePolicy FailJob rule, or
+  deadline passed). The message leads with why the chief ended: what Kubernetes recorded
+  (OOMKilled with the limit, Evicted, a deadline, a taint or a lost node: failure_reasons.py),
+  else the chief's own words, the last line of its container's termination message that is not
+  TF's logging (the built-in worker writes its one-line error there; other commands' log tails
+  get there through terminationMessagePolicy FallbackToLogsOnError).
+- Evaluator failure never fails training: it is reported in the message only.
+- A JobSet (workload jobset) decides Succeeded/Failed itself (its success and failure
+  policies); while suspended it is Queued, with Kueue's reason from its Workload.
+"""
+from __future__ import annotations
+
+from launcher import k8s_contract
+from launcher.k8s_contract import JOB_SUCCEEDED as SUCCEEDED, JOB_TERMINAL as TERMINAL  # the supervisor's
+from launcher.status import failure_reasons
+from launcher.status.status import ClusterStatus, Phase, RoleStatus
+from worker import contract
+from worker.contract import ROLES, Role, Strategy
+
+# Waiting reasons that will not fix themselves: report them instead of waiting forever.
+STUCK_REASONS = {
+    "ErrImagePull": "the image cannot be pulled",
+    "ImagePullBackOff": "the image cannot be pulled",
+    "InvalidImageName": "the image name is invalid",
+    "ErrImageNeverPull": "the image is not on the node and imagePullPolicy is Never",
+    "CreateContainerConfigError": "the container config is invalid",
+    "CreateContainerError": "the container cannot be created",
+}
+
+
+def job_condition(job: dict) -> tuple[str | None, str]:
+    """('Complete'|'Failed'|None, message) from a Job's terminal conditions."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") in SUCCEEDED:
+            return "Complete", ""
+        if cond.get("type") in TERMINAL:  # and not SUCCEEDED: a failure
+            return "Failed", f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
+    return None, ""
+
+
+def role_of(obj: dict) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
+
+
+def _index_of(pod: dict) -> int:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    try:
+        return int(annotations.get(k8s_contract.INDEX_ANNOTATION, 0))
+    except ValueError:
+        return 0
+
+
+def _terminated(pod: dict) -> dict | None:
+    """The most recent termination of the task container (current or previous run); not the
+    job-watch container's, which ends 0 and whose status Kubernetes may list first."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name", k8s_contract.CONTAINER) != k8s_contract.CONTAINER:
+            continue
+        state = cs.get("state") or {}
+        if "terminated" in state:
+            return state["terminated"]
+        last = cs.get("lastState") or {}
+        if "terminated" in last:
+            return last["terminated"]
+    return None
+
+
+def termination_reason(term: dict) -> str | None:
+    """Why a container exited non-zero, in its own words: the last line of its termination
+    message (the built-in worker's one-line error, or the log's tail under
+    FallbackToLogsOnError) that is not TF's logging."""
+    if not term.get("exitCode"):
+        return None
+    return failure_reasons.said_by_task(term.get("message") or "")
+
+
+# Unschedulable for a moment while a PersistentVolumeClaim binds (WaitForFirstConsumer or a
+# provisioner at work): the scheduler's message says so; it fixes itself, so it is not Stuck.
+TRANSIENT_UNSCHEDULABLE = ("unbound immediate PersistentVolumeClaims",)
+
+
+def pod_waits(pod: dict) -> str | None:
+    """A reason this pod waits that normally resolves by itself (shown, never Stuck), or None."""
+    name = (pod.get("metadata") or {}).get("name", "?")
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                and any(t in (cond.get("message") or "") for t in TRANSIENT_UNSCHEDULABLE):
+            return (f"pod {name} waits for its PersistentVolumeClaims to bind "
+                    "(if this lasts, see `kubectl get pvc` and the StorageClass's provisioner)")
+    return None
+
+
+def pod_problem(pod: dict) -> str | None:
+    """A reason this pod cannot make progress, or None."""
+    status = pod.get("status") or {}
+    name = (pod.get("metadata") or {}).get("name", "?")
+    for cs in status.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in STUCK_REASONS:
+            detail = waiting.get("message") or cs.get("image", "")
+            return f"pod {name}: {STUCK_REASONS[reason]} ({reason}: {detail})"
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                and cond.get("reason") == "Unschedulable" and pod_waits(pod) is None:
+            return f"pod {name} cannot be scheduled: {cond.get('message', '')}"
+    return None
+
+
+def task_pods(pods: list[dict]) -> list[dict]:
+    """The pods of the cluster's tasks: not the other pods with its labels (`tensorboard`'s)."""
+    roles = {r.value for r in ROLES}
+    return [p for p in pods if role_of(p) in roles]
+
+
+def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]) -> ClusterStatus:
+    pods = task_pods(pods)
+    by_role = {role_of(j): j for j in jobs if role_of(j)}
+    strategy = next(
+        (((j.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_STRATEGY) for j in jobs),
+        None,
+    )
+    if strategy not in {s.value for s in Strategy}:
+        return ClusterStatus(name, namespace, Phase.UNKNOWN,
+                             f"no Job carries a known {k8s_contract.LABEL_STRATEGY} label", None)
+    success_role = contract.success_role(strategy).value
+    roles: list[RoleStatus] = []
+    problems: list[str] = []
+    waits: list[str] = []
+    for role in ROLES:
+        job = by_role.get(role)
+        if job is None:
+            continue
+        st = job.get("status") or {}
+        role_pods = [p for p in pods if role_of(p) == role]
+        restarts = sum(
+            cs.get("restartCount", 0)
+            for p in role_pods for cs in (p.get("status") or {}).get("containerStatuses") or []
+        )
+        rs = RoleStatus(
+            role=role,
+            replicas=(job.get("spec") or {}).get("completions") or 0,
+            active=st.get("active") or 0,
+            succeeded=st.get("succeeded") or 0,
+            failed=(st.get("failed") or 0) + restarts,
+        )
+        newest = sorted(role_pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        for pod in newest:
+            term = _terminated(pod)
+            if term is not None:
+                rs.last_exit_code = term.get("exitCode")
+            recorded = failure_reasons.recorded_by_kubernetes(pod, term)
+            if recorded is not None:
+                rs.reason = recorded
+            elif term is not None:
+                said = termination_reason(term)
+                rs.reason = f"{term.get('reason')}: {said}" if said else term.get("reason")
+            if (wait := pod_waits(pod)) is not None:
+                waits.append(wait)
+            problem = pod_problem(pod)
+            if problem:
+                problems.append(problem)
+                rs.reason = problem
+        roles.append(rs)
+
+    exit_code, said = None, None
+    # restartPolicy Never replaces a failed pod: the newest pod of index 0 has the last word.
+    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
+        if role_of(pod) == success_role and _index_of(pod) == contract.SUCCESS_INDEX:
+            term = _terminated(pod)
+            if term is not None or failure_reasons.recorded_by_kubernetes(pod, None):
+                exit_code = (term or {}).get("exitCode")
+                said = failure_reasons.failure_reason(pod, term)
+
+    main = by_role.get(success_role)
+    if main is None:
+        return ClusterStatus(name, namespace, Phase.UNKNOWN, f"no {success_role} Job found", None, roles)
+    outcome, why = job_condition(main)
+    if outcome == "Failed":
+        message = f"{success_role} failed: {said} ({why})" if said else f"{success_role} failed: {why}"
+        return ClusterStatus(name, namespace, Phase.FAILED, message,
+                             exit_code if exit_code not in (None, 0) else 1, roles)
+    if outcome == "Complete":
+        waiting = [r for r, j in by_role.items() if r != success_role and job_condition(j)[0] is None]
+        notes = []
+        evaluator = by_role.get(Role.EVALUATOR)
+        if evaluator is not None and job_condition(evaluator)[0] == "Failed":
+            notes.append("evaluator failed (training is not affected)")
+        if waiting:
+            return ClusterStatus(name, namespace, Phase.FINISHING,
+                                 f"training done; waiting for {', '.join(waiting)} to end",
+                                 0, roles)
+        return ClusterStatus(name, namespace, Phase.SUCCEEDED, "; ".join(notes), 0, roles)
+    if problems:
+        return ClusterStatus(name, namespace, Phase.STUCK, "; ".join(problems), None, roles)
+    running = any(
+        (p.get("status") or {}).get("phase") == "Running" for p in pods
+    )
+    return ClusterStatus(name, namespace, Phase.RUNNING if running else Phase.PENDING,
+                         "; ".join(waits), None, roles)
+
+
+# JobSet conditions (jobset.x-k8s.io/v1alpha2 JobSetConditionType)
+JOBSET_COMPLETED, JOBSET_FAILED = "Completed", "Failed"
+
+
+def _true_conditions(obj: dict | None) -> dict[str, dict]:
+    return {c.get("type"): c for c in ((obj or {}).get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"}
+
+
+def admission_message(queue: str | None, workload: dict | None) -> str:
+    """Why a suspended JobSet waits, from its Kueue Workload (kueue.x-k8s.io Workload)."""
+    if queue is None:
+        return "suspended (no queue label: something other than Kueue suspended it)"
+    if workload is None:
+        return (f"waiting for Kueue to create its Workload in queue {queue} "
+                "(is Kueue installed, and does the LocalQueue exist?)")
+    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+    parts = []
+    evicted = conditions.get("Evicted")
+    if evicted is not None and evicted.get("status") == "True":
+        parts.append(f"preempted ({evicted.get('reason', '')}: {evicted.get('message', '')}); "
+                     "requeued, resumes from its last checkpoint when readmitted")
+    reserved = conditions.get("QuotaReserved")
+    admitted = conditions.get("Admitted")
+    if admitted is not None and admitted.get("status") == "True":
+        parts.append(f"admitted by queue {queue}; starting")
+    elif reserved is not None and reserved.get("status") == "False":
+        parts.append(f"waiting for quota in queue {queue}: {reserved.get('message', '')}")
+    else:
+        parts.append(f"waiting for queue {queue} to admit it")
+    return "; ".join(parts)
+
+
+def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[dict],
+                          pods: list[dict], workload: dict | None) -> ClusterStatus:
+    """Status of a cluster projected as one JobSet: its terminal conditions first, Kueue's
+    admission while it is suspended, otherwise the Jobs' own rules (compute_status)."""
+    pods = task_pods(pods)
+    base = compute_status(name, namespace, jobs, pods) if jobs else None
+    roles = base.roles if base else []
+    conditions = _true_conditions(jobset)
+    if JOBSET_COMPLETED in conditions:
+        # JobSet deletes the Jobs still running (ps, PS workers): done once their pods are gone.
+        ending = [p["metadata"].get("name", "?") for p in pods
+                  if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+        if ending:
+            return ClusterStatus(name, namespace, Phase.FINISHING,
+                                 f"training done; waiting for {len(ending)} pods to end: "
+                                 + ", ".join(sorted(ending)), 0, roles)
+        notes = base.message if base is not None and base.phase is Phase.SUCCEEDED else ""
+        return ClusterStatus(name, namespace, Phase.SUCCEEDED, notes, 0, roles)
+    if JOBSET_FAILED in conditions:
+        failed = conditions[JOBSET_FAILED]
+        code = base.exit_code if base is not None else None
+        message = f"JobSet failed: {failed.get('reason', '')}: {failed.get('message', '')}"
+        if base is not None and base.phase is Phase.FAILED:
+            message += f"; {base.message}"  # the chief's own words, when its Job failed
+        return ClusterStatus(name, namespace, Phase.FAILED, message,
+                             code if code not in (None, 0) else 1, roles)
+    if (jobset.get("spec") or {}).get("suspend"):
+        queue = ((jobset.get("metadata") or {}).get("labels") or {}).get(k8s_contract.QUEUE_LABEL)
+        return ClusterStatus(name, namespace, Phase.QUEUED, admission_message(queue, workload),
+                             None, roles)
+    if base is None or base.phase is Phase.UNKNOWN:
+        return ClusterStatus(name, namespace, Phase.PENDING, "the JobSet's Jobs are being created",
+                             None, roles)
+    if base.phase is Phase.SUCCEEDED:  # every Job ended, the set not yet marked: a moment
+        return ClusterStatus(name, namespace, Phase.FINISHING, "waiting for the JobSet to complete",
+                             0, roles)
+    if base.phase is Phase.FAILED:
+        # Only the set's Failed condition ends the cluster: its failure policy may recreate
+        # every Job instead (MWMS: maxRestarts), so a failed child Job is not the end yet.
+        restarts = (jobset.get("status") or {}).get("restarts") or 0
+        return ClusterStatus(name, namespace, Phase.RUNNING, (
+            f"{base.message}; the JobSet restarts its Jobs or fails (restarts so far: "
+            f"{restarts})"), None, roles)
+    return base
