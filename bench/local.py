@@ -17,6 +17,7 @@ Numbers come from the chief's progress lines (worker/progress.py):
   checkpoint saves included.
 Peak memory: the largest RSS (psutil) seen for any task of a role, sampled every 0.25 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,13 +45,15 @@ SAMPLE_SECONDS = 0.25
 
 
 def spec_for(name: str, strategy: str, roles: dict[str, int], program_args: list[str]) -> ClusterSpec:
-    return ClusterSpec.model_validate({
-        "name": name,
-        "strategy": strategy,
-        "program": {"args": program_args},
-        "roles": {role: {"replicas": n} for role, n in roles.items()},
-        "restartPolicy": "Never",
-    })
+    return ClusterSpec.model_validate(
+        {
+            "name": name,
+            "strategy": strategy,
+            "program": {"args": program_args},
+            "roles": {role: {"replicas": n} for role, n in roles.items()},
+            "restartPolicy": "Never",
+        }
+    )
 
 
 class MemorySampler:
@@ -95,12 +98,14 @@ def run_once(backend: LocalBackend, spec: ClusterSpec) -> dict:
         backend.submit(spec, replace=True)
         exit_code = backend.wait(spec.name)
     if exit_code != 0:
-        raise SystemExit(f"{spec.name} failed with exit code {exit_code}; see "
-                         f"{run_files(backend, spec.name).log_path('chief', 0)}")
-    records = [parse_line(line) for line in
-               run_files(backend, spec.name).log_path("chief", 0).read_text(errors="replace")
-               .splitlines()
-               if "tfk8s-progress" in line]
+        raise SystemExit(
+            f"{spec.name} failed with exit code {exit_code}; see {run_files(backend, spec.name).log_path('chief', 0)}"
+        )
+    records = [
+        parse_line(line)
+        for line in run_files(backend, spec.name).log_path("chief", 0).read_text(errors="replace").splitlines()
+        if "tfk8s-progress" in line
+    ]
     first = next(r for r in records if r["event"] == "first_step")
     blocks = [r for r in records if r["event"] == "block"]
     last = blocks[-1]
@@ -127,20 +132,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each")
     parser.add_argument("--data", default="digits")
     parser.add_argument("--markdown", type=Path, help="also write the Markdown section here")
-    parser.add_argument("--workdir", type=Path,
-                        help="where runs and their logs go (default: a temporary directory, "
-                        "removed after a successful benchmark)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="where runs and their logs go (default: a temporary directory, removed after a successful benchmark)",
+    )
     args = parser.parse_args(argv)
 
-    program_args = ["--loop", "custom", "--steps", str(args.steps), "--global-batch-size",
-                    str(args.global_batch_size), "--checkpoint-every", str(args.checkpoint_every),
-                    "--data", args.data]
+    program_args = [
+        "--loop",
+        "custom",
+        "--steps",
+        str(args.steps),
+        "--global-batch-size",
+        str(args.global_batch_size),
+        "--checkpoint-every",
+        str(args.checkpoint_every),
+        "--data",
+        args.data,
+    ]
     configs = {
         f"parameter_server: chief + {args.workers} workers + 1 ps": spec_for(
-            "bench-ps", "parameter_server", {"chief": 1, "worker": args.workers, "ps": 1},
-            program_args),
-        "single process (mirrored, 1 CPU device)": spec_for(
-            "bench-single", "mirrored", {"chief": 1}, program_args),
+            "bench-ps", "parameter_server", {"chief": 1, "worker": args.workers, "ps": 1}, program_args
+        ),
+        "single process (mirrored, 1 CPU device)": spec_for("bench-single", "mirrored", {"chief": 1}, program_args),
     }
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="tfk8s-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -155,9 +170,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(run_files(backend, spec.name).model_dir(spec), ignore_errors=True)
             result = run_once(backend, spec)
             results[label].append(result)
-            print(f"[bench] repeat {repeat + 1}/{args.repeats} {label}: first step "
-                  f"{result['first_step_s']:.1f} s, {result['block_steps_per_s']:.1f} steps/s "
-                  f"(blocks), {result['overall_steps_per_s']:.1f} overall", flush=True)
+            print(
+                f"[bench] repeat {repeat + 1}/{args.repeats} {label}: first step "
+                f"{result['first_step_s']:.1f} s, {result['block_steps_per_s']:.1f} steps/s "
+                f"(blocks), {result['overall_steps_per_s']:.1f} overall",
+                flush=True,
+            )
     output.close()
     if args.workdir is None:
         shutil.rmtree(workdir)  # kept when a run fails: its logs are what to read then

@@ -10,6 +10,7 @@ Each run goes through that checkout's own LocalBackend (its tasks import its wor
 is the median over the custom loop's blocks (--checkpoint-every steps, first block excluded,
 checkpoint saves not included) of worker 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
@@ -54,8 +54,9 @@ print(json.dumps({"code": code, "rates": rates[1:]}))
 
 
 def run_once(checkout: Path, steps: int, every: int) -> float:
-    out = subprocess.run([sys.executable, "-c", RUN, str(steps), str(every)], cwd=checkout,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", RUN, str(steps), str(every)], cwd=checkout, capture_output=True, text=True, check=True
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if result["code"] != 0 or not result["rates"]:
         raise SystemExit(f"{checkout}: run failed: {result}")
@@ -80,8 +81,7 @@ def main() -> None:
     for name, values in rates.items():
         print(f"| {name} | {', '.join(f'{v:.1f}' for v in values)} | {statistics.median(values):.1f} |")
     if opts.baseline:
-        ratio = statistics.median(rates["vote (this checkout)"]) / statistics.median(
-            rates["no vote (baseline)"])
+        ratio = statistics.median(rates["vote (this checkout)"]) / statistics.median(rates["no vote (baseline)"])
         print(f"\nvote / baseline steps/s: {ratio:.3f}")
 
 

@@ -5,6 +5,7 @@ Flags follow kubectl: --kubeconfig, --context, -n/--namespace, --dry-run=client|
 command turns its flags into typed options (a backend config, view options) and calls the
 Python API (launcher.api.TFK8sClient); printing and exit codes are what is left here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,19 +15,22 @@ import sys
 import time
 from dataclasses import dataclass
 
-from launcher.chart import chart_values
 from launcher import completion
-from launcher.code_shipping import code_bundle
-from launcher.render import render
-from launcher.spec import checkpoints
 from launcher.api.client import TFK8sClient, load_spec
 from launcher.api.config import (
-    DEFAULT_STUCK_SECONDS, DEFAULT_WORKDIR, BackendConfig, KubernetesBackendConfig,
+    DEFAULT_STUCK_SECONDS,
+    DEFAULT_WORKDIR,
+    BackendConfig,
+    KubernetesBackendConfig,
     LocalProcessBackendConfig,
 )
+from launcher.chart import chart_values
+from launcher.code_shipping import code_bundle
 from launcher.errors import LauncherError, SpecError
-from launcher.status.node_loss import EXIT_NODE_LOST
+from launcher.plan import storage
+from launcher.render import render
 from launcher.spec.spec import ClusterSpec
+from launcher.status.node_loss import EXIT_NODE_LOST
 from launcher.status.view import DEFAULT_LINE_SECONDS, LineView, make_view
 from worker.contract import ROLES
 
@@ -38,24 +42,32 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", help="kubeconfig context to use")
     p.add_argument("-n", "--namespace", help="namespace (default: the spec's, or the context's)")
     p.add_argument("--local", action="store_true", help="use local processes instead of Kubernetes")
-    p.add_argument("--workdir", default=DEFAULT_WORKDIR,
-                   help=f"where --local keeps runs (default: {DEFAULT_WORKDIR})")
-    p.add_argument("--python", metavar="PATH", help="the Python that runs --local's built-in "
-                   "worker tasks, e.g. a virtualenv's with TensorFlow (default: this one)")
+    p.add_argument("--workdir", default=DEFAULT_WORKDIR, help=f"where --local keeps runs (default: {DEFAULT_WORKDIR})")
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the Python that runs --local's built-in "
+        "worker tasks, e.g. a virtualenv's with TensorFlow (default: this one)",
+    )
 
 
 def _add_view_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--raw", action="store_true",
-                   help="no live view: with --local every task's output as it comes; on "
-                        "Kubernetes a status line at each change")
-    p.add_argument("--every", type=float, default=DEFAULT_LINE_SECONDS, metavar="SECONDS",
-                   help="when not on a terminal, print the progress line this often "
-                        f"(default {DEFAULT_LINE_SECONDS:g})")
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="no live view: with --local every task's output as it comes; on Kubernetes a status line at each change",
+    )
+    p.add_argument(
+        "--every",
+        type=float,
+        default=DEFAULT_LINE_SECONDS,
+        metavar="SECONDS",
+        help=f"when not on a terminal, print the progress line this often (default {DEFAULT_LINE_SECONDS:g})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tfk8s", description="Launch multi-worker TensorFlow training on Kubernetes.")
+    parser = argparse.ArgumentParser(prog="tfk8s", description="Launch multi-worker TensorFlow training on Kubernetes.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {completion.version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -70,26 +82,40 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submit", help="create the training cluster")
     p.add_argument("spec", nargs="?", help=f"cluster.yaml (default: {DEFAULT_SPEC})")
     _add_cluster_flags(p)
-    p.add_argument("--wait", action="store_true",
-                   help="show progress and exit with the chief's exit code (always on with "
-                        "--local); after --stuck-timeout: 1 if Stuck, "
-                        f"{EXIT_NODE_LOST} if a task is on a lost node (NodeLost)")
-    p.add_argument("--replace", action="store_true",
-                   help="delete and recreate a cluster whose spec changed")
-    p.add_argument("--dry-run", choices=["none", "client", "server"], default="none",
-                   help="client: print the objects; server: have the API server validate them")
-    p.add_argument("--stuck-timeout", type=float, default=DEFAULT_STUCK_SECONDS,
-                   help="with --wait, give up after a pod is stuck this many seconds "
-                        "(image pull error, unschedulable: exit 1) or a task sits on a lost "
-                        f"node this long (exit {EXIT_NODE_LOST}); the cluster is left in place")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="show progress and exit with the chief's exit code (always on with "
+        "--local); after --stuck-timeout: 1 if Stuck, "
+        f"{EXIT_NODE_LOST} if a task is on a lost node (NodeLost)",
+    )
+    p.add_argument("--replace", action="store_true", help="delete and recreate a cluster whose spec changed")
+    p.add_argument(
+        "--dry-run",
+        choices=["none", "client", "server"],
+        default="none",
+        help="client: print the objects; server: have the API server validate them",
+    )
+    p.add_argument(
+        "--stuck-timeout",
+        type=float,
+        default=DEFAULT_STUCK_SECONDS,
+        help="with --wait, give up after a pod is stuck this many seconds "
+        "(image pull error, unschedulable: exit 1) or a task sits on a lost "
+        f"node this long (exit {EXIT_NODE_LOST}); the cluster is left in place",
+    )
     _add_view_flags(p)
 
     p = sub.add_parser("status", help="phase, per-role counts and training progress of a cluster")
     p.add_argument("name")
     _add_cluster_flags(p)
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    p.add_argument("-w", "--watch", action="store_true",
-                   help="show the live view until the cluster ends; exit with the chief's code")
+    p.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="show the live view until the cluster ends; exit with the chief's code",
+    )
     _add_view_flags(p)
 
     p = sub.add_parser("logs", help="print a task's log, or every task's")
@@ -97,32 +123,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_flags(p)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--role", choices=[r.value for r in ROLES])
-    which.add_argument("--all", action="store_true",
-                       help="every task's log, each line behind its task's name")
+    which.add_argument("--all", action="store_true", help="every task's log, each line behind its task's name")
     p.add_argument("--index", type=int, default=0)
-    p.add_argument("-f", "--follow", action="store_true",
-                   help="until the task ends: wait for a task that has not started, go on "
-                        "with a restarted task's log (after a marker line)")
-    p.add_argument("--tail", type=int, metavar="N",
-                   help="only the last N lines (of each task's log with --all)")
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="until the task ends: wait for a task that has not started, go on "
+        "with a restarted task's log (after a marker line)",
+    )
+    p.add_argument("--tail", type=int, metavar="N", help="only the last N lines (of each task's log with --all)")
 
-    p = sub.add_parser("delete", help="delete a cluster and wait until everything is gone "
-                       f"(exit {EXIT_NODE_LOST} with the commands to finish when only pods on "
-                       "lost nodes are left)")
+    p = sub.add_parser(
+        "delete",
+        help="delete a cluster and wait until everything is gone "
+        f"(exit {EXIT_NODE_LOST} with the commands to finish when only pods on "
+        "lost nodes are left)",
+    )
     p.add_argument("name")
     _add_cluster_flags(p)
 
     p = sub.add_parser("list", help="list clusters")
     _add_cluster_flags(p)
 
-    p = sub.add_parser("tensorboard", help="serve TensorBoard on a cluster's model dir at "
-                       "127.0.0.1:PORT until Ctrl-C (Kubernetes: a pod, port-forwarded)")
+    p = sub.add_parser(
+        "tensorboard",
+        help="serve TensorBoard on a cluster's model dir at "
+        "127.0.0.1:PORT until Ctrl-C (Kubernetes: a pod, port-forwarded)",
+    )
     p.add_argument("name")
     _add_cluster_flags(p)
     p.add_argument("--port", type=int, default=6006, help="local port (default: 6006)")
 
-    p = sub.add_parser("completion", help="print a shell completion script: "
-                       "eval \"$(tfk8s completion bash)\" (in ~/.bashrc), or zsh")
+    p = sub.add_parser(
+        "completion", help='print a shell completion script: eval "$(tfk8s completion bash)" (in ~/.bashrc), or zsh'
+    )
     p.add_argument("shell", choices=completion.SHELLS)
     return parser
 
@@ -139,19 +174,25 @@ def view_options(args) -> ViewOptions:
     return ViewOptions(raw=args.raw, every=args.every)
 
 
-def backend_config(args, *, dry_run: bool = False, stuck_seconds: float = DEFAULT_STUCK_SECONDS,
-                   echo_tasks: bool = False) -> BackendConfig:
+def backend_config(
+    args, *, dry_run: bool = False, stuck_seconds: float = DEFAULT_STUCK_SECONDS, echo_tasks: bool = False
+) -> BackendConfig:
     """The one place that knows which backend, from the cluster flags every command has; the
     rest are the command's own (submit's --dry-run, --stuck-timeout, --raw)."""
     if args.local:
         if dry_run:
             raise LauncherError("--dry-run=server needs a cluster; drop --local")
         # The CLI runs a local cluster in its own process: Ctrl-C stops every task.
-        return LocalProcessBackendConfig(workdir=args.workdir, foreground=True,
-                                         echo_tasks=echo_tasks, python=args.python)
-    return KubernetesBackendConfig(namespace=args.namespace, context=args.context,
-                                   kubeconfig=args.kubeconfig, dry_run=dry_run,
-                                   stuck_seconds=stuck_seconds)
+        return LocalProcessBackendConfig(
+            workdir=args.workdir, foreground=True, echo_tasks=echo_tasks, python=args.python
+        )
+    return KubernetesBackendConfig(
+        namespace=args.namespace,
+        context=args.context,
+        kubeconfig=args.kubeconfig,
+        dry_run=dry_run,
+        stuck_seconds=stuck_seconds,
+    )
 
 
 def client_for(config: BackendConfig, view: ViewOptions | None = None) -> TFK8sClient:
@@ -168,7 +209,7 @@ def client_for(config: BackendConfig, view: ViewOptions | None = None) -> TFK8sC
 def warn_about_storage(spec: ClusterSpec) -> None:
     """On stderr, so a rendered manifest on stdout stays clean (Kubernetes only: a local run's
     model dir is on the local disk and survives its restarts)."""
-    warning = checkpoints.ephemeral_warning(spec)
+    warning = storage.ephemeral_warning(spec)
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
     if spec.code is not None:  # what `code:` ships (launcher/code_shipping/code_bundle.py)
@@ -190,8 +231,7 @@ def cmd_render(args) -> int:
             for pod, cfg in configs.items():
                 print(f"{pod}: {json.dumps(cfg)}")
         return 0
-    sys.stdout.write(render.to_json(objects) + "\n" if args.output == "json"
-                     else render.to_yaml(objects))
+    sys.stdout.write(render.to_json(objects) + "\n" if args.output == "json" else render.to_yaml(objects))
     return 0
 
 
@@ -199,8 +239,7 @@ def cmd_submit(args) -> int:
     server_dry_run = args.dry_run == "server"
     # --local always shows the run: its tasks run in this process, until they end.
     waits = (args.wait or args.local) and not server_dry_run
-    config = backend_config(args, dry_run=server_dry_run, stuck_seconds=args.stuck_timeout,
-                            echo_tasks=args.raw)
+    config = backend_config(args, dry_run=server_dry_run, stuck_seconds=args.stuck_timeout, echo_tasks=args.raw)
     client = client_for(config, view_options(args) if waits else None)
     spec = client.load(args.spec)
     if not args.local:
@@ -220,27 +259,26 @@ def cmd_status(args) -> int:
     if args.output == "json":
         print(json.dumps(status.to_dict(), indent=2))
         return 0
-    print(f"cluster {status.namespace}/{status.name}: {status.phase}"
-          + (f" - {status.message}" if status.message else ""))
+    print(
+        f"cluster {status.namespace}/{status.name}: {status.phase}" + (f" - {status.message}" if status.message else "")
+    )
     if status.exit_code is not None:
         print(f"exit code: {status.exit_code}")
     if status.training is not None:
         print(f"training: {status.training.summary()}")
     for note in status.notes:
         print(f"note: {note}")
-    print(f"{'ROLE':<10} {'REPLICAS':>8} {'ACTIVE':>6} {'SUCCEEDED':>9} {'FAILED':>6} "
-          f"{'LAST EXIT':>9}  REASON")
+    print(f"{'ROLE':<10} {'REPLICAS':>8} {'ACTIVE':>6} {'SUCCEEDED':>9} {'FAILED':>6} {'LAST EXIT':>9}  REASON")
     for r in status.roles:
         code = "-" if r.last_exit_code is None else str(r.last_exit_code)
-        print(f"{r.role:<10} {r.replicas:>8} {r.active:>6} {r.succeeded:>9} {r.failed:>6} "
-              f"{code:>9}  {r.reason or ''}")
+        print(f"{r.role:<10} {r.replicas:>8} {r.active:>6} {r.succeeded:>9} {r.failed:>6} {code:>9}  {r.reason or ''}")
     return 0
 
 
 def cmd_logs(args) -> int:
     lines = client_for(backend_config(args)).get_job_logs(
-        args.name, None if args.all else args.role, args.index, follow=args.follow,
-        tail=args.tail)
+        args.name, None if args.all else args.role, args.index, follow=args.follow, tail=args.tail
+    )
     for line in lines:
         sys.stdout.write(line)
         sys.stdout.flush()
@@ -278,9 +316,16 @@ def cmd_completion(args) -> int:
     return 0
 
 
-COMMANDS = {"completion": cmd_completion, "render": cmd_render, "submit": cmd_submit, "status": cmd_status,
-            "logs": cmd_logs, "delete": cmd_delete, "list": cmd_list,
-            "tensorboard": cmd_tensorboard}
+COMMANDS = {
+    "completion": cmd_completion,
+    "render": cmd_render,
+    "submit": cmd_submit,
+    "status": cmd_status,
+    "logs": cmd_logs,
+    "delete": cmd_delete,
+    "list": cmd_list,
+    "tensorboard": cmd_tensorboard,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@ so it knows every command, flag and choice the installed version has; and `--ver
 
 Plain bash `complete -F` (zsh loads it through bashcompinit): no dependency.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,7 @@ def _words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[s
 
 
 def _positional_choices(parser: argparse.ArgumentParser) -> list[str]:
-    return [str(c) for a in parser._actions if not a.option_strings and a.choices
-            for c in a.choices]
+    return [str(c) for a in parser._actions if not a.option_strings and a.choices for c in a.choices]
 
 
 def bash(parser: argparse.ArgumentParser) -> str:
@@ -61,10 +61,9 @@ def bash(parser: argparse.ArgumentParser) -> str:
     for name, sub in commands.items():
         flags, choices, takes_file = _words(sub)
         for flag, values in choices.items():
-            cases.append(f'        {name}:{flag}) COMPREPLY=($(compgen -W "{" ".join(values)}" '
-                         '-- "$cur")); return;;')
+            cases.append(f'        {name}:{flag}) COMPREPLY=($(compgen -W "{" ".join(values)}" -- "$cur")); return;;')
         positional = _positional_choices(sub)
-        default = (f'COMPREPLY=($(compgen -W "{" ".join(flags + positional)}" -- "$cur"))')
+        default = f'COMPREPLY=($(compgen -W "{" ".join(flags + positional)}" -- "$cur"))'
         if takes_file:
             default += '; [[ "$cur" != -* ]] && COMPREPLY+=($(compgen -f -- "$cur"))'
         cases.append(f"        {name}:*) {default}; return;;")
@@ -93,7 +92,9 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     if shell == "bash":
         return bash(parser)
     if shell == "zsh":
-        return ("# tfk8s completion for zsh: the bash one, through zsh's bashcompinit.\n"
-                "# Load it with: eval \"$(tfk8s completion zsh)\"\n"
-                "autoload -U +X bashcompinit && bashcompinit\n" + bash(parser))
+        return (
+            "# tfk8s completion for zsh: the bash one, through zsh's bashcompinit.\n"
+            '# Load it with: eval "$(tfk8s completion zsh)"\n'
+            "autoload -U +X bashcompinit && bashcompinit\n" + bash(parser)
+        )
     raise ValueError(f"no completion for shell {shell!r}; one of {', '.join(SHELLS)}")

@@ -1,4 +1,5 @@
 """The launcher's own error types: every user-facing failure is one of these."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,19 +5,28 @@ reads or prints is in worker/contract.py. The launcher renders and validates wit
 launcher/pod/supervise.py's pods never import them, and scripts/gen_chart.py writes them into the
 chart (templates/_contract.tpl, values.schema.json) for Helm.
 """
+
 from __future__ import annotations
 
 from enum import Enum
 
+from launcher.pod import job_watch, supervise
+from worker.contract import GRPC_FAIL_FAST, ROLE_COUNTS, TASK_INDEX, TF_CONFIG, Role, Strategy, success_role
+
 # The pod scripts run stdlib-only from a ConfigMap, so they define these; the launcher's layers
 # read them here, the one door into launcher/pod (tests/test_layers.py).
-from launcher.pod.job_watch import (  # noqa: F401 - re-exported
-    RESTART_ATTEMPT_KEY, SA_DIR, SUCCEEDED as JOB_SUCCEEDED, TERMINAL as JOB_TERMINAL)
-from launcher.pod.supervise import (  # noqa: F401 - re-exported
-    EXIT_API_UNREACHABLE, GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, POD_RESTART_POLICY_ENV,
-    RESTART_ATTEMPT_ENV, STATE_DIR as SUPERVISOR_STATE_DIR, WATCH_JOB_ENV)
-from worker.contract import (GRPC_FAIL_FAST, ROLE_COUNTS, TASK_INDEX, TF_CONFIG, Role, Strategy,
-                             success_role)
+RESTART_ATTEMPT_KEY = job_watch.RESTART_ATTEMPT_KEY
+SA_DIR = job_watch.SA_DIR
+JOB_SUCCEEDED = job_watch.SUCCEEDED
+JOB_TERMINAL = job_watch.TERMINAL
+EXIT_API_UNREACHABLE = supervise.EXIT_API_UNREACHABLE
+GRACE_ENV = supervise.GRACE_ENV
+NAMESPACE_ENV = supervise.NAMESPACE_ENV
+POD_GRACE_ENV = supervise.POD_GRACE_ENV
+POD_RESTART_POLICY_ENV = supervise.POD_RESTART_POLICY_ENV
+RESTART_ATTEMPT_ENV = supervise.RESTART_ATTEMPT_ENV
+SUPERVISOR_STATE_DIR = supervise.STATE_DIR
+WATCH_JOB_ENV = supervise.WATCH_JOB_ENV
 
 
 class Workload(str, Enum):
@@ -31,13 +40,11 @@ class Workload(str, Enum):
         return self.value
 
 
-
 def computes(strategy: Strategy, role: Role) -> bool:
     """Tasks that run the model's computation (and so want the GPUs): workers, and the chief
     unless it only coordinates (parameter_server)."""
     role = Role(role)
-    return role is Role.WORKER or (
-        role is Role.CHIEF and Strategy(strategy) is not Strategy.PARAMETER_SERVER)
+    return role is Role.WORKER or (role is Role.CHIEF and Strategy(strategy) is not Strategy.PARAMETER_SERVER)
 
 
 # --- labels and names on Kubernetes objects -------------------------------------------------
@@ -103,10 +110,11 @@ def success_needs_index_policy(strategy: Strategy) -> bool:
     strategy = Strategy(strategy)
     return ROLE_COUNTS[strategy][success_role(strategy)].maximum != 1
 
+
 # --- who must be ended, when a JobSet is done ----------------------------------------------
 
-def supervised_roles(strategy: Strategy, has_evaluator: bool,
-                     workload: Workload = Workload.JOBS) -> tuple[Role, ...]:
+
+def supervised_roles(strategy: Strategy, has_evaluator: bool, workload: Workload = Workload.JOBS) -> tuple[Role, ...]:
     """Roles that never end by themselves and are ended by our supervisor when training is over.
 
     PS-strategy workers and ps block in server.join() forever; as Jobs they are ended by the

@@ -27,6 +27,7 @@ release name and namespace.
 Not part of the runtime packages: it imports the launcher (pydantic) and writes into the
 source tree. The chart's files/supervise.py and files/job_watch.py are symlinks to the launcher's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,11 +43,11 @@ if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywh
 from launcher import k8s_contract  # noqa: E402
 from launcher.chart import chart_schema
 from launcher.code_shipping import code_bundle
+from launcher.k8s_contract import Workload  # noqa: E402
 from launcher.plan import job_failure, plan
 from launcher.render import supervised_pod
-from launcher.spec import spec
+from launcher.spec import role_spec, spec
 from worker import contract  # noqa: E402
-from launcher.k8s_contract import Workload  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 
 CHART_DIR = REPO / "charts" / "tfk8s"
@@ -54,12 +55,15 @@ SCHEMA_FILE = CHART_DIR / "values.schema.json"
 CONTRACT_FILE = CHART_DIR / "templates" / "_contract.tpl"
 COMMAND = chart_schema.COMMAND
 
+
 # ------------------------------------------------------------------------ templates/_contract.tpl
 def _names(enum) -> dict[str, str]:
     """{"multiWorkerMirrored": "multi_worker_mirrored", ...}: the values by camelCase key."""
+
     def camel(name: str) -> str:
         first, *rest = name.lower().split("_")
         return first + "".join(part.title() for part in rest)
+
     return {camel(member.name): member.value for member in enum}
 
 
@@ -77,8 +81,8 @@ def generate_contract() -> dict:
                 "successRole": contract.success_role(s).value,
                 # The evaluator, when it has replicas, is supervised too (the templates add it).
                 "supervisedRoles": {
-                    w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w)]
-                    for w in Workload},
+                    w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w)] for w in Workload
+                },
                 "successPolicy": k8s_contract.success_needs_index_policy(s),
                 # A JobSet's success roles (the templates add the evaluator) and restarts.
                 "setSuccessRoles": [r.value for r in k8s_contract.set_success_roles(s, False)],
@@ -132,7 +136,7 @@ def generate_contract() -> dict:
             "strategy": k8s_contract.LABEL_STRATEGY,
         },
         "container": k8s_contract.CONTAINER,
-        "gpuResource": spec.GPU,
+        "gpuResource": role_spec.GPU,
         "indexAnnotation": k8s_contract.INDEX_ANNOTATION,
         "dns1035Pattern": k8s_contract.DNS1035_PATTERN,
         "maxLabel": k8s_contract.MAX_LABEL,
@@ -141,7 +145,8 @@ def generate_contract() -> dict:
         # rules do not depend on the strategy.
         "podFailurePolicy": {
             kind: job_failure.pod_failure_policy(plan.restart_rules("Never", 0, Strategy.MIRRORED, builtin))
-            for kind, builtin in (("builtin", True), ("command", False))},
+            for kind, builtin in (("builtin", True), ("command", False))
+        },
         "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES,
         "code": _code_contract(),
         # What templates/_validate.tpl refuses with: the launcher's messages, @field@ to fill.
@@ -152,17 +157,24 @@ def generate_contract() -> dict:
 def _code_contract() -> dict:
     """code_render's pod additions with a placeholder object, image and pull policy (the chart
     sets those), and the ConfigMap's key and annotations."""
-    from launcher.render.code_render import (BYTES_ANNOTATION, CONTAINER_SECURITY, SHA256_ANNOTATION,
-                                      pod_code)
     from launcher.plan.plan import CodePlan
-    stub = types.SimpleNamespace(code=CodePlan(dir=code_bundle.CODE_DIR, object_name=""),
-                                 spec=types.SimpleNamespace(image="", image_pull_policy=""))
+    from launcher.render.code_render import BYTES_ANNOTATION, CONTAINER_SECURITY, SHA256_ANNOTATION, pod_code
+
+    stub = types.SimpleNamespace(
+        code=CodePlan(dir=code_bundle.CODE_DIR, object_name=""),
+        spec=types.SimpleNamespace(image="", image_pull_policy=""),
+    )
     pod = pod_code(stub, CONTAINER_SECURITY)
-    init = {k: v for k, v in pod["init_containers"][0].items()
-            if k not in ("image", "imagePullPolicy")}
-    return {"dir": code_bundle.CODE_DIR, "archiveKey": code_bundle.ARCHIVE_KEY,
-            "sha256Annotation": SHA256_ANNOTATION, "bytesAnnotation": BYTES_ANNOTATION,
-            "initContainer": init, "mounts": pod["mounts"], "volumes": pod["volumes"]}
+    init = {k: v for k, v in pod["init_containers"][0].items() if k not in ("image", "imagePullPolicy")}
+    return {
+        "dir": code_bundle.CODE_DIR,
+        "archiveKey": code_bundle.ARCHIVE_KEY,
+        "sha256Annotation": SHA256_ANNOTATION,
+        "bytesAnnotation": BYTES_ANNOTATION,
+        "initContainer": init,
+        "mounts": pod["mounts"],
+        "volumes": pod["volumes"],
+    }
 
 
 def contract_text() -> str:
@@ -190,12 +202,14 @@ PLAN_FILE = CHART_DIR / "templates" / "_plan.tpl"
 def _template_safe_json(value) -> str:
     """Compact JSON without `{{` or `}}` (template actions): braces in strings escaped, a space
     between the JSON's own."""
+
     def hide(node):
         if isinstance(node, dict):
             return {hide(k): hide(v) for k, v in node.items()}
         if isinstance(node, list):
             return [hide(v) for v in node]
         return node.replace("{", "\0L").replace("}", "\0R") if isinstance(node, str) else node
+
     body = json.dumps(hide(value), separators=(",", ":"), ensure_ascii=False)
     while "{{" in body or "}}" in body:
         body = body.replace("{{", "{ {").replace("}}", "} }")
@@ -208,13 +222,15 @@ def plan_text() -> str:
     """launcher/chart/chart_plan.py's objects per shape, one define each (a template reads only its
     own shape's), and the name formats and storage kinds."""
     from launcher.chart import chart_plan
+
     data = chart_plan.generate()
     parts = [
         "{{- /*\n"
         "GENERATED by scripts/gen_chart.py from launcher/chart/chart_plan.py (the launcher's own objects\n"
         f"with tokens for the values): do not edit by hand. Regenerate with `{COMMAND}`.\n"
         'Use: include "tfk8s.fill" with a shape\'s objects (see templates/_helpers.tpl).\n'
-        "*/ -}}\n"]
+        "*/ -}}\n"
+    ]
     shapes = data.pop("shapes")
     for key, objects in [("rules", data), *((f"shape.{k}", v) for k, v in shapes.items())]:
         body = _template_safe_json(objects)
@@ -235,8 +251,7 @@ def _count_text(role: Role, count: contract.Count) -> str | None:
         return f"{count.minimum} {role.value}"
     if count.maximum is None:
         return f">= {count.minimum} {role.value}"
-    return f"<= {count.maximum} {role.value}" if count.minimum == 0 else \
-        f"{count.minimum}-{count.maximum} {role.value}"
+    return f"<= {count.maximum} {role.value}" if count.minimum == 0 else f"{count.minimum}-{count.maximum} {role.value}"
 
 
 def values_text() -> str:
@@ -253,22 +268,25 @@ def values_text() -> str:
 # ------------------------------------------------------------------------ files
 def expected_files() -> dict[Path, str]:
     """Every generated file in the chart and the text it must have."""
-    return {SCHEMA_FILE: chart_schema.schema_text(), CONTRACT_FILE: contract_text(), VALUES_FILE: values_text(),
-            PLAN_FILE: plan_text()}
+    return {
+        SCHEMA_FILE: chart_schema.schema_text(),
+        CONTRACT_FILE: contract_text(),
+        VALUES_FILE: values_text(),
+        PLAN_FILE: plan_text(),
+    }
 
 
 def stale_files() -> list[Path]:
-    return [path for path, text in expected_files().items()
-            if not path.exists() or path.read_text() != text]
+    return [path for path, text in expected_files().items() if not path.exists() or path.read_text() != text]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/gen_chart.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python scripts/gen_chart.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--write", action="store_true", help="update the generated chart files")
-    group.add_argument("--check", action="store_true",
-                       help="exit 1 when a generated chart file is out of date")
+    group.add_argument("--check", action="store_true", help="exit 1 when a generated chart file is out of date")
     args = parser.parse_args(argv)
     if args.write:
         for path, text in expected_files().items():

@@ -9,6 +9,7 @@ so every test imports the shared helpers from support.py and local_clusters.py.
 Tests marked `process` start real TensorFlow clusters through LocalBackend (each task a separate
 OS process on 127.0.0.1) and take minutes on 2 cores; `-m "not process"` skips them.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from local_clusters import (
-    MEASUREMENTS, LocalBackend, LocalProcessBackendConfig, assert_no_task_processes,
+    MEASUREMENTS,
+    LocalBackend,
+    LocalProcessBackendConfig,
+    assert_no_task_processes,
 )
 
 
@@ -52,8 +55,9 @@ def pytest_collection_modifyitems(session, config, items):
     """Tiers in TIER_ORDER (stable within a tier); `node_kill` tests after every other kind
     test: the node they kill comes back with cross-node traffic later tests cannot rely on
     (tests/kind/test_lost_node.py). Each lane's tier becomes one pytest-xdist group."""
-    items.sort(key=lambda item: (TIER_ORDER.index(tier_of(item.keywords)),
-                                 item.get_closest_marker("node_kill") is not None))
+    items.sort(
+        key=lambda item: (TIER_ORDER.index(tier_of(item.keywords)), item.get_closest_marker("node_kill") is not None)
+    )
     for item in items:
         group = LANE_GROUPS.get(tier_of(item.keywords))
         if group:
@@ -64,11 +68,17 @@ def pytest_runtest_setup(item):
     # Ungrouped lanes would run two TF clusters at once on 2 cores, or split the kind tests
     # across workers: failures that point nowhere near the cause. Each such test fails instead.
     # In a pytest-xdist worker under loadgroup, a grouped test's node id ends in "@<group>".
-    if (getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group")
-            and "@" not in item.nodeid):
-        pytest.fail(f"pytest-xdist did not group {item.nodeid}: this pytest drops the group from "
-                    f"node ids (pytest-dev/pytest-xdist#1386). Install the test extra's pytest "
-                    f"(pip install -e '.[test]') or run in one process with `-n 0`.", pytrace=False)
+    if (
+        getattr(item.config.option, "loadgroup", False)
+        and item.get_closest_marker("xdist_group")
+        and "@" not in item.nodeid
+    ):
+        pytest.fail(
+            f"pytest-xdist did not group {item.nodeid}: this pytest drops the group from "
+            f"node ids (pytest-dev/pytest-xdist#1386). Install the test extra's pytest "
+            f"(pip install -e '.[test]') or run in one process with `-n 0`.",
+            pytrace=False,
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -95,8 +105,9 @@ def pytest_terminal_summary(terminalreporter):
     if _TIER_SECONDS:
         # summed over both lanes: a tier's own time, not the run's wall clock
         terminalreporter.section("tfk8s time per tier")
-        terminalreporter.write_line(", ".join(
-            f"{tier} {seconds / 60:.1f} min" for tier, seconds in sorted(_TIER_SECONDS.items())))
+        terminalreporter.write_line(
+            ", ".join(f"{tier} {seconds / 60:.1f} min" for tier, seconds in sorted(_TIER_SECONDS.items()))
+        )
 
 
 def _task_python() -> tuple[str, str]:
@@ -109,8 +120,9 @@ def _task_python() -> tuple[str, str]:
     python = recorded.read_text().strip() if recorded.is_file() else ""
     if python and Path(python).is_file():
         return python, "the image's packages, scripts/task_env.sh"
-    return sys.executable, ("this Python, with all it has installed: run scripts/task_env.sh "
-                            "for the image's packages only")
+    return sys.executable, (
+        "this Python, with all it has installed: run scripts/task_env.sh for the image's packages only"
+    )
 
 
 TASK_PYTHON, TASK_PYTHON_WHY = _task_python()
@@ -130,8 +142,7 @@ def backend(workdir, tmp_path) -> LocalBackend:
     # Task output goes to a file (and per task under the workdir), not into pytest's capture.
     stream = (tmp_path / "cluster-output.log").open("w")
     # In the foreground, echoing every task's output: as the CLI's `submit --local --raw`.
-    config = LocalProcessBackendConfig(workdir=workdir, foreground=True, echo_tasks=True,
-                                       python=TASK_PYTHON)
+    config = LocalProcessBackendConfig(workdir=workdir, foreground=True, echo_tasks=True, python=TASK_PYTHON)
     yield LocalBackend(config, stream=stream)
     stream.close()
     assert_no_task_processes(workdir)

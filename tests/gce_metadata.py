@@ -6,6 +6,7 @@ instance/hostname` answers 200 (`failure_handling_util.on_gcp`); every GKE pod r
 server at metadata.google.internal. Pointing GCE_METADATA_IP at this server puts TF on its GCE
 code paths (GCE_CPU here, GCE_GPU where a GPU is visible) for real, in unmodified processes.
 """
+
 from __future__ import annotations
 
 import http.server

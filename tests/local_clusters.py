@@ -1,6 +1,7 @@
 """Helpers for tests that run clusters through LocalBackend: specs, submissions in a thread,
 progress records from task logs, and the check that no task outlives its cluster.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ import time
 from pathlib import Path
 
 import psutil
-
-from support import REPO as REPO_ROOT, wait_until  # noqa: F401 (re-exported to the tests)
+from support import REPO as REPO_ROOT  # noqa: F401 - re-exported to the tests
+from support import wait_until as wait_until  # re-exported to the tests
 
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
@@ -41,8 +42,7 @@ def run_files(backend: LocalBackend, name: str) -> RunFiles:
     return RunFiles(backend.config.resolved_workdir, name)
 
 
-def kill_task(backend: LocalBackend, name: str, role: str, index: int,
-              sig: int = signal.SIGKILL) -> int:
+def kill_task(backend: LocalBackend, name: str, role: str, index: int, sig: int = signal.SIGKILL) -> int:
     """Send `sig` to one running task (SIGKILL: a crash); returns the pid it went to."""
     pid = run_files(backend, name).read_pid(role, index)
     if pid is None:
@@ -56,8 +56,9 @@ def measure(text: str) -> None:
     print(text)
 
 
-def make_spec(name: str, strategy: str, program_args: list[str], *, evaluator: bool = True,
-              roles: dict | None = None, **fields) -> ClusterSpec:
+def make_spec(
+    name: str, strategy: str, program_args: list[str], *, evaluator: bool = True, roles: dict | None = None, **fields
+) -> ClusterSpec:
     replicas = dict(roles or ROLES[strategy])
     if evaluator:
         replicas["evaluator"] = 1
@@ -68,8 +69,7 @@ def make_spec(name: str, strategy: str, program_args: list[str], *, evaluator: b
         "roles": {role: {"replicas": count} for role, count in replicas.items()},
         # The spec wants a volume for an evaluator (Kubernetes); LocalBackend ignores it and
         # maps the model dir into its workdir.
-        "checkpoint": {"dir": "/ckpt/model",
-                       "volume": {"persistentVolumeClaim": {"claimName": "unused"}}},
+        "checkpoint": {"dir": "/ckpt/model", "volume": {"persistentVolumeClaim": {"claimName": "unused"}}},
         **fields,
     }
     return ClusterSpec.model_validate(data)
@@ -97,8 +97,10 @@ class Submission:
         """For wait_until conditions: fails at once (with the cluster's status) when the cluster
         has already ended, instead of waiting out the timeout for a step it never reaches."""
         if not self.thread.is_alive():
-            raise AssertionError(f"cluster {self.spec.name} ended (exit {self.exit_code}, "
-                                 f"{self.error!r}): {self.backend.status(self.spec.name)}")
+            raise AssertionError(
+                f"cluster {self.spec.name} ended (exit {self.exit_code}, "
+                f"{self.error!r}): {self.backend.status(self.spec.name)}"
+            )
         return True
 
     def wait(self, timeout: float) -> int:
@@ -128,8 +130,7 @@ def attempts(backend: LocalBackend, name: str, role: str, index: int) -> list[li
 
 
 def events(backend: LocalBackend, name: str, role: str, index: int, event: str) -> list[dict]:
-    return [r for attempt in attempts(backend, name, role, index) for r in attempt
-            if r["event"] == event]
+    return [r for attempt in attempts(backend, name, role, index) for r in attempt if r["event"] == event]
 
 
 def task_processes(workdir: Path) -> list[psutil.Process]:
@@ -147,9 +148,7 @@ def task_processes(workdir: Path) -> list[psutil.Process]:
 
 def assert_no_task_processes(workdir: Path) -> None:
     left = task_processes(workdir)
-    assert not left, "tasks outlived their cluster: " + ", ".join(
-        f"{p.pid} {' '.join(p.cmdline())}" for p in left
-    )
+    assert not left, "tasks outlived their cluster: " + ", ".join(f"{p.pid} {' '.join(p.cmdline())}" for p in left)
 
 
 def metrics(backend: LocalBackend, name: str) -> list[dict]:

@@ -4,6 +4,7 @@ when the tier ends.
 
 Importable as `support` from every test: tests/conftest.py's directory is on sys.path.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,9 +70,11 @@ class TierResource:
 
     def open(self, manager):
         if self._released:
-            raise RuntimeError(f"the {self.marker} tier's cluster was already deleted: a "
-                               f"{self.marker} test was ordered after another tier's test "
-                               f"(tests/conftest.py sorts the tests by tier)")
+            raise RuntimeError(
+                f"the {self.marker} tier's cluster was already deleted: a "
+                f"{self.marker} test was ordered after another tier's test "
+                f"(tests/conftest.py sorts the tests by tier)"
+            )
         return self._stack.enter_context(manager)
 
     def release_after(self, nextitem) -> None:
@@ -84,6 +87,7 @@ class TierResource:
 
     def hooks(self):
         """(pytest_runtest_teardown, pytest_sessionfinish) for the tier's conftest."""
+
         @pytest.hookimpl(wrapper=True)
         def pytest_runtest_teardown(item, nextitem):
             # after the test's own teardown (its namespace is deleted through the cluster)

@@ -1,5 +1,6 @@
 """Drive `python -m launcher tensorboard` as a user does: start it, read the URL it prints, ask
 TensorBoard's HTTP API for the evaluator's scalars, stop it with Ctrl-C (SIGINT)."""
+
 from __future__ import annotations
 
 import json
@@ -33,17 +34,23 @@ class TensorBoardSession:
         self.log_path = log_path
         self.log = log_path.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "launcher", "tensorboard", *args], cwd=REPO,
-            stdout=subprocess.PIPE, stderr=self.log, text=True, preexec_fn=_ctrl_c_reaches_it)
+            [sys.executable, "-m", "launcher", "tensorboard", *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            preexec_fn=_ctrl_c_reaches_it,
+        )
         lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.append(self.process.stdout.readline()),
-                                  daemon=True)
+        reader = threading.Thread(target=lambda: lines.append(self.process.stdout.readline()), daemon=True)
         reader.start()
         reader.join(start_timeout)
         if not lines or not lines[0].strip():
             self.process.kill()
-            raise AssertionError(f"tensorboard printed no URL within {start_timeout}s (rc="
-                                 f"{self.process.poll()}): {log_path.read_text()[-3000:]}")
+            raise AssertionError(
+                f"tensorboard printed no URL within {start_timeout}s (rc="
+                f"{self.process.poll()}): {log_path.read_text()[-3000:]}"
+            )
         self.line = lines[0].strip()
         self.url = next(word for word in self.line.split() if word.startswith("http://"))
 
@@ -63,13 +70,19 @@ class TensorBoardSession:
             if EVAL_RUN in json.loads(runs_text) and "accuracy" in tags.get(EVAL_RUN, {}):
                 break
             if time.monotonic() > deadline:
-                raise AssertionError(f"no {EVAL_RUN} run with accuracy after {timeout}s: "
-                                     f"runs {runs_text}, tags {tags_text}")
+                raise AssertionError(
+                    f"no {EVAL_RUN} run with accuracy after {timeout}s: runs {runs_text}, tags {tags_text}"
+                )
             time.sleep(1.0)
         query = urllib.parse.urlencode({"run": EVAL_RUN, "tag": "accuracy"})
         points_text = self.get(f"/data/plugin/scalars/scalars?{query}")
-        return {"runs_text": runs_text, "tags_text": tags_text, "tags": tags[EVAL_RUN],
-                "points_text": points_text, "points": json.loads(points_text)}
+        return {
+            "runs_text": runs_text,
+            "tags_text": tags_text,
+            "tags": tags[EVAL_RUN],
+            "points_text": points_text,
+            "points": json.loads(points_text),
+        }
 
     def interrupt(self, timeout: float) -> int:
         """Ctrl-C; the exit code once it has cleaned up."""
@@ -77,8 +90,9 @@ class TensorBoardSession:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"still running {timeout:.0f} s after Ctrl-C; its output:\n"
-                                 f"{self.output()[-3000:]}") from None
+            raise AssertionError(
+                f"still running {timeout:.0f} s after Ctrl-C; its output:\n{self.output()[-3000:]}"
+            ) from None
         finally:
             if self.process.poll() is None:
                 self.process.kill()

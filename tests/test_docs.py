@@ -5,6 +5,7 @@ A runnable block (sh, bash, python) is preceded by one of
     <!-- not run: <why> -->                    e.g. it needs a cluster a reader brings
 Every yaml block that is a whole spec (it has `name:` and `strategy:`) loads as one.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,7 @@ def blocks(page: Path) -> list[Block]:
                 start, language = number, line[3:].strip()
             else:
                 marker = lines[start - 2] if start >= 2 else ""
-                found.append(Block(page, start, language, "\n".join(lines[start:number - 1]) + "\n",
-                                   marker))
+                found.append(Block(page, start, language, "\n".join(lines[start : number - 1]) + "\n", marker))
                 start = None
     return found
 
@@ -56,8 +56,7 @@ def all_blocks() -> list[Block]:
 
 
 def readme_block(language: str, containing: str) -> Block:
-    [block] = [b for b in blocks(REPO / "README.md")
-               if b.language == language and containing in b.text]
+    [block] = [b for b in blocks(REPO / "README.md") if b.language == language and containing in b.text]
     return block
 
 
@@ -68,9 +67,11 @@ def test_every_command_block_is_tested_or_says_why_not():
             continue
         marker = MARKER.fullmatch(block.marker.strip())
         if marker is None:
-            problems.append(f"{block.where()}: a {block.language} block with no "
-                            f"'<!-- tested: tests/...::test -->' or '<!-- not run: why -->' line "
-                            f"before it")
+            problems.append(
+                f"{block.where()}: a {block.language} block with no "
+                f"'<!-- tested: tests/...::test -->' or '<!-- not run: why -->' line "
+                f"before it"
+            )
         elif marker["test"]:
             path, _, name = marker["test"].partition("::")
             test_file = REPO / path
@@ -81,8 +82,10 @@ def test_every_command_block_is_tested_or_says_why_not():
 
 def test_the_marker_rule_can_fail(tmp_path, monkeypatch):
     page = tmp_path / "page.md"
-    page.write_text("```sh\nls\n```\n<!-- tested: tests/test_docs.py::no_such_test -->\n"
-                    "```python\nprint()\n```\n<!-- not run: a fragment -->\n```bash\nx\n```\n")
+    page.write_text(
+        "```sh\nls\n```\n<!-- tested: tests/test_docs.py::no_such_test -->\n"
+        "```python\nprint()\n```\n<!-- not run: a fragment -->\n```bash\nx\n```\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "PAGES", [page])
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     with pytest.raises(AssertionError) as failed:
@@ -93,8 +96,11 @@ def test_the_marker_rule_can_fail(tmp_path, monkeypatch):
 
 
 def test_every_whole_spec_in_the_docs_loads():
-    specs = [b for b in all_blocks() if b.language == "yaml"
-             and re.search(r"^name:", b.text, re.M) and re.search(r"^strategy:", b.text, re.M)]
+    specs = [
+        b
+        for b in all_blocks()
+        if b.language == "yaml" and re.search(r"^name:", b.text, re.M) and re.search(r"^strategy:", b.text, re.M)
+    ]
     assert specs, "the README shows a spec"
     for block in specs:
         spec = load_text(block.text, filename=block.where())
@@ -108,8 +114,14 @@ def test_the_readme_python_api_example_runs_as_shown(tmp_path):
     example = readme_block("python", "TFK8sClient(")
     script = tmp_path / "example.py"
     script.write_text(example.text)
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600, env={**_env(), "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**_env(), "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert out.startswith("<dict>: strategy: Input should be 'parameter_server'"), out[:500]

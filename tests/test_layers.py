@@ -6,6 +6,7 @@ launcher/k8s_contract.py alone. The worker runs in pods too: it imports nothing 
 and the launcher takes only its contract from it: worker/contract.py, and worker/args.py (a local
 run checks the program's arguments before it starts a task).
 """
+
 from __future__ import annotations
 
 import ast
@@ -18,19 +19,26 @@ REPO = Path(__file__).resolve().parents[1]
 # prefix names a module's layer; a package's __main__ is an entry point, above everything.
 LAYERS = {
     "launcher.pod": 0,
-    "launcher.errors": 1, "launcher.k8s_contract": 1,
+    "launcher.errors": 1,
+    "launcher.k8s_contract": 1,
     "launcher.code_shipping": 2,
     "launcher.spec": 3,
     "launcher.plan": 4,
-    "launcher.render": 5, "launcher.status": 5,
+    "launcher.render": 5,
+    "launcher.status": 5,
     "launcher.chart": 6,
     "launcher.backends": 7,
     "launcher.api": 8,
-    "launcher.cli": 9, "launcher.completion": 9,
+    "launcher.cli": 9,
+    "launcher.completion": 9,
     "worker.contract": 0,
-    "worker.progress": 1, "worker.errors": 1, "worker.args": 1, "worker.context": 1,
+    "worker.progress": 1,
+    "worker.errors": 1,
+    "worker.args": 1,
+    "worker.context": 1,
     "worker.program": 1,
-    "worker.lifecycle": 2, "worker.model_dir": 2,
+    "worker.lifecycle": 2,
+    "worker.model_dir": 2,
     "worker.roles": 3,
     "worker.examples": 4,
 }
@@ -78,8 +86,7 @@ def import_problems(top: str) -> list[str]:
             where = f"{path.relative_to(REPO)}:{line}: {module} imports {target}"
             if there[1] > here[1]:
                 problems.append(f"{where}, a higher layer ({there[0]})")
-            if (there[0] == "launcher.pod" and not here[0] == "launcher.pod"
-                    and module != POD_DOOR):
+            if there[0] == "launcher.pod" and not here[0] == "launcher.pod" and module != POD_DOOR:
                 problems.append(f"{where}: pod code, read it through {POD_DOOR}")
             if top == "worker" and target.startswith("launcher"):
                 problems.append(f"{where}: the worker imports nothing of the launcher")
@@ -101,12 +108,12 @@ def test_an_upward_import_is_caught(tmp_path, monkeypatch):
     fake_repo = tmp_path
     (fake_repo / "launcher" / "spec").mkdir(parents=True)
     (fake_repo / "launcher" / "spec" / "bad.py").write_text(
-        "from launcher.plan import plan\nfrom launcher.pod.supervise import STATE_DIR\n")
+        "from launcher.plan import plan\nfrom launcher.pod.supervise import STATE_DIR\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "REPO", fake_repo)
     problems = import_problems("launcher")
     assert problems == [
-        "launcher/spec/bad.py:1: launcher.spec.bad imports launcher.plan.plan, a higher layer "
-        "(launcher.plan)",
+        "launcher/spec/bad.py:1: launcher.spec.bad imports launcher.plan.plan, a higher layer (launcher.plan)",
         "launcher/spec/bad.py:2: launcher.spec.bad imports launcher.pod.supervise.STATE_DIR: pod "
         "code, read it through launcher.k8s_contract",
     ]

@@ -1,34 +1,34 @@
-"""Rules over the source tree itself: every name the code uses is defined (a module that loses
-an import in a move or a merge fails here in a second, not on the one cluster path that reaches
-it; pyflakes). The layers' import rules are in tests/test_layers.py."""
+"""Rules over the source tree itself: `ruff check` (pyflakes, pycodestyle, import order, bugbear)
+and `ruff format --check`, as configured in pyproject.toml. A module that loses an import in a
+move or a merge fails here in seconds, not on the one cluster path that reaches it. The layers'
+import rules are in tests/test_layers.py."""
+
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-def test_no_undefined_names():
-    pyflakes_api = pytest.importorskip("pyflakes.api")
-    from pyflakes import messages
 
-    undefined = (messages.UndefinedName, messages.UndefinedLocal, messages.UndefinedExport)
+def ruff(*args: str) -> subprocess.CompletedProcess:
+    if (
+        shutil.which("ruff") is None
+        and subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True).returncode != 0
+    ):
+        pytest.fail("ruff is not installed: pip install -e '.[test]'", pytrace=False)
+    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=REPO, capture_output=True, text=True)
 
-    class Collect:  # pyflakes' reporter interface
-        found: list[str] = []
 
-        def flake(self, message):
-            if isinstance(message, undefined):
-                self.found.append(str(message))
+def test_ruff_check_is_clean():
+    done = ruff("check", "--output-format", "concise", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
 
-        def syntaxError(self, filename, msg, lineno, offset, text):  # noqa: N802
-            self.found.append(f"{filename}:{lineno}: syntax error: {msg}")
 
-        def unexpectedError(self, filename, msg):  # noqa: N802
-            self.found.append(f"{filename}: {msg}")
-
-    collect = Collect()
-    for folder in ("launcher", "worker", "scripts", "bench", "tests"):
-        pyflakes_api.checkRecursive([str(REPO / folder)], collect)
-    assert not collect.found, "\n".join(collect.found)
+def test_ruff_format_is_clean():
+    done = ruff("format", "--check", ".")
+    assert done.returncode == 0, f"run `ruff format .`:\n{done.stdout}{done.stderr}"

@@ -1,5 +1,6 @@
 """The tiers run in tests/conftest.py's TIER_ORDER, and a tier's cluster is deleted once its
 last test has torn down (support.TierResource), before the next tier starts."""
+
 from __future__ import annotations
 
 import contextlib
@@ -7,7 +8,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from support import TierResource
 
 
@@ -39,20 +39,40 @@ class Item:
 
 
 def test_tiers_run_in_order_and_node_kill_last_among_kind():
-    items = [Item("k1", "kind"), Item("kill", "kind", "node_kill"), Item("k2", "kind"),
-             Item("u1"), Item("s1", "scale"), Item("p1", "process"), Item("h1", "helm"),
-             Item("u2")]
+    items = [
+        Item("k1", "kind"),
+        Item("kill", "kind", "node_kill"),
+        Item("k2", "kind"),
+        Item("u1"),
+        Item("s1", "scale"),
+        Item("p1", "process"),
+        Item("h1", "helm"),
+        Item("u2"),
+    ]
     conftest.pytest_collection_modifyitems(None, None, items)
     assert [i.name for i in items] == ["u1", "u2", "p1", "h1", "s1", "k1", "k2", "kill"]
 
 
 def test_each_lane_tier_is_one_xdist_group_and_the_rest_load_balance():
-    items = [Item("k1", "kind"), Item("kill", "kind", "node_kill"), Item("u1"),
-             Item("s1", "scale"), Item("p1", "process"), Item("p2", "process"), Item("h1", "helm")]
+    items = [
+        Item("k1", "kind"),
+        Item("kill", "kind", "node_kill"),
+        Item("u1"),
+        Item("s1", "scale"),
+        Item("p1", "process"),
+        Item("p2", "process"),
+        Item("h1", "helm"),
+    ]
     conftest.pytest_collection_modifyitems(None, None, items)
     assert {i.name: i.group() for i in items} == {
-        "u1": None, "p1": "tf-processes", "p2": "tf-processes", "h1": None,
-        "s1": "scale-cluster", "k1": "kind-cluster", "kill": "kind-cluster"}
+        "u1": None,
+        "p1": "tf-processes",
+        "p2": "tf-processes",
+        "h1": None,
+        "s1": "scale-cluster",
+        "k1": "kind-cluster",
+        "kill": "kind-cluster",
+    }
 
 
 def test_a_tier_resource_is_released_when_the_next_test_is_of_another_tier():

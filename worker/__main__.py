@@ -31,6 +31,7 @@ Order of events, and why:
 5. Exit with os._exit once the work is written (worker/lifecycle/shutdown.py): returning would run TF's
    teardown of remote resources, which took up to 30 s here, silently.
 """
+
 from __future__ import annotations
 
 import gc
@@ -40,11 +41,16 @@ import threading
 import time
 import traceback
 
-from worker import progress  # first: its import time is the process start for timings
-from worker import args, context, contract, errors
+from worker import (
+    args,
+    context,
+    contract,
+    errors,
+    progress,  # first: its import time is the process start for timings
+)
+from worker.contract import Role, Strategy
 from worker.lifecycle import peers, preemption, shutdown
 from worker.model_dir import layout
-from worker.contract import Role, Strategy
 
 
 def main(argv: list[str] | None = None):
@@ -125,8 +131,10 @@ def _wait_for_a_checkpoint(task: context.TaskContext) -> None:
     final = layout.marker_path(task.model_dir)
     if os.path.exists(state) or os.path.exists(final):
         return
-    print(f"tfk8s {task.name}: waiting for the first checkpoint in {os.path.dirname(state)} "
-          "before starting TensorFlow", flush=True)
+    print(
+        f"tfk8s {task.name}: waiting for the first checkpoint in {os.path.dirname(state)} before starting TensorFlow",
+        flush=True,
+    )
     while not (os.path.exists(state) or os.path.exists(final)):
         time.sleep(1.0)
 
@@ -137,6 +145,7 @@ def _import_tensorflow_in_background(with_keras: bool) -> None:
     thread's own import then waits on the module lock for this one to finish; if this one
     fails, the module is left out of sys.modules, so that import fails again in the main thread,
     where the error is handled and reported."""
+
     def load():
         try:
             import tensorflow as tf
@@ -154,9 +163,9 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     exit the process themselves when done (worker/lifecycle/shutdown.py); ps and PS workers never end."""
     import tensorflow as tf
 
+    from worker import program as program_module
     from worker.model_dir import ownership, writer_lease
     from worker.roles import training
-    from worker import program as program_module
 
     if contract.is_server(task.strategy, task.role):
         # Before tf.keras is touched: a server runs the chief's traced functions and never
@@ -168,8 +177,7 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
         ps_server.run(task, _resolver(task))  # never returns
     if options.uses_legacy_keras(task.strategy):
         training.require_legacy_keras(f"--loop {options.loop} under {task.strategy}")
-    progress.report("tensorflow_imported", task=task.name, strategy=task.strategy,
-                    keras=tf.keras.__name__)
+    progress.report("tensorflow_imported", task=task.name, strategy=task.strategy, keras=tf.keras.__name__)
     _collect_from_here()
 
     training.set_precision_policy(options, task.strategy)  # before any model is built (evaluator too)
@@ -190,12 +198,20 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     if done is not None and (changed := training.changed_since_finished(task, done)):
         raise errors.ConfigError(changed)  # deterministic: the same code fails alike
     if done is not None:
-        print(f"tfk8s: training already finished: {task.model_dir}/FINAL.json names "
-              f"{done.checkpoint} (step {done.step}, --steps {done.requested_steps}); nothing "
-              "to do. Delete FINAL.json or use another model dir to train again.", flush=True)
+        print(
+            f"tfk8s: training already finished: {task.model_dir}/FINAL.json names "
+            f"{done.checkpoint} (step {done.step}, --steps {done.requested_steps}); nothing "
+            "to do. Delete FINAL.json or use another model dir to train again.",
+            flush=True,
+        )
         # what `status` shows for this run: the finished model, not "no progress reported"
-        progress.report(contract.EVENT_FINAL, step=done.step, target=done.requested_steps,
-                        checkpoint=done.checkpoint_path(task.model_dir), already_finished=True)
+        progress.report(
+            contract.EVENT_FINAL,
+            step=done.step,
+            target=done.requested_steps,
+            checkpoint=done.checkpoint_path(task.model_dir),
+            already_finished=True,
+        )
         return errors.EXIT_OK
     resolver = _resolver(task)
     if task.strategy is Strategy.PARAMETER_SERVER:

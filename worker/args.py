@@ -4,6 +4,7 @@ Every task of a cluster gets the same arguments, so each role derives the same d
 them: the evaluator knows the loop (and so the checkpoint format and the Keras flavour) and the
 number of steps the final checkpoint stands for.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,39 +104,52 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--loop", choices=LOOPS, default="custom",
+        "--loop",
+        choices=LOOPS,
+        default="custom",
         help="custom: a tf.function training loop (ClusterCoordinator under parameter_server) "
         "with tf.train.CheckpointManager; fit: Keras Model.fit via tf_keras with BackupAndRestore "
         "and ModelCheckpoint (default: custom)",
     )
     parser.add_argument(
-        "--steps", type=_positive, default=400,
+        "--steps",
+        type=_positive,
+        default=400,
         help="optimizer steps to train in total, counted across restarts (default: 400); "
         "fit rounds up to whole epochs of --checkpoint-every steps",
     )
     parser.add_argument(
-        "--global-batch-size", type=_positive, default=64,
+        "--global-batch-size",
+        type=_positive,
+        default=64,
         help="examples per optimizer step across all replicas; the loss is averaged over this "
         "number (tf.nn.compute_average_loss). Under parameter_server each step runs on one "
         "worker, so this is that worker's batch (default: 64)",
     )
     parser.add_argument(
-        "--checkpoint-every", type=_positive, default=50,
+        "--checkpoint-every",
+        type=_positive,
+        default=50,
         help="steps between checkpoints; the fit loop's steps per epoch (default: 50)",
     )
     parser.add_argument("--data", default="digits", help=DATA_HELP)
     parser.add_argument(
-        "--max-checkpoints", type=_positive, default=10,
+        "--max-checkpoints",
+        type=_positive,
+        default=10,
         help="checkpoints kept in <model dir>/checkpoints; older ones are deleted, so an "
         "evaluator slower than training skips some (default: 10)",
     )
     parser.add_argument(
-        "--mixed-precision", action="store_true",
+        "--mixed-precision",
+        action="store_true",
         help="compute in 16 bits, keep variables in float32: mixed_float16 on GPUs (with "
         "dynamic loss scaling), mixed_bfloat16 on CPUs (no loss scaling needed)",
     )
     parser.add_argument(
-        "--collective", choices=COLLECTIVES, default="auto",
+        "--collective",
+        choices=COLLECTIVES,
+        default="auto",
         help="multi_worker_mirrored all-reduce: auto (NCCL when this task sees a GPU, ring "
         "otherwise), ring or nccl (default: auto)",
     )

@@ -4,6 +4,7 @@ Parsed without TensorFlow so that argument and environment mistakes fail in a fr
 second and peers can be awaited before TF's multi-second import. The TF-side view of the same
 TF_CONFIG (TFConfigClusterResolver) is created later by `__main__` and checked against this one.
 """
+
 from __future__ import annotations
 
 import json
@@ -112,8 +113,7 @@ def _parse_tf_config(raw: str) -> tuple[Role, int, dict[str, list[str]]]:
         raise ValueError('missing "task": {"type": ..., "index": ...}')
     role = next((r for r in Role if r.value == str(task["type"])), None)
     if role is None:
-        raise ValueError(f"task type {task['type']!r} is not one of "
-                         f"{', '.join(r.value for r in Role)}")
+        raise ValueError(f"task type {task['type']!r} is not one of {', '.join(r.value for r in Role)}")
     try:
         index = int(task.get("index", 0))
     except (TypeError, ValueError):
@@ -124,7 +124,5 @@ def _parse_tf_config(raw: str) -> tuple[Role, int, dict[str, list[str]]]:
     if role in contract.TRAINING_ROLES:
         members = cluster.get(role.value, [])
         if index < 0 or index >= len(members):
-            raise ValueError(
-                f"task {role}-{index} is not in the cluster ({role} has {len(members)} addresses)"
-            )
+            raise ValueError(f"task {role}-{index} is not in the cluster ({role} has {len(members)} addresses)")
     return role, index, {str(k): [str(a) for a in v] for k, v in cluster.items()}

@@ -6,6 +6,7 @@ decides success. The launcher and scripts/gen_chart.py (the chart's templates/_c
 read it too; the rules no task reads (Kubernetes objects, spec values) are in
 launcher/k8s_contract.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,6 +74,7 @@ def server_linger_seconds(grace_seconds: int) -> int:
     SIGKILL (at most half the grace). It still leaves as soon as the chief's port stops answering."""
     return grace_seconds - min(SERVER_LINGER_MARGIN_SECONDS, grace_seconds // 2)
 
+
 # --- progress lines ------------------------------------------------------------------------
 # Tasks print `tfk8s-progress {json}` lines on stdout; the launcher reads them from the success
 # role's and the evaluator's logs for `status`, `submit --wait` and `status --watch`. A
@@ -86,8 +88,7 @@ EVENT_EVALUATED = "evaluated"
 # {"event": "final", "step": int, "checkpoint": str}: training is done; this is its checkpoint.
 EVENT_FINAL = "final"
 # Fields of an `evaluated` event that describe it rather than measure the model.
-EVALUATION_META_FIELDS = ("event", "t", "wall", "step", "checkpoint", "final", "examples",
-                          "evaluated_at", "seconds")
+EVALUATION_META_FIELDS = ("event", "t", "wall", "step", "checkpoint", "final", "examples", "evaluated_at", "seconds")
 PROGRESS_SECONDS = "TFK8S_PROGRESS_SECONDS"
 DEFAULT_PROGRESS_SECONDS = 5.0
 
@@ -102,7 +103,7 @@ def parse_progress_line(line: str) -> dict | None:
     if at < 0:
         return None
     try:
-        record = json.loads(line[at + len(PROGRESS_PREFIX):])
+        record = json.loads(line[at + len(PROGRESS_PREFIX) :])
     except ValueError:
         return None
     return record if isinstance(record, dict) and isinstance(record.get("event"), str) else None
@@ -146,14 +147,13 @@ MAX_REASON_CHARS = 400
 
 def exit_reason(output: str) -> str | None:
     """The line that says why a task exited, from its termination message or its output's tail:
-    the last non-empty line that is not a progress line, without the worker's "tfk8s <task>: error: " prefix, shortened to
-    MAX_REASON_CHARS. None if there is none."""
-    lines = [line.strip() for line in output.splitlines()
-             if line.strip() and not line.startswith(PROGRESS_PREFIX)]
+    the last non-empty line that is not a progress line, without the worker's
+    "tfk8s <task>: error: " prefix, shortened to MAX_REASON_CHARS. None if there is none."""
+    lines = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith(PROGRESS_PREFIX)]
     if not lines:
         return None
     line = re.sub(ERROR_LINE_PATTERN, "", lines[-1])
-    return line if len(line) <= MAX_REASON_CHARS else line[:MAX_REASON_CHARS - 3] + "..."
+    return line if len(line) <= MAX_REASON_CHARS else line[: MAX_REASON_CHARS - 3] + "..."
 
 
 # --- what the built-in worker needs installed -----------------------------------------------
@@ -161,8 +161,7 @@ def exit_reason(output: str) -> str | None:
 # it, and a local run checks them before starting any task. tf-keras must match TensorFlow's
 # version and be installed with --no-deps (scripts/setup.sh, Dockerfile).
 _INSTALL_WORKER_EXTRA = "pip install '.[worker]' (from a tfk8s checkout)"
-_INSTALL_TF_KERAS = ("pip install --no-deps 'tf-keras==<your TensorFlow major.minor>.*' "
-                     "(--no-deps keeps tensorflow-cpu)")
+_INSTALL_TF_KERAS = "pip install --no-deps 'tf-keras==<your TensorFlow major.minor>.*' (--no-deps keeps tensorflow-cpu)"
 WORKER_REQUIREMENTS: dict[str, str] = {  # top-level module -> how to install it
     "tensorflow": _INSTALL_WORKER_EXTRA,
     "numpy": _INSTALL_WORKER_EXTRA,
@@ -187,6 +186,7 @@ def missing_module_message(module: str) -> str | None:
 
 # --- which roles a strategy runs -----------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Count:
     """How many replicas of a role a strategy allows; `message` says why, `{n}` the count given."""
@@ -210,8 +210,12 @@ ROLE_COUNTS: dict[Strategy, dict[Role, Count]] = {
     Strategy.MULTI_WORKER_MIRRORED: {
         Role.EVALUATOR: _ONE_EVALUATOR,
         Role.PS: Count(0, 0, "multi_worker_mirrored has no ps; set 0"),
-        Role.CHIEF: Count(0, 0, "multi_worker_mirrored uses worker 0 as chief (an explicit chief "
-                                "breaks checkpointing, tensorflow#35705); set 0 and add a worker"),
+        Role.CHIEF: Count(
+            0,
+            0,
+            "multi_worker_mirrored uses worker 0 as chief (an explicit chief "
+            "breaks checkpointing, tensorflow#35705); set 0 and add a worker",
+        ),
         Role.WORKER: Count(1, None, "multi_worker_mirrored needs at least 1 worker"),
     },
     Strategy.MIRRORED: {

@@ -3,6 +3,7 @@
 The launcher and the user read these codes from a pod's (or local task's) exit status, so each
 failure class keeps its own number. Every message says what went wrong, where, and how to fix it.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,15 @@ import os
 # in the contract, which the launcher reads them from too.
 from worker import contract, progress
 from worker.contract import (  # noqa: F401  (re-exported: the worker raises by these names)
-    EXIT_CONFIG, EXIT_DIVERGED_RESTORE, EXIT_LOST_PARAMETER_SERVER, EXIT_OK, EXIT_PEER_LOST,
-    EXIT_PEERS_UNREACHABLE, EXIT_PREEMPTED, EXIT_SUPERSEDED, EXIT_UNEXPECTED,
+    EXIT_CONFIG,
+    EXIT_DIVERGED_RESTORE,
+    EXIT_LOST_PARAMETER_SERVER,
+    EXIT_OK,
+    EXIT_PEER_LOST,
+    EXIT_PEERS_UNREACHABLE,
+    EXIT_PREEMPTED,
+    EXIT_SUPERSEDED,
+    EXIT_UNEXPECTED,
 )
 
 
@@ -60,16 +68,20 @@ def after_peer_loss(message: str, counted: WorkerError | None) -> WorkerError | 
     step = progress.saved_step()
     if step is None:
         return counted
-    return PeerLost(f"{message}; this attempt had saved step {step}, so this restart is not "
-                    f"counted against backoffLimit (exit {EXIT_PEER_LOST})")
+    return PeerLost(
+        f"{message}; this attempt had saved step {step}, so this restart is not "
+        f"counted against backoffLimit (exit {EXIT_PEER_LOST})"
+    )
 
 
 def first_informative_line(message: str) -> str:
     """TF's message starts with 'Graph execution error:'; the gRPC cause comes later."""
     for line in message.splitlines():
         line = line.strip()
-        if line and not line.endswith(":") and not line.startswith(
-            ("Graph execution error", "Detected at node", "File ", "Additional GRPC")
+        if (
+            line
+            and not line.endswith(":")
+            and not line.startswith(("Graph execution error", "Detected at node", "File ", "Additional GRPC"))
         ):
             return line[:300]
     return message.strip()[:300]

@@ -38,6 +38,7 @@ Optional:
         The worker reduces it with tf.nn.compute_average_loss over the GLOBAL batch, so the
         sum over replicas is the mean over the global batch (and Model.fit does the same).
 """
+
 from __future__ import annotations
 
 import importlib

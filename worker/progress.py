@@ -4,6 +4,7 @@ The format and the event names are the contract's (worker/contract.py); the laun
 lines for `status` and its live view, bench/local.py and the process tests for time to first
 step and steps/s.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,11 @@ import os
 import time
 
 from worker.contract import (
-    DEFAULT_PROGRESS_SECONDS, EVENT_STEP, PROGRESS_PREFIX, PROGRESS_SECONDS, parse_progress_line,
+    DEFAULT_PROGRESS_SECONDS,
+    EVENT_STEP,
+    PROGRESS_PREFIX,
+    PROGRESS_SECONDS,
+    parse_progress_line,
 )
 
 PREFIX = PROGRESS_PREFIX
@@ -78,8 +83,7 @@ class StepReporter:
     rates and ETAs start after it, or the first ETA would be off by the start-up time.
     """
 
-    def __init__(self, step: int, target: int, every_seconds: float | None = None,
-                 clock=time.monotonic):
+    def __init__(self, step: int, target: int, every_seconds: float | None = None, clock=time.monotonic):
         self.target = target
         self.every = progress_seconds() if every_seconds is None else every_seconds
         self.clock = clock

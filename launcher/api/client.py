@@ -5,6 +5,7 @@ train), get_job, list_jobs, wait_for_job_status, get_job_logs, delete_job; watch
 progress events. Errors are the launcher's own (launcher.errors): SpecError carries every
 `file:line: field: message (fix)` problem of a spec.
 """
+
 from __future__ import annotations
 
 import time
@@ -13,13 +14,16 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Union
 
-from launcher.spec import loader
 from launcher.api.config import (
-    BackendConfig, KubernetesBackendConfig, LocalProcessBackendConfig, make_backend,
+    BackendConfig,
+    KubernetesBackendConfig,
+    LocalProcessBackendConfig,
+    make_backend,
 )
 from launcher.api.events import JobEvent
 from launcher.backends.base import Backend, exit_code
 from launcher.errors import JobFailed, JobTimeout
+from launcher.spec import loader
 from launcher.spec.spec import SHARED_DISK, ClusterSpec
 from launcher.status.status import ClusterStatus, Phase
 from launcher.status.view import View, status_line
@@ -28,8 +32,7 @@ SpecSource = Union[str, Path, dict, ClusterSpec, None]
 EMBEDDED_DEFAULT = "<embedded default>"  # launcher/default-cluster.yaml
 
 
-def load_spec(spec: SpecSource = None, namespace: str | None = None, *,
-              shared_disk: bool = False) -> ClusterSpec:
+def load_spec(spec: SpecSource = None, namespace: str | None = None, *, shared_disk: bool = False) -> ClusterSpec:
     """A validated spec from a file path, a mapping, a ClusterSpec, or None (the embedded
     default spec); `namespace` replaces its own. Raises SpecError with every problem found.
     shared_disk: it will run as local processes (see launcher.spec.spec.SHARED_DISK)."""
@@ -64,12 +67,15 @@ class TFK8sClient:
     LocalProcessBackendConfig. view and out are for the CLI: what follow() shows, and where
     the backends write their notes (default: stderr for Kubernetes, stdout locally)."""
 
-    def __init__(self, backend_config: BackendConfig | None = None, *,
-                 view: View | None = None, out: IO[str] | None = None):
+    def __init__(
+        self, backend_config: BackendConfig | None = None, *, view: View | None = None, out: IO[str] | None = None
+    ):
         self.config = backend_config if backend_config is not None else KubernetesBackendConfig()
         if not isinstance(self.config, (KubernetesBackendConfig, LocalProcessBackendConfig)):
-            raise TypeError("backend_config must be KubernetesBackendConfig or "
-                            f"LocalProcessBackendConfig, not {type(self.config).__name__}")
+            raise TypeError(
+                "backend_config must be KubernetesBackendConfig or "
+                f"LocalProcessBackendConfig, not {type(self.config).__name__}"
+            )
         self._view, self._out = view, out
         self._backends: dict[str | None, Backend] = {}
         self._namespaces: dict[str, str] = {}  # Kubernetes: job name -> where it was submitted
@@ -83,8 +89,7 @@ class TFK8sClient:
         so a job submitted to its spec's namespace is found there again."""
         namespace = None if self.local else self._namespaces.get(name or "")
         if namespace not in self._backends:
-            self._backends[namespace] = make_backend(self.config, view=self._view, out=self._out,
-                                                     namespace=namespace)
+            self._backends[namespace] = make_backend(self.config, view=self._view, out=self._out, namespace=namespace)
         return self._backends[namespace]
 
     # --- jobs ------------------------------------------------------------------------------
@@ -119,8 +124,9 @@ class TFK8sClient:
         everything is gone."""
         self.backend(name).delete(name)
 
-    def get_job_logs(self, name: str, role: str | None = None, index: int = 0, *,
-                     follow: bool = False, tail: int | None = None) -> Iterator[str]:
+    def get_job_logs(
+        self, name: str, role: str | None = None, index: int = 0, *, follow: bool = False, tail: int | None = None
+    ) -> Iterator[str]:
         """Lines of one task's log (role, index), or with role None every task's, each behind
         `[<role>-<index>] `. follow: until the task (or cluster) ends, waiting for a task
         that has not started and going on with a restarted task's new log. tail: only the
@@ -137,8 +143,9 @@ class TFK8sClient:
 
     # --- waiting ---------------------------------------------------------------------------
 
-    def watch(self, name: str, *, polling_interval: float | None = None,
-              timeout: float | None = None) -> Iterator[JobEvent]:
+    def watch(
+        self, name: str, *, polling_interval: float | None = None, timeout: float | None = None
+    ) -> Iterator[JobEvent]:
         """A JobEvent whenever the job's phase, tasks, message or training progress (step,
         loss, ETA, evaluation) changes, ending with the one in which it finished (or became
         Unknown). JobTimeout after `timeout` seconds."""
@@ -154,14 +161,18 @@ class TFK8sClient:
             if status.finished or status.phase is Phase.UNKNOWN:
                 return
             if deadline is not None and time.monotonic() >= deadline:
-                raise JobTimeout(f"job {name!r} is still {status.phase} after {timeout:g}s: "
-                                 f"{line}", status)
+                raise JobTimeout(f"job {name!r} is still {status.phase} after {timeout:g}s: {line}", status)
             time.sleep(interval)
 
-    def wait_for_job_status(self, name: str, status: Iterable[Phase | str] = (Phase.SUCCEEDED,),
-                            *, timeout: float | None = None,
-                            polling_interval: float | None = None,
-                            callback: Callable[[JobEvent], Any] | None = None) -> ClusterStatus:
+    def wait_for_job_status(
+        self,
+        name: str,
+        status: Iterable[Phase | str] = (Phase.SUCCEEDED,),
+        *,
+        timeout: float | None = None,
+        polling_interval: float | None = None,
+        callback: Callable[[JobEvent], Any] | None = None,
+    ) -> ClusterStatus:
         """Block until the job is in one of `status` (phases or their names) and return its
         status; `callback` gets every JobEvent meanwhile. JobFailed when it ends in another
         phase (Failed; Unknown: nobody runs it any more), JobTimeout after `timeout` s."""
@@ -173,9 +184,13 @@ class TFK8sClient:
             if event.phase in wanted:
                 return event.status
         last = event.status
-        raise JobFailed(f"job {name!r} ended {last.phase}"
-                        + (f" (exit code {last.exit_code})" if last.exit_code else "")
-                        + (f": {last.message}" if last.message else ""), last, exit_code(last))
+        raise JobFailed(
+            f"job {name!r} ended {last.phase}"
+            + (f" (exit code {last.exit_code})" if last.exit_code else "")
+            + (f": {last.message}" if last.message else ""),
+            last,
+            exit_code(last),
+        )
 
     def follow(self, name: str) -> int:
         """The CLI's `submit --wait` / `status --watch`: block until the job ends, showing it

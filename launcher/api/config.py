@@ -3,6 +3,7 @@ to its backend (backends/<name>/types.py) and re-exported here for the API.
 
 The backend classes are imported only when a client first needs one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,12 +16,19 @@ from launcher.backends.local.types import DEFAULT_WORKDIR, LocalProcessBackendCo
 
 BackendConfig = Union[KubernetesBackendConfig, LocalProcessBackendConfig]
 
-__all__ = ["BackendConfig", "DEFAULT_STUCK_SECONDS", "DEFAULT_WORKDIR", "KubernetesBackendConfig",
-           "LocalProcessBackendConfig", "make_backend"]
+__all__ = [
+    "BackendConfig",
+    "DEFAULT_STUCK_SECONDS",
+    "DEFAULT_WORKDIR",
+    "KubernetesBackendConfig",
+    "LocalProcessBackendConfig",
+    "make_backend",
+]
 
 
-def make_backend(config: BackendConfig, *, view=None, out: IO[str] | None = None,
-                 namespace: str | None = None) -> Backend:
+def make_backend(
+    config: BackendConfig, *, view=None, out: IO[str] | None = None, namespace: str | None = None
+) -> Backend:
     """The backend for `config`. view: what a blocking wait shows (the CLI's live view or
     status lines; None: plain lines on `out`). namespace: overrides the config's (Kubernetes)."""
     if isinstance(config, LocalProcessBackendConfig):
@@ -33,5 +41,6 @@ def make_backend(config: BackendConfig, *, view=None, out: IO[str] | None = None
         if namespace:
             config = dataclasses.replace(config, namespace=namespace)
         return KubernetesBackend(config, view=view, out=out if out is not None else sys.stderr)
-    raise TypeError(f"backend config must be KubernetesBackendConfig or "
-                    f"LocalProcessBackendConfig, not {type(config).__name__}")
+    raise TypeError(
+        f"backend config must be KubernetesBackendConfig or LocalProcessBackendConfig, not {type(config).__name__}"
+    )

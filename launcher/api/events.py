@@ -1,4 +1,5 @@
 """Progress events: what TFK8sClient.watch() yields, one per visible change of a cluster."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,8 +10,7 @@ from launcher.status.view import status_line
 
 def _training_field(field: str) -> property:
     """One field of the status's training progress, None while there is none."""
-    return property(lambda event: getattr(event.status.training, field)
-                    if event.status.training else None)
+    return property(lambda event: getattr(event.status.training, field) if event.status.training else None)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ timeouts) is fixed at construction by its typed options (backends/<name>/types.p
 output stream and view; the methods take only what names a cluster. So the CLI chooses a
 backend once and then calls the same methods whatever it chose.
 """
+
 from __future__ import annotations
 
 import abc
@@ -33,15 +34,13 @@ class Backend(abc.ABC):
     def status(self, name: str) -> ClusterStatus: ...
 
     @abc.abstractmethod
-    def logs(self, name: str, role: str, index: int, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(self, name: str, role: str, index: int, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """Lines of one task's log, each ending in a newline (tail: only the last ones); with
         follow, until the task ends: waiting while it has not started, and going on with the
         log of a restarted or replaced task after a marker line."""
 
     @abc.abstractmethod
-    def all_logs(self, name: str, follow: bool = False,
-                 tail: int | None = None) -> Iterator[str]:
+    def all_logs(self, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """Every task's log lines, each behind `[<role>-<index>] `, in the order they were
         written as far as the backend can tell (tail: the last ones of each log); with follow,
         until the cluster ends."""

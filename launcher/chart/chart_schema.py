@@ -6,6 +6,7 @@ strategy (worker.contract.ROLE_COUNTS), args need command. Helm checks values ag
 rendering anything. What it cannot say, templates/_validate.tpl checks with the messages of
 `messages()`. A developer-time module like chart_plan.py: nothing at run time imports it.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,38 +14,50 @@ import string
 from typing import Any
 
 from launcher import k8s_contract
-from launcher.spec import names
-from launcher.spec import checkpoints, role_spec, spec
 from launcher.k8s_contract import Workload
+from launcher.spec import checkpoints, names, role_spec, spec
 from worker import contract
 from worker.contract import Role, Strategy
 
-GPU = spec.GPU
+GPU = role_spec.GPU
 COMMAND = "python scripts/gen_chart.py --write"  # what regenerates the chart's files
 
 # The chart's own refusals, of values the model does not have (the release's name and
 # namespace stand in for empty ones; codeArchive for code), as str.format strings.
-RELEASE_NAME_PROBLEM = ('empty, so the release name "{release}" is the cluster name, but it is '
-                        "{problem}; set name in the values or choose another release name")
-NAMESPACE_MISMATCH = ('the values say "{namespace}" but the release namespace is "{release}"; the '
-                      "pods' TF_CONFIG addresses contain it: install with --namespace {namespace},"
-                      ' or set namespace to "" (the release namespace)')
-CODE_NEEDS_ARCHIVE = ("the chart cannot read a local directory; set codeArchive to its archive in "
-                      "base64 (python -m launcher.code_shipping DIR > code.b64, then --set-file "
-                      "codeArchive=code.b64), or use the values of `python -m launcher render "
-                      "--helm-values SPEC`")
+RELEASE_NAME_PROBLEM = (
+    'empty, so the release name "{release}" is the cluster name, but it is '
+    "{problem}; set name in the values or choose another release name"
+)
+NAMESPACE_MISMATCH = (
+    'the values say "{namespace}" but the release namespace is "{release}"; the '
+    "pods' TF_CONFIG addresses contain it: install with --namespace {namespace},"
+    ' or set namespace to "" (the release namespace)'
+)
+CODE_NEEDS_ARCHIVE = (
+    "the chart cannot read a local directory; set codeArchive to its archive in "
+    "base64 (python -m launcher.code_shipping DIR > code.b64, then --set-file "
+    "codeArchive=code.b64), or use the values of `python -m launcher render "
+    "--helm-values SPEC`"
+)
 
 
 def messages() -> dict[str, str]:
     """What templates/_validate.tpl refuses with ($c.messages): the launcher's own messages,
     each {field} as the token @field@ that the chart's tfk8s.text fills."""
     table = {
-        "dns1035TooLong": names.DNS1035_TOO_LONG, "notDns1035": names.NOT_DNS1035,
-        "generatedName": names.GENERATED_NAME, "reservedEnv": role_spec.RESERVED_ENV_SET,
-        "gpuNotInLimits": role_spec.GPU_NOT_IN_LIMITS, "dirNotUnderMount": spec.DIR_NOT_UNDER_MOUNT,
-        "mwmsUnshared": checkpoints.MWMS_UNSHARED, "mwmsHostPath": checkpoints.HOSTPATH_PER_NODE,
-        "mwmsEmptyDir": checkpoints.EMPTYDIR_PER_POD, "releaseName": RELEASE_NAME_PROBLEM,
-        "namespaceMismatch": NAMESPACE_MISMATCH, "codeNeedsArchive": CODE_NEEDS_ARCHIVE}
+        "dns1035TooLong": names.DNS1035_TOO_LONG,
+        "notDns1035": names.NOT_DNS1035,
+        "generatedName": names.GENERATED_NAME,
+        "reservedEnv": role_spec.RESERVED_ENV_SET,
+        "gpuNotInLimits": role_spec.GPU_NOT_IN_LIMITS,
+        "dirNotUnderMount": spec.DIR_NOT_UNDER_MOUNT,
+        "mwmsUnshared": checkpoints.MWMS_UNSHARED,
+        "mwmsHostPath": checkpoints.HOSTPATH_PER_NODE,
+        "mwmsEmptyDir": checkpoints.EMPTYDIR_PER_POD,
+        "releaseName": RELEASE_NAME_PROBLEM,
+        "namespaceMismatch": NAMESPACE_MISMATCH,
+        "codeNeedsArchive": CODE_NEEDS_ARCHIVE,
+    }
     return {key: tokens(text) for key, text in table.items()}
 
 
@@ -140,16 +153,18 @@ def _count_rule(role: Role, count: contract.Count) -> dict | None:
 def _role_count_rules() -> list[dict]:
     """contract.ROLE_COUNTS: one if/then per strategy, and a rule that is the same under every
     strategy (at most one evaluator) once, for all."""
-    common = [role for role in contract.ROLES
-              if len({contract.ROLE_COUNTS[s][role] for s in Strategy}) == 1]
+    common = [role for role in contract.ROLES if len({contract.ROLE_COUNTS[s][role] for s in Strategy}) == 1]
     rules = []
     for strategy in Strategy:
-        then = [_count_rule(role, contract.ROLE_COUNTS[strategy][role])
-                for role in contract.ROLES if role not in common]
-        rules.append({
-            "if": {"required": ["strategy"], "properties": {"strategy": {"const": strategy.value}}},
-            "then": _merge(*(rule for rule in then if rule)),
-        })
+        then = [
+            _count_rule(role, contract.ROLE_COUNTS[strategy][role]) for role in contract.ROLES if role not in common
+        ]
+        rules.append(
+            {
+                "if": {"required": ["strategy"], "properties": {"strategy": {"const": strategy.value}}},
+                "then": _merge(*(rule for rule in then if rule)),
+            }
+        )
     for role in common:
         rule = _count_rule(role, contract.ROLE_COUNTS[next(iter(Strategy))][role])
         if rule:
@@ -174,31 +189,36 @@ def generate_schema() -> dict:
         "patternProperties": {env_name: {"type": "string"}},
         "additionalProperties": False,
         "description": f"environment variables (names: {env_name}); "
-                       + ", ".join(k8s_contract.RESERVED_ENV) + " are set by the launcher",
+        + ", ".join(k8s_contract.RESERVED_ENV)
+        + " are set by the launcher",
     }
 
     # name / namespace: DNS labels, or empty for the release's own name / namespace.
-    props["name"].update({
-        "maxLength": k8s_contract.MAX_LABEL,
-        "pattern": f"^$|{_anchored(k8s_contract.DNS1035_PATTERN)}",
-        "description": "cluster name (DNS-1035 label); empty: the Helm release name",
-    })
-    props["namespace"].update({
-        "default": "",
-        "maxLength": k8s_contract.MAX_LABEL,
-        "pattern": f"^$|{_anchored(k8s_contract.DNS1123_LABEL_PATTERN)}",
-        "description": "must equal the release namespace (helm --namespace); empty: that one",
-    })
+    props["name"].update(
+        {
+            "maxLength": k8s_contract.MAX_LABEL,
+            "pattern": f"^$|{_anchored(k8s_contract.DNS1035_PATTERN)}",
+            "description": "cluster name (DNS-1035 label); empty: the Helm release name",
+        }
+    )
+    props["namespace"].update(
+        {
+            "default": "",
+            "maxLength": k8s_contract.MAX_LABEL,
+            "pattern": f"^$|{_anchored(k8s_contract.DNS1123_LABEL_PATTERN)}",
+            "description": "must equal the release namespace (helm --namespace); empty: that one",
+        }
+    )
     schema["required"] = [r for r in schema["required"] if r != "name"]
     # The chart cannot read a local dir: it ships the archive given in codeArchive.
     props["codeArchive"] = {
-        "type": "string", "contentEncoding": "base64",
+        "type": "string",
+        "contentEncoding": "base64",
         "description": "code: the archive of `python -m launcher.code_shipping DIR` (base64), e.g. "
-                       "--set-file codeArchive=code.b64; `render --helm-values` includes it",
+        "--set-file codeArchive=code.b64; `render --helm-values` includes it",
     }
     props["code"]["anyOf"].insert(0, {"type": "string"})  # code: ./src, the short form
-    props["code"]["description"] = (
-        "the launcher's local code dir; the chart needs codeArchive instead")
+    props["code"]["description"] = "the launcher's local code dir; the chart needs codeArchive instead"
     props["env"] = env
     props["checkpoint"]["description"] = (
         "dir: an absolute path (under volume.mountPath when a volume is set) or a gs:// URL; "
@@ -206,22 +226,26 @@ def generate_schema() -> dict:
     )
 
     role_def["properties"]["env"] = env
-    quantity = {"anyOf": [
-        {"type": "string", "pattern": _anchored(spec._QUANTITY.pattern)},
-        {"type": "integer", "minimum": 0},
-        {"type": "number", "minimum": 0},
-    ]}
+    quantity = {
+        "anyOf": [
+            {"type": "string", "pattern": _anchored(role_spec.QUANTITY.pattern)},
+            {"type": "integer", "minimum": 0},
+            {"type": "number", "minimum": 0},
+        ]
+    }
     for key in ("requests", "limits"):
         resources_def["properties"][key] = {
             "type": "object",
-            "properties": {name: quantity for name in spec.KNOWN_RESOURCES},
+            "properties": {name: quantity for name in role_spec.KNOWN_RESOURCES},
             "additionalProperties": False,
         }
     resources_def["if"] = {
-        "required": ["requests"], "properties": {"requests": {"required": [GPU]}},
+        "required": ["requests"],
+        "properties": {"requests": {"required": [GPU]}},
     }
     resources_def["then"] = {
-        "required": ["limits"], "properties": {"limits": {"required": [GPU]}},
+        "required": ["limits"],
+        "properties": {"limits": {"required": [GPU]}},
     }
     resources_def["description"] = f"{GPU} must be set under limits (requests == limits)"
 
@@ -232,14 +256,13 @@ def generate_schema() -> dict:
     ]
     volume_def["description"] += " Set exactly one of persistentVolumeClaim or hostPath."
     checkpoint_def["allOf"] = [
-        {   # only gs:// as remote storage, otherwise an absolute path
+        {  # only gs:// as remote storage, otherwise an absolute path
             "if": {"required": ["dir"], "properties": {"dir": {"type": "string", "pattern": "://"}}},
             "then": {"properties": {"dir": {"pattern": "^gs://"}}},
             "else": {"properties": {"dir": {"pattern": "^/"}}},
         },
-        {   # a gs:// dir needs no volume
-            "if": {"required": ["dir"],
-                   "properties": {"dir": {"type": "string", "pattern": "^gs://"}}},
+        {  # a gs:// dir needs no volume
+            "if": {"required": ["dir"], "properties": {"dir": {"type": "string", "pattern": "^gs://"}}},
             "then": {"properties": {"volume": {"type": "null"}}},
         },
     ]
@@ -250,23 +273,32 @@ def generate_schema() -> dict:
         # args without command: set command too, or use program.args
         {"if": _is_set("args", "array"), "then": _is_set("command", "array")},
         # spec.QUEUE_NEEDS_JOBSET: Kueue admits a cluster as one unit only as a JobSet
-        {"if": _is_set("queue", "string"), "then": {
-            "required": ["workload"], "properties": {"workload": {"const": Workload.JOBSET.value}}}},
+        {
+            "if": _is_set("queue", "string"),
+            "then": {"required": ["workload"], "properties": {"workload": {"const": Workload.JOBSET.value}}},
+        },
         # command (bring-your-own) and program (built-in worker) exclude each other
         {"if": _is_set("command", "array"), "then": {"properties": {"program": {"type": "null"}}}},
-        {   # the evaluator reads the chief's checkpoints: shared volume or gs://
+        {  # the evaluator reads the chief's checkpoints: shared volume or gs://
             "if": _replicas(evaluator, {"minimum": 1}, need=True),
-            "then": {"required": ["checkpoint"], "properties": {"checkpoint": {"anyOf": [
-                {"required": ["volume"], "properties": {"volume": {"type": "object"}}},
-                {"required": ["dir"], "properties": {"dir": {"pattern": "^gs://"}}},
-            ]}}},
+            "then": {
+                "required": ["checkpoint"],
+                "properties": {
+                    "checkpoint": {
+                        "anyOf": [
+                            {"required": ["volume"], "properties": {"volume": {"type": "object"}}},
+                            {"required": ["dir"], "properties": {"dir": {"pattern": "^gs://"}}},
+                        ]
+                    }
+                },
+            },
         },
     ]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "tfk8s cluster spec (Helm values)",
         "description": f"Generated from launcher.spec.spec.ClusterSpec and worker/contract.py by "
-                       f"`{COMMAND}`; do not edit by hand.",
+        f"`{COMMAND}`; do not edit by hand.",
         **schema,
     }
 

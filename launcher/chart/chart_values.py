@@ -1,5 +1,6 @@
 """`render --helm-values`: a spec as charts/tfk8s's values, refused when Helm could not keep the
 release (launcher/chart/helm_release.py)."""
+
 from __future__ import annotations
 
 import yaml
@@ -21,7 +22,8 @@ class _QuotedDumper(yaml.SafeDumper):
 
 
 _QuotedDumper.add_representer(
-    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"'))
+    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+)
 
 
 def helm_values_yaml(spec: ClusterSpec) -> str:
@@ -30,7 +32,9 @@ def helm_values_yaml(spec: ClusterSpec) -> str:
     values = helm_values(spec)
     if "codeArchive" in values:
         bundle = code_bundle.ensure(spec)
-        helm_release.check(values, render.to_yaml(render.render(spec)),
-                           f"code: {spec.code.path} ({code_bundle.human(bundle.size)} packed)")
-    return yaml.dump(values, Dumper=_QuotedDumper, sort_keys=False, allow_unicode=True,
-                     width=1 << 20)
+        helm_release.check(
+            values,
+            render.to_yaml(render.render(spec)),
+            f"code: {spec.code.path} ({code_bundle.human(bundle.size)} packed)",
+        )
+    return yaml.dump(values, Dumper=_QuotedDumper, sort_keys=False, allow_unicode=True, width=1 << 20)

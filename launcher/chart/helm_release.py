@@ -9,6 +9,7 @@ gzip cannot shrink much: measured on kind, a 300 KiB incompressible archive inst
 and 600 KiB failed with `data: Too long: may not be more than 1048576 bytes`. The estimate
 builds the same JSON and compresses it the same way; MARGIN covers the fields it leaves out.
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,9 +25,11 @@ CHART_DIR = Path(__file__).resolve().parents[2] / "charts" / "tfk8s"
 
 
 def _chart_files() -> list[dict]:
-    return [{"name": str(path.relative_to(CHART_DIR)),
-             "data": base64.b64encode(path.read_bytes()).decode()}
-            for path in sorted(CHART_DIR.rglob("*")) if path.is_file()]
+    return [
+        {"name": str(path.relative_to(CHART_DIR)), "data": base64.b64encode(path.read_bytes()).decode()}
+        for path in sorted(CHART_DIR.rglob("*"))
+        if path.is_file()
+    ]
 
 
 def estimated_bytes(values: dict, manifest: str) -> int:
@@ -49,7 +52,8 @@ def check(values: dict, manifest: str, what: str) -> int:
             "Secret holds, where Helm keeps each release (the archive is in it twice: the values "
             "and the rendered ConfigMap; helm/helm#9788): submit it with `python -m launcher "
             "submit`, which keeps no release, or make the code dir smaller (code.exclude, a "
-            ".tfk8signore)")
+            ".tfk8signore)"
+        )
     return size
 
 

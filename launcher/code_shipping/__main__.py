@@ -1,5 +1,6 @@
 """`python -m launcher.code_shipping DIR [--exclude PATTERN ...]`: a code dir's archive in base64,
 for `helm install --set-file codeArchive=`; refused in one line when Helm could not keep it."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,8 +13,9 @@ from launcher.code_shipping.code_files import Unshippable
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m launcher.code_shipping",
-                                description="print a code dir's archive in base64 (for Helm)")
+    p = argparse.ArgumentParser(
+        prog="python -m launcher.code_shipping", description="print a code dir's archive in base64 (for Helm)"
+    )
     p.add_argument("dir")
     p.add_argument("--exclude", action="append", default=[])
     args = p.parse_args(argv)

@@ -11,6 +11,7 @@ Which files are shipped (excludes, links, special files): launcher/code_shipping
 Run as `python -m launcher.code_shipping DIR [--exclude PATTERN ...]` it prints the archive in
 base64, for the Helm chart (`helm install ... --set-file codeArchive=code.b64`).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -57,8 +58,7 @@ UNPACK = (
 class CodeSpec(BaseModel):
     """The spec's `code:` key: a directory relative to the spec file, and excludes."""
 
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
-                              frozen=True)
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
 
     path: str = Field(min_length=1)
     exclude: list[str] = Field(default_factory=list)
@@ -100,8 +100,9 @@ class Bundle:
         return f"{cluster}-code-{self.digest[:10]}"
 
     def summary(self) -> str:
-        return (f"{len(self.files)} files, {human(self.raw_size)} packed to {human(self.size)} "
-                f"(sha256 {self.digest[:10]})")
+        return (
+            f"{len(self.files)} files, {human(self.raw_size)} packed to {human(self.size)} (sha256 {self.digest[:10]})"
+        )
 
 
 class TooLarge(ValueError):
@@ -178,14 +179,17 @@ def pack_checked(root: str | Path, exclude: list[str], given: str) -> Bundle:
 def _too_large(given: str, files, compressed: int | None) -> TooLarge:
     biggest = sorted(files, key=lambda f: -f[1])[:3]
     raw = sum(size for _, size in files)
-    size = (f"packs to over {human(compressed)} compressed" if compressed is not None
-            else f"holds {human(raw)} of files, over the {human(MAX_RAW_BYTES)} a code dir may")
+    size = (
+        f"packs to over {human(compressed)} compressed"
+        if compressed is not None
+        else f"holds {human(raw)} of files, over the {human(MAX_RAW_BYTES)} a code dir may"
+    )
     return TooLarge(
         f"{given} {size} ({len(files)} files, {human(raw)} raw), over the "
         f"{LIMIT / MIB:.2f} MiB a ConfigMap holds; largest: "
         + ", ".join(f"{rel} ({human(size)})" for rel, size in biggest),
-        "exclude data files (code.exclude or a .tfk8signore in the code dir), or put data on "
-        "the checkpoint volume")
+        "exclude data files (code.exclude or a .tfk8signore in the code dir), or put data on the checkpoint volume",
+    )
 
 
 def resolve(code: CodeSpec, base: Path) -> Path:
@@ -198,8 +202,7 @@ def ensure(spec) -> Bundle | None:
     if spec.code is None:
         return None
     if spec.code_bundle is None:
-        spec.attach_code(pack_checked(resolve(spec.code, Path.cwd()), spec.code.exclude,
-                                      spec.code.path))
+        spec.attach_code(pack_checked(resolve(spec.code, Path.cwd()), spec.code.exclude, spec.code.path))
     return spec.code_bundle
 
 
@@ -219,7 +222,6 @@ def unpack(archive: Path, dst: Path) -> None:
     if dst.exists():
         shutil.rmtree(dst)
     dst.mkdir(parents=True)
-    done = subprocess.run([sys.executable, "-c", UNPACK, str(archive), str(dst)],
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", UNPACK, str(archive), str(dst)], capture_output=True, text=True)
     if done.returncode != 0:
         raise ValueError((done.stderr.strip().splitlines() or ["no output"])[-1])

@@ -7,6 +7,7 @@ directories, `[...]` is a character class): DEFAULT_EXCLUDES, then the lines of 
 in the code dir, then the spec's code.exclude. Symlinks inside the dir are followed, out of it
 refused; only regular files and directories are shipped.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,17 @@ from pathlib import Path
 
 IGNORE_FILE = ".tfk8signore"
 # .tfk8s/: --local's runs (logs, checkpoints) when the code dir is the spec's own dir.
-DEFAULT_EXCLUDES = ("__pycache__/", ".git/", "*.pyc", ".ipynb_checkpoints/", ".DS_Store",
-                    ".tfk8s/", ".venv/", ".pytest_cache/", ".mypy_cache/")
+DEFAULT_EXCLUDES = (
+    "__pycache__/",
+    ".git/",
+    "*.pyc",
+    ".ipynb_checkpoints/",
+    ".DS_Store",
+    ".tfk8s/",
+    ".venv/",
+    ".pytest_cache/",
+    ".mypy_cache/",
+)
 
 
 @lru_cache(maxsize=256)
@@ -35,7 +45,7 @@ def _regex(glob: str) -> re.Pattern:
             out, i = out + "[^/]", i + 1
         elif glob[i] == "[" and (end := glob.find("]", i + 2)) > 0:
             # a character class, as .gitignore (fnmatch) has it: [pP], [a-z], [!x] negated
-            body = glob[i + 1:end]
+            body = glob[i + 1 : end]
             negated = body[:1] in ("!", "^")
             body = body[1:] if negated else body
             out += "[" + ("^/" if negated else "") + body.replace("\\", "\\\\") + "]"
@@ -91,13 +101,19 @@ def _entry(root: Path, rel: str) -> tuple[Path, os.stat_result]:
         if not target.exists():
             raise Unshippable(f"{path} is a symlink to {os.readlink(path)}, which does not exist")
         if not _inside(target, root):
-            raise Unshippable(f"{path} is a symlink to {target}, outside the code dir {root}: "
-                              "copy the file in, or exclude the link")
+            raise Unshippable(
+                f"{path} is a symlink to {target}, outside the code dir {root}: copy the file in, or exclude the link"
+            )
         path = target
     info = path.stat()
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-        kind = ("a named pipe" if stat.S_ISFIFO(info.st_mode) else "a socket"
-                if stat.S_ISSOCK(info.st_mode) else "a device or special file")
+        kind = (
+            "a named pipe"
+            if stat.S_ISFIFO(info.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(info.st_mode)
+            else "a device or special file"
+        )
         raise Unshippable(f"{root / rel} is {kind}, not a file: exclude it")
     return path, info
 

@@ -5,6 +5,7 @@ The local backend restarts processes by the FailurePolicy; launcher/render/rende
 into every Job (a JobSet's too); scripts/gen_chart.py writes the same rules into the chart's
 contract, so the chart never spells them out by hand.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,19 +45,18 @@ class FailurePolicy:
         return contract.task_name(role, index) if self.per_index(role) else Role(role).value
 
 
-def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy,
-                  builtin: bool) -> FailurePolicy:
+def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy, builtin: bool) -> FailurePolicy:
     """The failure rules of a cluster (scripts/gen_chart.py writes them into the chart)."""
     if restart_policy != "Never":
         return FailurePolicy(restart_policy, backoff_limit)
     return FailurePolicy(
-        restart_policy, backoff_limit,
+        restart_policy,
+        backoff_limit,
         # SIGTERM: the built-in worker saved the current step first; a server (or the
         # supervisor around it) that died of SIGTERM reports the same code. Not a failure.
         # EXIT_PEER_LOST: the built-in worker lost a peer after saving (its own code, which a
         # user's command may use for anything: only the built-in worker's is trusted).
-        ignored_exit_codes=(contract.EXIT_PREEMPTED,)
-        + ((contract.EXIT_PEER_LOST,) if builtin else ()),
+        ignored_exit_codes=(contract.EXIT_PREEMPTED,) + ((contract.EXIT_PEER_LOST,) if builtin else ()),
         # The built-in worker's bad arguments or program: a retry fails the same way.
         fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (),
         # SIGKILL (128 + 9): nothing was saved, also when a disruption did it (a kubelet's
@@ -69,8 +69,6 @@ def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy,
     )
 
 
-
-
 def pod_failure_policy(failure: FailurePolicy) -> dict | None:
     """The plan's failure rules as a Job podFailurePolicy (first matching rule wins). None under
     OnFailure: Kubernetes refuses a podFailurePolicy there."""
@@ -78,19 +76,31 @@ def pod_failure_policy(failure: FailurePolicy) -> dict | None:
         return None
 
     def on_exit(action: str, codes: tuple[int, ...]) -> list[dict]:
-        return [{"action": action, "onExitCodes": {
-            # Kubernetes refuses values out of order
-            "containerName": k8s_contract.CONTAINER, "operator": "In", "values": sorted(codes)}}
-        ] if codes else []
+        return (
+            [
+                {
+                    "action": action,
+                    "onExitCodes": {
+                        # Kubernetes refuses values out of order
+                        "containerName": k8s_contract.CONTAINER,
+                        "operator": "In",
+                        "values": sorted(codes),
+                    },
+                }
+            ]
+            if codes
+            else []
+        )
 
     # Exit-code rules first: a pod that was disrupted and exited 143 (saved) or 137 (killed
     # before saving) is judged by its exit, the DisruptionTarget rule catches the rest.
-    rules = [*on_exit("Ignore", failure.ignored_exit_codes),
-             *on_exit("FailJob", failure.fatal_exit_codes),
-             *on_exit("Count", failure.counted_exit_codes)]
+    rules = [
+        *on_exit("Ignore", failure.ignored_exit_codes),
+        *on_exit("FailJob", failure.fatal_exit_codes),
+        *on_exit("Count", failure.counted_exit_codes),
+    ]
     if failure.ignores_disruptions:
-        rules.append({"action": "Ignore",
-                      "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
+        rules.append({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
     return {"rules": rules}
 
 
@@ -99,6 +109,5 @@ def backoff(failure: FailurePolicy, role: Role) -> dict:
     maxFailedIndexes 0 (the first index out of retries fails the Job). backoffLimit is then left
     unset (Kubernetes: unlimited), or every peer's failure would count against it again."""
     if failure.restart_policy == "Never" and failure.per_index(role):
-        return {"backoffLimitPerIndex": failure.backoff_limit,
-                "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES}
+        return {"backoffLimitPerIndex": failure.backoff_limit, "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES}
     return {"backoffLimit": failure.backoff_limit}

@@ -5,6 +5,7 @@ local processes (launcher/backends/local/), and the Helm values. A projection on
 mechanics (pod templates, ports on 127.0.0.1, a supervisor process); it decides nothing: who is
 supervised and watches which Job, how a Job and a JobSet succeed, fail and restart are here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,8 +13,9 @@ from typing import Callable
 
 from launcher import k8s_contract
 from launcher.code_shipping import code_bundle
-from launcher.spec import names
 from launcher.plan.job_failure import FailurePolicy, restart_rules  # noqa: F401 (re-exported)
+from launcher.plan.storage import StoragePlan, storage_plan
+from launcher.spec import names
 from launcher.spec.spec import ClusterSpec
 from worker import contract
 from worker.contract import Role, Strategy
@@ -88,6 +90,7 @@ class ClusterPlan:
     # some role is supervised and the spec names no account of its own.
     create_service_account: bool
     supervisor_account: str  # the account supervised pods run as: the spec's, or the created one
+    storage: StoragePlan  # the model dir: the path every task is told, the volume that holds it
     # Roles whose pods connect to each other through NCCL on ports nobody can pin
     # (k8s_contract.nccl_roles): those that may use it and get GPUs (NCCL needs one).
     nccl_roles: tuple[Role, ...] = ()
@@ -126,8 +129,7 @@ class ClusterPlan:
         that sees an evaluator in the cluster waits for it forever (tensorflow#46169)."""
         if Role(role) not in contract.TRAINING_ROLES:
             return {"cluster": {}, "task": {"type": Role(role).value, "index": index}}
-        cluster = {r.role.value: [address(r.role.value, i) for i in range(r.replicas)]
-                   for r in self.training_roles}
+        cluster = {r.role.value: [address(r.role.value, i) for i in range(r.replicas)] for r in self.training_roles}
         return {"cluster": cluster, "task": {"type": Role(role).value, "index": index}}
 
     def tasks(self):
@@ -139,6 +141,7 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
     """The plan of `spec`; `model_dir` replaces spec.model_dir (local runs keep it in their dir),
     `code_dir` the pods' code dir (local runs use the spec's code dir in place)."""
     code = code_plan(spec, code_dir)
+    storage = storage_plan(spec, model_dir)
     strategy = Strategy(spec.strategy)
     success = contract.success_role(strategy)
     workload = spec.workload
@@ -146,8 +149,7 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
     supervised = k8s_contract.supervised_roles(strategy, has_evaluator, workload)
     in_jobset = workload is k8s_contract.Workload.JOBSET
     # MWMS: worker 0 is the chief, its success is the Job's.
-    success_index = contract.SUCCESS_INDEX if k8s_contract.success_needs_index_policy(strategy) \
-        else None
+    success_index = contract.SUCCESS_INDEX if k8s_contract.success_needs_index_policy(strategy) else None
     watch_job = names.job(spec.name, success, workload)
     supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
     roles = []
@@ -160,25 +162,33 @@ def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None =
                 stop_grace_seconds=spec.termination_grace_period_seconds,
                 per_attempt=in_jobset,
             )
-        roles.append(RolePlan(
-            role=role, replicas=spec.replicas(role), job_name=names.job(spec.name, role, workload),
-            command=tuple(task_command(spec)),
-            env=task_env(spec, role, model_dir, code.dir if code else None,
-                         code.digest if code else None),
-            workdir=code.dir if code else None,
-            supervision=supervision,
-            # The spec's account for every pod; otherwise only supervised pods need one.
-            service_account=supervisor_account if supervision or spec.service_account_name else None,
-            success_index=success_index if role is success else None,
-            tolerations=tuple(role_tolerations(spec, spec.roles.get(role))),
-        ))
+        roles.append(
+            RolePlan(
+                role=role,
+                replicas=spec.replicas(role),
+                job_name=names.job(spec.name, role, workload),
+                command=tuple(task_command(spec)),
+                env=task_env(spec, role, storage.model_dir, code.dir if code else None, code.digest if code else None),
+                workdir=code.dir if code else None,
+                supervision=supervision,
+                # The spec's account for every pod; otherwise only supervised pods need one.
+                service_account=supervisor_account if supervision or spec.service_account_name else None,
+                success_index=success_index if role is success else None,
+                tolerations=tuple(role_tolerations(spec, spec.roles.get(role))),
+            )
+        )
     return ClusterPlan(
-        spec=spec, strategy=strategy, success_role=success, roles=tuple(roles),
+        spec=spec,
+        strategy=strategy,
+        success_role=success,
+        roles=tuple(roles),
         failure=failure_policy(spec),
         create_service_account=bool(supervised) and spec.service_account_name is None,
         supervisor_account=supervisor_account,
-        nccl_roles=tuple(r for r in k8s_contract.nccl_roles(strategy)
-                         if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus),
+        storage=storage,
+        nccl_roles=tuple(
+            r for r in k8s_contract.nccl_roles(strategy) if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus
+        ),
         code=code,
         jobset=jobset_plan(spec, strategy, has_evaluator) if in_jobset else None,
         job_ttl_seconds_after_finished=None if in_jobset else spec.ttl_seconds_after_finished,
@@ -191,7 +201,9 @@ def jobset_plan(spec: ClusterSpec, strategy: Strategy, has_evaluator: bool) -> J
         max_restarts=k8s_contract.set_max_restarts(strategy),
         restart_strategy=k8s_contract.JOBSET_RESTART_STRATEGY,
         fatal_job_failure_reasons=k8s_contract.FATAL_JOB_FAILURE_REASONS,
-        queue=spec.queue, ttl_seconds_after_finished=spec.ttl_seconds_after_finished)
+        queue=spec.queue,
+        ttl_seconds_after_finished=spec.ttl_seconds_after_finished,
+    )
 
 
 def code_plan(spec: ClusterSpec, code_dir: str | None = None) -> CodePlan | None:
@@ -201,18 +213,27 @@ def code_plan(spec: ClusterSpec, code_dir: str | None = None) -> CodePlan | None
     bundle = spec.code_bundle
     if bundle is None:
         return CodePlan(dir=where)
-    return CodePlan(dir=where, object_name=bundle.object_name(spec.name), digest=bundle.digest,
-                    files=len(bundle.files), size=bundle.size)
+    return CodePlan(
+        dir=where,
+        object_name=bundle.object_name(spec.name),
+        digest=bundle.digest,
+        files=len(bundle.files),
+        size=bundle.size,
+    )
 
 
 def failure_policy(spec: ClusterSpec) -> FailurePolicy:
     """The spec's failure rules (launcher/plan/job_failure.py decides them)."""
-    return restart_rules(spec.restart_policy, spec.backoff_limit, Strategy(spec.strategy),
-                         spec.builtin)
+    return restart_rules(spec.restart_policy, spec.backoff_limit, Strategy(spec.strategy), spec.builtin)
 
 
-def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None,
-             code_dir: str | None = None, code_digest: str | None = None) -> dict[str, str]:
+def task_env(
+    spec: ClusterSpec,
+    role: str,
+    model_dir: str | None = None,
+    code_dir: str | None = None,
+    code_digest: str | None = None,
+) -> dict[str, str]:
     """What every task process gets besides TF_CONFIG and its index, on Kubernetes and locally.
 
     User values last, so they cannot be mistaken for ours; sorted, because Helm values are maps
@@ -233,8 +254,7 @@ def task_env(spec: ClusterSpec, role: str, model_dir: str | None = None,
     if code_digest is not None:  # FINAL.json records it: a finished dir meets changed code
         env[contract.CODE_DIGEST] = code_digest
     if contract.is_server(Strategy(spec.strategy), Role(role)):
-        env[contract.SERVER_LINGER] = str(
-            contract.server_linger_seconds(spec.termination_grace_period_seconds))
+        env[contract.SERVER_LINGER] = str(contract.server_linger_seconds(spec.termination_grace_period_seconds))
     env.update(sorted(spec.env.items()))
     env.update(sorted(spec.roles.get(role).env.items()))
     return env
@@ -255,6 +275,8 @@ def role_tolerations(spec: ClusterSpec, cfg) -> list[dict]:
     if seconds is None:
         return own
     named = {t.get("key") for t in own}
-    return own + [{"key": key, "operator": "Exists", "effect": "NoExecute",
-                   "tolerationSeconds": seconds}
-                  for key in k8s_contract.NODE_LOSS_TAINTS if key not in named]
+    return own + [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+        for key in k8s_contract.NODE_LOSS_TAINTS
+        if key not in named
+    ]

@@ -3,12 +3,13 @@
 What TF_CONFIG contains is the plan's (launcher/plan/plan.py ClusterPlan.tf_config); this module only
 says where tasks live on Kubernetes and how the index reaches the text.
 """
+
 from __future__ import annotations
 
 import json
 
-from launcher.spec import names
 from launcher.plan.plan import AddressFn, ClusterPlan
+from launcher.spec import names
 from worker import contract
 
 

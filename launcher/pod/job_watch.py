@@ -7,6 +7,7 @@ TFK8S_WATCH_SECONDS, so the API server's load does not grow with how quickly the
 noticed; the account may only `list`/`watch` that Job, by name. tests/scale runs this code for
 1000 simulated pods.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,10 @@ class ApiServer:
     def in_cluster(cls) -> "ApiServer":
         host = os.environ.get("KUBERNETES_SERVICE_HOST")
         if not host:
-            raise RuntimeError("KUBERNETES_SERVICE_HOST is not set: not in a pod, or the pod's "
-                               "service links are off; the supervisor needs the API server")
+            raise RuntimeError(
+                "KUBERNETES_SERVICE_HOST is not set: not in a pod, or the pod's "
+                "service links are off; the supervisor needs the API server"
+            )
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         if ":" in host:  # IPv6 literal
             host = f"[{host}]"
@@ -62,13 +65,12 @@ class ApiServer:
             with open(f"{where}/token") as f:  # re-read: projected tokens rotate
                 return f.read().strip()
 
-        return cls(f"https://{host}:{port}", token,
-                   ssl.create_default_context(cafile=f"{where}/ca.crt"))
+        return cls(f"https://{host}:{port}", token, ssl.create_default_context(cafile=f"{where}/ca.crt"))
 
     def open(self, path: str, timeout: float):
         request = urllib.request.Request(
-            self.base_url + path,
-            headers={"Authorization": f"Bearer {self.token()}", "Accept": "application/json"})
+            self.base_url + path, headers={"Authorization": f"Bearer {self.token()}", "Accept": "application/json"}
+        )
         return urllib.request.urlopen(request, context=self.context, timeout=timeout)
 
 
@@ -129,8 +131,9 @@ def apply_event(event: dict, attempt: int | None = None) -> tuple[str | None, st
     raise RuntimeError(f"unknown watch event type {kind!r}")
 
 
-def list_job(api: ApiServer, namespace: str, name: str, attempt: int | None = None,
-             timeout: float = 30.0) -> tuple[str, str]:
+def list_job(
+    api: ApiServer, namespace: str, name: str, attempt: int | None = None, timeout: float = 30.0
+) -> tuple[str, str]:
     """The Job's state (ABSENT when there is none) and the list's resourceVersion."""
     with api.open(jobs_path(namespace, name), timeout=timeout) as response:
         jobs = json.load(response)
@@ -139,11 +142,18 @@ def list_job(api: ApiServer, namespace: str, name: str, attempt: int | None = No
     return state, jobs["metadata"]["resourceVersion"]
 
 
-def watch_job(api: ApiServer, namespace: str, name: str, version: str, seconds: float,
-              attempt: int | None = None) -> Iterator[tuple[str | None, str | None]]:
+def watch_job(
+    api: ApiServer, namespace: str, name: str, version: str, seconds: float, attempt: int | None = None
+) -> Iterator[tuple[str | None, str | None]]:
     """apply_event of each event of one watch request from `version`, until the server ends it."""
-    path = jobs_path(namespace, name, watch="1", resourceVersion=version,
-                     allowWatchBookmarks="true", timeoutSeconds=str(int(seconds)))
+    path = jobs_path(
+        namespace,
+        name,
+        watch="1",
+        resourceVersion=version,
+        allowWatchBookmarks="true",
+        timeoutSeconds=str(int(seconds)),
+    )
     try:  # the socket timeout only catches a dead connection: the server ends the watch first
         response = api.open(path, timeout=seconds + 60)
     except urllib.error.HTTPError as exc:
@@ -156,9 +166,16 @@ def watch_job(api: ApiServer, namespace: str, name: str, version: str, seconds: 
                 yield apply_event(json.loads(line), attempt)
 
 
-def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: float,
-               retry_seconds: float = RETRY_SECONDS, attempt: int | None = None,
-               give_up_seconds: float | None = None) -> Iterator[str]:
+def job_states(
+    api: ApiServer,
+    namespace: str,
+    name: str,
+    *,
+    watch_seconds: float,
+    retry_seconds: float = RETRY_SECONDS,
+    attempt: int | None = None,
+    give_up_seconds: float | None = None,
+) -> Iterator[str]:
     """The Job's state now and at every change: one list, then watches resumed from the last
     resourceVersion; list again after 410 Gone. API errors are logged and retried with a
     growing pause: a hiccup must not kill a healthy server. Only while the API server has never
@@ -171,21 +188,23 @@ def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: floa
         left = (started + give_up_seconds - time.monotonic()) if give_up_seconds else None
         if not answered and left is not None and left <= 0:
             host = urllib.parse.urlsplit(api.base_url).netloc
-            fix = (f"the job-watch container's service account must be allowed to list and watch "
-                   f"job {name}" if _is_refusal(last_error) else
-                   f"the supervised pods need egress to the API server: {host}")
+            fix = (
+                f"the job-watch container's service account must be allowed to list and watch job {name}"
+                if _is_refusal(last_error)
+                else f"the supervised pods need egress to the API server: {host}"
+            )
             raise ApiUnreachable(
                 f"tfk8s supervisor: no answer from the API server {api.base_url} for "
                 f"{give_up_seconds:.0f}s while watching job {namespace}/{name} (last error: "
-                f"{str(last_error)[:160]}); {fix}; see docs/security.md")
+                f"{str(last_error)[:160]}); {fix}; see docs/security.md"
+            )
         try:
             if version is None:  # a list that would outlast the give-up time ends with it
                 timeout = 30.0 if answered or left is None else max(1.0, min(30.0, left))
                 state, version = list_job(api, namespace, name, attempt, timeout)
                 answered, failures = True, 0
                 yield state
-            for state, new_version in watch_job(api, namespace, name, version, watch_seconds,
-                                                attempt):
+            for state, new_version in watch_job(api, namespace, name, version, watch_seconds, attempt):
                 version, failures = new_version or version, 0
                 if state is not None:
                     yield state
@@ -196,8 +215,7 @@ def job_states(api: ApiServer, namespace: str, name: str, *, watch_seconds: floa
             last_error, failures = exc, failures + 1
             # Any HTTP status but a refusal is the API server answering: reachable, only busy or
             # upgrading (429, 5xx), so an outage never stops a healthy server.
-            answered = answered or (isinstance(exc, urllib.error.HTTPError)
-                                    and not _is_refusal(exc))
+            answered = answered or (isinstance(exc, urllib.error.HTTPError) and not _is_refusal(exc))
             log(f"cannot watch job {namespace}/{name} yet: {exc}")
             # jittered: 1000 pods refused together (429 from the API server's flow control, seen
             # in tests/scale) must not all come back together; longer while it keeps failing
@@ -238,14 +256,21 @@ def training_ended(seen: bool, state: str) -> tuple[bool, bool]:
     return seen, True
 
 
-def wait_for_end(api: ApiServer, namespace: str, name: str, *,
-                 watch_seconds: float = DEFAULT_WATCH_SECONDS, attempt: int | None = None,
-                 give_up_seconds: float | None = None) -> str:
+def wait_for_end(
+    api: ApiServer,
+    namespace: str,
+    name: str,
+    *,
+    watch_seconds: float = DEFAULT_WATCH_SECONDS,
+    attempt: int | None = None,
+    give_up_seconds: float | None = None,
+) -> str:
     """Block until the watched Job (of JobSet attempt `attempt`, if given) has ended; its
     TERMINAL condition type or ABSENT. ApiUnreachable: see job_states."""
     seen = False
-    for state in job_states(api, namespace, name, watch_seconds=watch_seconds, attempt=attempt,
-                            give_up_seconds=give_up_seconds):
+    for state in job_states(
+        api, namespace, name, watch_seconds=watch_seconds, attempt=attempt, give_up_seconds=give_up_seconds
+    ):
         seen, ended = training_ended(seen, state)
         if ended:
             return state

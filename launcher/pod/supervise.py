@@ -34,6 +34,7 @@ not ours, as if not created yet (acting on it would stop a new attempt's evaluat
 For `run`: GRACE_SECONDS (0) after a success; POD_GRACE_SECONDS, the pod's grace period (30),
 within which SIGKILL follows SIGTERM when stopping the child. Both: SUPERVISOR_STATE_DIR.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,11 +44,17 @@ import sys
 import threading
 
 try:  # in the pod both scripts lie side by side in the ConfigMap's directory
-    from job_watch import (ABSENT, DEFAULT_WATCH_SECONDS, SUCCEEDED, ApiServer, ApiUnreachable,
-                           log, wait_for_end)
+    from job_watch import ABSENT, DEFAULT_WATCH_SECONDS, SUCCEEDED, ApiServer, ApiUnreachable, log, wait_for_end
 except ImportError:  # imported as launcher.pod.supervise (the renderer, tests)
-    from launcher.pod.job_watch import (ABSENT, DEFAULT_WATCH_SECONDS, SUCCEEDED, ApiServer,
-                                    ApiUnreachable, log, wait_for_end)
+    from launcher.pod.job_watch import (
+        ABSENT,
+        DEFAULT_WATCH_SECONDS,
+        SUCCEEDED,
+        ApiServer,
+        ApiUnreachable,
+        log,
+        wait_for_end,
+    )
 
 # This script's interface (it runs alone in the pod, so it cannot import the contract; the
 # renderer and launcher/k8s_contract.py import these names from here).
@@ -129,8 +136,7 @@ def say_last(message: str) -> None:
 
 def verdict_of(state: str) -> str:
     """The verdict for a wait_for_end result: a TERMINAL condition type or ABSENT."""
-    return SUCCEEDED_VERDICT if state in SUCCEEDED else GONE_VERDICT if state == ABSENT \
-        else FAILED_VERDICT
+    return SUCCEEDED_VERDICT if state in SUCCEEDED else GONE_VERDICT if state == ABSENT else FAILED_VERDICT
 
 
 def watch(state_dir: str) -> int:
@@ -148,17 +154,21 @@ def watch(state_dir: str) -> int:
     def follow() -> None:
         try:
             state = wait_for_end(
-                ApiServer.in_cluster(), namespace, watched,
+                ApiServer.in_cluster(),
+                namespace,
+                watched,
                 watch_seconds=float(os.environ.get(WATCH_SECONDS_ENV, DEFAULT_WATCH_SECONDS)),
                 attempt=int(attempt_text) if attempt_text else None,
-                give_up_seconds=float(os.environ.get(GIVE_UP_ENV, DEFAULT_GIVE_UP_SECONDS)))
+                give_up_seconds=float(os.environ.get(GIVE_UP_ENV, DEFAULT_GIVE_UP_SECONDS)),
+            )
             verdict.append(verdict_of(state))
             log(f"job {namespace}/{watched} ended ({state}): verdict {verdict[0]}")
         except ApiUnreachable as exc:
             verdict.append(f"{API_UNREACHABLE_VERDICT}\n{exc}")
         except Exception as exc:  # noqa: BLE001 - no credential, no API address: no retry cures
-            verdict.append(f"{API_UNREACHABLE_VERDICT}\ntfk8s supervisor: cannot follow job "
-                           f"{namespace}/{watched}: {exc}")
+            verdict.append(
+                f"{API_UNREACHABLE_VERDICT}\ntfk8s supervisor: cannot follow job {namespace}/{watched}: {exc}"
+            )
 
     thread = threading.Thread(target=follow, name="watch", daemon=True)
     thread.start()

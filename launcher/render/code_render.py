@@ -10,6 +10,7 @@ Init:Error before anything trains. Under a JobSet (the root, applied first) the 
 follows it at once; a pod that gets to its volumes before that waits for it (FailedMount,
 retried by the kubelet), as for any missing ConfigMap.
 """
+
 from __future__ import annotations
 
 import base64
@@ -38,20 +39,25 @@ def code_objects(cluster: ClusterPlan, context: dict) -> list[dict]:
     if code is None:
         return []
     bundle = spec.code_bundle
-    return [{
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": code.object_name,
-            "namespace": spec.namespace,
-            "labels": dict(context["labels"]),
-            "annotations": {**context["annotations"], SHA256_ANNOTATION: code.digest,
-                            BYTES_ANNOTATION: str(code.size)},
-        },
-        # Content-addressed: never changed in place (changed code is a new object).
-        "immutable": True,
-        "binaryData": {ARCHIVE_KEY: base64.b64encode(bundle.archive).decode()},
-    }]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": code.object_name,
+                "namespace": spec.namespace,
+                "labels": dict(context["labels"]),
+                "annotations": {
+                    **context["annotations"],
+                    SHA256_ANNOTATION: code.digest,
+                    BYTES_ANNOTATION: str(code.size),
+                },
+            },
+            # Content-addressed: never changed in place (changed code is a new object).
+            "immutable": True,
+            "binaryData": {ARCHIVE_KEY: base64.b64encode(bundle.archive).decode()},
+        }
+    ]
 
 
 def packed(spec):
@@ -72,8 +78,7 @@ def hashed(spec, data: dict) -> dict:
 # init containers too: without requests and limits, a namespace with a cpu or memory quota
 # refused every pod of a cluster with `code:`. Small, so the pod's effective request (the larger
 # of the biggest init container and the sum of the others) stays the role's own.
-UNPACK_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"},
-                    "limits": {"cpu": "500m", "memory": "128Mi"}}
+UNPACK_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
 
 
 def after_root(cluster: ClusterPlan, context: dict, objects: list[dict]) -> list[dict]:
@@ -94,14 +99,18 @@ def pod_code(cluster: ClusterPlan, container_security: dict | None = None) -> di
         "command": ["python3", "-c", UNPACK, f"{ARCHIVE_DIR}/{ARCHIVE_KEY}", code.dir],
         "resources": UNPACK_RESOURCES,
         "securityContext": container_security or CONTAINER_SECURITY,
-        "volumeMounts": [{"name": ARCHIVE_VOLUME, "mountPath": ARCHIVE_DIR, "readOnly": True},
-                         {"name": CODE_VOLUME, "mountPath": code.dir}],
+        "volumeMounts": [
+            {"name": ARCHIVE_VOLUME, "mountPath": ARCHIVE_DIR, "readOnly": True},
+            {"name": CODE_VOLUME, "mountPath": code.dir},
+        ],
     }
     return {
         "init_containers": [init],
         "mounts": [{"name": CODE_VOLUME, "mountPath": code.dir, "readOnly": True}],
-        "volumes": [{"name": CODE_VOLUME, "emptyDir": {}},
-                    {"name": ARCHIVE_VOLUME, "configMap": {"name": code.object_name}}],
+        "volumes": [
+            {"name": CODE_VOLUME, "emptyDir": {}},
+            {"name": ARCHIVE_VOLUME, "configMap": {"name": code.object_name}},
+        ],
     }
 
 

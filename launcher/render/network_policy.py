@@ -8,14 +8,14 @@ that get GPUs also admit every TCP port from each other, and from nothing else: 
 ephemeral ports (k8s_contract.nccl_roles). Egress stays open (DNS, the API server, gs://). The
 chart gets the same objects (launcher/chart/chart_plan.py); local runs (--local) have none.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
 
 from launcher import k8s_contract
-from launcher.spec import names
 from launcher.plan.plan import ClusterPlan, RolePlan
-from worker import contract
+from launcher.spec import names
 
 
 def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | None:
@@ -28,17 +28,22 @@ def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | N
     outside = [r for r in cluster.roles if not r.in_training_cluster]
     nccl = [r for r in cluster.roles if r.role in cluster.nccl_roles]
     return {
-        "grpc": {"name": names.grpc_policy(spec.name),
-                 "pods": pod_selector(selector, cluster.training_roles)},
-        "collective": {"name": names.collective_policy(spec.name),
-                       "pods": pod_selector(selector, nccl)} if nccl else None,
-        "no_ingress": {"name": names.no_ingress_policy(spec.name),
-                       "pods": pod_selector(selector, outside)} if outside else None,
+        "grpc": {"name": names.grpc_policy(spec.name), "pods": pod_selector(selector, cluster.training_roles)},
+        "collective": {"name": names.collective_policy(spec.name), "pods": pod_selector(selector, nccl)}
+        if nccl
+        else None,
+        "no_ingress": {"name": names.no_ingress_policy(spec.name), "pods": pod_selector(selector, outside)}
+        if outside
+        else None,
     }
 
 
 def pod_selector(selector: dict[str, str], roles: Iterable[RolePlan]) -> dict:
     """A podSelector for the cluster's pods of `roles`: every pod carries its role in the
     component label, under workload jobs and jobset alike."""
-    return {"matchLabels": dict(selector), "matchExpressions": [
-        {"key": k8s_contract.LABEL_COMPONENT, "operator": "In", "values": [r.role.value for r in roles]}]}
+    return {
+        "matchLabels": dict(selector),
+        "matchExpressions": [
+            {"key": k8s_contract.LABEL_COMPONENT, "operator": "In", "values": [r.role.value for r in roles]}
+        ],
+    }

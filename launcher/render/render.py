@@ -9,6 +9,7 @@ Objects, in apply order (the first is the root, which owns the rest):
   the NetworkPolicies.
 Every rule comes from the plan (launcher/plan/plan.py); here the objects are only laid out.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,15 +19,22 @@ from importlib import resources
 import yaml
 
 from launcher import k8s_contract
+from launcher.k8s_contract import (
+    GRACE_ENV,
+    NAMESPACE_ENV,
+    POD_GRACE_ENV,
+    POD_RESTART_POLICY_ENV,
+    RESTART_ATTEMPT_ENV,
+    RESTART_ATTEMPT_KEY,
+    WATCH_JOB_ENV,
+)
 from launcher.plan import tfconfig
-from launcher.spec import names
-from launcher.render import code_render, supervised_pod, templating
 from launcher.plan.job_failure import backoff, pod_failure_policy
-from launcher.render.network_policy import network_policies
 from launcher.plan.plan import ClusterPlan, RolePlan, Supervision, plan
+from launcher.render import code_render, supervised_pod, templating
+from launcher.render.network_policy import network_policies
+from launcher.spec import names
 from launcher.spec.spec import ClusterSpec
-from launcher.k8s_contract import (GRACE_ENV, NAMESPACE_ENV, POD_GRACE_ENV, POD_RESTART_POLICY_ENV,
-                                   RESTART_ATTEMPT_ENV, RESTART_ATTEMPT_KEY, WATCH_JOB_ENV)
 from worker import contract
 
 INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"
@@ -34,8 +42,7 @@ INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"
 
 def supervisor_sources() -> dict[str, str]:
     """The supervisor's scripts by file name, as the root ConfigMap carries them."""
-    return {name: resources.files("launcher.pod").joinpath(name).read_text()
-            for name in supervised_pod.SCRIPTS}
+    return {name: resources.files("launcher.pod").joinpath(name).read_text() for name in supervised_pod.SCRIPTS}
 
 
 def spec_hash(spec: ClusterSpec) -> str:
@@ -69,8 +76,10 @@ def render(spec: ClusterSpec) -> list[dict]:
 def _context(cluster: ClusterPlan) -> dict:
     spec = cluster.spec
     labels = {
-        **spec.labels, **selector_labels(spec.name),
-        k8s_contract.LABEL_MANAGED_BY: k8s_contract.MANAGED_BY, k8s_contract.LABEL_STRATEGY: spec.strategy.value,
+        **spec.labels,
+        **selector_labels(spec.name),
+        k8s_contract.LABEL_MANAGED_BY: k8s_contract.MANAGED_BY,
+        k8s_contract.LABEL_STRATEGY: spec.strategy.value,
     }
     selector = selector_labels(spec.name)
     return {
@@ -117,12 +126,10 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     watcher = None
     if supervision is not None:
         command = supervised_pod.task_command(command)
-        env.update({GRACE_ENV: str(supervision.grace_seconds),
-                    POD_GRACE_ENV: str(supervision.stop_grace_seconds)})
+        env.update({GRACE_ENV: str(supervision.grace_seconds), POD_GRACE_ENV: str(supervision.stop_grace_seconds)})
         watcher = _watcher(cluster, supervision)
-    mounts, volumes = _volumes(spec, supervised=supervision is not None)
-    resources_ = {k: v for k, v in (("requests", cfg.resources.requests),
-                                     ("limits", cfg.resources.limits)) if v}
+    mounts, volumes = _volumes(cluster, supervised=supervision is not None)
+    resources_ = {k: v for k, v in (("requests", cfg.resources.requests), ("limits", cfg.resources.limits)) if v}
     return {
         "name": role.job_name,
         "replicas": role.replicas,
@@ -145,42 +152,43 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     }
 
 
-def _volumes(spec: ClusterSpec, supervised: bool) -> tuple[list[dict], list[dict]]:
-    """(volumeMounts, volumes): /tmp, the checkpoint dir, the supervisor script."""
-    mounts = [{"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]
-    volume = spec.checkpoint.volume
-    if volume is not None:
-        mounts.append({"name": "checkpoint", "mountPath": volume.mount_path})
-        if volume.persistent_volume_claim is not None:
-            source = {"persistentVolumeClaim": {"claimName": volume.persistent_volume_claim.claim_name}}
-        else:
-            source = {"hostPath": {"path": volume.host_path.path, "type": "DirectoryOrCreate"}}
-        volumes.append({"name": "checkpoint", **source})
-    elif not spec.checkpoint.is_remote:
-        # No volume: an emptyDir at the model dir (the image's filesystem is not writable by
-        # the non-root user). It goes with the pod: launcher/spec/checkpoints.py warns about that.
-        mounts.append({"name": "checkpoint", "mountPath": spec.model_dir})
-        volumes.append({"name": "checkpoint", "emptyDir": {}})
+def _volumes(cluster: ClusterPlan, supervised: bool) -> tuple[list[dict], list[dict]]:
+    """(volumeMounts, volumes): /tmp, the model dir's volume (the plan's storage), the
+    supervisor's scripts and shared state."""
+    mounts = [{"name": "tmp", "mountPath": "/tmp"}, *cluster.storage.mounts()]
+    volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}, *cluster.storage.volumes()]
     if supervised:
         mounts += supervised_pod.task_mounts()
-        volumes += [supervised_pod.scripts_volume(names.root(spec.name)),
-                    *supervised_pod.shared_volumes()]
+        volumes += [supervised_pod.scripts_volume(names.root(cluster.name)), *supervised_pod.shared_volumes()]
     return mounts, volumes
 
 
 def _watcher(cluster: ClusterPlan, supervision: Supervision) -> dict:
     """The job-watch container of a supervised pod (launcher/render/supervised_pod.py)."""
     spec = cluster.spec
-    env = [{"name": name, "value": value} for name, value in (
-        (WATCH_JOB_ENV, supervision.watch_job), (NAMESPACE_ENV, spec.namespace),
-        (POD_RESTART_POLICY_ENV, cluster.failure.restart_policy))]
+    env = [
+        {"name": name, "value": value}
+        for name, value in (
+            (WATCH_JOB_ENV, supervision.watch_job),
+            (NAMESPACE_ENV, spec.namespace),
+            (POD_RESTART_POLICY_ENV, cluster.failure.restart_policy),
+        )
+    ]
     if supervision.per_attempt:  # which JobSet attempt this pod belongs to
-        env.append({"name": RESTART_ATTEMPT_ENV, "valueFrom": {"fieldRef": {
-            "fieldPath": f"metadata.annotations['{RESTART_ATTEMPT_KEY}']"}}})
+        env.append(
+            {
+                "name": RESTART_ATTEMPT_ENV,
+                "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{RESTART_ATTEMPT_KEY}']"}},
+            }
+        )
     watcher = supervised_pod.watcher()
-    return {"name": watcher.pop("name"), "image": spec.image,
-            "imagePullPolicy": spec.image_pull_policy, **watcher, "env": env}
+    return {
+        "name": watcher.pop("name"),
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        **watcher,
+        "env": env,
+    }
 
 
 def job_specs(objects: list[dict]) -> list[tuple[str, dict]]:
@@ -190,8 +198,10 @@ def job_specs(objects: list[dict]) -> list[tuple[str, dict]]:
         if obj["kind"] == "Job":
             out.append((obj["metadata"]["name"], obj["spec"]))
         elif obj["kind"] == "JobSet":
-            out += [(names.job(obj["metadata"]["name"], rj["name"], k8s_contract.Workload.JOBSET),
-                     rj["template"]["spec"]) for rj in obj["spec"]["replicatedJobs"]]
+            out += [
+                (names.job(obj["metadata"]["name"], rj["name"], k8s_contract.Workload.JOBSET), rj["template"]["spec"])
+                for rj in obj["spec"]["replicatedJobs"]
+            ]
     return out
 
 
@@ -219,8 +229,9 @@ _Dumper.add_representer(str, _represent_str)
 
 
 def to_yaml(objects: list[dict]) -> str:
-    return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                         explicit_start=True, width=1 << 20)
+    return yaml.dump_all(
+        objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, explicit_start=True, width=1 << 20
+    )
 
 
 def to_json(objects: list[dict]) -> str:

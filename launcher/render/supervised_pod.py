@@ -13,6 +13,7 @@ token through /proc/<the watcher's pid>/root, as the same user.
 render.py adds image, pull policy and env; the chart gets the rendered pods
 (launcher/chart/chart_plan.py).
 """
+
 from __future__ import annotations
 
 from launcher import k8s_contract
@@ -26,33 +27,46 @@ TOKEN_VOLUME = "kube-api-access"
 TOKEN_EXPIRATION_SECONDS = 3607
 # Enough for python3 with ssl and json (about 20 MiB resident); a namespace with a ResourceQuota
 # needs requests and limits on every container.
-WATCHER_RESOURCES = {"requests": {"cpu": "10m", "memory": "48Mi"},
-                     "limits": {"cpu": "100m", "memory": "96Mi"}}
+WATCHER_RESOURCES = {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"cpu": "100m", "memory": "96Mi"}}
 
 
 def scripts_volume(configmap: str) -> dict:
-    return {"name": SCRIPTS_VOLUME, "configMap": {
-        "name": configmap, "items": [{"key": s, "path": s} for s in SCRIPTS]}}
+    return {"name": SCRIPTS_VOLUME, "configMap": {"name": configmap, "items": [{"key": s, "path": s} for s in SCRIPTS]}}
 
 
 def shared_volumes() -> list[dict]:
     """The supervised pod's volumes besides the scripts' ConfigMap."""
     return [
         {"name": STATE_VOLUME, "emptyDir": {}},
-        {"name": TOKEN_VOLUME, "projected": {"defaultMode": 0o644, "sources": [
-            {"serviceAccountToken": {"path": "token",
-                                     "expirationSeconds": TOKEN_EXPIRATION_SECONDS}},
-            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
-                "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
-        ]}},
+        {
+            "name": TOKEN_VOLUME,
+            "projected": {
+                "defaultMode": 0o644,
+                "sources": [
+                    {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_EXPIRATION_SECONDS}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                }
+                            ]
+                        }
+                    },
+                ],
+            },
+        },
     ]
 
 
 def task_mounts() -> list[dict]:
     """What the task's container mounts for supervision: the scripts and the shared state."""
-    return [{"name": SCRIPTS_VOLUME, "mountPath": k8s_contract.SUPERVISOR_DIR, "readOnly": True},
-            {"name": STATE_VOLUME, "mountPath": k8s_contract.SUPERVISOR_STATE_DIR}]
+    return [
+        {"name": SCRIPTS_VOLUME, "mountPath": k8s_contract.SUPERVISOR_DIR, "readOnly": True},
+        {"name": STATE_VOLUME, "mountPath": k8s_contract.SUPERVISOR_STATE_DIR},
+    ]
 
 
 def task_command(command: list[str]) -> list[str]:
@@ -66,9 +80,11 @@ def watcher() -> dict:
         "name": k8s_contract.WATCHER_CONTAINER,
         "command": ["python3", f"{k8s_contract.SUPERVISOR_DIR}/supervise.py", "watch"],
         "resources": WATCHER_RESOURCES,
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]},
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumeMounts": [*task_mounts(),
-                         {"name": TOKEN_VOLUME, "mountPath": k8s_contract.SA_DIR, "readOnly": True}],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [*task_mounts(), {"name": TOKEN_VOLUME, "mountPath": k8s_contract.SA_DIR, "readOnly": True}],
     }

@@ -5,6 +5,7 @@ next to the chart's template of the same object. A value goes in as `{{ value | 
 template writes a tag there, and the YAML reader puts the value itself in its place, so no value
 is written out as text and parsed back (no quoting rules, no escapes to get right).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,7 @@ def _place(context: jinja2.runtime.Context, value) -> str:
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(
-            lambda name: resources.files("manifests").joinpath(name).read_text()
-        ),
+        loader=jinja2.FunctionLoader(lambda name: resources.files("manifests").joinpath(name).read_text()),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

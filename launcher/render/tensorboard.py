@@ -16,19 +16,21 @@ without the spec file. The pod:
   NetworkPolicies select pods by role) and is owned by the cluster's root, so deleting the
   cluster removes it; activeDeadlineSeconds ends it should the CLI die without cleaning up.
 """
+
 from __future__ import annotations
 
 import socket
 
 from launcher import k8s_contract
-from launcher.spec import names
 from launcher.errors import LauncherError
+from launcher.plan import storage
+from launcher.spec import names
 from worker import contract
 
 TENSORBOARD_PORT = 6006  # inside the pod; the local port is the CLI's --port
 # The safety net: a TensorBoard pod whose CLI was killed (no Ctrl-C cleanup) ends after this.
 DEADLINE_SECONDS = 6 * 3600
-CHECKPOINT_MOUNT = "checkpoint"  # our name for the model dir's volume in the pod
+CHECKPOINT_MOUNT = storage.VOLUME_NAME
 
 
 def model_dir(template: dict) -> str:
@@ -36,8 +38,9 @@ def model_dir(template: dict) -> str:
     for env in _container(template).get("env") or []:
         if env.get("name") == contract.MODEL_DIR and "value" in env:
             return env["value"]
-    raise LauncherError(f"the cluster's pods have no {contract.MODEL_DIR}: not made by tfk8s, "
-                        "so there is no model dir to show")
+    raise LauncherError(
+        f"the cluster's pods have no {contract.MODEL_DIR}: not made by tfk8s, so there is no model dir to show"
+    )
 
 
 def checkpoint_volume(template: dict, logdir: str) -> tuple[dict, dict] | None:
@@ -47,23 +50,23 @@ def checkpoint_volume(template: dict, logdir: str) -> tuple[dict, dict] | None:
     if logdir.startswith("gs://"):
         return None
     container = _container(template)
-    mounts = [m for m in container.get("volumeMounts") or []
-              if _under(logdir, m.get("mountPath", ""))]
+    mounts = [m for m in container.get("volumeMounts") or [] if _under(logdir, m.get("mountPath", ""))]
     if not mounts:
-        raise LauncherError(
-            f"model dir {logdir} is on no volume of the cluster's pods (not made by tfk8s?)")
+        raise LauncherError(f"model dir {logdir} is on no volume of the cluster's pods (not made by tfk8s?)")
     mount = max(mounts, key=lambda m: len(m["mountPath"]))  # the innermost mount holds it
-    volume = next(v for v in (template.get("spec") or {}).get("volumes") or []
-                  if v.get("name") == mount["name"])
+    volume = next(v for v in (template.get("spec") or {}).get("volumes") or [] if v.get("name") == mount["name"])
     if "emptyDir" in volume:
         raise LauncherError(
             f"checkpoint.dir {logdir} is an emptyDir inside each training pod: nothing is shared "
             "that a TensorBoard pod could read. Give the cluster a shared checkpoint dir "
             "(checkpoint.volume: persistentVolumeClaim or hostPath, or a gs:// checkpoint.dir) "
-            "and resubmit")
+            "and resubmit"
+        )
     source = {k: v for k, v in volume.items() if k != "name"}
-    return ({"name": CHECKPOINT_MOUNT, **source},
-            {"name": CHECKPOINT_MOUNT, "mountPath": mount["mountPath"], "readOnly": True})
+    return (
+        {"name": CHECKPOINT_MOUNT, **source},
+        {"name": CHECKPOINT_MOUNT, "mountPath": mount["mountPath"], "readOnly": True},
+    )
 
 
 def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> dict:
@@ -75,8 +78,11 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
     container = _container(template)
     pod_spec = template.get("spec") or {}
     security = pod_spec.get("securityContext") or {}
-    labels = {k: v for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
-              if k != k8s_contract.LABEL_COMPONENT}
+    labels = {
+        k: v
+        for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
+        if k != k8s_contract.LABEL_COMPONENT
+    }
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]
     if found is not None:
@@ -94,26 +100,36 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
             "fsGroup": security.get("fsGroup", 1000),
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [{
-            "name": k8s_contract.TENSORBOARD_COMPONENT,
-            "image": container["image"],
-            "imagePullPolicy": container.get("imagePullPolicy", "IfNotPresent"),
-            "command": ["python", "-m", "tensorboard.main", "--logdir", logdir,
-                        "--host", "127.0.0.1", "--port", str(TENSORBOARD_PORT)],
-            "env": [{"name": "HOME", "value": "/tmp"}],
-            "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
-            # limits too: a namespace with a ResourceQuota on limits refuses a pod without them
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                          "limits": {"cpu": "1", "memory": "2Gi"}},
-            "securityContext": {
-                "allowPrivilegeEscalation": False,
-                "runAsNonRoot": True,
-                "readOnlyRootFilesystem": True,
-                "capabilities": {"drop": ["ALL"]},
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "volumeMounts": mounts,
-        }],
+        "containers": [
+            {
+                "name": k8s_contract.TENSORBOARD_COMPONENT,
+                "image": container["image"],
+                "imagePullPolicy": container.get("imagePullPolicy", "IfNotPresent"),
+                "command": [
+                    "python",
+                    "-m",
+                    "tensorboard.main",
+                    "--logdir",
+                    logdir,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(TENSORBOARD_PORT),
+                ],
+                "env": [{"name": "HOME", "value": "/tmp"}],
+                "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
+                # limits too: a namespace with a ResourceQuota on limits refuses a pod without them
+                "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "runAsNonRoot": True,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "volumeMounts": mounts,
+            }
+        ],
         "volumes": volumes,
     }
     # Where the cluster's pods may run, this one may too (a PVC bound to one node's storage);
@@ -128,11 +144,15 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
             "generateName": names.tensorboard_pod_prefix(name),
             "namespace": namespace,
             "labels": {**labels, k8s_contract.LABEL_COMPONENT: k8s_contract.TENSORBOARD_COMPONENT},
-            "ownerReferences": [{
-                "apiVersion": owner["apiVersion"], "kind": owner["kind"],
-                "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
-                "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [
+                {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": owner["kind"],
+                    "name": owner["metadata"]["name"],
+                    "uid": owner["metadata"]["uid"],
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": spec,
     }
@@ -146,8 +166,7 @@ def local_listener(port: int) -> socket.socket:
         listener.bind(("127.0.0.1", port))
     except OSError as exc:
         listener.close()
-        raise LauncherError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror} "
-                            "(choose another --port)") from None
+        raise LauncherError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror} (choose another --port)") from None
     listener.listen(16)
     return listener
 
@@ -156,8 +175,10 @@ def _container(template: dict) -> dict:
     containers = (template.get("spec") or {}).get("containers") or []
     found = next((c for c in containers if c.get("name") == k8s_contract.CONTAINER), None)
     if found is None:
-        raise LauncherError(f"the cluster's pods have no {k8s_contract.CONTAINER!r} container: "
-                            "not made by tfk8s, so there is no model dir to show")
+        raise LauncherError(
+            f"the cluster's pods have no {k8s_contract.CONTAINER!r} container: "
+            "not made by tfk8s, so there is no model dir to show"
+        )
     return found
 
 

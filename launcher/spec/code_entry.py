@@ -1,6 +1,7 @@
 """What `code:` must hold for the spec's entry point, checked at load: with the code shipped,
 a program module or a `command` script missing from it would fail every pod, and every retry,
 after scheduling."""
+
 from __future__ import annotations
 
 import posixpath
@@ -12,8 +13,7 @@ from launcher.spec.spec import DEFAULT_IMAGE, ClusterSpec
 
 def problems(spec: ClusterSpec, bundle: code_bundle.Bundle) -> list[tuple[str, tuple[str, str]]]:
     """(field path, (problem, hint)) for each entry point the code dir lacks."""
-    found = [("program.module", program_outside(spec, bundle)),
-             ("command", script_outside(spec, bundle))]
+    found = [("program.module", program_outside(spec, bundle)), ("command", script_outside(spec, bundle))]
     return [(field, problem) for field, problem in found if problem]
 
 
@@ -25,11 +25,14 @@ def program_outside(spec: ClusterSpec, bundle: code_bundle.Bundle) -> tuple[str,
     top = spec.program.module.split(".")[0]
     if top == "worker" or any(rel.split("/")[0] in (top, f"{top}.py") for rel, _ in bundle.files):
         return None
-    return (f"{spec.program.module!r} is not in code: {spec.code.path} (no {top}.py or {top}/ "
-            "there) nor in the stock worker image",
-            f"name a module of {spec.code.path}, e.g. " + ", ".join(
-                rel[:-3].replace("/", ".").removesuffix(".__init__")
-                for rel, _ in bundle.files if rel.endswith(".py"))[:200])
+    return (
+        f"{spec.program.module!r} is not in code: {spec.code.path} (no {top}.py or {top}/ "
+        "there) nor in the stock worker image",
+        f"name a module of {spec.code.path}, e.g. "
+        + ", ".join(
+            rel[:-3].replace("/", ".").removesuffix(".__init__") for rel, _ in bundle.files if rel.endswith(".py")
+        )[:200],
+    )
 
 
 def script_outside(spec: ClusterSpec, bundle: code_bundle.Bundle) -> tuple[str, str] | None:
@@ -45,6 +48,7 @@ def script_outside(spec: ClusterSpec, bundle: code_bundle.Bundle) -> tuple[str, 
     if posixpath.normpath(script) in shipped:
         return None
     scripts = sorted(rel for rel in shipped if rel.endswith(".py"))
-    return (f"command runs {script!r}, which is not in code: {spec.code.path}",
-            "name a script of the code dir" + (f", e.g. {', '.join(scripts[:5])}" if scripts
-                                               else " (it has no .py files)"))
+    return (
+        f"command runs {script!r}, which is not in code: {spec.code.path}",
+        "name a script of the code dir" + (f", e.g. {', '.join(scripts[:5])}" if scripts else " (it has no .py files)"),
+    )

@@ -2,6 +2,7 @@
 
 pydantic reports field paths; PyYAML's composed node tree knows where each path sits in the file.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -14,11 +15,15 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from launcher.code_shipping import code_bundle
-from launcher.spec import code_entry
-from launcher.k8s_contract import role_count_problems
 from launcher.errors import Problem, SpecError
+from launcher.k8s_contract import role_count_problems
+from launcher.spec import code_entry
 from launcher.spec.spec import (
-    ROLES, SHARED_DISK, ClusterSpec, CrossFieldProblems, Strategy,
+    ROLES,
+    SHARED_DISK,
+    ClusterSpec,
+    CrossFieldProblems,
+    Strategy,
 )
 
 Path_ = tuple[Union[str, int], ...]
@@ -40,40 +45,62 @@ def load_file(path: str | Path, *, shared_disk: bool = False) -> ClusterSpec:
     return load_text(text, filename=str(path), base_dir=path.parent, shared_disk=shared_disk)
 
 
-def load_text(text: str, filename: str = "<spec>", base_dir: Path | None = None, *,
-              shared_disk: bool = False) -> ClusterSpec:
+def load_text(
+    text: str, filename: str = "<spec>", base_dir: Path | None = None, *, shared_disk: bool = False
+) -> ClusterSpec:
     """The spec in `text`; its code dir (if any) is relative to `base_dir` (default: the
     working dir), packed here and attached to the spec. shared_disk: the spec runs as local
     processes on one disk, so the rules that make pods on different nodes share their
     checkpoints do not apply (spec.SHARED_DISK)."""
     if len(text.encode()) > MAX_SPEC_BYTES:
-        raise SpecError([Problem(
-            f"the spec is {len(text.encode()) // 1024} KiB, over the {MAX_SPEC_BYTES // 1024} KiB "
-            "a spec may have", file=filename,
-            hint="large data belongs in files: code: for programs, a volume for data")])
+        raise SpecError(
+            [
+                Problem(
+                    f"the spec is {len(text.encode()) // 1024} KiB, over the {MAX_SPEC_BYTES // 1024} KiB "
+                    "a spec may have",
+                    file=filename,
+                    hint="large data belongs in files: code: for programs, a volume for data",
+                )
+            ]
+        )
     data, lines, problems = _parse_yaml(text, filename)
     if problems:
         raise SpecError(problems)
     if not isinstance(data, dict):
-        raise SpecError([Problem(
-            "the spec must be a YAML mapping (name:, strategy:, roles: ...)",
-            file=filename, line=1, hint="see examples/ for complete specs",
-        )])
+        raise SpecError(
+            [
+                Problem(
+                    "the spec must be a YAML mapping (name:, strategy:, roles: ...)",
+                    file=filename,
+                    line=1,
+                    hint="see examples/ for complete specs",
+                )
+            ]
+        )
     return _validate(data, lines, filename, shared_disk, base_dir)
 
 
-def load_data(data: Any, filename: str = "<dict>", base_dir: Path | None = None, *,
-              shared_disk: bool = False) -> ClusterSpec:
+def load_data(
+    data: Any, filename: str = "<dict>", base_dir: Path | None = None, *, shared_disk: bool = False
+) -> ClusterSpec:
     """A spec given as a mapping (the Python API): the same problems as from a file, without
     line numbers."""
     if not isinstance(data, dict):
-        raise SpecError([Problem(f"the spec must be a mapping, not {type(data).__name__}",
-                                 file=filename, hint="see examples/ for complete specs")])
+        raise SpecError(
+            [
+                Problem(
+                    f"the spec must be a mapping, not {type(data).__name__}",
+                    file=filename,
+                    hint="see examples/ for complete specs",
+                )
+            ]
+        )
     return _validate(data, {}, filename, shared_disk, base_dir)
 
 
-def _validate(data: dict, lines: dict[Path_, int], filename: str, shared_disk: bool,
-              base_dir: Path | None) -> ClusterSpec:
+def _validate(
+    data: dict, lines: dict[Path_, int], filename: str, shared_disk: bool, base_dir: Path | None
+) -> ClusterSpec:
     try:
         spec = ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk})
     except ValidationError as exc:
@@ -90,15 +117,23 @@ def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename:
     try:
         bundle = code_bundle.pack_checked(root, code.exclude, code.path)
     except code_bundle.TooLarge as exc:
-        raise SpecError([Problem(str(exc), path="code", file=filename, line=where,
-                                 hint=exc.hint)]) from None
+        raise SpecError([Problem(str(exc), path="code", file=filename, line=where, hint=exc.hint)]) from None
     except (ValueError, OSError) as exc:
-        raise SpecError([Problem(
-            f"{code.path!r} cannot be packed: {exc}", path="code.path", file=filename, line=where,
-            hint="code is a directory, relative to the spec file's directory")]) from None
-    problems = [Problem(message, path=field, file=filename, hint=hint,
-                        line=_line_for(tuple(field.split(".")), lines))
-                for field, (message, hint) in code_entry.problems(spec, bundle)]
+        raise SpecError(
+            [
+                Problem(
+                    f"{code.path!r} cannot be packed: {exc}",
+                    path="code.path",
+                    file=filename,
+                    line=where,
+                    hint="code is a directory, relative to the spec file's directory",
+                )
+            ]
+        ) from None
+    problems = [
+        Problem(message, path=field, file=filename, hint=hint, line=_line_for(tuple(field.split(".")), lines))
+        for field, (message, hint) in code_entry.problems(spec, bundle)
+    ]
     if problems:
         raise SpecError(problems)
     spec = spec.model_copy(update={"code": code.model_copy(update={"path": str(root)})})
@@ -113,14 +148,30 @@ def _parse_yaml(text: str, filename: str) -> tuple[Any, dict[Path_, int], list[P
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except yaml.reader.ReaderError as exc:
-        return None, {}, [Problem(f"invalid YAML: {exc.reason} (character #x{exc.character:04x})",
-                                  file=filename, hint="remove control characters from the file")]
+        return (
+            None,
+            {},
+            [
+                Problem(
+                    f"invalid YAML: {exc.reason} (character #x{exc.character:04x})",
+                    file=filename,
+                    hint="remove control characters from the file",
+                )
+            ],
+        )
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         what = exc.problem or str(exc)
-        return None, {}, [Problem(f"invalid YAML: {what}", file=filename, line=line,
-                                  hint="check indentation and quoting at that line")]
+        return (
+            None,
+            {},
+            [
+                Problem(
+                    f"invalid YAML: {what}", file=filename, line=line, hint="check indentation and quoting at that line"
+                )
+            ],
+        )
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
         # ValueError/TypeError: PyYAML constructing odd values (e.g. unhashable keys, bad timestamps).
         return None, {}, [Problem(f"invalid YAML: {exc}", file=filename)]
@@ -143,11 +194,15 @@ def _index_lines(node: yaml.Node, path: Path_, lines: dict, problems: list, file
             line = key_node.start_mark.line + 1
             if key in seen:
                 # PyYAML keeps the last value silently; a lost setting is worse than an error.
-                problems.append(Problem(
-                    f"duplicate key {key!r} (first at line {seen[key]})",
-                    path=_dotted(path + (key,)), file=filename, line=line,
-                    hint="keep one of them",
-                ))
+                problems.append(
+                    Problem(
+                        f"duplicate key {key!r} (first at line {seen[key]})",
+                        path=_dotted(path + (key,)),
+                        file=filename,
+                        line=line,
+                        hint="keep one of them",
+                    )
+                )
             seen[key] = line
             _index_lines(value_node, path + (key,), lines, problems, filename)
             lines[path + (key,)] = line
@@ -180,22 +235,26 @@ def _problems(exc: ValidationError, lines: dict[Path_, int], filename: str) -> l
         if isinstance(cause, CrossFieldProblems):
             for dotted, message in cause.problems:
                 path = tuple(int(p) if p.isdigit() else p for p in dotted.split("."))
-                problems.append(Problem(message, path=dotted, file=filename,
-                                        line=_line_for(path, lines)))
+                problems.append(Problem(message, path=dotted, file=filename, line=_line_for(path, lines)))
             continue
-        problems.append(Problem(
-            _message(err, loc), path=_dotted(loc), file=filename, line=_line_for(loc, lines),
-            hint=_hint(err, loc),
-        ))
+        problems.append(
+            Problem(
+                _message(err, loc),
+                path=_dotted(loc),
+                file=filename,
+                line=_line_for(loc, lines),
+                hint=_hint(err, loc),
+            )
+        )
     return problems
 
 
-def _role_problems_of_raw(data: dict, found: list[Problem], lines: dict[Path_, int],
-                          filename: str) -> list[Problem]:
+def _role_problems_of_raw(data: dict, found: list[Problem], lines: dict[Path_, int], filename: str) -> list[Problem]:
     """The replica-count rules, checked on the raw mapping when field errors kept pydantic
     from running the model's cross-field validator (which then reported nothing)."""
-    if any(p.path.startswith("roles.") and p.path.endswith(".replicas") for p in found) \
-            or any(p.path == "strategy" for p in found):
+    if any(p.path.startswith("roles.") and p.path.endswith(".replicas") for p in found) or any(
+        p.path == "strategy" for p in found
+    ):
         return []  # the counts or the strategy are themselves wrong: nothing sound to check
     try:
         strategy = Strategy(data.get("strategy"))
@@ -230,7 +289,7 @@ def _message(err: dict, loc: Path_) -> str:
     msg = err["msg"]
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
-            msg = msg[len(prefix):]
+            msg = msg[len(prefix) :]
     if err["type"] == "extra_forbidden":
         return f"unknown key {loc[-1]!r}" if loc else "unknown key"
     return msg
@@ -258,9 +317,7 @@ def _allowed_keys(path: Path_) -> list[str]:
         annotation = _unwrap_optional(annotation)
         origin = typing.get_origin(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            field = next(
-                (f for n, f in annotation.model_fields.items() if (f.alias or n) == part), None
-            )
+            field = next((f for n, f in annotation.model_fields.items() if (f.alias or n) == part), None)
             if field is None:
                 return []
             annotation = field.annotation

@@ -1,11 +1,11 @@
 """Every name the launcher generates, in one place, so validation checks exactly what is created."""
+
 from __future__ import annotations
 
 import re
 from typing import Iterator, Mapping
 
-from launcher.k8s_contract import (DNS1035_PATTERN, DNS1123_LABEL_PATTERN, JOBSET_JOB_INDEX, MAX_LABEL,
-                                   Workload)
+from launcher.k8s_contract import DNS1035_PATTERN, DNS1123_LABEL_PATTERN, JOBSET_JOB_INDEX, MAX_LABEL, Workload
 from worker.contract import Role, task_name
 
 _DNS1035 = re.compile(DNS1035_PATTERN)
@@ -15,8 +15,9 @@ _DNS1123 = re.compile(DNS1123_LABEL_PATTERN)
 # The messages, str.format strings (the chart fills the same ones: launcher/chart/chart_schema.py).
 DNS1035_TOO_LONG = f"{{length}} characters; a DNS-1035 label has at most {MAX_LABEL}"
 DNS1123_TOO_LONG = DNS1035_TOO_LONG.replace("DNS-1035", "DNS-1123")
-NOT_DNS1035 = ("not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter, "
-               "end with a letter or digit")
+NOT_DNS1035 = (
+    "not a DNS-1035 label: use lowercase letters, digits and '-', start with a letter, end with a letter or digit"
+)
 NOT_DNS1123 = "not a DNS-1123 label: use lowercase letters, digits and '-'"
 GENERATED_NAME = "generated {kind} name '{name}' for role {role}: {problem}; shorten name"
 
@@ -82,8 +83,7 @@ def tensorboard_pod_prefix(name: str) -> str:
     return f"{name}-tensorboard-"
 
 
-def generated_names(name: str, workload: Workload,
-                    replicas: Mapping[Role, int]) -> Iterator[tuple[str, str, str]]:
+def generated_names(name: str, workload: Workload, replicas: Mapping[Role, int]) -> Iterator[tuple[str, str, str]]:
     """(role, kind, name) for every generated name that must be a DNS-1035 label, for the
     cluster `name` with `replicas` per role (roles without any make no objects)."""
     yield ("-", "Service", service(name))

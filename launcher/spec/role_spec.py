@@ -1,5 +1,6 @@
 """A role's part of cluster.yaml (roles.<role>): replicas, resources, env, nodeSelector and
 tolerations of its pods; launcher/spec/spec.py holds the rest of the spec."""
+
 from __future__ import annotations
 
 import re
@@ -17,17 +18,17 @@ KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU)
 QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
 _ENV_NAME = re.compile(k8s_contract.ENV_NAME_PATTERN)
 # The messages, str.format strings (the chart fills the same ones: launcher/chart/chart_schema.py).
-GPU_NOT_IN_LIMITS = (f"{GPU} must be set under limits (Kubernetes requires requests == limits "
-                     "for extended resources); move it to resources.limits")
+GPU_NOT_IN_LIMITS = (
+    f"{GPU} must be set under limits (Kubernetes requires requests == limits "
+    "for extended resources); move it to resources.limits"
+)
 RESERVED_ENV_SET = "{key} is set by the launcher for every pod; remove it"
 
 
 class SpecModel(BaseModel):
     """Every part of the spec: camelCase keys like Kubernetes objects, unknown keys refused."""
 
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
-    )
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
 
 
 class Resources(SpecModel):
@@ -40,9 +41,7 @@ class Resources(SpecModel):
         out = {}
         for key, qty in value.items():
             if key not in KNOWN_RESOURCES:
-                raise ValueError(
-                    f"unknown resource {key!r}; use one of {', '.join(KNOWN_RESOURCES)}"
-                )
+                raise ValueError(f"unknown resource {key!r}; use one of {', '.join(KNOWN_RESOURCES)}")
             text = str(qty)
             if not QUANTITY.match(text):
                 raise ValueError(f"{key}: {text!r} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)")
@@ -96,9 +95,11 @@ def check_env(value: dict[str, str]) -> dict[str, str]:
             raise ValueError(RESERVED_ENV_SET.format(key=key))
         size = len(str(item).encode())
         if size > MAX_ENV_VALUE_BYTES:
-            raise ValueError(f"{key} is {size // 1024} KiB, over the {MAX_ENV_VALUE_BYTES // 1024}"
-                             " KiB an env value may have: put the data in a file (code:, a "
-                             "volume) and pass its path")
+            raise ValueError(
+                f"{key} is {size // 1024} KiB, over the {MAX_ENV_VALUE_BYTES // 1024}"
+                " KiB an env value may have: put the data in a file (code:, a "
+                "volume) and pass its path"
+            )
     return {k: str(v) for k, v in value.items()}
 
 

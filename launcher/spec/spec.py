@@ -3,6 +3,7 @@
 Validation here is structural and cross-field; where a problem sits in the YAML file is added by
 `launcher.spec.loader`, which maps pydantic's field paths back to line numbers.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,13 +12,12 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from launcher import k8s_contract
+from launcher.code_shipping.code_bundle import Bundle, CodeSpec
+from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
 from launcher.spec import names
 from launcher.spec.checkpoints import DEFAULT_MOUNT_PATH, default_model_dir, mwms_storage_problem
-from launcher.code_shipping.code_bundle import Bundle, CodeSpec
-from launcher.spec.role_spec import GPU, KNOWN_RESOURCES, QUANTITY as _QUANTITY  # noqa: F401 (gen_chart)
 from launcher.spec.role_spec import Roles, SpecModel, check_env
 from worker import contract
-from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
 from worker.contract import ROLES, Role, Strategy  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
@@ -88,8 +88,7 @@ class Checkpoint(SpecModel):
         elif self.volume is not None:
             mount = self.volume.mount_path.rstrip("/") + "/"
             if not (self.dir.rstrip("/") + "/").startswith(mount):
-                raise ValueError(DIR_NOT_UNDER_MOUNT.format(dir=self.dir,
-                                                            mount_path=self.volume.mount_path))
+                raise ValueError(DIR_NOT_UNDER_MOUNT.format(dir=self.dir, mount_path=self.volume.mount_path))
         return self
 
 
@@ -175,11 +174,12 @@ class ClusterSpec(SpecModel):
         if self.command is None and self.args is not None:
             problems.append(("args", "args without command: set command too, or use program.args"))
         if self.command is not None and self.program is not None:
-            problems.append((
-                "command",
-                "set either program (the built-in worker) or command (your own image's "
-                "entrypoint), not both",
-            ))
+            problems.append(
+                (
+                    "command",
+                    "set either program (the built-in worker) or command (your own image's entrypoint), not both",
+                )
+            )
         problems += _role_problems(self)
         if self.queue is not None and self.workload is not Workload.JOBSET:
             problems.append(("queue", QUEUE_NEEDS_JOBSET))
@@ -187,16 +187,21 @@ class ClusterSpec(SpecModel):
         for role, kind, name in names.generated_names(self.name, self.workload, replicas):
             problem = names.dns1035_problem(name)
             if problem:
-                problems.append(("name", names.GENERATED_NAME.format(
-                    kind=kind, name=name, role=role, problem=problem)))
+                problems.append(("name", names.GENERATED_NAME.format(kind=kind, name=name, role=role, problem=problem)))
                 break
-        if (self.replicas(Role.EVALUATOR) and self.checkpoint.volume is None
-                and not self.checkpoint.is_remote and not shared_disk):
-            problems.append((
-                "checkpoint.volume",
-                "the evaluator reads the chief's checkpoints: set checkpoint.volume "
-                "(persistentVolumeClaim or hostPath) or a gs:// checkpoint.dir",
-            ))
+        if (
+            self.replicas(Role.EVALUATOR)
+            and self.checkpoint.volume is None
+            and not self.checkpoint.is_remote
+            and not shared_disk
+        ):
+            problems.append(
+                (
+                    "checkpoint.volume",
+                    "the evaluator reads the chief's checkpoints: set checkpoint.volume "
+                    "(persistentVolumeClaim or hostPath) or a gs:// checkpoint.dir",
+                )
+            )
         problem = None if shared_disk else mwms_storage_problem(self)
         if problem:
             problems.append(("checkpoint.volume", problem))
@@ -215,8 +220,7 @@ class ClusterSpec(SpecModel):
         if self.checkpoint.dir is not None:
             return self.checkpoint.dir
         volume = self.checkpoint.volume
-        return default_model_dir(volume.mount_path if volume else DEFAULT_MOUNT_PATH,
-                                 self.namespace, self.name)
+        return default_model_dir(volume.mount_path if volume else DEFAULT_MOUNT_PATH, self.namespace, self.name)
 
     @property
     def code_bundle(self) -> Bundle | None:
@@ -256,5 +260,4 @@ class CrossFieldProblems(ValueError):
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
-    return k8s_contract.role_count_problems(spec.strategy,
-                                            {r.value: spec.replicas(r) for r in ROLES})
+    return k8s_contract.role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in ROLES})

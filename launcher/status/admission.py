@@ -10,6 +10,7 @@ not speak) becomes the role's reason and the cluster's message, while the role l
 The Job controller retries the creation with a backoff: a quota freed later lets it through,
 and the message goes away once every pod exists.
 """
+
 from __future__ import annotations
 
 from launcher.status.status import ClusterStatus, Phase
@@ -19,13 +20,17 @@ MAX_MESSAGE_CHARS = 300
 
 
 def _when(event: dict) -> str:
-    return (event.get("lastTimestamp") or event.get("eventTime")
-            or (event.get("metadata") or {}).get("creationTimestamp") or "")
+    return (
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
 
 
 def _short(message: str) -> str:
     message = " ".join(message.split()).removeprefix("Error creating: ")
-    return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS - 3] + "..."
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
 def refusals(events: list[dict], owners: dict[str, str]) -> dict[str, str]:

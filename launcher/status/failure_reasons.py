@@ -10,6 +10,7 @@ terminationMessagePolicy FallbackToLogsOnError, so a task killed before writing 
 error (SIGKILL) leaves its log's tail there, whose last line is typically TF's C++ logging
 ("To enable the following instructions: AVX2 ... rebuild TensorFlow"), never a reason.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,13 +25,23 @@ CONTAINER_REASONS = {
     "StartError": "the container could not start",
 }
 # Pod-level `status.reason`s set by the kubelet when it ends the pod.
-POD_REASONS = {"Evicted", "DeadlineExceeded", "UnexpectedAdmissionError", "NodeAffinity",
-               "OutOfcpu", "OutOfmemory", "NodeShutdown", "Terminated"}
+POD_REASONS = {
+    "Evicted",
+    "DeadlineExceeded",
+    "UnexpectedAdmissionError",
+    "NodeAffinity",
+    "OutOfcpu",
+    "OutOfmemory",
+    "NodeShutdown",
+    "Terminated",
+}
 
 # TF's C++ logging (absl/glog prefix), e.g. `I0000 00:00:1732461234.567890   12 port.cc:153] ...`
 # and the older `2024-11-24 16:49:37.123456: W tensorflow/core/...cc:210] ...`.
-_TF_CPP_LOG = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"
-                         r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\])")
+_TF_CPP_LOG = re.compile(
+    r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\])"
+)
 # Continuation lines of TF's multi-line start-up notices, which carry no prefix of their own.
 _TF_NOTICES = (
     "To enable the following instructions:",
@@ -67,9 +78,11 @@ def recorded_by_kubernetes(pod: dict, term: dict | None) -> str | None:
     reason = (term or {}).get("reason")
     if reason == "OOMKilled":
         limit = memory_limit(pod)
-        where = (f"its memory limit {limit}" if limit else
-                 "the node's memory (no memory limit set: raise resources.limits.memory or "
-                 "pick a bigger node)")
+        where = (
+            f"its memory limit {limit}"
+            if limit
+            else "the node's memory (no memory limit set: raise resources.limits.memory or pick a bigger node)"
+        )
         return f"OOMKilled: exit code {term.get('exitCode')}, the task exceeded {where}"
     if reason in CONTAINER_REASONS:
         detail = (term or {}).get("message") or ""

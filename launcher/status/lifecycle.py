@@ -13,10 +13,12 @@ Lifecycle (docs/lifecycle.md):
 - A JobSet (workload jobset) decides Succeeded/Failed itself (its success and failure
   policies); while suspended it is Queued, with Kueue's reason from its Workload.
 """
+
 from __future__ import annotations
 
 from launcher import k8s_contract
-from launcher.k8s_contract import JOB_SUCCEEDED as SUCCEEDED, JOB_TERMINAL as TERMINAL  # the supervisor's
+from launcher.k8s_contract import JOB_SUCCEEDED as SUCCEEDED  # the supervisor's
+from launcher.k8s_contract import JOB_TERMINAL as TERMINAL
 from launcher.status import failure_reasons
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 from worker import contract
@@ -90,10 +92,15 @@ def pod_waits(pod: dict) -> str | None:
     """A reason this pod waits that normally resolves by itself (shown, never Stuck), or None."""
     name = (pod.get("metadata") or {}).get("name", "?")
     for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
-                and any(t in (cond.get("message") or "") for t in TRANSIENT_UNSCHEDULABLE):
-            return (f"pod {name} waits for its PersistentVolumeClaims to bind "
-                    "(if this lasts, see `kubectl get pvc` and the StorageClass's provisioner)")
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and any(t in (cond.get("message") or "") for t in TRANSIENT_UNSCHEDULABLE)
+        ):
+            return (
+                f"pod {name} waits for its PersistentVolumeClaims to bind "
+                "(if this lasts, see `kubectl get pvc` and the StorageClass's provisioner)"
+            )
     return None
 
 
@@ -108,8 +115,12 @@ def pod_problem(pod: dict) -> str | None:
             detail = waiting.get("message") or cs.get("image", "")
             return f"pod {name}: {STUCK_REASONS[reason]} ({reason}: {detail})"
     for cond in status.get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
-                and cond.get("reason") == "Unschedulable" and pod_waits(pod) is None:
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+            and pod_waits(pod) is None
+        ):
             return f"pod {name} cannot be scheduled: {cond.get('message', '')}"
     return None
 
@@ -128,8 +139,9 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
         None,
     )
     if strategy not in {s.value for s in Strategy}:
-        return ClusterStatus(name, namespace, Phase.UNKNOWN,
-                             f"no Job carries a known {k8s_contract.LABEL_STRATEGY} label", None)
+        return ClusterStatus(
+            name, namespace, Phase.UNKNOWN, f"no Job carries a known {k8s_contract.LABEL_STRATEGY} label", None
+        )
     success_role = contract.success_role(strategy).value
     roles: list[RoleStatus] = []
     problems: list[str] = []
@@ -142,7 +154,8 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
         role_pods = [p for p in pods if role_of(p) == role]
         restarts = sum(
             cs.get("restartCount", 0)
-            for p in role_pods for cs in (p.get("status") or {}).get("containerStatuses") or []
+            for p in role_pods
+            for cs in (p.get("status") or {}).get("containerStatuses") or []
         )
         rs = RoleStatus(
             role=role,
@@ -185,8 +198,9 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
     outcome, why = job_condition(main)
     if outcome == "Failed":
         message = f"{success_role} failed: {said} ({why})" if said else f"{success_role} failed: {why}"
-        return ClusterStatus(name, namespace, Phase.FAILED, message,
-                             exit_code if exit_code not in (None, 0) else 1, roles)
+        return ClusterStatus(
+            name, namespace, Phase.FAILED, message, exit_code if exit_code not in (None, 0) else 1, roles
+        )
     if outcome == "Complete":
         waiting = [r for r, j in by_role.items() if r != success_role and job_condition(j)[0] is None]
         notes = []
@@ -194,17 +208,14 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
         if evaluator is not None and job_condition(evaluator)[0] == "Failed":
             notes.append("evaluator failed (training is not affected)")
         if waiting:
-            return ClusterStatus(name, namespace, Phase.FINISHING,
-                                 f"training done; waiting for {', '.join(waiting)} to end",
-                                 0, roles)
+            return ClusterStatus(
+                name, namespace, Phase.FINISHING, f"training done; waiting for {', '.join(waiting)} to end", 0, roles
+            )
         return ClusterStatus(name, namespace, Phase.SUCCEEDED, "; ".join(notes), 0, roles)
     if problems:
         return ClusterStatus(name, namespace, Phase.STUCK, "; ".join(problems), None, roles)
-    running = any(
-        (p.get("status") or {}).get("phase") == "Running" for p in pods
-    )
-    return ClusterStatus(name, namespace, Phase.RUNNING if running else Phase.PENDING,
-                         "; ".join(waits), None, roles)
+    running = any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+    return ClusterStatus(name, namespace, Phase.RUNNING if running else Phase.PENDING, "; ".join(waits), None, roles)
 
 
 # JobSet conditions (jobset.x-k8s.io/v1alpha2 JobSetConditionType)
@@ -212,8 +223,9 @@ JOBSET_COMPLETED, JOBSET_FAILED = "Completed", "Failed"
 
 
 def _true_conditions(obj: dict | None) -> dict[str, dict]:
-    return {c.get("type"): c for c in ((obj or {}).get("status") or {}).get("conditions") or []
-            if c.get("status") == "True"}
+    return {
+        c.get("type"): c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c.get("status") == "True"
+    }
 
 
 def admission_message(queue: str | None, workload: dict | None) -> str:
@@ -221,14 +233,18 @@ def admission_message(queue: str | None, workload: dict | None) -> str:
     if queue is None:
         return "suspended (no queue label: something other than Kueue suspended it)"
     if workload is None:
-        return (f"waiting for Kueue to create its Workload in queue {queue} "
-                "(is Kueue installed, and does the LocalQueue exist?)")
+        return (
+            f"waiting for Kueue to create its Workload in queue {queue} "
+            "(is Kueue installed, and does the LocalQueue exist?)"
+        )
     conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
     parts = []
     evicted = conditions.get("Evicted")
     if evicted is not None and evicted.get("status") == "True":
-        parts.append(f"preempted ({evicted.get('reason', '')}: {evicted.get('message', '')}); "
-                     "requeued, resumes from its last checkpoint when readmitted")
+        parts.append(
+            f"preempted ({evicted.get('reason', '')}: {evicted.get('message', '')}); "
+            "requeued, resumes from its last checkpoint when readmitted"
+        )
     reserved = conditions.get("QuotaReserved")
     admitted = conditions.get("Admitted")
     if admitted is not None and admitted.get("status") == "True":
@@ -240,8 +256,9 @@ def admission_message(queue: str | None, workload: dict | None) -> str:
     return "; ".join(parts)
 
 
-def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[dict],
-                          pods: list[dict], workload: dict | None) -> ClusterStatus:
+def compute_jobset_status(
+    name: str, namespace: str, jobset: dict, jobs: list[dict], pods: list[dict], workload: dict | None
+) -> ClusterStatus:
     """Status of a cluster projected as one JobSet: its terminal conditions first, Kueue's
     admission while it is suspended, otherwise the Jobs' own rules (compute_status)."""
     pods = task_pods(pods)
@@ -250,12 +267,20 @@ def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[di
     conditions = _true_conditions(jobset)
     if JOBSET_COMPLETED in conditions:
         # JobSet deletes the Jobs still running (ps, PS workers): done once their pods are gone.
-        ending = [p["metadata"].get("name", "?") for p in pods
-                  if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+        ending = [
+            p["metadata"].get("name", "?")
+            for p in pods
+            if (p.get("status") or {}).get("phase") in ("Pending", "Running")
+        ]
         if ending:
-            return ClusterStatus(name, namespace, Phase.FINISHING,
-                                 f"training done; waiting for {len(ending)} pods to end: "
-                                 + ", ".join(sorted(ending)), 0, roles)
+            return ClusterStatus(
+                name,
+                namespace,
+                Phase.FINISHING,
+                f"training done; waiting for {len(ending)} pods to end: " + ", ".join(sorted(ending)),
+                0,
+                roles,
+            )
         notes = base.message if base is not None and base.phase is Phase.SUCCEEDED else ""
         return ClusterStatus(name, namespace, Phase.SUCCEEDED, notes, 0, roles)
     if JOBSET_FAILED in conditions:
@@ -264,23 +289,24 @@ def compute_jobset_status(name: str, namespace: str, jobset: dict, jobs: list[di
         message = f"JobSet failed: {failed.get('reason', '')}: {failed.get('message', '')}"
         if base is not None and base.phase is Phase.FAILED:
             message += f"; {base.message}"  # the chief's own words, when its Job failed
-        return ClusterStatus(name, namespace, Phase.FAILED, message,
-                             code if code not in (None, 0) else 1, roles)
+        return ClusterStatus(name, namespace, Phase.FAILED, message, code if code not in (None, 0) else 1, roles)
     if (jobset.get("spec") or {}).get("suspend"):
         queue = ((jobset.get("metadata") or {}).get("labels") or {}).get(k8s_contract.QUEUE_LABEL)
-        return ClusterStatus(name, namespace, Phase.QUEUED, admission_message(queue, workload),
-                             None, roles)
+        return ClusterStatus(name, namespace, Phase.QUEUED, admission_message(queue, workload), None, roles)
     if base is None or base.phase is Phase.UNKNOWN:
-        return ClusterStatus(name, namespace, Phase.PENDING, "the JobSet's Jobs are being created",
-                             None, roles)
+        return ClusterStatus(name, namespace, Phase.PENDING, "the JobSet's Jobs are being created", None, roles)
     if base.phase is Phase.SUCCEEDED:  # every Job ended, the set not yet marked: a moment
-        return ClusterStatus(name, namespace, Phase.FINISHING, "waiting for the JobSet to complete",
-                             0, roles)
+        return ClusterStatus(name, namespace, Phase.FINISHING, "waiting for the JobSet to complete", 0, roles)
     if base.phase is Phase.FAILED:
         # Only the set's Failed condition ends the cluster: its failure policy may recreate
         # every Job instead (MWMS: maxRestarts), so a failed child Job is not the end yet.
         restarts = (jobset.get("status") or {}).get("restarts") or 0
-        return ClusterStatus(name, namespace, Phase.RUNNING, (
-            f"{base.message}; the JobSet restarts its Jobs or fails (restarts so far: "
-            f"{restarts})"), None, roles)
+        return ClusterStatus(
+            name,
+            namespace,
+            Phase.RUNNING,
+            (f"{base.message}; the JobSet restarts its Jobs or fails (restarts so far: {restarts})"),
+            None,
+            roles,
+        )
     return base

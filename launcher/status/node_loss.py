@@ -11,14 +11,15 @@ podReplacementPolicy: Failed (never two chiefs), so nothing replaces them until 
 deleted, tainted node.kubernetes.io/out-of-service (non-graceful node shutdown, GA in 1.28), or
 the pod force-deleted. Left alone, `status` would say Running and `--wait` wait forever.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from launcher.status.status import ClusterStatus, Phase
 from launcher import k8s_contract
 from launcher.k8s_contract import NOT_READY_TAINT, UNREACHABLE_TAINT
+from launcher.status.status import ClusterStatus, Phase
 
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 DEFAULT_TOLERATION_SECONDS = 300  # kube-apiserver's DefaultTolerationSeconds admission plugin
@@ -27,8 +28,23 @@ DEFAULT_TOLERATION_SECONDS = 300  # kube-apiserver's DefaultTolerationSeconds ad
 EXIT_NODE_LOST = 69
 # providerID schemes of clouds whose controller deletes the Node once its VM is gone. Anything
 # else (none, kind://, metal3://...) is treated as bare metal: nobody deletes the Node for you.
-CLOUD_PROVIDERS = ("gce", "aws", "azure", "openstack", "digitalocean", "linode", "hcloud", "oci",
-                   "ibm", "alicloud", "vsphere", "exoscale", "scaleway", "equinixmetal", "huaweicloud")
+CLOUD_PROVIDERS = (
+    "gce",
+    "aws",
+    "azure",
+    "openstack",
+    "digitalocean",
+    "linode",
+    "hcloud",
+    "oci",
+    "ibm",
+    "alicloud",
+    "vsphere",
+    "exoscale",
+    "scaleway",
+    "equinixmetal",
+    "huaweicloud",
+)
 
 
 @dataclass(frozen=True)
@@ -73,8 +89,7 @@ def _taints(node: dict) -> dict[str, dict]:
 def node_loss(node: dict) -> tuple[str, datetime | None] | None:
     """(why, since) when this Node is lost: its Ready condition is not True, or it carries the
     node controller's unreachable/not-ready taint; None for a healthy node."""
-    ready = next((c for c in (node.get("status") or {}).get("conditions") or []
-                  if c.get("type") == "Ready"), None)
+    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
     taints = _taints(node)
     if ready is not None and ready.get("status") != "True":
         state = "NotReady" if ready.get("status") == "False" else "Ready Unknown"
@@ -114,8 +129,7 @@ def lost_nodes(pods: list[dict], nodes: dict[str, dict | None]) -> list[LostNode
     found: dict[str, LostNode] = {}
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") \
-                or node_name not in nodes:
+        if not node_name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or node_name not in nodes:
             continue
         node = nodes[node_name]
         if node is None:
@@ -126,8 +140,8 @@ def lost_nodes(pods: list[dict], nodes: dict[str, dict | None]) -> list[LostNode
             if loss is None:
                 continue
             lost = found.get(node_name) or LostNode(
-                node_name, loss[0], loss[1], is_cloud(node),
-                out_of_service=OUT_OF_SERVICE_TAINT in _taints(node))
+                node_name, loss[0], loss[1], is_cloud(node), out_of_service=OUT_OF_SERVICE_TAINT in _taints(node)
+            )
             taint = NOT_READY_TAINT if loss[0].startswith("NotReady") else UNREACHABLE_TAINT
             tainted = _taints(node).get(taint)
         found[node_name] = lost
@@ -136,10 +150,15 @@ def lost_nodes(pods: list[dict], nodes: dict[str, dict | None]) -> list[LostNode
         # Eviction counts from the taint's timeAdded (the node controller's), else from Ready's change.
         start = parse_time(tainted.get("timeAdded")) if tainted else lost.since
         evicted_at = (start.timestamp() + seconds) if start is not None and seconds is not None else None
-        lost.tasks.append(LostTask(
-            task_name(pod), meta.get("name", "?"), meta.get("namespace", ""),
-            terminating=bool(meta.get("deletionTimestamp")),
-            evicted_at=datetime.fromtimestamp(evicted_at, timezone.utc) if evicted_at else None))
+        lost.tasks.append(
+            LostTask(
+                task_name(pod),
+                meta.get("name", "?"),
+                meta.get("namespace", ""),
+                terminating=bool(meta.get("deletionTimestamp")),
+                evicted_at=datetime.fromtimestamp(evicted_at, timezone.utc) if evicted_at else None,
+            )
+        )
     return sorted(found.values(), key=lambda n: n.node)
 
 
@@ -148,20 +167,26 @@ def remedy(lost: LostNode) -> str:
     if lost.gone:
         return "nothing to do: the pod garbage collector removes its pods, then the Jobs replace them"
     if lost.out_of_service:
-        return ("it is tainted out-of-service: Kubernetes force-deletes its pods and the Jobs "
-                f"replace them; remove the taint once the machine is back: kubectl taint nodes "
-                f"{lost.node} {OUT_OF_SERVICE_TAINT}-")
+        return (
+            "it is tainted out-of-service: Kubernetes force-deletes its pods and the Jobs "
+            f"replace them; remove the taint once the machine is back: kubectl taint nodes "
+            f"{lost.node} {OUT_OF_SERVICE_TAINT}-"
+        )
     pods = " ".join(sorted({t.pod for t in lost.tasks}))
     namespace = lost.tasks[0].namespace if lost.tasks else ""
     force = f"kubectl delete pod {pods} -n {namespace} --force --grace-period=0"
     if lost.cloud:
-        return (f"the cloud's node controller deletes Node {lost.node} once its VM is gone; if the "
-                f"VM still exists (hung, partitioned), make sure it is stopped, then: kubectl "
-                f"delete node {lost.node}")
-    return (f"make sure the machine is really off (a partitioned node may still run the task: "
-            f"two chiefs would write one model dir), then: kubectl taint nodes {lost.node} "
-            f"{OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute (remove it when the machine is back), "
-            f"or: {force}")
+        return (
+            f"the cloud's node controller deletes Node {lost.node} once its VM is gone; if the "
+            f"VM still exists (hung, partitioned), make sure it is stopped, then: kubectl "
+            f"delete node {lost.node}"
+        )
+    return (
+        f"make sure the machine is really off (a partitioned node may still run the task: "
+        f"two chiefs would write one model dir), then: kubectl taint nodes {lost.node} "
+        f"{OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute (remove it when the machine is back), "
+        f"or: {force}"
+    )
 
 
 def describe(lost: LostNode) -> str:
@@ -172,14 +197,18 @@ def describe(lost: LostNode) -> str:
     # No "N s ago": the plain view prints a line whenever the message changes.
     head = f"{tasks} on lost node {lost.node}: {lost.why} since {_clock(lost.since)}"
     if all(t.terminating for t in lost.tasks):
-        nxt = ("evicted, but stays Terminating while the Node exists (no kubelet confirms it "
-               "stopped) and nothing replaces it")
+        nxt = (
+            "evicted, but stays Terminating while the Node exists (no kubelet confirms it "
+            "stopped) and nothing replaces it"
+        )
     else:
         evictions = [t.evicted_at for t in lost.tasks if not t.terminating]
-        when = ("never (tolerates the taint forever)" if any(e is None for e in evictions)
-                else f"at {_clock(max(evictions))}")
-        nxt = (f"Kubernetes evicts it {when}, then it stays Terminating while the Node exists "
-               "and nothing replaces it")
+        when = (
+            "never (tolerates the taint forever)"
+            if any(e is None for e in evictions)
+            else f"at {_clock(max(evictions))}"
+        )
+        nxt = f"Kubernetes evicts it {when}, then it stays Terminating while the Node exists and nothing replaces it"
     if lost.out_of_service:
         nxt = "being force-deleted (out-of-service taint)"
     return f"{head}; {nxt}; to let the Job replace it: {remedy(lost)}"
@@ -187,17 +216,28 @@ def describe(lost: LostNode) -> str:
 
 def to_dict(lost: LostNode) -> dict:
     """For `status -o json` (lostNodes)."""
+
     def stamp(t: datetime | None) -> str | None:
         return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
-    return {"node": lost.node, "why": lost.why, "since": stamp(lost.since), "cloud": lost.cloud,
-            "deleted": lost.gone, "outOfService": lost.out_of_service, "remedy": remedy(lost),
-            "tasks": [{"task": t.task, "pod": t.pod, "terminating": t.terminating,
-                       "evictedAt": stamp(t.evicted_at)} for t in lost.tasks]}
+    return {
+        "node": lost.node,
+        "why": lost.why,
+        "since": stamp(lost.since),
+        "cloud": lost.cloud,
+        "deleted": lost.gone,
+        "outOfService": lost.out_of_service,
+        "remedy": remedy(lost),
+        "tasks": [
+            {"task": t.task, "pod": t.pod, "terminating": t.terminating, "evictedAt": stamp(t.evicted_at)}
+            for t in lost.tasks
+        ],
+    }
 
 
-def apply(status: ClusterStatus, pods: list[dict], nodes: dict[str, dict | None] | None,
-          unknown_because: str | None = None) -> ClusterStatus:
+def apply(
+    status: ClusterStatus, pods: list[dict], nodes: dict[str, dict | None] | None, unknown_because: str | None = None
+) -> ClusterStatus:
     """The status with its lost nodes: phase NodeLost (unless it has ended) and the message
     leading with them. nodes None: node state could not be read, and unknown_because says why
     (in the message: never a silent Running)."""
@@ -205,14 +245,12 @@ def apply(status: ClusterStatus, pods: list[dict], nodes: dict[str, dict | None]
         return status
     if nodes is None:
         if unknown_because:
-            status.message = "; ".join(m for m in (status.message,
-                                                   f"node state unknown: {unknown_because}") if m)
+            status.message = "; ".join(m for m in (status.message, f"node state unknown: {unknown_because}") if m)
         return status
     lost = lost_nodes(pods, nodes)
     if not lost:
         return status
-    status.message = "; ".join([describe(n) for n in lost]
-                               + ([f"also: {status.message}"] if status.message else []))
+    status.message = "; ".join([describe(n) for n in lost] + ([f"also: {status.message}"] if status.message else []))
     status.phase = Phase.NODE_LOST
     status.lost_nodes = [to_dict(n) for n in lost]
     on_lost = {t.task.rsplit("-", 1)[0]: n.node for n in lost for t in n.tasks}
@@ -222,8 +260,7 @@ def apply(status: ClusterStatus, pods: list[dict], nodes: dict[str, dict | None]
     return status
 
 
-def delete_blocked(cluster: str, namespace: str, pods: list[dict],
-                   nodes: dict[str, dict | None]) -> str | None:
+def delete_blocked(cluster: str, namespace: str, pods: list[dict], nodes: dict[str, dict | None]) -> str | None:
     """Why a delete cannot finish by itself, with the commands that finish it, when every pod
     left sits on a lost node that nobody is removing (not a deleted Node: the pod garbage
     collector takes those pods; not an out-of-service one: Kubernetes force-deletes them)."""
@@ -231,10 +268,11 @@ def delete_blocked(cluster: str, namespace: str, pods: list[dict],
     stuck = sorted(t.pod for n in lost for t in n.tasks)
     if not stuck or len(stuck) < len(pods):
         return None  # some pods are still ending normally: wait for them first
-    where = "; ".join(f"{', '.join(t.pod for t in n.tasks)} on node {n.node} ({n.why})"
-                      for n in lost)
-    return (f"cluster {cluster}: everything is deleted but {len(stuck)} pod(s) on lost nodes, "
-            f"which stay Terminating while their Node objects exist: {where}. Once the machine "
-            "is really off (a partitioned node may still run the task), finish with: kubectl "
-            f"delete pod {' '.join(stuck)} -n {namespace} --force --grace-period=0 (or delete "
-            f"the Node, or taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute)")
+    where = "; ".join(f"{', '.join(t.pod for t in n.tasks)} on node {n.node} ({n.why})" for n in lost)
+    return (
+        f"cluster {cluster}: everything is deleted but {len(stuck)} pod(s) on lost nodes, "
+        f"which stay Terminating while their Node objects exist: {where}. Once the machine "
+        "is really off (a partitioned node may still run the task), finish with: kubectl "
+        f"delete pod {' '.join(stuck)} -n {namespace} --force --grace-period=0 (or delete "
+        f"the Node, or taint it {OUT_OF_SERVICE_TAINT}=nodeshutdown:NoExecute)"
+    )

@@ -4,13 +4,18 @@ The success role's task (chief, MWMS worker 0) reports `step` events and a `fina
 evaluator reports `evaluated` events. Every backend hands the tails of those two logs to
 `read_progress`, which folds them into what `status`, `submit --wait` and `status --watch` show.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from worker.contract import (
-    EVALUATION_META_FIELDS, EVENT_EVALUATED, EVENT_FINAL, EVENT_STEP, parse_progress_line,
+    EVALUATION_META_FIELDS,
+    EVENT_EVALUATED,
+    EVENT_FINAL,
+    EVENT_STEP,
+    parse_progress_line,
 )
 
 # How much of a log's end the backends read: the latest `step` and `evaluated` events are near
@@ -27,8 +32,7 @@ class Evaluation:
     final: bool = False  # of the checkpoint training ended with
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "checkpoint": self.checkpoint, "metrics": self.metrics,
-                "final": self.final}
+        return {"step": self.step, "checkpoint": self.checkpoint, "metrics": self.metrics, "final": self.final}
 
     def summary(self) -> str:
         metrics = " ".join(f"{k} {_number(v)}" for k, v in sorted(self.metrics.items()))
@@ -61,9 +65,13 @@ class TrainingProgress:
 
     def to_dict(self) -> dict:
         return {
-            "step": self.step, "target": self.target, "loss": self.loss,
-            "stepsPerSecond": self.steps_per_s, "etaSeconds": _round(self.eta_seconds),
-            "updatedAt": self.updated_at, "finished": self.finished,
+            "step": self.step,
+            "target": self.target,
+            "loss": self.loss,
+            "stepsPerSecond": self.steps_per_s,
+            "etaSeconds": _round(self.eta_seconds),
+            "updatedAt": self.updated_at,
+            "finished": self.finished,
             "finalCheckpoint": self.final_checkpoint,
             "evaluation": self.evaluation.to_dict() if self.evaluation else None,
             "unreadable": self.unreadable,
@@ -115,8 +123,7 @@ def events(lines: Iterable[str]) -> list[dict]:
     return [record for line in lines if (record := parse_progress_line(line)) is not None]
 
 
-def read_progress(training_log: Iterable[str], evaluator_log: Iterable[str] = ()
-                  ) -> TrainingProgress | None:
+def read_progress(training_log: Iterable[str], evaluator_log: Iterable[str] = ()) -> TrainingProgress | None:
     """The progress told by the success task's and the evaluator's log lines (in order); None
     when neither has reported anything yet."""
     progress = TrainingProgress()
@@ -142,10 +149,8 @@ def read_progress(training_log: Iterable[str], evaluator_log: Iterable[str] = ()
         if event["event"] != EVENT_EVALUATED:
             continue
         seen = True
-        metrics = {k: float(v) for k, v in event.items()
-                   if k not in EVALUATION_META_FIELDS and _is_number(v)}
-        progress.history.append(Evaluation(_int(event.get("step"), None),
-                                           event.get("checkpoint"), metrics))
+        metrics = {k: float(v) for k, v in event.items() if k not in EVALUATION_META_FIELDS and _is_number(v)}
+        progress.history.append(Evaluation(_int(event.get("step"), None), event.get("checkpoint"), metrics))
     if progress.history:
         progress.evaluation = progress.history[-1]
         if progress.finished:

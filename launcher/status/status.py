@@ -1,4 +1,5 @@
 """A cluster's status as every backend reports it (pure data, no backend code)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,8 +59,11 @@ class ClusterStatus:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "namespace": self.namespace, "phase": self.phase.value,
-            "message": self.message, "exitCode": self.exit_code,
+            "name": self.name,
+            "namespace": self.namespace,
+            "phase": self.phase.value,
+            "message": self.message,
+            "exitCode": self.exit_code,
             "roles": [vars(r) for r in self.roles],
             "training": self.training.to_dict() if self.training else None,
             "notes": list(self.notes),
@@ -69,8 +73,7 @@ class ClusterStatus:
     def line(self) -> str:
         """One progress line: `[Running] chief 1 active/0 succeeded/0 failed of 1, ...`."""
         roles = ", ".join(
-            f"{r.role} {r.active} active/{r.succeeded} succeeded/{r.failed} failed of {r.replicas}"
-            for r in self.roles
+            f"{r.role} {r.active} active/{r.succeeded} succeeded/{r.failed} failed of {r.replicas}" for r in self.roles
         )
         text = f"[{self.phase}] {roles}"
         return text + (f" - {self.message}" if self.message else "")

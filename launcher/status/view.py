@@ -5,6 +5,7 @@ tasks, a progress bar with steps/s, ETA, the last loss and the last evaluation; 
 logs, pipes) one plain line whenever the phase or a task changes, and every `every_seconds`
 while training advances.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,6 +27,7 @@ class View(Protocol):
 
 def tasks_summary(status: ClusterStatus) -> str:
     """`chief 1/1, worker 2/2, evaluator 0/1 (1 done)`: running of replicas per role."""
+
     def one(r) -> str:
         extra = [f"{n} {what}" for n, what in ((r.succeeded, "done"), (r.failed, "failed")) if n]
         return f"{r.role} {r.active}/{r.replicas}" + (f" ({', '.join(extra)})" if extra else "")
@@ -51,8 +53,12 @@ class LineView:
     """Plain lines: the state line (phase, tasks, message) when it changes, and the training
     summary every `every_seconds` when that changed (None: only with the state line)."""
 
-    def __init__(self, out: IO[str], every_seconds: float | None = DEFAULT_LINE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        out: IO[str],
+        every_seconds: float | None = DEFAULT_LINE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.out = out
         self.every = every_seconds
         self.clock = clock
@@ -83,8 +89,13 @@ class LiveView:
         from rich.live import Live
 
         self.console = Console(file=out)
-        self.live = Live(console=self.console, auto_refresh=False, transient=False,
-                         redirect_stdout=out is sys.stdout, redirect_stderr=out is sys.stderr)
+        self.live = Live(
+            console=self.console,
+            auto_refresh=False,
+            transient=False,
+            redirect_stdout=out is sys.stdout,
+            redirect_stderr=out is sys.stderr,
+        )
         self.live.start()
 
     def show(self, status: ClusterStatus) -> None:
@@ -104,8 +115,9 @@ def render(status: ClusterStatus):
     from rich.table import Table
     from rich.text import Text
 
-    header = Text.assemble((f"{status.namespace}/{status.name} ", "bold"),
-                           (f"[{status.phase}]", _PHASE_STYLE.get(status.phase.value, "")))
+    header = Text.assemble(
+        (f"{status.namespace}/{status.name} ", "bold"), (f"[{status.phase}]", _PHASE_STYLE.get(status.phase.value, ""))
+    )
     if status.message:
         header.append(f" {status.message}")
     tasks = Text("  " + tasks_summary(status) + "  (running/replicas)")
@@ -118,8 +130,7 @@ def render(status: ClusterStatus):
         row.add_column()
         cells = [", ".join(training.facts(fraction=False))]
         if training.target:
-            cells.insert(0, ProgressBar(total=training.target, completed=training.step or 0,
-                                        width=30))
+            cells.insert(0, ProgressBar(total=training.target, completed=training.step or 0, width=30))
         row.add_row(*cells)
         parts.append(row)
         if training.evaluation is not None:
@@ -127,8 +138,16 @@ def render(status: ClusterStatus):
     return Group(*parts)
 
 
-_PHASE_STYLE = {"Succeeded": "green", "Failed": "red", "Stuck": "red", "NodeLost": "red", "Running": "cyan",
-                "Finishing": "cyan", "Queued": "yellow", "Pending": "yellow"}
+_PHASE_STYLE = {
+    "Succeeded": "green",
+    "Failed": "red",
+    "Stuck": "red",
+    "NodeLost": "red",
+    "Running": "cyan",
+    "Finishing": "cyan",
+    "Queued": "yellow",
+    "Pending": "yellow",
+}
 
 
 def make_view(out: IO[str], every_seconds: float | None = DEFAULT_LINE_SECONDS) -> View:

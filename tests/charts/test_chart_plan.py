@@ -3,6 +3,7 @@ one change) and merges them as "@if" nodes, assuming that variants compose. Chec
 helm: for every shape, the merged tree with any one or two of the variants that can occur set
 (what templates/_helpers.tpl's tfk8s.fill chooses, `choose` below) equals the launcher's own
 render of the sample with those changes made together."""
+
 from __future__ import annotations
 
 import difflib
@@ -33,8 +34,7 @@ def choose(node, on: set):
 
 def _diff(want, got) -> str:
     lines = lambda tree: json.dumps(tree, indent=1, sort_keys=True).splitlines()  # noqa: E731
-    return "\n".join(list(difflib.unified_diff(lines(want), lines(got), "render", "merged",
-                                               lineterm=""))[:60])
+    return "\n".join(list(difflib.unified_diff(lines(want), lines(got), "render", "merged", lineterm=""))[:60])
 
 
 @pytest.fixture(scope="module")

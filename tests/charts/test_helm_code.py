@@ -1,20 +1,19 @@
 """The chart ships `code:` like the launcher: codeArchive through --set-file (a base64 file with
 its trailing newline, as `python -m launcher.code_shipping` prints it) gives the same objects as
 render, and `code:` without codeArchive is refused with the fix."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from launcher.chart import chart_values
-from launcher.chart import chart_schema
+import yaml
+from support import REPO
+from test_helm_parity import CHART, SPECS_DIR, assert_same_objects, chart_refusal, helm  # noqa: F401 (helm: the fixture)
+
+from launcher.chart import chart_schema, chart_values
 from launcher.render import render
 from launcher.spec.loader import load_file
-from support import REPO
-from test_helm_parity import (  # noqa: F401 (helm: the fixture)
-    CHART, SPECS_DIR, assert_same_objects, chart_refusal, helm)
-
-import yaml
 
 
 def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
@@ -22,13 +21,25 @@ def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
     values = chart_values.helm_values(spec)
     values.pop("codeArchive")
     b64 = subprocess.run(
-        [sys.executable, "-m", "launcher.code_shipping", str(SPECS_DIR / "code-src"),
-         "--exclude", "*.md"], capture_output=True, text=True, check=True, cwd=REPO).stdout
+        [sys.executable, "-m", "launcher.code_shipping", str(SPECS_DIR / "code-src"), "--exclude", "*.md"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout
     assert b64.endswith("\n")
     (tmp_path / "code.b64").write_text(b64)
-    r = helm.run("template", spec.name, str(CHART), "--namespace", spec.namespace,
-                 "-f", str(helm.values_file(values)), "--set-file",
-                 f"codeArchive={tmp_path / 'code.b64'}")
+    r = helm.run(
+        "template",
+        spec.name,
+        str(CHART),
+        "--namespace",
+        spec.namespace,
+        "-f",
+        str(helm.values_file(values)),
+        "--set-file",
+        f"codeArchive={tmp_path / 'code.b64'}",
+    )
     assert r.returncode == 0, r.stderr
     assert_same_objects(render.render(spec), [d for d in yaml.safe_load_all(r.stdout) if d])
 

@@ -15,6 +15,7 @@ beyond U+FFFF.
 helm: env HELM, else PATH, else ${TFK8S_CACHE:-~/.cache/tfk8s}/bin/helm (tests/kind/toolchain.sh
 builds it). Without helm these tests skip, except under CI, where they fail.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,16 +33,15 @@ from pathlib import Path
 import pytest
 import yaml
 from pydantic import ValidationError
+from support import REPO, example_specs, find_helm, in_ci
 
-from launcher.chart import chart_values
 from launcher import k8s_contract
-from launcher.chart import chart_plan, chart_schema
-from launcher.spec import names
-from launcher.render import render
+from launcher.chart import chart_plan, chart_schema, chart_values
 from launcher.errors import SpecError
+from launcher.render import render
+from launcher.spec import names
 from launcher.spec.loader import load_data, load_file
 from launcher.spec.spec import ClusterSpec
-from support import REPO, example_specs, find_helm, in_ci
 from worker import contract
 
 CHART = REPO / "charts" / "tfk8s"
@@ -69,8 +69,7 @@ gen_chart = _load_gen_chart()
 def helm(tmp_path_factory) -> "Helm":
     path = find_helm()
     if path is None:
-        why = ("no helm binary (env HELM, PATH, or $TFK8S_CACHE/bin/helm from "
-               "tests/kind/toolchain.sh)")
+        why = "no helm binary (env HELM, PATH, or $TFK8S_CACHE/bin/helm from tests/kind/toolchain.sh)"
         if in_ci():
             pytest.fail(f"{why}, and CI is set", pytrace=False)
         pytest.skip(f"{why}; set CI=1 to make this an error")
@@ -81,13 +80,16 @@ class Helm:
     def __init__(self, path: str, home: Path):
         self.path = path
         # Keep helm's cache/config/data out of the user's home.
-        self.env = {**os.environ, "HELM_CACHE_HOME": str(home / "cache"),
-                    "HELM_CONFIG_HOME": str(home / "config"), "HELM_DATA_HOME": str(home / "data")}
+        self.env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
         self.home = home
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.path, *args], capture_output=True, text=True, env=self.env,
-                              timeout=120)
+        return subprocess.run([self.path, *args], capture_output=True, text=True, env=self.env, timeout=120)
 
     def values_file(self, values: dict | str, name: str = "values.yaml") -> Path:
         """Values as YAML with every string double-quoted (see _QuotedDumper), or text as given."""
@@ -96,8 +98,7 @@ class Helm:
         return path
 
     def template(self, release: str, namespace: str, values: dict | str) -> subprocess.CompletedProcess:
-        return self.run("template", release, str(CHART), "--namespace", namespace,
-                        "-f", str(self.values_file(values)))
+        return self.run("template", release, str(CHART), "--namespace", namespace, "-f", str(self.values_file(values)))
 
     def objects(self, release: str, namespace: str, values: dict | str) -> list[dict]:
         r = self.template(release, namespace, values)
@@ -112,7 +113,8 @@ class _GoYamlLoader(yaml.SafeLoader):
 
 _GoYamlLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:value"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 class _QuotedDumper(yaml.SafeDumper):
@@ -122,7 +124,8 @@ class _QuotedDumper(yaml.SafeDumper):
 
 
 _QuotedDumper.add_representer(
-    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"'))
+    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+)
 
 
 def quoted_yaml(values: dict) -> str:
@@ -186,8 +189,8 @@ def test_helm_template_equals_render(helm, spec_file):
     assert_same_objects(expected, actual)
     # Spelled out, though equality above covers them: TF_CONFIG text and env order per Job.
     env_of = lambda objs: {  # noqa: E731
-        o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["env"]
-        for o in objs if o["kind"] == "Job"}
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["env"] for o in objs if o["kind"] == "Job"
+    }
     assert env_of(actual) == env_of(expected)
     assert render.pod_tf_configs(spec, actual) == render.pod_tf_configs(spec, expected)
 
@@ -196,8 +199,13 @@ def test_helm_template_equals_render(helm, spec_file):
 @pytest.mark.parametrize("spec_file", _spec_params())
 def test_cli_helm_values_reach_helm_unchanged(helm, spec_file):
     """What users run: python -m launcher render cluster.yaml --helm-values > values.yaml."""
-    r = subprocess.run([sys.executable, "-m", "launcher", "render", str(spec_file), "--helm-values"],
-                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "launcher", "render", str(spec_file), "--helm-values"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     spec = load_file(spec_file)
     assert yaml.safe_load(r.stdout) == chart_values.helm_values(spec)
@@ -206,9 +214,15 @@ def test_cli_helm_values_reach_helm_unchanged(helm, spec_file):
 
 @pytest.mark.helm
 def test_non_bmp_characters(helm):
-    spec = ClusterSpec.model_validate({
-        "name": "emoji", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}},
-        "annotations": {"note": "\U0001F680 launch"}, "env": {"GREETING": "\U0001F600"}})
+    spec = ClusterSpec.model_validate(
+        {
+            "name": "emoji",
+            "strategy": "mirrored",
+            "roles": {"chief": {"replicas": 1}},
+            "annotations": {"note": "\U0001f680 launch"},
+            "env": {"GREETING": "\U0001f600"},
+        }
+    )
     actual = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec))
     assert_same_objects(render.render(spec), actual)
 
@@ -230,8 +244,9 @@ def test_values_name_wins_over_release_name(helm):
 
 @pytest.mark.helm
 def test_chart_without_values_is_one_mirrored_pod(helm):
-    spec = ClusterSpec.model_validate({"name": "demo", "namespace": "ns1", "strategy": "mirrored",
-                                       "roles": {"chief": {"replicas": 1}}})
+    spec = ClusterSpec.model_validate(
+        {"name": "demo", "namespace": "ns1", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}}}
+    )
     r = helm.run("template", "demo", str(CHART), "-n", "ns1")
     assert r.returncode == 0, r.stderr
     assert_same_objects(render.render(spec), [d for d in yaml.safe_load_all(r.stdout) if d])
@@ -242,8 +257,10 @@ def test_chart_without_values_is_one_mirrored_pod(helm):
 @pytest.mark.helm
 def test_chart_defaults_plus_minimal_values(helm):
     """A hand-written values file with only what differs: the chart's defaults fill the rest."""
-    values = {"strategy": "parameter_server",
-              "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}}
+    values = {
+        "strategy": "parameter_server",
+        "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}},
+    }
     spec = ClusterSpec.model_validate({**values, "name": "mini", "namespace": "ns1"})
     assert_same_objects(render.render(spec), helm.objects("mini", "ns1", values))
 
@@ -254,77 +271,132 @@ def _random_specs():
     from hypothesis import strategies as st
 
     # BMP only: render() cannot carry characters beyond U+FFFF yet (see test_non_bmp_characters).
-    text = st.text(st.characters(exclude_categories=("Cs", "Cc", "Cn"), include_characters="\n\t",
-                                 max_codepoint=0xFFFF), max_size=12)
+    text = st.text(
+        st.characters(exclude_categories=("Cs", "Cc", "Cn"), include_characters="\n\t", max_codepoint=0xFFFF),
+        max_size=12,
+    )
     env_name = st.from_regex(r"\A[A-Z_][A-Z0-9_]{0,8}\Z")
-    env = st.dictionaries(env_name.filter(lambda k: k not in ("TF_CONFIG", "TFK8S_TASK_INDEX",
-                                                               "GRPC_FAIL_FAST")),
-                          text, max_size=3).map(lambda d: dict(sorted(d.items())))
+    env = st.dictionaries(
+        env_name.filter(lambda k: k not in ("TF_CONFIG", "TFK8S_TASK_INDEX", "GRPC_FAIL_FAST")), text, max_size=3
+    ).map(lambda d: dict(sorted(d.items())))
     label_key = st.from_regex(r"\A[a-z]([a-z0-9.-]{0,10}/)?[a-z0-9]{1,8}\Z")
     quantity = st.sampled_from(["100m", "1", "2Gi", "512Mi", 2, 0.5])
-    toleration = st.fixed_dictionaries({}, optional={
-        "key": st.sampled_from(["dedicated", "gpu"]), "operator": st.sampled_from(["Exists", "Equal"]),
-        "value": st.sampled_from(["", "x"]), "effect": st.sampled_from(["NoSchedule", "NoExecute"]),
-        "tolerationSeconds": st.integers(0, 10**6)})
+    toleration = st.fixed_dictionaries(
+        {},
+        optional={
+            "key": st.sampled_from(["dedicated", "gpu"]),
+            "operator": st.sampled_from(["Exists", "Equal"]),
+            "value": st.sampled_from(["", "x"]),
+            "effect": st.sampled_from(["NoSchedule", "NoExecute"]),
+            "tolerationSeconds": st.integers(0, 10**6),
+        },
+    )
 
     def role(replicas):
-        return st.fixed_dictionaries({"replicas": replicas}, optional={
-            "env": env, "nodeSelector": st.dictionaries(label_key, text, max_size=2),
-            "tolerations": st.lists(toleration, max_size=2),
-            "resources": st.fixed_dictionaries({}, optional={
-                "requests": st.dictionaries(st.sampled_from(["cpu", "memory"]), quantity, max_size=2),
-                "limits": st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]),
-                                          quantity, max_size=2)})})
+        return st.fixed_dictionaries(
+            {"replicas": replicas},
+            optional={
+                "env": env,
+                "nodeSelector": st.dictionaries(label_key, text, max_size=2),
+                "tolerations": st.lists(toleration, max_size=2),
+                "resources": st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "requests": st.dictionaries(st.sampled_from(["cpu", "memory"]), quantity, max_size=2),
+                        "limits": st.dictionaries(
+                            st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), quantity, max_size=2
+                        ),
+                    },
+                ),
+            },
+        )
 
     evaluator = st.sampled_from([0, 1])
     roles = st.one_of(
-        st.fixed_dictionaries({"chief": role(st.just(1)), "worker": role(st.integers(1, 12)),
-                               "ps": role(st.integers(1, 3)), "evaluator": role(evaluator)}),
+        st.fixed_dictionaries(
+            {
+                "chief": role(st.just(1)),
+                "worker": role(st.integers(1, 12)),
+                "ps": role(st.integers(1, 3)),
+                "evaluator": role(evaluator),
+            }
+        ),
         st.fixed_dictionaries({"worker": role(st.integers(1, 12)), "evaluator": role(evaluator)}),
         st.fixed_dictionaries({"chief": role(st.just(1)), "evaluator": role(evaluator)}),
     )
-    strategy_of = lambda r: ("parameter_server" if "ps" in r else  # noqa: E731
-                             "multi_worker_mirrored" if "worker" in r else "mirrored")
+
+    def strategy_of(r):
+        return "parameter_server" if "ps" in r else "multi_worker_mirrored" if "worker" in r else "mirrored"
+
     checkpoint = st.one_of(
         st.just({"dir": "gs://bucket/run"}),
-        st.fixed_dictionaries({"dir": st.just("/ckpt/run"), "volume": st.one_of(
-            st.just({"persistentVolumeClaim": {"claimName": "c"}}),
-            st.just({"hostPath": {"path": "/data"}, "mountPath": "/ckpt/"}))}),
+        st.fixed_dictionaries(
+            {
+                "dir": st.just("/ckpt/run"),
+                "volume": st.one_of(
+                    st.just({"persistentVolumeClaim": {"claimName": "c"}}),
+                    st.just({"hostPath": {"path": "/data"}, "mountPath": "/ckpt/"}),
+                ),
+            }
+        ),
         # No dir: the cluster's own, <mountPath>/<namespace>/<name> (an emptyDir there, or on
         # the volume).
-        st.fixed_dictionaries({}, optional={"volume": st.one_of(
-            st.just({"persistentVolumeClaim": {"claimName": "c"}, "mountPath": "/data//"}),
-            st.just({"hostPath": {"path": "/data"}}))}))
-    program = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
-        "module": st.sampled_from(["worker.examples.fashion_mnist", "my.program"]),
-        "args": st.lists(text, max_size=3)}))
-    byo = st.fixed_dictionaries({"image": st.just("me/img:1"),
-                                 "command": st.lists(text, min_size=1, max_size=3)},
-                                optional={"args": st.lists(text, max_size=2)})
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "volume": st.one_of(
+                    st.just({"persistentVolumeClaim": {"claimName": "c"}, "mountPath": "/data//"}),
+                    st.just({"hostPath": {"path": "/data"}}),
+                )
+            },
+        ),
+    )
+    program = st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "module": st.sampled_from(["worker.examples.fashion_mnist", "my.program"]),
+                "args": st.lists(text, max_size=3),
+            },
+        ),
+    )
+    byo = st.fixed_dictionaries(
+        {"image": st.just("me/img:1"), "command": st.lists(text, min_size=1, max_size=3)},
+        optional={"args": st.lists(text, max_size=2)},
+    )
     optional = {
-        "env": env, "labels": st.dictionaries(label_key, text, max_size=2),
+        "env": env,
+        "labels": st.dictionaries(label_key, text, max_size=2),
         "annotations": st.dictionaries(label_key, text, max_size=2),
         "serviceAccountName": st.sampled_from(["trainer", None]),
-        "port": st.integers(1024, 65535), "networkPolicy": st.booleans(), "restartPolicy": st.sampled_from(["OnFailure", "Never"]),
-        "backoffLimit": st.integers(0, 1000), "activeDeadlineSeconds": st.one_of(st.none(), st.integers(1, 10**9)),
+        "port": st.integers(1024, 65535),
+        "networkPolicy": st.booleans(),
+        "restartPolicy": st.sampled_from(["OnFailure", "Never"]),
+        "backoffLimit": st.integers(0, 1000),
+        "activeDeadlineSeconds": st.one_of(st.none(), st.integers(1, 10**9)),
         "ttlSecondsAfterFinished": st.one_of(st.none(), st.integers(0, 10**6)),
-        "evaluatorGraceSeconds": st.integers(0, 10**6), "peerTimeoutSeconds": st.integers(1, 10**6),
+        "evaluatorGraceSeconds": st.integers(0, 10**6),
+        "peerTimeoutSeconds": st.integers(1, 10**6),
         "terminationGracePeriodSeconds": st.integers(1, 10**6),
     }
 
     @st.composite
     def spec(draw):
         r = draw(roles)
-        data = {"name": "r" + draw(st.from_regex(r"\A[a-z0-9]{0,8}\Z")), "namespace": "ns",
-                "strategy": strategy_of(r), "roles": r, "checkpoint": draw(checkpoint),
-                **draw(st.fixed_dictionaries({}, optional=optional))}
+        data = {
+            "name": "r" + draw(st.from_regex(r"\A[a-z0-9]{0,8}\Z")),
+            "namespace": "ns",
+            "strategy": strategy_of(r),
+            "roles": r,
+            "checkpoint": draw(checkpoint),
+            **draw(st.fixed_dictionaries({}, optional=optional)),
+        }
         volume = data["checkpoint"].get("volume") or {}
-        if data["strategy"] == "multi_worker_mirrored" and r["worker"]["replicas"] > 1 \
-                and "hostPath" in volume:
+        if data["strategy"] == "multi_worker_mirrored" and r["worker"]["replicas"] > 1 and "hostPath" in volume:
             # Several MWMS workers need a shared checkpoint dir: a PVC (or gs://), no hostPath.
             data["checkpoint"]["volume"] = {"persistentVolumeClaim": {"claimName": "c"}}
-        if r["evaluator"]["replicas"] and not data["checkpoint"].get("dir", "").startswith("gs://") \
-                and not volume:
+        if r["evaluator"]["replicas"] and not data["checkpoint"].get("dir", "").startswith("gs://") and not volume:
             # The evaluator reads the chief's checkpoints: a shared volume, not an emptyDir.
             data["checkpoint"]["volume"] = {"persistentVolumeClaim": {"claimName": "c"}}
         # the JobSet projection, queued through Kueue or not, with a PriorityClass or not
@@ -342,8 +414,10 @@ def _random_specs():
         for cfg in r.values():  # a GPU request must equal its limit
             resources = cfg.get("resources", {})
             if "nvidia.com/gpu" in resources.get("limits", {}) and draw(st.booleans()):
-                resources["requests"] = {**resources.get("requests", {}),
-                                         "nvidia.com/gpu": resources["limits"]["nvidia.com/gpu"]}
+                resources["requests"] = {
+                    **resources.get("requests", {}),
+                    "nvidia.com/gpu": resources["limits"]["nvidia.com/gpu"],
+                }
         return ClusterSpec.model_validate(data)
 
     return spec()
@@ -354,10 +428,14 @@ def test_random_specs_render_the_same(helm):
     hypothesis = pytest.importorskip("hypothesis")
 
     # Derandomized (the same examples every run) and no shrinking: each example runs helm.
-    @hypothesis.settings(max_examples=int(os.environ.get("TFK8S_HELM_EXAMPLES", "40")), deadline=None,
-                         derandomize=True, database=None,
-                         phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
-                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.settings(
+        max_examples=int(os.environ.get("TFK8S_HELM_EXAMPLES", "40")),
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
     @hypothesis.given(_random_specs())
     def check(spec):
         assert_same_objects(render.render(spec), helm.objects("rel", spec.namespace, chart_values.helm_values(spec)))
@@ -395,43 +473,61 @@ def _set(values: dict, dotted: str, value) -> dict:
 REFUSED = [
     ("unknown-key", {"replica": 3}, "additional properties 'replica' not allowed"),
     ("unknown-role-key", {"roles.worker.replica": 3}, "additional properties 'replica' not allowed"),
-    ("wrong-enum", {"strategy": "data_parallel"},
-     "value must be one of 'parameter_server', 'multi_worker_mirrored', 'mirrored'"),
+    (
+        "wrong-enum",
+        {"strategy": "data_parallel"},
+        "value must be one of 'parameter_server', 'multi_worker_mirrored', 'mirrored'",
+    ),
     ("wrong-pull-policy", {"imagePullPolicy": "Sometimes"}, "at '/imagePullPolicy'"),
     ("name-70-chars", {"name": "a" * 70}, "maxLength: got 70, want 63"),
     ("name-not-dns", {"name": "Bad_Name"}, "at '/name'"),
     ("wrong-type", {"port": "grpc"}, "at '/port': got string, want integer"),
-    ("network-policy-string", {"networkPolicy": "false"},
-     "at '/networkPolicy': got string, want boolean"),
+    ("network-policy-string", {"networkPolicy": "false"}, "at '/networkPolicy': got string, want boolean"),
     ("port-range", {"port": 80}, "at '/port': minimum: got 80, want 1,024"),
     ("missing-strategy", {"strategy": None}, "missing property 'strategy'"),
     ("ps-two-chiefs", {"roles.chief.replicas": 2}, "at '/roles/chief/replicas': value must be 1"),
     ("ps-no-ps", {"roles.ps.replicas": 0}, "at '/roles/ps/replicas': minimum: got 0, want 1"),
-    ("mwms-with-chief", {"strategy": "multi_worker_mirrored", "roles.ps.replicas": 0},
-     "at '/roles/chief/replicas': value must be 0"),
-    ("mirrored-with-workers", {"strategy": "mirrored", "roles.ps.replicas": 0},
-     "at '/roles/worker/replicas': value must be 0"),
+    (
+        "mwms-with-chief",
+        {"strategy": "multi_worker_mirrored", "roles.ps.replicas": 0},
+        "at '/roles/chief/replicas': value must be 0",
+    ),
+    (
+        "mirrored-with-workers",
+        {"strategy": "mirrored", "roles.ps.replicas": 0},
+        "at '/roles/worker/replicas': value must be 0",
+    ),
     ("two-evaluators", {"roles.evaluator.replicas": 2}, "maximum: got 2, want 1"),
     ("args-without-command", {"program": None, "args": ["--x"]}, "missing property 'command'"),
     ("command-and-program", {"command": ["python", "t.py"]}, "at '/program': got object, want null"),
     ("evaluator-without-storage", {"checkpoint.volume": None}, "at '/checkpoint'"),
     ("two-volume-sources", {"checkpoint.volume.hostPath": {"path": "/x"}}, "at '/checkpoint/volume'"),
-    ("relative-dir", {"checkpoint.dir": "ckpt", "checkpoint.volume": None,
-                      "roles.evaluator.replicas": 0}, "does not match pattern '^/'"),
+    (
+        "relative-dir",
+        {"checkpoint.dir": "ckpt", "checkpoint.volume": None, "roles.evaluator.replicas": 0},
+        "does not match pattern '^/'",
+    ),
     ("s3-dir", {"checkpoint.dir": "s3://b/x", "checkpoint.volume": None}, "'^gs://'"),
-    ("gs-dir-with-volume", {"checkpoint.dir": "gs://b/x"},
-     "at '/checkpoint/volume': got object, want null"),
-    ("unknown-resource", {"roles.chief.resources.requests": {"gpu": "1"}},
-     "at '/roles/chief/resources/requests': additional properties 'gpu' not allowed"),
+    ("gs-dir-with-volume", {"checkpoint.dir": "gs://b/x"}, "at '/checkpoint/volume': got object, want null"),
+    (
+        "unknown-resource",
+        {"roles.chief.resources.requests": {"gpu": "1"}},
+        "at '/roles/chief/resources/requests': additional properties 'gpu' not allowed",
+    ),
     ("bad-quantity", {"roles.chief.resources.limits": {"memory": "lots"}}, "at '/roles/chief/resources/limits/memory'"),
-    ("gpu-only-in-requests", {"roles.chief.resources.requests": {"nvidia.com/gpu": "1"}},
-     "missing property 'nvidia.com/gpu'"),
-    ("bad-env-name", {"roles.ps.env": {"1BAD": "x"}},
-     "at '/roles/ps/env': additional properties '1BAD' not allowed"),
+    (
+        "gpu-only-in-requests",
+        {"roles.chief.resources.requests": {"nvidia.com/gpu": "1"}},
+        "missing property 'nvidia.com/gpu'",
+    ),
+    ("bad-env-name", {"roles.ps.env": {"1BAD": "x"}}, "at '/roles/ps/env': additional properties '1BAD' not allowed"),
     ("env-not-string", {"env": {"N": 1}}, "at '/env/N': got number, want string"),
     ("bad-module", {"program.module": "not-a-module"}, "at '/program/module'"),
-    ("bad-toleration", {"roles.worker.tolerations": [{"operator": "Maybe"}]},
-     "at '/roles/worker/tolerations/0/operator'"),
+    (
+        "bad-toleration",
+        {"roles.worker.tolerations": [{"operator": "Maybe"}]},
+        "at '/roles/worker/tolerations/0/operator'",
+    ),
     ("queue-without-jobset", {"queue": "q"}, "at '/workload'"),
     ("unknown-workload", {"workload": "pods"}, "at '/workload'"),
 ]
@@ -441,36 +537,73 @@ REFUSED = [
 # message is exactly the launcher's for the same values ("PATH: MESSAGE", one of load_data's
 # problems); the fragment pins the rule that refused them.
 REFUSED_LIKE_THE_LAUNCHER = [
-    ("reserved-env", {"roles.worker.env": {"TF_CONFIG": "{}"}},
-     "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it"),
+    (
+        "reserved-env",
+        {"roles.worker.env": {"TF_CONFIG": "{}"}},
+        "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",
+    ),
     ("reserved-env-all-pods", {"env": {"GRPC_FAIL_FAST": "x"}}, "env: GRPC_FAIL_FAST is set"),
-    ("dir-not-under-mount", {"checkpoint.dir": "/data/x"},
-     "checkpoint: dir '/data/x' is not under the volume's mountPath '/ckpt'"),
+    (
+        "dir-not-under-mount",
+        {"checkpoint.dir": "/data/x"},
+        "checkpoint: dir '/data/x' is not under the volume's mountPath '/ckpt'",
+    ),
     # quotes and a token's text in a value are the value's own (one substitution pass)
-    ("dir-with-quote-and-token", {"checkpoint.dir": "/data/it's@mount_path@"},
-     "checkpoint: dir '/data/it's@mount_path@' is not under"),
-    ("gpu-requests-ne-limits", {"roles.chief.resources.requests": {"nvidia.com/gpu": "1"},
-                                "roles.chief.resources.limits": {"nvidia.com/gpu": "2"}},
-     "roles.chief.resources: nvidia.com/gpu must be set under limits"),
-    ("mwms-workers-hostpath", {"strategy": "multi_worker_mirrored", "roles.chief.replicas": 0,
-                               "roles.ps.replicas": 0, "roles.evaluator.replicas": 0,
-                               "checkpoint.volume": {"hostPath": {"path": "/data"}}},
-     "checkpoint.volume: multi_worker_mirrored with 3 workers needs checkpoint storage that "
-     "every worker shares (a hostPath is a different directory on each node): after a restart "
-     "each worker would restore a different checkpoint and all-reduce gradients into different "
-     "weights. Set checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, "
-     "or use a gs:// checkpoint.dir"),
-    ("mwms-workers-no-volume", {"strategy": "multi_worker_mirrored", "roles.chief.replicas": 0,
-                                "roles.ps.replicas": 0, "roles.evaluator.replicas": 0,
-                                "checkpoint.volume": None},
-     "(without a volume each pod gets its own emptyDir)"),
-    ("generated-name-too-long", {"name": "n" * 52},
-     "name: generated pod hostname name '" + "n" * 52 + "-evaluator-0' for role evaluator: "
-     "64 characters; a DNS-1035 label has at most 63; shorten name"),
-    ("generated-jobset-name-too-long", {"name": "n" * 50, "workload": "jobset"},
-     "name: generated pod hostname name '" + "n" * 50 + "-evaluator-0-0' for role evaluator"),
-    ("generated-account-name-too-long", {"name": "n" * 53, "roles.evaluator.replicas": 0},
-     "name: generated ServiceAccount/Role name '" + "n" * 53 + "-supervisor' for role -: 64"),
+    (
+        "dir-with-quote-and-token",
+        {"checkpoint.dir": "/data/it's@mount_path@"},
+        "checkpoint: dir '/data/it's@mount_path@' is not under",
+    ),
+    (
+        "gpu-requests-ne-limits",
+        {
+            "roles.chief.resources.requests": {"nvidia.com/gpu": "1"},
+            "roles.chief.resources.limits": {"nvidia.com/gpu": "2"},
+        },
+        "roles.chief.resources: nvidia.com/gpu must be set under limits",
+    ),
+    (
+        "mwms-workers-hostpath",
+        {
+            "strategy": "multi_worker_mirrored",
+            "roles.chief.replicas": 0,
+            "roles.ps.replicas": 0,
+            "roles.evaluator.replicas": 0,
+            "checkpoint.volume": {"hostPath": {"path": "/data"}},
+        },
+        "checkpoint.volume: multi_worker_mirrored with 3 workers needs checkpoint storage that "
+        "every worker shares (a hostPath is a different directory on each node): after a restart "
+        "each worker would restore a different checkpoint and all-reduce gradients into different "
+        "weights. Set checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, "
+        "or use a gs:// checkpoint.dir",
+    ),
+    (
+        "mwms-workers-no-volume",
+        {
+            "strategy": "multi_worker_mirrored",
+            "roles.chief.replicas": 0,
+            "roles.ps.replicas": 0,
+            "roles.evaluator.replicas": 0,
+            "checkpoint.volume": None,
+        },
+        "(without a volume each pod gets its own emptyDir)",
+    ),
+    (
+        "generated-name-too-long",
+        {"name": "n" * 52},
+        "name: generated pod hostname name '" + "n" * 52 + "-evaluator-0' for role evaluator: "
+        "64 characters; a DNS-1035 label has at most 63; shorten name",
+    ),
+    (
+        "generated-jobset-name-too-long",
+        {"name": "n" * 50, "workload": "jobset"},
+        "name: generated pod hostname name '" + "n" * 50 + "-evaluator-0-0' for role evaluator",
+    ),
+    (
+        "generated-account-name-too-long",
+        {"name": "n" * 53, "roles.evaluator.replicas": 0},
+        "name: generated ServiceAccount/Role name '" + "n" * 53 + "-supervisor' for role -: 64",
+    ),
 ]
 
 
@@ -502,8 +635,7 @@ def test_invalid_values_are_refused(helm, changes, message):
 
 
 @pytest.mark.helm
-@pytest.mark.parametrize("changes,fragment",
-                         [pytest.param(c, m, id=i) for i, c, m in REFUSED_LIKE_THE_LAUNCHER])
+@pytest.mark.parametrize("changes,fragment", [pytest.param(c, m, id=i) for i, c, m in REFUSED_LIKE_THE_LAUNCHER])
 def test_validate_refuses_with_the_launchers_message(helm, changes, fragment):
     values = _changed(changes)
     with pytest.raises(SpecError) as refused:
@@ -525,10 +657,8 @@ def test_schema_errors_name_the_schema(helm):
 @pytest.mark.helm
 def test_namespace_mismatch_is_refused(helm):
     message = chart_refusal(helm.template("rel", "elsewhere", _base_values()))
-    assert message.startswith('namespace: the values say "team-a" but the release namespace '
-                              'is "elsewhere"')
-    assert message == "namespace: " + chart_schema.NAMESPACE_MISMATCH.format(
-        namespace="team-a", release="elsewhere")
+    assert message.startswith('namespace: the values say "team-a" but the release namespace is "elsewhere"')
+    assert message == "namespace: " + chart_schema.NAMESPACE_MISMATCH.format(namespace="team-a", release="elsewhere")
 
 
 @pytest.mark.helm
@@ -537,7 +667,8 @@ def test_release_name_that_is_no_dns1035_label_is_refused(helm):
     message = chart_refusal(helm.template("1st-run", "team-a", values))
     assert 'the release name "1st-run" is the cluster name' in message
     assert message == "name: " + chart_schema.RELEASE_NAME_PROBLEM.format(
-        release="1st-run", problem=names.dns1035_problem("1st-run"))
+        release="1st-run", problem=names.dns1035_problem("1st-run")
+    )
 
 
 def _notes(helm, tmp_path, spec) -> str:
@@ -547,10 +678,20 @@ def _notes(helm, tmp_path, spec) -> str:
         shutil.copytree(CHART, chart)
         (chart / "files" / "NOTES.txt").write_text((CHART / "templates" / "NOTES.txt").read_text())
         (chart / "templates" / "notes-check.yaml").write_text(
-            'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n'
-            'data: {notes: {{ tpl (.Files.Get "files/NOTES.txt") . | toJson }}}\n')
-    r = helm.run("template", "rel", str(chart), "-n", spec.namespace, "--show-only",
-                 "templates/notes-check.yaml", "-f", str(helm.values_file(chart_values.helm_values(spec))))
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+            'data: {notes: {{ tpl (.Files.Get "files/NOTES.txt") . | toJson }}}\n'
+        )
+    r = helm.run(
+        "template",
+        "rel",
+        str(chart),
+        "-n",
+        spec.namespace,
+        "--show-only",
+        "templates/notes-check.yaml",
+        "-f",
+        str(helm.values_file(chart_values.helm_values(spec))),
+    )
     assert r.returncode == 0, r.stderr
     return yaml.safe_load(r.stdout)["data"]["notes"]
 
@@ -562,18 +703,19 @@ def test_notes_warn_about_an_emptydir_model_dir(helm, tmp_path):
     assert "emptyDir" not in _notes(helm, tmp_path, durable)
     bare = load_file(SPECS_DIR / "mirrored.yaml")
     assert bare.checkpoint.volume is None and not bare.checkpoint.is_remote
-    assert ("Warning: checkpoint.volume is not set, so the model dir is an emptyDir"
-            in _notes(helm, tmp_path, bare))
+    assert "Warning: checkpoint.volume is not set, so the model dir is an emptyDir" in _notes(helm, tmp_path, bare)
 
 
 @pytest.mark.helm
 def test_notes_tell_how_to_watch_and_read_logs(helm, tmp_path):
     notes = _notes(helm, tmp_path, load_file(SPECS_DIR / "ps-evaluator-pvc.yaml"))
-    for line in ("python -m launcher status ps-eval -n team-a",
-                 "python -m launcher logs ps-eval --role chief --index 0 -n team-a",
-                 "python -m launcher logs ps-eval --role evaluator --index 0 -n team-a",
-                 "kubectl get jobs,pods -n team-a -l app.kubernetes.io/instance=ps-eval",
-                 "helm uninstall rel -n team-a"):
+    for line in (
+        "python -m launcher status ps-eval -n team-a",
+        "python -m launcher logs ps-eval --role chief --index 0 -n team-a",
+        "python -m launcher logs ps-eval --role evaluator --index 0 -n team-a",
+        "kubectl get jobs,pods -n team-a -l app.kubernetes.io/instance=ps-eval",
+        "helm uninstall rel -n team-a",
+    ):
         assert line in notes, notes
 
 
@@ -581,16 +723,25 @@ def test_notes_tell_how_to_watch_and_read_logs(helm, tmp_path):
 def test_generated_chart_files_are_current():
     generated = set(gen_chart.expected_files())
     # values.yaml: only its replica-count comment table is generated.
-    assert generated == {CHART / "values.schema.json", CHART / "templates" / "_contract.tpl",
-                         CHART / "templates" / "_plan.tpl", CHART / "values.yaml"}
+    assert generated == {
+        CHART / "values.schema.json",
+        CHART / "templates" / "_contract.tpl",
+        CHART / "templates" / "_plan.tpl",
+        CHART / "values.yaml",
+    }
     stale = [str(p.relative_to(REPO)) for p in gen_chart.stale_files()]
     assert not stale, f"{stale} out of date: run python scripts/gen_chart.py --write"
 
 
 def test_gen_chart_check_runs_from_anywhere(tmp_path):
     """The script finds the repository from its own path, whatever the working directory."""
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_chart.py"), "--check"],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_chart.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     stale = gen_chart.stale_files()
     assert r.returncode == (1 if stale else 0), r.stderr
     assert r.stderr.count("run python scripts/gen_chart.py --write") == len(stale), r.stderr
@@ -605,18 +756,39 @@ def test_templates_take_the_contracts_constants_from_contract_tpl():
     """The templates read the launcher's constants from the generated _contract.tpl: none is
     written out again (prose in messages and NOTES may name roles and strategies)."""
     constants = [
-        "TFK8S_", '"chief" "worker"', f'"{contract.GRPC_FAIL_FAST_VALUE}"', contract.BUILTIN_PROGRAM,
-        k8s_contract.LABEL_NAME, k8s_contract.LABEL_INSTANCE, k8s_contract.LABEL_COMPONENT,
-        k8s_contract.LABEL_MANAGED_BY, k8s_contract.LABEL_STRATEGY, k8s_contract.INDEX_ANNOTATION,
-        k8s_contract.SUPERVISOR_DIR, k8s_contract.DNS1035_PATTERN, f'"{k8s_contract.CONTAINER}"',
-        f": {k8s_contract.CONTAINER}", f"[{contract.EXIT_PREEMPTED}]", f"[{contract.EXIT_CONFIG}]",
-        f" {k8s_contract.MAX_LABEL}", chart_schema.GPU,
+        "TFK8S_",
+        '"chief" "worker"',
+        f'"{contract.GRPC_FAIL_FAST_VALUE}"',
+        contract.BUILTIN_PROGRAM,
+        k8s_contract.LABEL_NAME,
+        k8s_contract.LABEL_INSTANCE,
+        k8s_contract.LABEL_COMPONENT,
+        k8s_contract.LABEL_MANAGED_BY,
+        k8s_contract.LABEL_STRATEGY,
+        k8s_contract.INDEX_ANNOTATION,
+        k8s_contract.SUPERVISOR_DIR,
+        k8s_contract.DNS1035_PATTERN,
+        f'"{k8s_contract.CONTAINER}"',
+        f": {k8s_contract.CONTAINER}",
+        f"[{contract.EXIT_PREEMPTED}]",
+        f"[{contract.EXIT_CONFIG}]",
+        f" {k8s_contract.MAX_LABEL}",
+        chart_schema.GPU,
         # Name formats and objects' layout come from _plan.tpl (launcher/chart/chart_plan.py).
-        "-supervisor", '"%s-', "%s-%s", "-grpc", "-collective", "-no-ingress", ".svc:",
-        "kind: Job", "apiVersion:", "podFailurePolicy", "backoffLimitPerIndex", '"HOME"',
+        "-supervisor",
+        '"%s-',
+        "%s-%s",
+        "-grpc",
+        "-collective",
+        "-no-ingress",
+        ".svc:",
+        "kind: Job",
+        "apiVersion:",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        '"HOME"',
     ]
-    templates = [p for p in (CHART / "templates").iterdir()
-                 if p not in gen_chart.expected_files()]
+    templates = [p for p in (CHART / "templates").iterdir() if p not in gen_chart.expected_files()]
     assert templates
     found = [(p.name, c) for p in templates for c in constants if c in _template_code(p)]
     assert not found, f"constants written out in templates (use $c from tfk8s.contract): {found}"
@@ -628,19 +800,21 @@ def test_templates_spell_out_no_message():
     names.generated_names (_plan.tpl): no template writes a part of one, and no template action
     holds prose of its own (a string literal of three words or more)."""
     texts = list(chart_schema.messages().values()) + [
-        kind for formats in chart_plan.name_formats()["names"]["generated"].values()
-        for _, kind, _ in formats]
+        kind for formats in chart_plan.name_formats()["names"]["generated"].values() for _, kind, _ in formats
+    ]
     pieces = {p.strip(" '\"") for t in texts for p in re.split(r"@\w+@", t)}
     pieces = {p for p in pieces if " " in p or "/" in p}  # not one word: "name", "Job"
     assert len(pieces) > 20 and "is set by the launcher for every pod; remove it" in pieces
-    templates = [p for p in (CHART / "templates").iterdir()
-                 if p not in gen_chart.expected_files()]
+    templates = [p for p in (CHART / "templates").iterdir() if p not in gen_chart.expected_files()]
     found = [(p.name, piece) for p in templates for piece in pieces if piece in _template_code(p)]
     assert not found, f"messages written out in templates (use $c.messages): {found}"
-    prose = [(p.name, literal) for p in templates
-             for action in re.findall(r"\{\{.*?\}\}", _template_code(p), re.DOTALL)
-             for literal in re.findall(r'"((?:[^"\\]|\\.)*)"', action)
-             if re.search(r"[A-Za-z']+ [A-Za-z']+ [A-Za-z']+", literal)]
+    prose = [
+        (p.name, literal)
+        for p in templates
+        for action in re.findall(r"\{\{.*?\}\}", _template_code(p), re.DOTALL)
+        for literal in re.findall(r'"((?:[^"\\]|\\.)*)"', action)
+        if re.search(r"[A-Za-z']+ [A-Za-z']+ [A-Za-z']+", literal)
+    ]
     assert not prose, f"prose in template actions (a message: put it in $c.messages): {prose}"
 
 
@@ -678,8 +852,7 @@ def test_chart_supervisor_is_the_launchers(script):
 
 def test_values_yaml_has_the_models_defaults():
     chart = yaml.safe_load((CHART / "values.yaml").read_text())
-    minimal = ClusterSpec.model_validate(
-        {"name": "x", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}}})
+    minimal = ClusterSpec.model_validate({"name": "x", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}}})
     # strategy (required by the model) and the chief's replicas are those of `minimal`: the
     # chart defaults to the smallest valid cluster so that it installs and lints as it is.
     defaults = minimal.model_dump(by_alias=True, mode="json")

@@ -38,28 +38,46 @@ WEBHOOK_TIMEOUT_S = 180.0
 ROLLOUT_TIMEOUT_S = 180.0
 
 JOBSET_PROBE = {
-    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "kind": "JobSet",
     "metadata": {"name": "tfk8s-webhook-probe", "namespace": "default"},
-    "spec": {"replicatedJobs": [{
-        "name": "probe", "replicas": 1,
-        "template": {"spec": {"template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "probe", "image": "tfk8s/webhook-probe:none"}],
-        }}}},
-    }]},
+    "spec": {
+        "replicatedJobs": [
+            {
+                "name": "probe",
+                "replicas": 1,
+                "template": {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "probe", "image": "tfk8s/webhook-probe:none"}],
+                            }
+                        }
+                    }
+                },
+            }
+        ]
+    },
 }
 # ResourceFlavor: Kueue's mutating/validating webhooks. ClusterQueue in v1beta1 (storage is
 # v1beta2): the conversion webhook as well, which serves the CRDs' non-storage versions.
 KUEUE_PROBE = [
-    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-     "metadata": {"name": "tfk8s-webhook-probe"}},
-    {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
-     "metadata": {"name": "tfk8s-webhook-probe"},
-     "spec": {"namespaceSelector": {}, "resourceGroups": [{
-         "coveredResources": ["cpu"],
-         "flavors": [{"name": "tfk8s-webhook-probe",
-                      "resources": [{"name": "cpu", "nominalQuota": "1"}]}],
-     }]}},
+    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "tfk8s-webhook-probe"}},
+    {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "tfk8s-webhook-probe"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": "tfk8s-webhook-probe", "resources": [{"name": "cpu", "nominalQuota": "1"}]}],
+                }
+            ],
+        },
+    },
 ]
 
 
@@ -82,8 +100,8 @@ class Installed:
     manifest: str
     namespace: str
     deployment: str
-    seconds: float      # from the call to webhooks answering
-    already: bool       # it was installed and answering: nothing was applied
+    seconds: float  # from the call to webhooks answering
+    already: bool  # it was installed and answering: nothing was applied
 
 
 JOBSET = Addon("jobset", "TFK8S_JOBSET_MANIFEST", "TFK8S_JOBSET_IMAGE", [JOBSET_PROBE])
@@ -111,7 +129,8 @@ def _artifacts(cluster: KindCluster, addon: Addon) -> tuple[str, str, list[dict]
         raise AddonMissing(
             f"{addon.name}: {addon.manifest_var}/{addon.image_var} are not set: run "
             f"tests/kind/toolchain.sh (it builds the {addon.name} controller and writes them "
-            f"into $TFK8S_CACHE/env.sh)")
+            f"into $TFK8S_CACHE/env.sh)"
+        )
     if not os.path.isfile(manifest):
         raise AddonMissing(f"{addon.name}: manifest {manifest} is missing: run tests/kind/toolchain.sh")
     with open(manifest) as f:
@@ -120,8 +139,13 @@ def _artifacts(cluster: KindCluster, addon: Addon) -> tuple[str, str, list[dict]
 
 
 def _local_image_id(cluster: KindCluster, image: str) -> str:
-    r = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image],
-                       capture_output=True, text=True, env=cluster.env, timeout=60)
+    r = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        env=cluster.env,
+        timeout=60,
+    )
     if r.returncode:
         raise AddonMissing(f"image {image} is not a local docker image: run tests/kind/toolchain.sh")
     return r.stdout.strip()
@@ -140,8 +164,9 @@ def _deployment(docs: list[dict]) -> dict:
 
 def _webhooks_answer(cluster: KindCluster, addon: Addon) -> tuple[bool, str]:
     doc = {"apiVersion": "v1", "kind": "List", "items": addon.probe}
-    r = cluster.kubectl("create", "--dry-run=server", "-o", "name", "-f", "-", input=json.dumps(doc),
-                        check=False, timeout=60)
+    r = cluster.kubectl(
+        "create", "--dry-run=server", "-o", "name", "-f", "-", input=json.dumps(doc), check=False, timeout=60
+    )
     return r.returncode == 0, (r.stderr or r.stdout).strip()
 
 
@@ -152,11 +177,13 @@ def _rolled_out(cluster: KindCluster, ns: str, name: str, recipe: str) -> bool:
     dep = json.loads(r.stdout)
     meta, spec, status = dep["metadata"], dep["spec"], dep.get("status", {})
     want = spec.get("replicas", 1)
-    return ((spec["template"]["metadata"].get("annotations") or {}).get(RECIPE_ANNOTATION) == recipe
-            and status.get("observedGeneration", 0) >= meta.get("generation", 0)
-            and status.get("updatedReplicas") == want
-            and status.get("availableReplicas") == want
-            and status.get("replicas") == want)
+    return (
+        (spec["template"]["metadata"].get("annotations") or {}).get(RECIPE_ANNOTATION) == recipe
+        and status.get("observedGeneration", 0) >= meta.get("generation", 0)
+        and status.get("updatedReplicas") == want
+        and status.get("availableReplicas") == want
+        and status.get("replicas") == want
+    )
 
 
 def _apiservices(docs: list[dict]) -> list[str]:
@@ -177,8 +204,11 @@ def _drop_stale_apiservices(cluster: KindCluster, ns: str, docs: list[dict]) -> 
 
 def _diagnostics(cluster: KindCluster, ns: str, name: str) -> str:
     out = []
-    for args in (("get", "pods", "-o", "wide"), ("describe", "deployment", name),
-                 ("logs", f"deployment/{name}", "--tail=40", "--all-containers")):
+    for args in (
+        ("get", "pods", "-o", "wide"),
+        ("describe", "deployment", name),
+        ("logs", f"deployment/{name}", "--tail=40", "--all-containers"),
+    ):
         r = cluster.kubectl("-n", ns, *args, check=False, timeout=60)
         out.append(f"--- kubectl -n {ns} {' '.join(args)}\n{(r.stdout + r.stderr)[-3000:]}")
     return "\n".join(out)
@@ -197,14 +227,31 @@ def _install(cluster: KindCluster, addon: Addon) -> Installed:
     cluster.load_image(image)
     template_meta = dep["spec"]["template"].setdefault("metadata", {})
     template_meta.setdefault("annotations", {})[RECIPE_ANNOTATION] = recipe
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", timeout=300,
-                    input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        "-",
+        timeout=300,
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}),
+    )
     _drop_stale_apiservices(cluster, ns, docs)
-    r = cluster.kubectl("-n", ns, "rollout", "status", f"deployment/{name}",
-                        f"--timeout={ROLLOUT_TIMEOUT_S:.0f}s", check=False, timeout=ROLLOUT_TIMEOUT_S + 30)
+    r = cluster.kubectl(
+        "-n",
+        ns,
+        "rollout",
+        "status",
+        f"deployment/{name}",
+        f"--timeout={ROLLOUT_TIMEOUT_S:.0f}s",
+        check=False,
+        timeout=ROLLOUT_TIMEOUT_S + 30,
+    )
     if r.returncode:
-        raise RuntimeError(f"{addon.name}: deployment {ns}/{name} did not become available in "
-                           f"{ROLLOUT_TIMEOUT_S:.0f}s: {r.stderr.strip()}\n{_diagnostics(cluster, ns, name)}")
+        raise RuntimeError(
+            f"{addon.name}: deployment {ns}/{name} did not become available in "
+            f"{ROLLOUT_TIMEOUT_S:.0f}s: {r.stderr.strip()}\n{_diagnostics(cluster, ns, name)}"
+        )
 
     # The manager is Ready once its certificates are written, but the API server may still
     # hold an old caBundle or no endpoint yet: only a request through the webhooks tells.
@@ -214,16 +261,25 @@ def _install(cluster: KindCluster, addon: Addon) -> Installed:
         if ok:
             break
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{addon.name}: webhooks still failing after {WEBHOOK_TIMEOUT_S:.0f}s: "
-                               f"{why}\n{_diagnostics(cluster, ns, name)}")
+            raise RuntimeError(
+                f"{addon.name}: webhooks still failing after {WEBHOOK_TIMEOUT_S:.0f}s: "
+                f"{why}\n{_diagnostics(cluster, ns, name)}"
+            )
         time.sleep(2)
     # Aggregated APIs, if a manifest has any (toolchain.sh drops Kueue's visibility API): an
     # unavailable one breaks API discovery, which stalls namespace deletion.
     for svc in _apiservices(docs):
         left = max(5.0, deadline - time.monotonic())
-        r = cluster.kubectl("wait", "--for=condition=Available", f"apiservice/{svc}",
-                            f"--timeout={left:.0f}s", check=False, timeout=left + 30)
+        r = cluster.kubectl(
+            "wait",
+            "--for=condition=Available",
+            f"apiservice/{svc}",
+            f"--timeout={left:.0f}s",
+            check=False,
+            timeout=left + 30,
+        )
         if r.returncode:
-            raise RuntimeError(f"{addon.name}: APIService {svc} not Available: {r.stderr.strip()}\n"
-                               f"{_diagnostics(cluster, ns, name)}")
+            raise RuntimeError(
+                f"{addon.name}: APIService {svc} not Available: {r.stderr.strip()}\n{_diagnostics(cluster, ns, name)}"
+            )
     return Installed(**done, seconds=time.monotonic() - t0, already=False)

@@ -35,7 +35,6 @@ from typing import Callable, Iterator, Sequence
 
 import pytest
 import yaml
-
 from support import TierResource, in_ci
 
 HERE = Path(__file__).resolve().parent
@@ -66,8 +65,9 @@ RESTRICTED_CONTAINER_SECURITY = {
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kind: needs a kind cluster (built by tests/kind/toolchain.sh)")
-    config.addinivalue_line("markers", "node_kill: kills a kind node; runs after every other kind test "
-                            "(the order is tests/conftest.py's)")
+    config.addinivalue_line(
+        "markers", "node_kill: kills a kind node; runs after every other kind test (the order is tests/conftest.py's)"
+    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -78,11 +78,20 @@ def _env_file_vars() -> dict[str, str]:
         return {}
     out = subprocess.run(
         ["bash", "-c", f". {shlex.quote(str(env_sh))} && env -0"],
-        capture_output=True, check=True,
+        capture_output=True,
+        check=True,
     ).stdout.decode()
-    wanted = ("PATH", "TFK8S_KIND_NODE_IMAGE", "TFK8S_CACHE", "TFK8S_K8S_VERSION",
-              "TFK8S_JOBSET_MANIFEST", "TFK8S_JOBSET_IMAGE", "TFK8S_KUEUE_MANIFEST", "TFK8S_KUEUE_IMAGE",
-              "TFK8S_KWOK")
+    wanted = (
+        "PATH",
+        "TFK8S_KIND_NODE_IMAGE",
+        "TFK8S_CACHE",
+        "TFK8S_K8S_VERSION",
+        "TFK8S_JOBSET_MANIFEST",
+        "TFK8S_JOBSET_IMAGE",
+        "TFK8S_KUEUE_MANIFEST",
+        "TFK8S_KUEUE_IMAGE",
+        "TFK8S_KWOK",
+    )
     return {k: v for k, _, v in (e.partition("=") for e in out.split("\0") if e) if k in wanted}
 
 
@@ -105,8 +114,9 @@ def docker_available(env: dict[str, str]) -> tuple[bool, str]:
     if not docker:
         return False, "no docker client on PATH"
     try:
-        r = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                           text=True, timeout=30, env=env)
+        r = subprocess.run(
+            [docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=30, env=env
+        )
     except subprocess.TimeoutExpired:
         return False, "`docker info` timed out"
     if r.returncode != 0:
@@ -114,13 +124,15 @@ def docker_available(env: dict[str, str]) -> tuple[bool, str]:
     return True, r.stdout.strip()
 
 
-def run(cmd: Sequence[str], *, env: dict[str, str], input: str | None = None, check: bool = True,
-        timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run(
+    cmd: Sequence[str], *, env: dict[str, str], input: str | None = None, check: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     r = subprocess.run(list(cmd), input=input, capture_output=True, text=True, env=env, timeout=timeout)
     if check and r.returncode != 0:
         raise RuntimeError(
             f"command failed (exit {r.returncode}): {shlex.join(cmd)}\n"
-            f"--- stdout ---\n{r.stdout[-4000:]}\n--- stderr ---\n{r.stderr[-4000:]}")
+            f"--- stdout ---\n{r.stdout[-4000:]}\n--- stderr ---\n{r.stderr[-4000:]}"
+        )
     return r
 
 
@@ -155,10 +167,16 @@ class KindCluster:
     def node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self.get_json("nodes")["items"]]
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return run(["kubectl", "--kubeconfig", self.kubeconfig, "--context", self.context, *args],
-                   env=self.env, input=input, check=check, timeout=timeout)
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        return run(
+            ["kubectl", "--kubeconfig", self.kubeconfig, "--context", self.context, *args],
+            env=self.env,
+            input=input,
+            check=check,
+            timeout=timeout,
+        )
 
     def apply(self, obj: dict | list, namespace: str | None = None) -> None:
         doc = {"apiVersion": "v1", "kind": "List", "items": obj} if isinstance(obj, list) else obj
@@ -193,8 +211,7 @@ def _cluster_exists(name: str, env: dict[str, str]) -> bool:
 
 
 def _node_running(name: str, env: dict[str, str]) -> bool:
-    r = run(["docker", "inspect", "-f", "{{.State.Running}}", f"{name}-control-plane"],
-            env=env, check=False)
+    r = run(["docker", "inspect", "-f", "{{.State.Running}}", f"{name}-control-plane"], env=env, check=False)
     return r.stdout.strip() == "true"
 
 
@@ -210,8 +227,7 @@ def _kind_config_with_shared_dir(name: str, workdir: Path) -> Path:
     shared.chmod(0o777)
     config = yaml.safe_load(KIND_CONFIG.read_text())
     for node in config["nodes"]:
-        node.setdefault("extraMounts", []).append(
-            {"hostPath": str(shared), "containerPath": NODE_SHARED_PATH})
+        node.setdefault("extraMounts", []).append({"hostPath": str(shared), "containerPath": NODE_SHARED_PATH})
     path = workdir / "kind-config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -234,11 +250,21 @@ def _restart_kube_router(cluster: KindCluster) -> None:
     print(f"[kind] restarted kube-router after every node joined ({time.monotonic() - t0:.0f}s)")
 
 
-def create_cluster(name: str, config: Path, kubeconfig: str, node_image: str | None,
-                   env: dict[str, str]) -> float:
+def create_cluster(name: str, config: Path, kubeconfig: str, node_image: str | None, env: dict[str, str]) -> float:
     """`kind create cluster` (the test fails with kind's error, nothing left behind); seconds."""
-    cmd = ["kind", "create", "cluster", "--name", name, "--config", str(config),
-           "--kubeconfig", kubeconfig, "--wait", "5m"]
+    cmd = [
+        "kind",
+        "create",
+        "cluster",
+        "--name",
+        name,
+        "--config",
+        str(config),
+        "--kubeconfig",
+        kubeconfig,
+        "--wait",
+        "5m",
+    ]
     if node_image:
         cmd += ["--image", node_image]
     t0 = time.monotonic()
@@ -268,17 +294,19 @@ def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     ok, why = docker_available(env)
     if not ok:
         if in_ci():
-            pytest.fail(f"kind tests need Docker and CI is set: {why}. "
-                        f"Run tests/kind/toolchain.sh first (it starts dockerd).", pytrace=False)
+            pytest.fail(
+                f"kind tests need Docker and CI is set: {why}. Run tests/kind/toolchain.sh first (it starts dockerd).",
+                pytrace=False,
+            )
         pytest.skip(f"Docker unavailable ({why}); set CI=1 to make this an error")
     if os.environ.get("TFK8S_RUN_TOOLCHAIN") == "1":
         r = subprocess.run(["bash", str(TOOLCHAIN)], env=env)
         _need(r.returncode == 0, f"{TOOLCHAIN} failed (exit {r.returncode})")
         env = tool_env()
-    _need(_which("kind", env) is not None, "no `kind` binary: run tests/kind/toolchain.sh "
-          "(offline build) or install kind")
-    _need(_which("kubectl", env) is not None, "no `kubectl` binary: run tests/kind/toolchain.sh "
-          "or install kubectl")
+    _need(
+        _which("kind", env) is not None, "no `kind` binary: run tests/kind/toolchain.sh (offline build) or install kind"
+    )
+    _need(_which("kubectl", env) is not None, "no `kubectl` binary: run tests/kind/toolchain.sh or install kubectl")
 
     name = os.environ.get("TFK8S_KIND_CLUSTER") or DEFAULT_CLUSTER
     node_image = os.environ.get("TFK8S_KIND_NODE_IMAGE") or _env_file_vars().get("TFK8S_KIND_NODE_IMAGE")
@@ -294,15 +322,14 @@ def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         Path(kubeconfig).write_text(kc)
     else:
         if node_image and not _local_image_exists(node_image, env) and in_ci():
-            pytest.fail(f"node image {node_image} is not a local image: run tests/kind/toolchain.sh",
-                        pytrace=False)
+            pytest.fail(f"node image {node_image} is not a local image: run tests/kind/toolchain.sh", pytrace=False)
         config = _kind_config_with_shared_dir(name, tmp_path_factory.mktemp("kind-config"))
         seconds = create_cluster(name, config, kubeconfig, node_image, env)
-        print(f"\n[kind] created cluster {name} ({node_image or 'kind default image'}) "
-              f"in {seconds:.0f}s")
+        print(f"\n[kind] created cluster {name} ({node_image or 'kind default image'}) in {seconds:.0f}s")
     os.chmod(kubeconfig, 0o600)
-    cluster = KindCluster(name=name, kubeconfig=kubeconfig, context=f"kind-{name}",
-                          node_image=node_image, reused=reused, env=env)
+    cluster = KindCluster(
+        name=name, kubeconfig=kubeconfig, context=f"kind-{name}", node_image=node_image, reused=reused, env=env
+    )
     if not reused:
         _restart_kube_router(cluster)
     try:
@@ -331,8 +358,11 @@ def _repaired_cluster(request: pytest.FixtureRequest) -> None:
 def worker_image(kind_cluster: KindCluster) -> str:
     """The worker image, loaded into the cluster (built by toolchain.sh from the Dockerfile)."""
     if not kind_cluster.worker_image:
-        pytest.fail(f"worker image {DEFAULT_WORKER_IMAGE} is not built: run tests/kind/toolchain.sh "
-                    f"(needs the repository's Dockerfile) or set TFK8S_WORKER_IMAGE", pytrace=False)
+        pytest.fail(
+            f"worker image {DEFAULT_WORKER_IMAGE} is not built: run tests/kind/toolchain.sh "
+            f"(needs the repository's Dockerfile) or set TFK8S_WORKER_IMAGE",
+            pytrace=False,
+        )
     return kind_cluster.worker_image
 
 
@@ -359,11 +389,16 @@ def probe_image(kind_cluster: KindCluster) -> str:
 def fresh_namespace(kind_cluster: KindCluster) -> Iterator[str]:
     """A new namespace that enforces the "restricted" Pod Security level, deleted after."""
     name = f"t-{uuid.uuid4().hex[:10]}"
-    kind_cluster.apply({
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": name, "labels": {RESTRICTED: "restricted",
-                                              "pod-security.kubernetes.io/enforce-version": "latest"}},
-    })
+    kind_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "labels": {RESTRICTED: "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
+            },
+        }
+    )
     # pods are refused until the namespace's default ServiceAccount exists
     deadline = time.monotonic() + 60
     while kind_cluster.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode:
@@ -378,8 +413,18 @@ def fresh_namespace(kind_cluster: KindCluster) -> Iterator[str]:
         # the 2-core CI machine's CPU from the next tests for up to its grace period. Deleting
         # the namespace first stops its Jobs from making new pods (namespace lifecycle).
         kind_cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
-        kind_cluster.kubectl("-n", name, "delete", "pods", "--all", "--grace-period=0", "--force",
-                             "--wait=false", "--ignore-not-found", check=False)
+        kind_cluster.kubectl(
+            "-n",
+            name,
+            "delete",
+            "pods",
+            "--all",
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+            "--ignore-not-found",
+            check=False,
+        )
 
 
 @pytest.fixture
@@ -398,9 +443,9 @@ def other_namespace(kind_cluster: KindCluster) -> Iterator[str]:
 
 @dataclasses.dataclass
 class CheckpointVolume:
-    claim_name: str     # PVC in the test namespace: mount it in pods
-    pv_name: str        # the hostPath PersistentVolume it is bound to
-    node_path: str      # the directory inside the kind node container (mode 0777)
+    claim_name: str  # PVC in the test namespace: mount it in pods
+    pv_name: str  # the hostPath PersistentVolume it is bound to
+    node_path: str  # the directory inside the kind node container (mode 0777)
 
 
 @pytest.fixture
@@ -415,35 +460,39 @@ def checkpoint_pvc(kind_cluster: KindCluster, namespace: str) -> Iterator[Checkp
     pv, pvc = f"ckpt-{namespace}", "checkpoints"
     node_path = f"{NODE_SHARED_PATH}/{namespace}"
     kind_cluster.docker_exec("sh", "-c", f"mkdir -p {node_path} && chmod 0777 {node_path}")
-    kind_cluster.apply({
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": pv, "labels": {"tfk8s-test": "checkpoint"}},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "tfk8s-hostpath",
-            "hostPath": {"path": node_path, "type": "Directory"},
-            "claimRef": {"namespace": namespace, "name": pvc},
-        },
-    })
-    kind_cluster.apply({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": pvc, "namespace": namespace},
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "tfk8s-hostpath",
-            "volumeName": pv,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    })
-    kind_cluster.kubectl("-n", namespace, "wait", "--for=jsonpath={.status.phase}=Bound",
-                         f"pvc/{pvc}", "--timeout=60s")
+    kind_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv, "labels": {"tfk8s-test": "checkpoint"}},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "tfk8s-hostpath",
+                "hostPath": {"path": node_path, "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": pvc},
+            },
+        }
+    )
+    kind_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": pvc, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "tfk8s-hostpath",
+                "volumeName": pv,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+    )
+    kind_cluster.kubectl("-n", namespace, "wait", "--for=jsonpath={.status.phase}=Bound", f"pvc/{pvc}", "--timeout=60s")
     try:
         yield CheckpointVolume(claim_name=pvc, pv_name=pv, node_path=node_path)
     finally:
-        kind_cluster.kubectl("-n", namespace, "delete", "pvc", pvc, "--wait=false", "--ignore-not-found",
-                             check=False)
+        kind_cluster.kubectl("-n", namespace, "delete", "pvc", pvc, "--wait=false", "--ignore-not-found", check=False)
         kind_cluster.kubectl("delete", "pv", pv, "--wait=false", "--ignore-not-found", check=False)
         kind_cluster.docker_exec("rm", "-rf", node_path, check=False)
 
@@ -453,15 +502,19 @@ def make_restricted_pod(name: str, image: str, command: list[str], **spec_extra)
     spec = {
         "restartPolicy": "Never",
         "securityContext": RESTRICTED_POD_SECURITY,
-        "containers": [{
-            "name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-            "command": command, "securityContext": RESTRICTED_CONTAINER_SECURITY,
-        }],
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": command,
+                "securityContext": RESTRICTED_CONTAINER_SECURITY,
+            }
+        ],
         "terminationGracePeriodSeconds": 1,
     }
     spec.update(spec_extra)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
-            "spec": spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}}, "spec": spec}
 
 
 @pytest.fixture
@@ -478,8 +531,10 @@ def _install_addon(cluster: KindCluster, name: str):
         done = getattr(addons, f"install_{name}")(cluster)
     except addons.AddonMissing as e:
         pytest.fail(f"{name} is not built: {e} (tests/kind/toolchain.sh builds it)", pytrace=False)
-    print(f"\n[kind] {name} {done.image}: {'already installed' if done.already else 'installed'}, "
-          f"ready in {done.seconds:.0f}s")
+    print(
+        f"\n[kind] {name} {done.image}: {'already installed' if done.already else 'installed'}, "
+        f"ready in {done.seconds:.0f}s"
+    )
     return done
 
 

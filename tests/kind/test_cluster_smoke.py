@@ -87,8 +87,9 @@ print(json.dumps(out))
 
 
 def _wait_succeeded(cluster, ns: str, pod: str, timeout: str = "180s") -> str:
-    r = cluster.kubectl("-n", ns, "wait", "--for=jsonpath={.status.phase}=Succeeded", f"pod/{pod}",
-                        f"--timeout={timeout}", check=False)
+    r = cluster.kubectl(
+        "-n", ns, "wait", "--for=jsonpath={.status.phase}=Succeeded", f"pod/{pod}", f"--timeout={timeout}", check=False
+    )
     logs = cluster.kubectl("-n", ns, "logs", pod, check=False).stdout
     if r.returncode != 0:
         desc = cluster.kubectl("-n", ns, "describe", "pod", pod, check=False).stdout
@@ -116,13 +117,21 @@ def test_kind_load_docker_image(kind_cluster, probe_image):
 
 def test_pod_dns_through_headless_service(kind_cluster, namespace, probe_image, restricted_pod):
     svc = "grp"
-    kind_cluster.apply({
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": svc},
-        "spec": {"clusterIP": "None", "selector": {"tfk8s-smoke": svc}, "publishNotReadyAddresses": True,
-                 "ports": [{"name": "http", "port": 8080}]},
-    }, namespace)
-    server = restricted_pod("server", probe_image, ["python3", "-c", DNS_SERVER],
-                            hostname="server", subdomain=svc)
+    kind_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": svc},
+            "spec": {
+                "clusterIP": "None",
+                "selector": {"tfk8s-smoke": svc},
+                "publishNotReadyAddresses": True,
+                "ports": [{"name": "http", "port": 8080}],
+            },
+        },
+        namespace,
+    )
+    server = restricted_pod("server", probe_image, ["python3", "-c", DNS_SERVER], hostname="server", subdomain=svc)
     server["metadata"]["labels"]["tfk8s-smoke"] = svc
     server["spec"]["restartPolicy"] = "Always"
     kind_cluster.apply(server, namespace)
@@ -130,16 +139,16 @@ def test_pod_dns_through_headless_service(kind_cluster, namespace, probe_image, 
     server_ip = kind_cluster.get_json("pod", "-n", namespace, "server")["status"]["podIP"]
 
     fqdn = f"server.{svc}.{namespace}.svc.cluster.local"
-    client = restricted_pod("client", probe_image, ["python3", "-c", DNS_CLIENT, fqdn, "8080"],
-                            hostname="client", subdomain=svc)
+    client = restricted_pod(
+        "client", probe_image, ["python3", "-c", DNS_CLIENT, fqdn, "8080"], hostname="client", subdomain=svc
+    )
     kind_cluster.apply(client, namespace)
     out = json.loads(_wait_succeeded(kind_cluster, namespace, "client").strip().splitlines()[-1])
     assert out["ip"] == server_ip
     assert out["body"] == "server"
 
 
-def test_pods_on_different_nodes_reach_each_other_unmasqueraded(kind_cluster, namespace, probe_image,
-                                                                restricted_pod):
+def test_pods_on_different_nodes_reach_each_other_unmasqueraded(kind_cluster, namespace, probe_image, restricted_pod):
     nodes = sorted(kind_cluster.node_names())
     assert len(nodes) >= 2, f"the kind tier needs two nodes, has {nodes}"
     server = restricted_pod("echo", probe_image, ["python3", "-c", PEER_ECHO], nodeName=nodes[1])
@@ -147,8 +156,9 @@ def test_pods_on_different_nodes_reach_each_other_unmasqueraded(kind_cluster, na
     kind_cluster.apply(server, namespace)
     kind_cluster.kubectl("-n", namespace, "wait", "--for=condition=Ready", "pod/echo", "--timeout=180s")
     server_ip = kind_cluster.get_json("pod", "-n", namespace, "echo")["status"]["podIP"]
-    kind_cluster.apply(restricted_pod("peer", probe_image, ["python3", "-c", PEER_CLIENT, server_ip],
-                                      nodeName=nodes[0]), namespace)
+    kind_cluster.apply(
+        restricted_pod("peer", probe_image, ["python3", "-c", PEER_CLIENT, server_ip], nodeName=nodes[0]), namespace
+    )
     out = json.loads(_wait_succeeded(kind_cluster, namespace, "peer").strip().splitlines()[-1])
     client_ip = kind_cluster.get_json("pod", "-n", namespace, "peer")["status"]["podIP"]
     # routed, not SNATed to the node: NetworkPolicy's podSelector rules match pod addresses
@@ -177,12 +187,14 @@ def test_restricted_namespace_rejects_privileged_pod(kind_cluster, namespace, pr
     kind_cluster.kubectl("-n", namespace, "create", "--dry-run=server", "-f", "-", input=json.dumps(good))
 
 
-def test_checkpoint_pvc_is_writable_by_nonroot_pod(kind_cluster, namespace, checkpoint_pvc, probe_image,
-                                                   restricted_pod):
+def test_checkpoint_pvc_is_writable_by_nonroot_pod(
+    kind_cluster, namespace, checkpoint_pvc, probe_image, restricted_pod
+):
     # written on the worker node, read back through the control-plane node's mount
     worker_node = [n for n in kind_cluster.node_names() if n != kind_cluster.node][0]
     pod = restricted_pod(
-        "writer", probe_image,
+        "writer",
+        probe_image,
         ["python3", "-c", "open('/ckpt/probe.txt','w').write('ok')"],
         volumes=[{"name": "ckpt", "persistentVolumeClaim": {"claimName": checkpoint_pvc.claim_name}}],
         nodeName=worker_node,

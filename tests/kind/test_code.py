@@ -2,6 +2,7 @@
 on the stock worker image as `program.module` and as `command:`; a changed file resubmitted
 (--replace) runs in new pods. Measures submit -> first step, to quote against the derived-image
 route (docker build FROM tfk8s/worker + kind load + submit; README "Your own code")."""
+
 from __future__ import annotations
 
 import base64
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from launcher.code_shipping import code_bundle
 from local_clusters import measure
 from test_e2e import cli, progress
+
+from launcher.code_shipping import code_bundle
 
 pytestmark = pytest.mark.kind
 DEMO = Path(__file__).resolve().parents[1] / "code_demo" / "v1"
@@ -26,23 +27,48 @@ STEPS = 20
 def _spec(tmp_path: Path, name: str, namespace: str, image: str, run: dict) -> Path:
     if not (tmp_path / "src").exists():
         shutil.copytree(DEMO, tmp_path / "src")
-    spec = {"name": name, "namespace": namespace, "image": image, "imagePullPolicy": "Never",
-            "strategy": "mirrored", "code": "./src", "roles": {"chief": {"replicas": 1}},
-            "backoffLimit": 0, "ttlSecondsAfterFinished": 600, **run}
+    spec = {
+        "name": name,
+        "namespace": namespace,
+        "image": image,
+        "imagePullPolicy": "Never",
+        "strategy": "mirrored",
+        "code": "./src",
+        "roles": {"chief": {"replicas": 1}},
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": 600,
+        **run,
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
 
 
 def _logs(cluster, namespace: str, name: str) -> str:
-    r = cluster.kubectl("-n", namespace, "logs", "-l", f"app.kubernetes.io/instance={name}",
-                        "--tail=-1", "-c", "tensorflow", check=False)
+    r = cluster.kubectl(
+        "-n",
+        namespace,
+        "logs",
+        "-l",
+        f"app.kubernetes.io/instance={name}",
+        "--tail=-1",
+        "-c",
+        "tensorflow",
+        check=False,
+    )
     return r.stdout if r.returncode == 0 else ""
 
 
 def _wait_done(cluster, namespace: str, name: str, timeout: float = 300) -> None:
-    cluster.kubectl("-n", namespace, "wait", "--for=condition=complete", f"job/{name}-chief",
-                    f"--timeout={int(timeout)}s", timeout=timeout + 30)
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "wait",
+        "--for=condition=complete",
+        f"job/{name}-chief",
+        f"--timeout={int(timeout)}s",
+        timeout=timeout + 30,
+    )
 
 
 def _first_step(cluster, namespace: str, name: str, started: float, timeout: float = 300) -> float:
@@ -54,16 +80,18 @@ def _first_step(cluster, namespace: str, name: str, started: float, timeout: flo
     raise AssertionError(f"{name}: no step within {timeout} s:\n{_logs(cluster, namespace, name)}")
 
 
-def test_program_module_from_code_and_resubmit_after_an_edit(kind_cluster, namespace,
-                                                             worker_image, tmp_path):
-    path = _spec(tmp_path, "codemod", namespace, worker_image,
-                 {"program": {"module": "mytrain",
-                              "args": ["--steps", str(STEPS), "--global-batch-size", "32"]}})
+def test_program_module_from_code_and_resubmit_after_an_edit(kind_cluster, namespace, worker_image, tmp_path):
+    path = _spec(
+        tmp_path,
+        "codemod",
+        namespace,
+        worker_image,
+        {"program": {"module": "mytrain", "args": ["--steps", str(STEPS), "--global-batch-size", "32"]}},
+    )
     started = time.monotonic()
     cli(kind_cluster, "submit", str(path), check=True)
     first = _first_step(kind_cluster, namespace, "codemod", started)
-    measure(f"kind code: submit -> first step {first:.1f} s (program.module from code:, "
-            "no image build, no kind load)")
+    measure(f"kind code: submit -> first step {first:.1f} s (program.module from code:, no image build, no kind load)")
     _wait_done(kind_cluster, namespace, "codemod")
     assert "tfk8s-code-marker v1" in _logs(kind_cluster, namespace, "codemod")
 
@@ -77,8 +105,7 @@ def test_program_module_from_code_and_resubmit_after_an_edit(kind_cluster, names
     started = time.monotonic()
     cli(kind_cluster, "submit", str(path), "--replace", check=True)
     first = _first_step(kind_cluster, namespace, "codemod", started)
-    measure(f"kind code: resubmit --replace after an edit -> first step {first:.1f} s "
-            "(old cluster deleted first)")
+    measure(f"kind code: resubmit --replace after an edit -> first step {first:.1f} s (old cluster deleted first)")
     _wait_done(kind_cluster, namespace, "codemod")
     logs = _logs(kind_cluster, namespace, "codemod")
     assert "tfk8s-code-marker v2" in logs and "tfk8s-code-marker v1" not in logs
@@ -88,8 +115,7 @@ def test_program_module_from_code_and_resubmit_after_an_edit(kind_cluster, names
 
 
 def test_command_from_code(kind_cluster, namespace, worker_image, tmp_path):
-    path = _spec(tmp_path, "codecmd", namespace, worker_image,
-                 {"command": ["python", "run.py"]})
+    path = _spec(tmp_path, "codecmd", namespace, worker_image, {"command": ["python", "run.py"]})
     cli(kind_cluster, "submit", str(path), check=True)
     _wait_done(kind_cluster, namespace, "codecmd")
     assert "tfk8s-code-marker v1 cwd=/opt/tfk8s/code" in _logs(kind_cluster, namespace, "codecmd")
@@ -98,15 +124,25 @@ def test_command_from_code(kind_cluster, namespace, worker_image, tmp_path):
 def test_configmap_limit_on_the_api_server(kind_cluster, namespace):
     """The largest archive the launcher ships (code_bundle.LIMIT, incompressible) is accepted;
     one byte over the API server's 1 MiB is refused (why the launcher stops at 0.95 MiB)."""
+
     def configmap(size: int) -> dict:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
-                "metadata": {"name": f"limit-{size}", "namespace": namespace},
-                "binaryData": {"code.tar.gz": base64.b64encode(os.urandom(size)).decode()}}
-    ok = kind_cluster.kubectl("create", "--dry-run=server", "-f", "-",
-                              input=json.dumps(configmap(code_bundle.LIMIT)), check=False)
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "immutable": True,
+            "metadata": {"name": f"limit-{size}", "namespace": namespace},
+            "binaryData": {"code.tar.gz": base64.b64encode(os.urandom(size)).decode()},
+        }
+
+    ok = kind_cluster.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(configmap(code_bundle.LIMIT)), check=False
+    )
     assert ok.returncode == 0, ok.stderr
-    over = kind_cluster.kubectl("create", "--dry-run=server", "-f", "-",
-                                input=json.dumps(configmap(1024 * 1024 + 1)), check=False)
+    over = kind_cluster.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(configmap(1024 * 1024 + 1)), check=False
+    )
     assert over.returncode != 0 and "1048576" in over.stderr, over.stderr
-    measure(f"kind code: a ConfigMap of {code_bundle.LIMIT} archive bytes (0.95 MiB) accepted, "
-            "1048577 refused by the API server")
+    measure(
+        f"kind code: a ConfigMap of {code_bundle.LIMIT} archive bytes (0.95 MiB) accepted, "
+        "1048577 refused by the API server"
+    )

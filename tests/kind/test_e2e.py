@@ -3,6 +3,7 @@
 Every test gets a fresh namespace with Pod Security `restricted` enforced, and a PVC for the
 checkpoint directory (fixtures in conftest.py).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -14,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from launcher import k8s_contract
-from launcher.api import ClusterNotFound, KubernetesBackendConfig, Phase, TFK8sClient
 from local_clusters import measure
 from support import REPO, wait_until
 from tensorboard_check import check_tensorboard_serves_the_evaluation
+
+from launcher import k8s_contract
+from launcher.api import ClusterNotFound, KubernetesBackendConfig, Phase, TFK8sClient
 
 pytestmark = pytest.mark.kind
 ROOT = REPO
@@ -28,19 +29,40 @@ STEPS = 200
 PROGRESS = "tfk8s-progress "
 
 
-def write_spec(tmp_path: Path, name: str, namespace: str, pvc: str | None, image: str,
-               strategy: str = "parameter_server", steps: int = STEPS,
-               checkpoint_every: int | None = None, **extra) -> Path:
+def write_spec(
+    tmp_path: Path,
+    name: str,
+    namespace: str,
+    pvc: str | None,
+    image: str,
+    strategy: str = "parameter_server",
+    steps: int = STEPS,
+    checkpoint_every: int | None = None,
+    **extra,
+) -> Path:
     """A cluster spec; checkpoints every `checkpoint_every` steps (default a quarter of them)."""
     spec = {
-        "name": name, "namespace": namespace, "image": image, "strategy": strategy,
-        "program": {"args": ["--steps", str(steps), "--checkpoint-every",
-                             str(checkpoint_every or steps // 4),
-                             "--global-batch-size", "32"]},
-        "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1},
-                  "evaluator": {"replicas": 1}},
-        "checkpoint": {"dir": f"/ckpt/{name}",
-                       "volume": {"persistentVolumeClaim": {"claimName": pvc}}},
+        "name": name,
+        "namespace": namespace,
+        "image": image,
+        "strategy": strategy,
+        "program": {
+            "args": [
+                "--steps",
+                str(steps),
+                "--checkpoint-every",
+                str(checkpoint_every or steps // 4),
+                "--global-batch-size",
+                "32",
+            ]
+        },
+        "roles": {
+            "chief": {"replicas": 1},
+            "worker": {"replicas": 2},
+            "ps": {"replicas": 1},
+            "evaluator": {"replicas": 1},
+        },
+        "checkpoint": {"dir": f"/ckpt/{name}", "volume": {"persistentVolumeClaim": {"claimName": pvc}}},
         "peerTimeoutSeconds": 240,
         "ttlSecondsAfterFinished": 600,
     }
@@ -56,13 +78,14 @@ def write_spec(tmp_path: Path, name: str, namespace: str, pvc: str | None, image
 
 
 def cli(cluster, *args: str, timeout: float = 900, check: bool = False):
-    cmd = [sys.executable, "-m", "launcher", *args,
-           "--kubeconfig", cluster.kubeconfig, "--context", cluster.context]
+    cmd = [sys.executable, "-m", "launcher", *args, "--kubeconfig", cluster.kubeconfig, "--context", cluster.context]
     started = time.monotonic()
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     result.seconds = time.monotonic() - started
-    print(f"$ {' '.join(cmd[1:])}  ({result.seconds:.1f}s, rc={result.returncode})\n"
-          f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    print(
+        f"$ {' '.join(cmd[1:])}  ({result.seconds:.1f}s, rc={result.returncode})\n"
+        f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed with {result.returncode}: {result.stderr}")
     return result
@@ -73,7 +96,7 @@ def progress(text: str) -> list[dict]:
     for line in text.splitlines():
         at = line.find(PROGRESS)
         if at >= 0:
-            out.append(json.loads(line[at + len(PROGRESS):]))
+            out.append(json.loads(line[at + len(PROGRESS) :]))
     return out
 
 
@@ -89,19 +112,42 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 2.0):
 
 
 def submit_in_background(cluster, spec: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "launcher", "submit", str(spec), "--wait",
-           "--kubeconfig", cluster.kubeconfig, "--context", cluster.context]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "launcher",
+        "submit",
+        str(spec),
+        "--wait",
+        "--kubeconfig",
+        cluster.kubeconfig,
+        "--context",
+        cluster.context,
+    ]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def follow_log(cluster, namespace: str, pod: dict) -> subprocess.Popen:
     """`kubectl logs -f` of a pod about to go (deleted, evicted): its own log, read to its end
     with .communicate(), since the pod object is gone after it terminates."""
     follow = subprocess.Popen(
-        ["kubectl", "--kubeconfig", cluster.kubeconfig, "--context", cluster.context,
-         "-n", namespace, "logs", "-f", pod["metadata"]["name"]],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env)
+        [
+            "kubectl",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--context",
+            cluster.context,
+            "-n",
+            namespace,
+            "logs",
+            "-f",
+            pod["metadata"]["name"],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cluster.env,
+    )
     time.sleep(1)
     return follow
 
@@ -114,41 +160,51 @@ def kill_running(*processes: subprocess.Popen | None) -> None:
 
 
 def pod_of(cluster, namespace: str, name: str, role: str, index: int = 0) -> dict | None:
-    pods = cluster.get_json("pods", "-n", namespace, "-l",
-                            f"{LABEL}={name},app.kubernetes.io/component={role},"
-                            f"batch.kubernetes.io/job-completion-index={index}")["items"]
+    pods = cluster.get_json(
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        f"{LABEL}={name},app.kubernetes.io/component={role},batch.kubernetes.io/job-completion-index={index}",
+    )["items"]
     live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     return max(live, key=lambda p: p["metadata"]["creationTimestamp"]) if live else None
 
 
 def chief_events(cluster, name: str, namespace: str) -> list[dict]:
-    result = cli(cluster, "logs", name, "-n", namespace, "--role", "chief", "--index", "0",
-                 timeout=60)
+    result = cli(cluster, "logs", name, "-n", namespace, "--role", "chief", "--index", "0", timeout=60)
     return progress(result.stdout) if result.returncode == 0 else []
 
 
-def polled_events(cluster, name: str, namespace: str, role: str = "chief",
-                  index: int = 0) -> list[dict]:
+def polled_events(cluster, name: str, namespace: str, role: str = "chief", index: int = 0) -> list[dict]:
     """Progress events of a task's current pods, read with kubectl: for the waits that poll
     every 2 s while training runs. Each `python -m launcher logs` (checked where its output is
     the point) costs about 1.3 s of CPU, taken from the training the test waits for."""
-    selector = (f"{LABEL}={name},app.kubernetes.io/component={role},"
-                f"batch.kubernetes.io/job-completion-index={index}")
-    result = cluster.kubectl("-n", namespace, "logs", "-l", selector, "-c", k8s_contract.CONTAINER,
-                             "--tail=-1", "--max-log-requests=20", check=False, timeout=60)
+    selector = f"{LABEL}={name},app.kubernetes.io/component={role},batch.kubernetes.io/job-completion-index={index}"
+    result = cluster.kubectl(
+        "-n",
+        namespace,
+        "logs",
+        "-l",
+        selector,
+        "-c",
+        k8s_contract.CONTAINER,
+        "--tail=-1",
+        "--max-log-requests=20",
+        check=False,
+        timeout=60,
+    )
     return progress(result.stdout) if result.returncode == 0 else []
 
 
 def checkpointed_step(cluster, name, namespace, role: str = "chief") -> int | None:
     """The highest step a checkpoint event of the task (index 0) reports."""
-    steps = [e["step"] for e in polled_events(cluster, name, namespace, role)
-             if e["event"] == "checkpoint"]
+    steps = [e["step"] for e in polled_events(cluster, name, namespace, role) if e["event"] == "checkpoint"]
     return max(steps) if steps else None
 
 
 def evaluated_steps(cluster, name: str, namespace: str) -> list[int]:
-    result = cli(cluster, "logs", name, "-n", namespace, "--role", "evaluator", "--index", "0",
-                 timeout=60)
+    result = cli(cluster, "logs", name, "-n", namespace, "--role", "evaluator", "--index", "0", timeout=60)
     return [e.get("step") for e in progress(result.stdout) if e["event"] == "evaluated"]
 
 
@@ -177,16 +233,24 @@ def startup_breakdown(cluster, namespace: str, name: str, submitted: float) -> s
     first = {}
     for event in events:
         first.setdefault(event["event"], event["wall"])
-    marks = [("pod created", _api_time(pod["metadata"]["creationTimestamp"])),
-             ("container started", _api_time(started)),
-             ("worker process", events[0]["wall"] - events[0]["t"])]
-    marks += [(label, first[event]) for label, event in (
-        ("peers ready", "peers_ready"), ("TF imported", "tensorflow_imported"),
-        ("strategy connected", "connected"), ("restored", "start"), ("first step", "first_step"))
-        if event in first]
+    marks = [
+        ("pod created", _api_time(pod["metadata"]["creationTimestamp"])),
+        ("container started", _api_time(started)),
+        ("worker process", events[0]["wall"] - events[0]["t"]),
+    ]
+    marks += [
+        (label, first[event])
+        for label, event in (
+            ("peers ready", "peers_ready"),
+            ("TF imported", "tensorflow_imported"),
+            ("strategy connected", "connected"),
+            ("restored", "start"),
+            ("first step", "first_step"),
+        )
+        if event in first
+    ]
     for role in ("ps", "worker"):  # when the peers the chief waits for began to serve
-        logs = cli(cluster, "logs", name, "-n", namespace, "--role", role, "--index", "0",
-                   timeout=60)
+        logs = cli(cluster, "logs", name, "-n", namespace, "--role", role, "--index", "0", timeout=60)
         serving = [e["wall"] for e in progress(logs.stdout) if e["event"] == "serving"]
         if serving:
             marks.append((f"{role}-0 serving", serving[0]))
@@ -194,15 +258,16 @@ def startup_breakdown(cluster, namespace: str, name: str, submitted: float) -> s
 
 
 def test_ps_training_succeeds_with_final_checkpoint_evaluated(
-        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
+    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path
+):
     # Long enough, with a step event every second, for status to see the step advance.
     steps, progress_env = 2 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
-    spec = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image,
-                      steps=steps, env=progress_env)
+    spec = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, env=progress_env)
     started, submitted = time.monotonic(), time.time()
     proc = submit_in_background(kind_cluster, spec)
     training_seen = []  # `status -o json`'s training while the cluster trained
     try:
+
         def all_running():
             pods = kind_cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}=ps")["items"]
             return len(pods) == 5 and all(p["status"]["phase"] == "Running" for p in pods)
@@ -212,12 +277,12 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         first_step = None
         # Polled until two steps were seen (each `status` costs about a second of CPU).
         while proc.poll() is None and time.monotonic() - started < 900 and len(training_seen) < 2:
-            training = json.loads(cli(kind_cluster, "status", "ps", "-n", namespace, "-o",
-                                      "json", check=True).stdout)["training"]
+            training = json.loads(cli(kind_cluster, "status", "ps", "-n", namespace, "-o", "json", check=True).stdout)[
+                "training"
+            ]
             if training and training["step"]:  # past the start event's step 0
                 first_step = first_step or time.monotonic() - started
-                if not training["finished"] and \
-                        (not training_seen or training["step"] > training_seen[-1]["step"]):
+                if not training["finished"] and (not training_seen or training["step"] > training_seen[-1]["step"]):
                     training_seen.append(training)
             time.sleep(0.5)
         output, _ = proc.communicate(timeout=900)
@@ -226,19 +291,21 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
             proc.kill()
     total = time.monotonic() - started
     print(output[-3000:])
-    print(f"MEASURE ps submit->all pods Running {running:.1f}s, ->first step in status "
-          f"{first_step or float('nan'):.1f}s, ->succeeded {total:.1f}s")
+    print(
+        f"MEASURE ps submit->all pods Running {running:.1f}s, ->first step in status "
+        f"{first_step or float('nan'):.1f}s, ->succeeded {total:.1f}s"
+    )
     assert proc.returncode == 0, output[-2000:]
     assert "[Succeeded]" in output
     assert_all_jobs_complete(kind_cluster, namespace, "ps")
-    measure("kind ps start-up, s after submit (chief): "
-            + startup_breakdown(kind_cluster, namespace, "ps", submitted))
+    measure("kind ps start-up, s after submit (chief): " + startup_breakdown(kind_cluster, namespace, "ps", submitted))
 
     events = chief_events(kind_cluster, "ps", namespace)
     final = [e for e in events if e["event"] == "final"]
     assert final and final[0]["step"] >= steps
-    assert steps in evaluated_steps(kind_cluster, "ps", namespace) or \
-        final[0]["step"] in evaluated_steps(kind_cluster, "ps", namespace)
+    assert steps in evaluated_steps(kind_cluster, "ps", namespace) or final[0]["step"] in evaluated_steps(
+        kind_cluster, "ps", namespace
+    )
     for role in ("worker", "ps"):
         logs = cli(kind_cluster, "logs", "ps", "-n", namespace, "--role", role, "--index", "0")
         assert logs.returncode == 0 and logs.stdout.strip()
@@ -250,8 +317,7 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     assert counts == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1}
     # status read the step from the chief's log through the API while it trained, and reads
     # the final step and evaluation after the end.
-    print("MEASURE ps status -o json while training, steps seen:",
-          [t["step"] for t in training_seen])
+    print("MEASURE ps status -o json while training, steps seen:", [t["step"] for t in training_seen])
     assert len(training_seen) >= 2 and training_seen[0]["step"] < training_seen[-1]["step"] <= steps
     assert all(t["target"] == steps and t["loss"] is not None for t in training_seen)
     training = data["training"]
@@ -268,16 +334,24 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     # Same spec again: nothing changes. A changed spec is refused without --replace.
     again = cli(kind_cluster, "submit", str(spec))
     assert again.returncode == 0 and "unchanged" in again.stderr
-    changed = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image,
-                         steps=steps, env=progress_env, backoffLimit=3)
+    changed = write_spec(
+        tmp_path,
+        "ps",
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        steps=steps,
+        env=progress_env,
+        backoffLimit=3,
+    )
     refused = cli(kind_cluster, "submit", str(changed))
     assert refused.returncode == 2 and "--replace" in refused.stderr
 
-    check_tensorboard_serves_the_evaluation(kind_cluster, namespace, "ps", final[0]["step"],
-                                            tmp_path)
+    check_tensorboard_serves_the_evaluation(kind_cluster, namespace, "ps", final[0]["step"], tmp_path)
     # The Python API on the same cluster: status, wait, list, logs (tail, follow), delete.
-    client = TFK8sClient(KubernetesBackendConfig(namespace=namespace, context=kind_cluster.context,
-                                                 kubeconfig=kind_cluster.kubeconfig))
+    client = TFK8sClient(
+        KubernetesBackendConfig(namespace=namespace, context=kind_cluster.context, kubeconfig=kind_cluster.kubeconfig)
+    )
     job = client.wait_for_job_status("ps", timeout=60)
     assert job.phase is Phase.SUCCEEDED and job.training.step == steps
     assert "ps" in [j.name for j in client.list_jobs()]
@@ -293,25 +367,33 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
 
 
 def _conditions(job: dict) -> dict[str, dict]:
-    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or []
-            if c.get("status") == "True"}
+    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
 
 
-def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, checkpoint_pvc,
-                                     tmp_path):
+def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
     """A PS cluster whose chief crashes after start ends completely: the chief's Job fails, and
     every other pod, the built-in evaluator's included (it used to wait forever for a final
     checkpoint), has ended within 60 s. The crash is a program module that does not exist,
     found once the peers answered and TensorFlow loaded: the built-in worker's config error,
     exit 2, which the podFailurePolicy turns into FailJob at once despite backoffLimit 1."""
     name = "chieffail"
-    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      backoffLimit=1,
-                      roles={"chief": {"replicas": 1, "env": {"TFK8S_PROGRAM": "no.such.module"}},
-                             "worker": {"replicas": 2}, "ps": {"replicas": 1},
-                             "evaluator": {"replicas": 1}})
+    spec = write_spec(
+        tmp_path,
+        name,
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        backoffLimit=1,
+        roles={
+            "chief": {"replicas": 1, "env": {"TFK8S_PROGRAM": "no.such.module"}},
+            "worker": {"replicas": 2},
+            "ps": {"replicas": 1},
+            "evaluator": {"replicas": 1},
+        },
+    )
     proc = submit_in_background(kind_cluster, spec)
     try:
+
         def jobs() -> dict[str, dict]:
             items = kind_cluster.get_json("jobs", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
             return {j["metadata"]["labels"]["app.kubernetes.io/component"]: j for j in items}
@@ -333,8 +415,7 @@ def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, chec
 
         def every_pod_ended():
             current = pods()
-            return current and all(p["status"].get("phase") in ("Succeeded", "Failed")
-                                   for p in current)
+            return current and all(p["status"].get("phase") in ("Succeeded", "Failed") for p in current)
 
         wait_for(every_pod_ended, 120, "every pod to end", interval=0.5)
         cleanup = time.monotonic() - failed_at
@@ -343,18 +424,23 @@ def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, chec
         if proc.poll() is None:
             proc.kill()
     print(output[-3000:])
-    print(f"MEASURE failed chief: every pod (evaluator included) ended {cleanup:.1f}s after the "
-          f"chief's Job failed (Running before: {sorted(seen_running)})")
+    print(
+        f"MEASURE failed chief: every pod (evaluator included) ended {cleanup:.1f}s after the "
+        f"chief's Job failed (Running before: {sorted(seen_running)})"
+    )
     assert "evaluator" in seen_running and "ps" in seen_running, seen_running
     assert cleanup <= 60, f"pods still running {cleanup:.1f}s after the chief's Job failed"
     assert proc.returncode == 2, output[-2000:]  # the chief's exit code
 
     # The supervisor stopped the others and exited 0: their Jobs complete (the Job controller
     # adds the condition shortly after the pods ended), nothing holds a CPU.
-    final = wait_for(lambda: (lambda js: js if all("Complete" in _conditions(js[r])
-                                                   for r in ("worker", "ps", "evaluator"))
-                              else None)(jobs()),
-                     60, "the worker, ps and evaluator Jobs to complete")
+    final = wait_for(
+        lambda: (
+            lambda js: js if all("Complete" in _conditions(js[r]) for r in ("worker", "ps", "evaluator")) else None
+        )(jobs()),
+        60,
+        "the worker, ps and evaluator Jobs to complete",
+    )
     failed = _conditions(final["chief"])["Failed"]
     assert failed["reason"] == "PodFailurePolicy", failed  # FailJob: no retry despite backoffLimit 1
     chief_pods = [p for p in pods() if p["metadata"]["labels"]["app.kubernetes.io/component"] == "chief"]
@@ -372,17 +458,27 @@ def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, chec
 
 # A task of a bring-your-own PS cluster that takes no CPU: the chief ends after CHIEF_SECONDS,
 # every other task would serve forever (the supervisor ends it).
-SLEEPER = ("import json, os, time; task = json.loads(os.environ['TF_CONFIG'])['task']['type']; "
-           "print(task, 'up', flush=True); "
-           "time.sleep(float(os.environ['CHIEF_SECONDS']) if task == 'chief' else 3600)")
+SLEEPER = (
+    "import json, os, time; task = json.loads(os.environ['TF_CONFIG'])['task']['type']; "
+    "print(task, 'up', flush=True); "
+    "time.sleep(float(os.environ['CHIEF_SECONDS']) if task == 'chief' else 3600)"
+)
 
 
 def sleeper_spec(name: str, namespace: str, image: str, chief_seconds: int) -> dict:
-    return {"name": name, "namespace": namespace, "image": image, "strategy": "parameter_server",
-            "command": ["python3", "-c", SLEEPER], "env": {"CHIEF_SECONDS": str(chief_seconds)},
-            "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
-            "checkpoint": {"dir": "gs://unused-in-this-test/model"},
-            "backoffLimit": 0, "terminationGracePeriodSeconds": 10, "ttlSecondsAfterFinished": 600}
+    return {
+        "name": name,
+        "namespace": namespace,
+        "image": image,
+        "strategy": "parameter_server",
+        "command": ["python3", "-c", SLEEPER],
+        "env": {"CHIEF_SECONDS": str(chief_seconds)},
+        "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
+        "checkpoint": {"dir": "gs://unused-in-this-test/model"},
+        "backoffLimit": 0,
+        "terminationGracePeriodSeconds": 10,
+        "ttlSecondsAfterFinished": 600,
+    }
 
 
 def running_pod(cluster, namespace: str, name: str, role: str) -> dict:
@@ -390,11 +486,13 @@ def running_pod(cluster, namespace: str, name: str, role: str) -> dict:
         pod = pod_of(cluster, namespace, name, role)
         statuses = (pod or {}).get("status", {}).get("containerStatuses") or []
         return pod if statuses and all(cs.get("ready") for cs in statuses) else None
+
     return wait_for(ready, 180, f"{name}'s {role} pod to run")
 
 
 def test_the_tf_container_holds_no_token_and_the_job_watch_ends_the_servers(
-        kind_cluster, worker_image, namespace, tmp_path):
+    kind_cluster, worker_image, namespace, tmp_path
+):
     """TF's gRPC server can read any file of its container for any caller: the token is only
     in the job-watch container, which still ends the servers once the chief is done."""
     name = "notoken"
@@ -403,17 +501,21 @@ def test_the_tf_container_holds_no_token_and_the_job_watch_ends_the_servers(
     cli(kind_cluster, "submit", str(spec), check=True, timeout=120)
     ps = running_pod(kind_cluster, namespace, name, "ps")
     sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
-    probe = ("import os, sys; found = [os.path.join(d, f) for d, _, fs in os.walk('/var/run') "
-             "for f in fs if f == 'token']; print(os.path.exists(sys.argv[1]), found)")
+    probe = (
+        "import os, sys; found = [os.path.join(d, f) for d, _, fs in os.walk('/var/run') "
+        "for f in fs if f == 'token']; print(os.path.exists(sys.argv[1]), found)"
+    )
 
     def look(container: str) -> str:
-        return kind_cluster.kubectl("-n", namespace, "exec", ps["metadata"]["name"], "-c", container,
-                                    "--", "python3", "-c", probe, sa_dir).stdout.strip()
+        return kind_cluster.kubectl(
+            "-n", namespace, "exec", ps["metadata"]["name"], "-c", container, "--", "python3", "-c", probe, sa_dir
+        ).stdout.strip()
 
     assert look("tensorflow") == "False []"  # nothing at the standard path, no token anywhere
     assert look("job-watch").startswith(f"True ['{sa_dir}/")
-    rss = kind_cluster.kubectl("-n", namespace, "exec", ps["metadata"]["name"], "-c", "job-watch",
-                               "--", "grep", "VmRSS", "/proc/1/status").stdout.split()[1]
+    rss = kind_cluster.kubectl(
+        "-n", namespace, "exec", ps["metadata"]["name"], "-c", "job-watch", "--", "grep", "VmRSS", "/proc/1/status"
+    ).stdout.split()[1]
     print(f"MEASURE job-watch container: {int(rss) / 1024:.1f} MiB resident while watching")
     assert ps["spec"]["automountServiceAccountToken"] is False
 
@@ -426,7 +528,8 @@ def test_the_tf_container_holds_no_token_and_the_job_watch_ends_the_servers(
 
 
 def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_says_why(
-        kind_cluster, worker_image, namespace):
+    kind_cluster, worker_image, namespace
+):
     """Default-deny egress: the API server never answers the job-watch (here its address is one
     nothing answers at, TEST-NET-1). Within TFK8S_API_GIVE_UP_SECONDS the ps ends, exit 7, and
     `status` says what to open."""
@@ -434,14 +537,15 @@ def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_sa
     from launcher.spec.spec import ClusterSpec
 
     name, give_up, api = "noapi", 20, "192.0.2.1"
-    objects = render.render(ClusterSpec.model_validate(
-        sleeper_spec(name, namespace, worker_image, chief_seconds=3600)))
+    objects = render.render(ClusterSpec.model_validate(sleeper_spec(name, namespace, worker_image, chief_seconds=3600)))
     for obj in objects:
-        for container in (obj["spec"]["template"]["spec"]["containers"] if obj["kind"] == "Job" else []):
+        for container in obj["spec"]["template"]["spec"]["containers"] if obj["kind"] == "Job" else []:
             if container["name"] == "job-watch":
-                container["env"] += [{"name": "KUBERNETES_SERVICE_HOST", "value": api},
-                                     {"name": "KUBERNETES_SERVICE_PORT", "value": "443"},
-                                     {"name": "TFK8S_API_GIVE_UP_SECONDS", "value": str(give_up)}]
+                container["env"] += [
+                    {"name": "KUBERNETES_SERVICE_HOST", "value": api},
+                    {"name": "KUBERNETES_SERVICE_PORT", "value": "443"},
+                    {"name": "TFK8S_API_GIVE_UP_SECONDS", "value": str(give_up)},
+                ]
     kind_cluster.apply(objects, namespace)
 
     def ps_ended():
@@ -451,10 +555,13 @@ def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_sa
     pod = wait_for(ps_ended, 240, "the ps pod without API access to end")
     [task] = [cs for cs in pod["status"]["containerStatuses"] if cs["name"] == "tensorflow"]
     ended = task["state"]["terminated"]
-    took = (time.mktime(time.strptime(ended["finishedAt"], "%Y-%m-%dT%H:%M:%SZ"))
-            - time.mktime(time.strptime(ended["startedAt"], "%Y-%m-%dT%H:%M:%SZ")))
-    print(f"MEASURE no API access: the ps ended {took:.0f}s after its task started "
-          f"(give-up {give_up}s); termination message: {ended.get('message', '').strip()}")
+    took = time.mktime(time.strptime(ended["finishedAt"], "%Y-%m-%dT%H:%M:%SZ")) - time.mktime(
+        time.strptime(ended["startedAt"], "%Y-%m-%dT%H:%M:%SZ")
+    )
+    print(
+        f"MEASURE no API access: the ps ended {took:.0f}s after its task started "
+        f"(give-up {give_up}s); termination message: {ended.get('message', '').strip()}"
+    )
     assert ended["exitCode"] == 7
     assert took <= give_up + 15, took
     assert f"the supervised pods need egress to the API server: {api}:443" in ended["message"]
@@ -463,8 +570,9 @@ def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_sa
 
 
 def test_mwms_training_succeeds(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
-    spec = write_spec(tmp_path, "mw", namespace, checkpoint_pvc.claim_name, worker_image,
-                      strategy="multi_worker_mirrored")
+    spec = write_spec(
+        tmp_path, "mw", namespace, checkpoint_pvc.claim_name, worker_image, strategy="multi_worker_mirrored"
+    )
     result = cli(kind_cluster, "submit", str(spec), "--wait")
     assert result.returncode == 0, result.stderr
     print(f"MEASURE mwms submit->succeeded {result.seconds:.1f}s")
@@ -482,8 +590,7 @@ def test_server_dry_run_of_every_example(kind_cluster, namespace):
     assert cluster_is_empty(kind_cluster, namespace)
 
 
-def test_jobset_without_the_jobset_api_is_one_clear_line(kind_cluster, worker_image, namespace,
-                                                        tmp_path):
+def test_jobset_without_the_jobset_api_is_one_clear_line(kind_cluster, worker_image, namespace, tmp_path):
     if kind_cluster.kubectl("get", "crd", "jobsets.jobset.x-k8s.io", check=False).returncode == 0:
         pytest.skip("JobSet is installed on this reused cluster (a fresh one has none)")
     spec = write_spec(tmp_path, "nojs", namespace, None, worker_image, workload="jobset")
@@ -492,19 +599,20 @@ def test_jobset_without_the_jobset_api_is_one_clear_line(kind_cluster, worker_im
     assert result.stderr.strip() == (
         "error: workload: jobset, but this cluster has no JobSet API (jobset.x-k8s.io/v1alpha2): "
         "install JobSet (kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
-        "releases/download/v0.11.1/manifests.yaml), or use workload: jobs")
+        "releases/download/v0.11.1/manifests.yaml), or use workload: jobs"
+    )
     assert cluster_is_empty(kind_cluster, namespace)
 
 
 def cluster_is_empty(cluster, namespace) -> bool:
-    result = cluster.kubectl("-n", namespace, "get", "jobs,configmaps", "-l",
-                             "app.kubernetes.io/name=tfk8s", "-o", "name")
+    result = cluster.kubectl(
+        "-n", namespace, "get", "jobs,configmaps", "-l", "app.kubernetes.io/name=tfk8s", "-o", "name"
+    )
     return result.stdout.strip() == ""
 
 
 @pytest.mark.parametrize("role", ["worker", "chief", "ps"])
-def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, checkpoint_pvc,
-                                        tmp_path, role):
+def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, role):
     name = f"chaos-{role}"
     # The deletion comes right after the first checkpoint (step 200), and must land
     # mid-training: 600 steps later for the chief (about 27 s at 22 steps/s). A deleted ps or
@@ -515,38 +623,55 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
     # replacement to find training under way after its start-up (800 in all failed the ps case).
     steps = 800 if role == "chief" else 1400
     extra = {"terminationGracePeriodSeconds": 20} if role in ("ps", "worker") else {}
-    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      steps=steps, checkpoint_every=200, **extra)
+    spec = write_spec(
+        tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, checkpoint_every=200, **extra
+    )
     proc = submit_in_background(kind_cluster, spec)
     chief_log = None
     try:
         if role == "chief":  # `logs -f` from a pending pod on, across the chief's replacement
             wait_for(lambda: pod_of(kind_cluster, namespace, name, "chief"), 120, "a chief pod")
             chief_log = subprocess.Popen(
-                [sys.executable, "-m", "launcher", "logs", name, "-n", namespace, "--role",
-                 "chief", "-f", "--kubeconfig", kind_cluster.kubeconfig, "--context",
-                 kind_cluster.context], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True)
-        first = wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
-                         "the first checkpoint")
+                [
+                    sys.executable,
+                    "-m",
+                    "launcher",
+                    "logs",
+                    name,
+                    "-n",
+                    namespace,
+                    "--role",
+                    "chief",
+                    "-f",
+                    "--kubeconfig",
+                    kind_cluster.kubeconfig,
+                    "--context",
+                    kind_cluster.context,
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        first = wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600, "the first checkpoint")
         victim = pod_of(kind_cluster, namespace, name, role)
         assert victim is not None
         deleted_at = time.monotonic()
         deleted_wall = time.time()
-        kind_cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"],
-                             "--wait=false")
+        kind_cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"], "--wait=false")
 
         def replaced():
             pod = pod_of(kind_cluster, namespace, name, role)
-            if pod and pod["metadata"]["uid"] != victim["metadata"]["uid"] and \
-                    pod["status"]["phase"] == "Running":
+            if pod and pod["metadata"]["uid"] != victim["metadata"]["uid"] and pod["status"]["phase"] == "Running":
                 return pod
             return None
 
         wait_for(replaced, 300, f"a new {role} pod")
         recovered = time.monotonic() - deleted_at
-        print(f"MEASURE chaos {role}: replacement pod Running {recovered:.1f}s after deletion "
-              f"(last checkpoint before: step {first})")
+        print(
+            f"MEASURE chaos {role}: replacement pod Running {recovered:.1f}s after deletion "
+            f"(last checkpoint before: step {first})"
+        )
         output, _ = proc.communicate(timeout=900)
         if chief_log is not None:  # ends by itself: the cluster has finished
             followed, said = chief_log.communicate(timeout=120)
@@ -568,34 +693,51 @@ def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, ch
         assert starts and starts[-1]["step"] >= first, starts
         resumed = [e["wall"] for e in events if e["event"] == "first_step" and e["wall"] > deleted_wall]
         assert resumed
-        print(f"MEASURE chaos {role}: training resumed at step {starts[-1]['step']} "
-              f"{resumed[0] - deleted_wall:.1f}s after the deletion")
+        print(
+            f"MEASURE chaos {role}: training resumed at step {starts[-1]['step']} "
+            f"{resumed[0] - deleted_wall:.1f}s after the deletion"
+        )
     else:
         logs = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index", "0")
         serving = [e["wall"] for e in progress(logs.stdout) if e["event"] == "serving"]
         if serving:
-            print(f"MEASURE chaos worker: replacement serving {serving[-1] - deleted_wall:.1f}s "
-                  "after the deletion; training never stopped")
+            print(
+                f"MEASURE chaos worker: replacement serving {serving[-1] - deleted_wall:.1f}s "
+                "after the deletion; training never stopped"
+            )
     assert any(e["event"] == "final" and e["step"] >= steps for e in events)
 
 
 def test_image_that_does_not_exist_fails_fast(kind_cluster, namespace, tmp_path):
-    spec = write_spec(tmp_path, "noimg", namespace, None, "tfk8s/does-not-exist:0",
-                      strategy="mirrored", roles={"chief": {"replicas": 1}})
-    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "5",
-                 timeout=300)
+    spec = write_spec(
+        tmp_path,
+        "noimg",
+        namespace,
+        None,
+        "tfk8s/does-not-exist:0",
+        strategy="mirrored",
+        roles={"chief": {"replicas": 1}},
+    )
+    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "5", timeout=300)
     print(f"MEASURE bad image reported after {result.seconds:.1f}s")
     assert result.returncode == 1
-    assert "image" in result.stderr and ("ErrImagePull" in result.stderr
-                                         or "ImagePullBackOff" in result.stderr
-                                         or "ErrImageNeverPull" in result.stderr)
+    assert "image" in result.stderr and (
+        "ErrImagePull" in result.stderr or "ImagePullBackOff" in result.stderr or "ErrImageNeverPull" in result.stderr
+    )
     status = cli(kind_cluster, "status", "noimg", "-n", namespace)
     assert "Stuck" in status.stdout
 
 
 def test_namespace_that_does_not_exist(kind_cluster, worker_image, tmp_path):
-    spec = write_spec(tmp_path, "nons", "no-such-namespace-x", None, worker_image,
-                      strategy="mirrored", roles={"chief": {"replicas": 1}})
+    spec = write_spec(
+        tmp_path,
+        "nons",
+        "no-such-namespace-x",
+        None,
+        worker_image,
+        strategy="mirrored",
+        roles={"chief": {"replicas": 1}},
+    )
     result = cli(kind_cluster, "submit", str(spec), "--wait", timeout=60)
     assert result.returncode == 1
     assert "namespace 'no-such-namespace-x' does not exist" in result.stderr
@@ -603,24 +745,33 @@ def test_namespace_that_does_not_exist(kind_cluster, worker_image, tmp_path):
 
 
 def test_unsatisfiable_resources_are_reported(kind_cluster, worker_image, namespace, tmp_path):
-    spec = write_spec(tmp_path, "huge", namespace, None, worker_image, strategy="mirrored",
-                      roles={"chief": {"replicas": 1,
-                                       "resources": {"requests": {"memory": "900Gi"}}}})
-    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "5",
-                 timeout=300)
+    spec = write_spec(
+        tmp_path,
+        "huge",
+        namespace,
+        None,
+        worker_image,
+        strategy="mirrored",
+        roles={"chief": {"replicas": 1, "resources": {"requests": {"memory": "900Gi"}}}},
+    )
+    result = cli(kind_cluster, "submit", str(spec), "--wait", "--stuck-timeout", "5", timeout=300)
     print(f"MEASURE unschedulable reported after {result.seconds:.1f}s")
     assert result.returncode == 1
     assert "cannot be scheduled" in result.stderr and "memory" in result.stderr
 
 
-def test_bring_your_own_script_servers_are_ended(kind_cluster, worker_image, namespace,
-                                                  checkpoint_pvc, tmp_path):
+def test_bring_your_own_script_servers_are_ended(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
     """A plain TF script whose ps/workers block in server.join() forever still completes."""
-    spec = write_spec(tmp_path, "byo", namespace, checkpoint_pvc.claim_name, worker_image,
-                      roles={"chief": {"replicas": 1}, "worker": {"replicas": 2},
-                             "ps": {"replicas": 1}},
-                      command=["python", "-m", "worker.examples.plain_ps"],
-                      args=["--steps", "100", "--model-dir", "/ckpt/byo"])
+    spec = write_spec(
+        tmp_path,
+        "byo",
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        roles={"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}},
+        command=["python", "-m", "worker.examples.plain_ps"],
+        args=["--steps", "100", "--model-dir", "/ckpt/byo"],
+    )
     data = yaml.safe_load(spec.read_text())
     del data["program"]
     spec.write_text(yaml.safe_dump(data))
@@ -635,9 +786,15 @@ def test_bring_your_own_script_servers_are_ended(kind_cluster, worker_image, nam
 def test_failed_submit_leaves_nothing_behind(kind_cluster, worker_image, namespace, tmp_path):
     # The spec passes our validation, but the API server rejects the Job (a request above its
     # limit), after the ConfigMap and Service were already created.
-    spec = write_spec(tmp_path, "half", namespace, None, worker_image, strategy="mirrored",
-                      roles={"chief": {"replicas": 1, "resources": {
-                          "requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}})
+    spec = write_spec(
+        tmp_path,
+        "half",
+        namespace,
+        None,
+        worker_image,
+        strategy="mirrored",
+        roles={"chief": {"replicas": 1, "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}},
+    )
     result = cli(kind_cluster, "submit", str(spec), timeout=120)
     assert result.returncode == 1
     assert "submit failed at Job/half-chief" in result.stderr

@@ -2,15 +2,23 @@
 on a real cluster: the task saves the step it reached and exits 143, its pod is gone within
 seconds, no replacement overlaps it, the Job's failed count does not move, and the replacement
 resumes at exactly the saved step."""
+
 from __future__ import annotations
 
 import time
 
 import pytest
-
 from test_e2e import (
-    assert_all_jobs_complete, checkpointed_step, cli, follow_log, kill_running, pod_of, progress,
-    submit_in_background, wait_for, write_spec,
+    assert_all_jobs_complete,
+    checkpointed_step,
+    cli,
+    follow_log,
+    kill_running,
+    pod_of,
+    progress,
+    submit_in_background,
+    wait_for,
+    write_spec,
 )
 
 pytestmark = pytest.mark.kind
@@ -24,46 +32,56 @@ CASES = {
 
 
 def role_pods(cluster, namespace, name, role, index) -> list[dict]:
-    return cluster.get_json("pods", "-n", namespace, "-l",
-                            f"{LABEL}={name},app.kubernetes.io/component={role},"
-                            f"batch.kubernetes.io/job-completion-index={index}")["items"]
+    return cluster.get_json(
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        f"{LABEL}={name},app.kubernetes.io/component={role},batch.kubernetes.io/job-completion-index={index}",
+    )["items"]
 
 
 def job_failed(cluster, namespace, name, role) -> int:
-    jobs = cluster.get_json("jobs", "-n", namespace, "-l",
-                            f"{LABEL}={name},app.kubernetes.io/component={role}")["items"]
+    jobs = cluster.get_json("jobs", "-n", namespace, "-l", f"{LABEL}={name},app.kubernetes.io/component={role}")[
+        "items"
+    ]
     return sum(job["status"].get("failed", 0) for job in jobs)
 
 
 def task_events(cluster, namespace, name, role, index) -> list[dict]:
-    result = cli(cluster, "logs", name, "-n", namespace, "--role", role, "--index", str(index),
-                 timeout=60)
+    result = cli(cluster, "logs", name, "-n", namespace, "--role", role, "--index", str(index), timeout=60)
     return progress(result.stdout) if result.returncode == 0 else []
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, namespace,
-                                                checkpoint_pvc, tmp_path, case):
+def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, case):
     strategy, role, index, resumers = CASES[case]
     name = f"preempt-{case}"
     # deleted after the first checkpoint (step 200), 600 steps before the end
     steps = 800
-    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      strategy=strategy, steps=steps, checkpoint_every=200)
+    spec = write_spec(
+        tmp_path,
+        name,
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        strategy=strategy,
+        steps=steps,
+        checkpoint_every=200,
+    )
     proc = submit_in_background(kind_cluster, spec)
     try:
         if strategy == "parameter_server":
-            wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
-                     "the first checkpoint")
+            wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600, "the first checkpoint")
         else:
-            wait_for(lambda: checkpointed_step(kind_cluster, name, namespace, "worker"), 600,
-                     "worker 0's first checkpoint")
+            wait_for(
+                lambda: checkpointed_step(kind_cluster, name, namespace, "worker"), 600, "worker 0's first checkpoint"
+            )
         victim = pod_of(kind_cluster, namespace, name, role, index)
         failed_before = job_failed(kind_cluster, namespace, name, role)
         follow = follow_log(kind_cluster, namespace, victim)
         deleted_at = time.time()
-        kind_cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"],
-                             "--wait=false")
+        kind_cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"], "--wait=false")
         overlaps, gone_after, replaced_after = [], None, None
         while replaced_after is None and time.time() - deleted_at < 300:
             pods = role_pods(kind_cluster, namespace, name, role, index)
@@ -73,8 +91,9 @@ def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, name
             names = {p["metadata"]["name"] for p in pods}
             if gone_after is None and victim["metadata"]["name"] not in names:
                 gone_after = time.time() - deleted_at
-            if gone_after is not None and any(p["metadata"]["uid"] != victim["metadata"]["uid"]
-                                              and p["status"]["phase"] == "Running" for p in pods):
+            if gone_after is not None and any(
+                p["metadata"]["uid"] != victim["metadata"]["uid"] and p["status"]["phase"] == "Running" for p in pods
+            ):
                 replaced_after = time.time() - deleted_at
             time.sleep(0.5)
         victim_log, _ = follow.communicate(timeout=60)
@@ -95,8 +114,10 @@ def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, name
         start = [e for e in events if e["event"] == "start"][0]
         assert start["step"] == saved, (resumer_role, resumer_index, start, saved)
         resumed = [e["wall"] for e in events if e["event"] == "first_step"][0]
-    print(f"MEASURE kind preemption {case}: deleted {role}-{index} at step {saved} (saved "
-          f"{saved}, 0 lost steps); pod gone {gone_after:.1f}s after the delete, replacement "
-          f"Running at {replaced_after:.1f}s, training resumed at step {saved} "
-          f"{resumed - deleted_at:.1f}s after the delete; Job failed count "
-          f"{failed_before} -> {failed_before}; no overlapping pods")
+    print(
+        f"MEASURE kind preemption {case}: deleted {role}-{index} at step {saved} (saved "
+        f"{saved}, 0 lost steps); pod gone {gone_after:.1f}s after the delete, replacement "
+        f"Running at {replaced_after:.1f}s, training resumed at step {saved} "
+        f"{resumed - deleted_at:.1f}s after the delete; Job failed count "
+        f"{failed_before} -> {failed_before}; no overlapping pods"
+    )

@@ -10,6 +10,7 @@
 
 helm: env HELM, else PATH (the toolchain's bin dir first), else $TFK8S_CACHE/bin/helm.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,10 +23,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import in_ci
 
 from launcher.chart import chart_values
 from launcher.render import render
-from support import in_ci
 from launcher.spec.loader import load_file
 from launcher.spec.spec import ClusterSpec
 from worker import progress
@@ -33,6 +34,7 @@ from worker import progress
 pytestmark = pytest.mark.kind
 
 from support import REPO  # noqa: E402
+
 CHART = REPO / "charts" / "tfk8s"
 EXAMPLE = REPO / "examples" / "ps.yaml"
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
@@ -40,30 +42,39 @@ TRAIN_TIMEOUT = float(os.environ.get("TFK8S_HELM_TRAIN_TIMEOUT", "1200"))
 STEPS, CHECKPOINT_EVERY = 40, 10
 # Everything that may carry the instance label: the chart's objects, their pods, and the
 # EndpointSlices that copy the Service's labels.
-KINDS = ("jobs,pods,services,configmaps,serviceaccounts,roles,rolebindings,"
-         "endpointslices.discovery.k8s.io,networkpolicies.networking.k8s.io")
+KINDS = (
+    "jobs,pods,services,configmaps,serviceaccounts,roles,rolebindings,"
+    "endpointslices.discovery.k8s.io,networkpolicies.networking.k8s.io"
+)
 
 
 class Helm:
     def __init__(self, binary: str, cluster, home: Path):
         self.binary, self.cluster = binary, cluster
-        self.env = {**cluster.env, "HELM_CACHE_HOME": str(home / "cache"),
-                    "HELM_CONFIG_HOME": str(home / "config"), "HELM_DATA_HOME": str(home / "data")}
+        self.env = {
+            **cluster.env,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 300):
-        cmd = [self.binary, "--kubeconfig", self.cluster.kubeconfig,
-               "--kube-context", self.cluster.context, *args]
+        cmd = [self.binary, "--kubeconfig", self.cluster.kubeconfig, "--kube-context", self.cluster.context, *args]
         r = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=timeout)
         if check and r.returncode != 0:
-            raise AssertionError(f"`helm {' '.join(args)}` failed (exit {r.returncode}):\n"
-                                 f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+            raise AssertionError(
+                f"`helm {' '.join(args)}` failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+            )
         return r
 
 
 @pytest.fixture
 def helm(kind_cluster, tmp_path) -> Helm:
-    binary = (os.environ.get("HELM") or shutil.which("helm", path=kind_cluster.env.get("PATH"))
-              or (str(CACHE / "bin" / "helm") if os.access(CACHE / "bin" / "helm", os.X_OK) else None))
+    binary = (
+        os.environ.get("HELM")
+        or shutil.which("helm", path=kind_cluster.env.get("PATH"))
+        or (str(CACHE / "bin" / "helm") if os.access(CACHE / "bin" / "helm", os.X_OK) else None)
+    )
     if not binary:
         why = "no helm binary (env HELM, PATH, or $TFK8S_CACHE/bin/helm from tests/kind/toolchain.sh)"
         if in_ci():
@@ -74,23 +85,35 @@ def helm(kind_cluster, tmp_path) -> Helm:
 
 def launcher(cluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "launcher", *args,
-         "--kubeconfig", cluster.kubeconfig, "--context", cluster.context],
-        capture_output=True, text=True, cwd=REPO, env=cluster.env, timeout=timeout)
+        [sys.executable, "-m", "launcher", *args, "--kubeconfig", cluster.kubeconfig, "--context", cluster.context],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cluster.env,
+        timeout=timeout,
+    )
 
 
 def ps_spec(name: str, namespace: str, claim: str, image: str) -> ClusterSpec:
     """examples/ps.yaml, made small: few steps, tiny requests, the test's PVC."""
     data = load_file(EXAMPLE).model_dump(by_alias=True, mode="json", exclude_none=True)
-    data.update(name=name, namespace=namespace, image=image, imagePullPolicy="IfNotPresent",
-                activeDeadlineSeconds=int(TRAIN_TIMEOUT) + 300)
-    data["program"] = {**(data.get("program") or {}),
-                       "args": ["--steps", str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY)]}
-    data["checkpoint"] = {"dir": f"/ckpt/{name}",
-                          "volume": {"persistentVolumeClaim": {"claimName": claim}, "mountPath": "/ckpt"}}
+    data.update(
+        name=name,
+        namespace=namespace,
+        image=image,
+        imagePullPolicy="IfNotPresent",
+        activeDeadlineSeconds=int(TRAIN_TIMEOUT) + 300,
+    )
+    data["program"] = {
+        **(data.get("program") or {}),
+        "args": ["--steps", str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY)],
+    }
+    data["checkpoint"] = {
+        "dir": f"/ckpt/{name}",
+        "volume": {"persistentVolumeClaim": {"claimName": claim}, "mountPath": "/ckpt"},
+    }
     for role in ("chief", "worker", "ps", "evaluator"):
-        data["roles"][role]["resources"] = {"requests": {"cpu": "10m", "memory": "128Mi"},
-                                            "limits": {"memory": "2Gi"}}
+        data["roles"][role]["resources"] = {"requests": {"cpu": "10m", "memory": "128Mi"}, "limits": {"memory": "2Gi"}}
     spec = ClusterSpec.model_validate(data)
     assert spec.replicas("evaluator") == 1 and spec.replicas("ps") >= 1, "examples/ps.yaml changed"
     return spec
@@ -100,8 +123,13 @@ def helm_values_file(spec: ClusterSpec, tmp_path: Path) -> Path:
     """What a user does: write cluster.yaml, then `python -m launcher render ... --helm-values`."""
     spec_file = tmp_path / "cluster.yaml"
     spec_file.write_text(yaml.safe_dump(spec.model_dump(by_alias=True, mode="json", exclude_none=True)))
-    r = subprocess.run([sys.executable, "-m", "launcher", "render", str(spec_file), "--helm-values"],
-                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "launcher", "render", str(spec_file), "--helm-values"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert yaml.safe_load(r.stdout) == chart_values.helm_values(spec)
     values = tmp_path / "values.yaml"
@@ -147,8 +175,10 @@ def wait_for_jobs(cluster, namespace: str, name: str, expected: set[str]) -> Non
         if all(s == "Complete" for s in states.values()):
             return
         time.sleep(5)
-    pytest.fail(f"not all Jobs Complete after {TRAIN_TIMEOUT:.0f}s: {states}\n"
-                f"{diagnostics(cluster, namespace, name)}", pytrace=False)
+    pytest.fail(
+        f"not all Jobs Complete after {TRAIN_TIMEOUT:.0f}s: {states}\n{diagnostics(cluster, namespace, name)}",
+        pytrace=False,
+    )
 
 
 def progress_events(log: str) -> list[dict]:
@@ -156,10 +186,11 @@ def progress_events(log: str) -> list[dict]:
 
 
 def role_log(cluster, namespace: str, name: str, role: str) -> str:
-    selector = (f"app.kubernetes.io/instance={name},app.kubernetes.io/component={role},"
-                "batch.kubernetes.io/job-completion-index=0")
-    return cluster.kubectl("-n", namespace, "logs", "-l", selector, "--tail=-1",
-                           "-c", "tensorflow").stdout
+    selector = (
+        f"app.kubernetes.io/instance={name},app.kubernetes.io/component={role},"
+        "batch.kubernetes.io/job-completion-index=0"
+    )
+    return cluster.kubectl("-n", namespace, "logs", "-l", selector, "--tail=-1", "-c", "tensorflow").stdout
 
 
 def _evaluated_before(cluster, checkpoint_pvc, name: str) -> set[str]:
@@ -172,7 +203,8 @@ def _evaluated_before(cluster, checkpoint_pvc, name: str) -> set[str]:
 
 
 def test_helm_install_ps_example_trains_evaluates_and_uninstalls(
-        kind_cluster, namespace, checkpoint_pvc, worker_image, helm, tmp_path):
+    kind_cluster, namespace, checkpoint_pvc, worker_image, helm, tmp_path
+):
     name = "helm-ps"
     claim = getattr(checkpoint_pvc, "claim_name", checkpoint_pvc)
     spec = ps_spec(name, namespace, claim, worker_image)
@@ -181,8 +213,9 @@ def test_helm_install_ps_example_trains_evaluates_and_uninstalls(
     helm("install", name, str(CHART), "-n", namespace, "-f", str(values), "--timeout", "2m")
     # Exactly the launcher's objects, as the API server stored them.
     want = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in render.render(spec))
-    created = sorted(o for o in instance_objects(kind_cluster, namespace, name)
-                     if not o.startswith(("Pod/", "EndpointSlice/")))
+    created = sorted(
+        o for o in instance_objects(kind_cluster, namespace, name) if not o.startswith(("Pod/", "EndpointSlice/"))
+    )
     assert created == want
 
     jobs = {f"{name}-{role}" for role in spec.active_roles()}
@@ -199,8 +232,9 @@ def test_helm_install_ps_example_trains_evaluates_and_uninstalls(
     done = [e for e in evaluator if e["event"] == "evaluator_done"]
     assert done, f"the evaluator did not finish: {evaluator[-5:]}"
     assert done[-1]["step"] == final_step, (done[-1], final[-1])
-    assert any(e["event"] == "evaluated" and e["checkpoint"] == done[-1]["final"]
-               for e in evaluator) or done[-1]["final"] in _evaluated_before(kind_cluster, checkpoint_pvc, name)
+    assert any(e["event"] == "evaluated" and e["checkpoint"] == done[-1]["final"] for e in evaluator) or done[-1][
+        "final"
+    ] in _evaluated_before(kind_cluster, checkpoint_pvc, name)
     node_path = getattr(checkpoint_pvc, "node_path", None)
     if node_path:  # on the shared volume: the marker, and the metrics marking the final checkpoint
         marker = json.loads(kind_cluster.docker_exec("cat", f"{node_path}/{name}/FINAL.json").stdout)
@@ -217,8 +251,9 @@ def test_helm_install_ps_example_trains_evaluates_and_uninstalls(
     assert json.loads(r.stdout)["phase"] == "Succeeded", r.stdout
     r = launcher(kind_cluster, "logs", name, "--role", "evaluator", "--index", "0", "-n", namespace)
     assert r.returncode == 0, r.stderr
-    assert any(e["event"] == "evaluator_done" and e["step"] == final_step
-               for e in progress_events(r.stdout)), r.stdout[-2000:]
+    assert any(e["event"] == "evaluator_done" and e["step"] == final_step for e in progress_events(r.stdout)), r.stdout[
+        -2000:
+    ]
 
     helm("uninstall", name, "-n", namespace, "--wait", "--timeout", "3m")
     deadline = time.monotonic() + 180
@@ -230,19 +265,24 @@ def test_helm_install_ps_example_trains_evaluates_and_uninstalls(
     assert secrets["items"] == []
 
 
-def test_helm_install_refuses_invalid_values_before_creating_anything(
-        kind_cluster, namespace, helm, tmp_path):
+def test_helm_install_refuses_invalid_values_before_creating_anything(kind_cluster, namespace, helm, tmp_path):
     name = "helm-bad"
-    good = ClusterSpec.model_validate({
-        "name": name, "namespace": namespace, "strategy": "parameter_server",
-        "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
-    })
+    good = ClusterSpec.model_validate(
+        {
+            "name": name,
+            "namespace": namespace,
+            "strategy": "parameter_server",
+            "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
+        }
+    )
     cases = {
         "unknown key": ({"replica": 2}, "additional properties 'replica' not allowed"),
         "wrong enum": ({"strategy": "data_parallel"}, "at '/strategy': value must be one of"),
         "70-char name": ({"name": "a" * 70}, "at '/name': maxLength: got 70, want 63"),
-        "cross-field": ({"roles": {**chart_values.helm_values(good)["roles"], "ps": {"replicas": 0}}},
-                        "at '/roles/ps/replicas': minimum: got 0, want 1"),
+        "cross-field": (
+            {"roles": {**chart_values.helm_values(good)["roles"], "ps": {"replicas": 0}}},
+            "at '/roles/ps/replicas': minimum: got 0, want 1",
+        ),
     }
     for what, (change, message) in cases.items():
         values = tmp_path / f"bad-{what.replace(' ', '-')}.json"
@@ -252,13 +292,13 @@ def test_helm_install_refuses_invalid_values_before_creating_anything(
         assert "values don't meet the specifications of the schema" in r.stderr, (what, r.stderr)
         assert message in r.stderr, (what, r.stderr)
         assert instance_objects(kind_cluster, namespace, name) == [], what
-        assert kind_cluster.get_json("-n", namespace, "secrets", "-l", f"owner=helm,name={name}")[
-            "items"] == [], f"{what}: a Helm release record was created"
+        assert kind_cluster.get_json("-n", namespace, "secrets", "-l", f"owner=helm,name={name}")["items"] == [], (
+            f"{what}: a Helm release record was created"
+        )
     assert json.loads(helm("list", "-n", namespace, "-a", "-o", "json").stdout) == []
 
 
-def test_helm_install_without_values_trains_one_mirrored_pod(
-        kind_cluster, namespace, worker_image, helm):
+def test_helm_install_without_values_trains_one_mirrored_pod(kind_cluster, namespace, worker_image, helm):
     """The chart's defaults alone: one mirrored pod, its checkpoint dir an emptyDir (the
     image's filesystem is not writable by the non-root user)."""
     name = "helm-bare"
@@ -281,24 +321,36 @@ def _code_spec_file(tmp_path: Path, name: str, namespace: str, image: str, blob:
     src.mkdir()
     (src / "train.py").write_text("from worker.examples.digits import *  # noqa: F401,F403\n")
     (src / "weights.bin").write_bytes(os.urandom(blob))
-    spec = {"name": name, "namespace": namespace, "image": image,
-            "imagePullPolicy": "IfNotPresent", "strategy": "mirrored", "code": f"./{src.name}",
-            "program": {"module": "train", "args": ["--steps", "20", "--checkpoint-every", "10"]},
-            "roles": {"chief": {"replicas": 1}}}
+    spec = {
+        "name": name,
+        "namespace": namespace,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "strategy": "mirrored",
+        "code": f"./{src.name}",
+        "program": {"module": "train", "args": ["--steps", "20", "--checkpoint-every", "10"]},
+        "roles": {"chief": {"replicas": 1}},
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
 
 
 def test_helm_install_of_shipped_code_up_to_the_release_limit_and_our_refusal_above(
-        kind_cluster, namespace, worker_image, helm, tmp_path):
+    kind_cluster, namespace, worker_image, helm, tmp_path
+):
     """Helm keeps a release (values and rendered manifests) in one Secret of at most 1 MiB, and
     codeArchive is in it twice: 300 kB installs and trains; 600 kB is refused by
     `render --helm-values` in one line that names the limit, before Helm is asked."""
     name = "helm-code"
     spec_file = _code_spec_file(tmp_path, name, namespace, worker_image, 300_000)
-    r = subprocess.run([sys.executable, "-m", "launcher", "render", str(spec_file),
-                        "--helm-values"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "launcher", "render", str(spec_file), "--helm-values"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     values = tmp_path / "values.yaml"
     values.write_text(r.stdout)
@@ -307,20 +359,25 @@ def test_helm_install_of_shipped_code_up_to_the_release_limit_and_our_refusal_ab
     stored = len(release["data"]["release"]) * 3 // 4  # the Secret's data, decoded
     wait_for_jobs(kind_cluster, namespace, name, {f"{name}-chief"})
     objects = sorted(instance_objects(kind_cluster, namespace, name))
-    launched = sorted(f"{o['kind']}/{o['metadata']['name']}"
-                      for o in render.render(load_file(spec_file))
-                      if o["kind"] in ("Job", "Service", "ConfigMap", "NetworkPolicy"))
+    launched = sorted(
+        f"{o['kind']}/{o['metadata']['name']}"
+        for o in render.render(load_file(spec_file))
+        if o["kind"] in ("Job", "Service", "ConfigMap", "NetworkPolicy")
+    )
     assert set(launched) <= set(objects), (launched, objects)
     helm("upgrade", name, str(CHART), "-n", namespace, "-f", str(values), "--timeout", "2m")
     helm("uninstall", name, "-n", namespace, "--wait", "--timeout", "3m")
     assert instance_objects(kind_cluster, namespace, name) == []
 
     big = _code_spec_file(tmp_path, "helm-big", namespace, worker_image, 600_000)
-    refused = subprocess.run([sys.executable, "-m", "launcher", "render", str(big),
-                              "--helm-values"], capture_output=True, text=True, cwd=REPO,
-                             timeout=120)
+    refused = subprocess.run(
+        [sys.executable, "-m", "launcher", "render", str(big), "--helm-values"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert refused.returncode == 2 and refused.stdout == "", refused.stdout[:500]
     line = refused.stderr.strip().splitlines()[-1]
     assert "over the 1024 KiB a Secret holds, where Helm keeps each release" in line, line
-    print(f"helm code: 300 kB archive installed (release Secret {stored / 1024:.0f} KiB); "
-          f"600 kB refused: {line}")
+    print(f"helm code: 300 kB archive installed (release Secret {stored / 1024:.0f} KiB); 600 kB refused: {line}")

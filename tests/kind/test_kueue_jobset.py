@@ -1,6 +1,7 @@
 """workload: jobset on a real kind cluster with JobSet and Kueue (built offline by toolchain.sh):
 training to success, all-or-nothing admission through a queue, and priority preemption that
 loses no steps."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,17 @@ import time
 import uuid
 
 import pytest
-
 from support import REPO
 from test_e2e import (
-    LABEL, checkpointed_step, cli, evaluated_steps, polled_events, progress, submit_in_background,
-    wait_for, write_spec,
+    LABEL,
+    checkpointed_step,
+    cli,
+    evaluated_steps,
+    polled_events,
+    progress,
+    submit_in_background,
+    wait_for,
+    write_spec,
 )
 
 pytestmark = pytest.mark.kind
@@ -23,8 +30,10 @@ STEPS = 200
 # Small requests so that one cluster fits a quota that the second cannot share, and both fit
 # the 2-CPU kind node beside the control plane.
 REQUESTS = {"requests": {"cpu": "100m", "memory": "200Mi"}}
-PS_ROLES = {role: {"replicas": n, "resources": REQUESTS}
-            for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))}
+PS_ROLES = {
+    role: {"replicas": n, "resources": REQUESTS}
+    for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))
+}
 PS_CPU_MILLI = 5 * 100
 SLOW_SAVE_PROGRAM = REPO / "tests" / "worker" / "probes" / "slow_save.py"
 
@@ -43,13 +52,20 @@ def status_json(cluster, namespace: str, name: str) -> dict:
 
 
 def chief_step(cluster, namespace: str, name: str) -> int:
-    return max((e["step"] for e in polled_events(cluster, name, namespace)
-                if e["event"] in ("step", "checkpoint") and e.get("step") is not None), default=0)
+    return max(
+        (
+            e["step"]
+            for e in polled_events(cluster, name, namespace)
+            if e["event"] in ("step", "checkpoint") and e.get("step") is not None
+        ),
+        default=0,
+    )
 
 
 def completed(cluster, namespace: str, name: str) -> bool:
-    conditions = {c["type"]: c["status"] for c in
-                  (jobset_of(cluster, namespace, name).get("status") or {}).get("conditions", [])}
+    conditions = {
+        c["type"]: c["status"] for c in (jobset_of(cluster, namespace, name).get("status") or {}).get("conditions", [])
+    }
     return conditions.get("Completed") == "True"
 
 
@@ -59,11 +75,13 @@ def assert_ended_clean(cluster, namespace: str, name: str) -> None:
 
 
 @pytest.mark.parametrize("strategy", ["parameter_server", "multi_worker_mirrored"])
-def test_jobset_trains_to_success(kind_cluster, worker_image, jobset_installed, namespace,
-                                  checkpoint_pvc, tmp_path, strategy):
+def test_jobset_trains_to_success(
+    kind_cluster, worker_image, jobset_installed, namespace, checkpoint_pvc, tmp_path, strategy
+):
     name = "js-ps" if strategy == "parameter_server" else "js-mw"
-    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      strategy=strategy, workload="jobset")
+    spec = write_spec(
+        tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image, strategy=strategy, workload="jobset"
+    )
     result = cli(kind_cluster, "submit", str(spec), "--wait")
     assert result.returncode == 0, result.stderr
     assert "created cluster" in result.stderr and "JobSet/" + name in result.stderr
@@ -75,8 +93,9 @@ def test_jobset_trains_to_success(kind_cluster, worker_image, jobset_installed, 
         assert STEPS in evaluated_steps(kind_cluster, name, namespace)
     print(f"MEASURE jobset {strategy} submit->succeeded {result.seconds:.1f}s")
     cli(kind_cluster, "delete", name, "-n", namespace, check=True)
-    assert not kind_cluster.kubectl("-n", namespace, "get", "jobsets,jobs,configmaps", "-l",
-                                    f"{LABEL}={name}", "-o", "name").stdout.strip()
+    assert not kind_cluster.kubectl(
+        "-n", namespace, "get", "jobsets,jobs,configmaps", "-l", f"{LABEL}={name}", "-o", "name"
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -85,21 +104,49 @@ def queue(kind_cluster, kueue_installed, namespace):
     higher priority preempt a lower one), and the LocalQueue `tfk8s-queue` in the namespace."""
     suffix = uuid.uuid4().hex[:6]
     flavor, cq = f"tfk8s-flavor-{suffix}", f"tfk8s-cq-{suffix}"
-    kind_cluster.apply([
-        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": cq},
-         "spec": {"namespaceSelector": {},
-                  "preemption": {"withinClusterQueue": "LowerPriority"},
-                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
-                      "name": flavor, "resources": [
-                          {"name": "cpu", "nominalQuota": f"{PS_CPU_MILLI + 50}m"},
-                          {"name": "memory", "nominalQuota": "8Gi"}]}]}]}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-         "metadata": {"name": "tfk8s-queue", "namespace": namespace}, "spec": {"clusterQueue": cq}},
-    ])
+    kind_cluster.apply(
+        [
+            {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "ClusterQueue",
+                "metadata": {"name": cq},
+                "spec": {
+                    "namespaceSelector": {},
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory"],
+                            "flavors": [
+                                {
+                                    "name": flavor,
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": f"{PS_CPU_MILLI + 50}m"},
+                                        {"name": "memory", "nominalQuota": "8Gi"},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "LocalQueue",
+                "metadata": {"name": "tfk8s-queue", "namespace": namespace},
+                "spec": {"clusterQueue": cq},
+            },
+        ]
+    )
     for low_high, value in (("low", 100), ("high", 1000)):
-        kind_cluster.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                            "metadata": {"name": f"tfk8s-{low_high}"}, "value": value})
+        kind_cluster.apply(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": f"tfk8s-{low_high}"},
+                "value": value,
+            }
+        )
     try:
         yield "tfk8s-queue"
     finally:
@@ -115,33 +162,57 @@ def test_server_dry_run_of_the_queued_example(kind_cluster, namespace, queue):
     assert "accepted by the API server" in result.stderr
 
 
-def test_missing_local_queue_is_one_clear_line(kind_cluster, worker_image, kueue_installed,
-                                               namespace, tmp_path):
-    spec = write_spec(tmp_path, "noq", namespace, None, worker_image, workload="jobset",
-                      queue="no-such-queue")
+def test_missing_local_queue_is_one_clear_line(kind_cluster, worker_image, kueue_installed, namespace, tmp_path):
+    spec = write_spec(tmp_path, "noq", namespace, None, worker_image, workload="jobset", queue="no-such-queue")
     result = cli(kind_cluster, "submit", str(spec))
     assert result.returncode == 1
     assert result.stderr.strip() == (
         f"error: queue: there is no LocalQueue 'no-such-queue' in namespace '{namespace}' "
         f"(kubectl get localqueues -n {namespace} lists them; an administrator creates one that "
-        "points at a ClusterQueue)")
+        "points at a ClusterQueue)"
+    )
 
 
 def test_second_cluster_waits_with_zero_pods_until_quota_frees(
-        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue):
-    specs = {name: write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                              workload="jobset", queue=queue, roles=PS_ROLES)
-             for name in ("q-first", "q-second")}
+    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue
+):
+    specs = {
+        name: write_spec(
+            tmp_path,
+            name,
+            namespace,
+            checkpoint_pvc.claim_name,
+            worker_image,
+            workload="jobset",
+            queue=queue,
+            roles=PS_ROLES,
+        )
+        for name in ("q-first", "q-second")
+    }
     first = submit_in_background(kind_cluster, specs["q-first"])
-    wait_for(lambda: len(live_pods(kind_cluster, namespace, "q-first")) == 5, 300,
-             "the first cluster's 5 pods")
+    wait_for(lambda: len(live_pods(kind_cluster, namespace, "q-first")) == 5, 300, "the first cluster's 5 pods")
     assert first.poll() is None, "the first cluster ended before the second was submitted"
     # --stuck-timeout: a queued cluster is not stuck, submit --wait keeps waiting
     second = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "submit", str(specs["q-second"]), "--wait",
-         "--stuck-timeout", "10", "--kubeconfig", kind_cluster.kubeconfig,
-         "--context", kind_cluster.context],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "launcher",
+            "submit",
+            str(specs["q-second"]),
+            "--wait",
+            "--stuck-timeout",
+            "10",
+            "--kubeconfig",
+            kind_cluster.kubeconfig,
+            "--context",
+            kind_cluster.context,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         most_pods, queued_status = 0, None
         # until the first one's JobSet completes: then Kueue releases its quota
@@ -167,12 +238,12 @@ def test_second_cluster_waits_with_zero_pods_until_quota_frees(
     assert "[Queued]" in second_out
     assert second.returncode == 0, second_out[-2000:]
     assert_ended_clean(kind_cluster, namespace, "q-second")
-    print(f"MEASURE kueue queued cluster: {most_pods} pods while waiting; status said: "
-          f"{queued_status['message']}")
+    print(f"MEASURE kueue queued cluster: {most_pods} pods while waiting; status said: {queued_status['message']}")
 
 
 def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss(
-        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue):
+    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue
+):
     """Kueue suspends the whole low-priority JobSet: every pod gets SIGTERM at once. Its chief
     runs tests/worker/probes/slow_save.py (shipped with `code:`), whose save at the SIGTERM takes
     12 s more: the ps must serve on while the chief saves the step it reached, and the resumed
@@ -180,30 +251,68 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
     code = tmp_path / "slow-save-code"
     code.mkdir()
     shutil.copy(SLOW_SAVE_PROGRAM, code / "slow_save.py")
-    low = write_spec(tmp_path, "p-low", namespace, checkpoint_pvc.claim_name, worker_image,
-                     steps=800, workload="jobset", queue=queue, roles=PS_ROLES,
-                     priorityClassName="tfk8s-low", code=code.name,
-                     # No periodic save before the SIGTERM: one under way when it came (a 0.5 s
-                     # window in each 200 steps) made the SIGTERM's save unnecessary, and the
-                     # slow save this test is about never ran (seen once in CI). 800 = the end.
-                     program={"module": "slow_save",
-                              "args": ["--steps", "800", "--checkpoint-every", "800",
-                                       "--global-batch-size", "32"]})
-    high = write_spec(tmp_path, "p-high", namespace, checkpoint_pvc.claim_name, worker_image,
-                      workload="jobset", queue=queue, roles=PS_ROLES, priorityClassName="tfk8s-high")
+    low = write_spec(
+        tmp_path,
+        "p-low",
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        steps=800,
+        workload="jobset",
+        queue=queue,
+        roles=PS_ROLES,
+        priorityClassName="tfk8s-low",
+        code=code.name,
+        # No periodic save before the SIGTERM: one under way when it came (a 0.5 s
+        # window in each 200 steps) made the SIGTERM's save unnecessary, and the
+        # slow save this test is about never ran (seen once in CI). 800 = the end.
+        program={
+            "module": "slow_save",
+            "args": ["--steps", "800", "--checkpoint-every", "800", "--global-batch-size", "32"],
+        },
+    )
+    high = write_spec(
+        tmp_path,
+        "p-high",
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        workload="jobset",
+        queue=queue,
+        roles=PS_ROLES,
+        priorityClassName="tfk8s-high",
+    )
     low_run = submit_in_background(kind_cluster, low)
     follow = None
     try:
         # training, with unsaved steps for the suspension's SIGTERM to save
-        wait_for(lambda: chief_step(kind_cluster, namespace, "p-low") > 100, 600,
-                 "the low-priority chief past step 100")
-        chief = [p for p in live_pods(kind_cluster, namespace, "p-low")
-                 if p["metadata"]["labels"].get("app.kubernetes.io/component") == "chief"][0]
+        wait_for(
+            lambda: chief_step(kind_cluster, namespace, "p-low") > 100, 600, "the low-priority chief past step 100"
+        )
+        chief = [
+            p
+            for p in live_pods(kind_cluster, namespace, "p-low")
+            if p["metadata"]["labels"].get("app.kubernetes.io/component") == "chief"
+        ][0]
         # the chief's own log to its end: its pod is deleted when the JobSet is suspended
         follow = subprocess.Popen(
-            ["kubectl", "--kubeconfig", kind_cluster.kubeconfig, "--context", kind_cluster.context,
-             "-n", namespace, "logs", "-f", chief["metadata"]["name"]],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=kind_cluster.env)
+            [
+                "kubectl",
+                "--kubeconfig",
+                kind_cluster.kubeconfig,
+                "--context",
+                kind_cluster.context,
+                "-n",
+                namespace,
+                "logs",
+                "-f",
+                chief["metadata"]["name"],
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=kind_cluster.env,
+        )
         preempted_at = time.monotonic()
         high_result = cli(kind_cluster, "submit", str(high), "--wait")
         low_status = None
@@ -227,35 +336,55 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
     stopped = next(e["wall"] for e in events if e["event"] == "preempted")
     # The save at the SIGTERM takes the program's 12 s more: the ps
     # served on for it, or the save would have failed and counted (checked below).
-    failed = {job["metadata"]["name"]: (job.get("status") or {}).get("failed", 0)
-              for job in kind_cluster.get_json("jobs", "-n", namespace, "-l",
-                                               f"{LABEL}=p-low")["items"]}
+    failed = {
+        job["metadata"]["name"]: (job.get("status") or {}).get("failed", 0)
+        for job in kind_cluster.get_json("jobs", "-n", namespace, "-l", f"{LABEL}=p-low")["items"]
+    }
     assert not any(failed.values()), failed
     assert (jobset_of(kind_cluster, namespace, "p-low").get("status") or {}).get("restarts", 0) == 0
     chief_log = cli(kind_cluster, "logs", "p-low", "-n", namespace, "--role", "chief", check=True).stdout
     starts = [e["step"] for e in progress(chief_log) if e["event"] == "start"]
     assert starts and starts[0] == saved[0], (starts, saved)
     assert_ended_clean(kind_cluster, namespace, "p-low")
-    print(f"MEASURE kueue preemption (the SIGTERM save 12 s slower): low-priority cluster preempted "
-          f"at step {saved[0]} (the chief's last step before it reported at "
-          f"{stopped - max(before, default=stopped):.1f}s before its preempted event), resumed "
-          f"at step {starts[0]} (0 lost steps); high-priority cluster succeeded in "
-          f"{high_result.seconds:.1f}s; low finished {resumed_after:.1f}s after the high was submitted")
+    print(
+        f"MEASURE kueue preemption (the SIGTERM save 12 s slower): low-priority cluster preempted "
+        f"at step {saved[0]} (the chief's last step before it reported at "
+        f"{stopped - max(before, default=stopped):.1f}s before its preempted event), resumed "
+        f"at step {starts[0]} (0 lost steps); high-priority cluster succeeded in "
+        f"{high_result.seconds:.1f}s; low finished {resumed_after:.1f}s after the high was submitted"
+    )
 
 
-def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(kind_cluster, worker_image,
-                                                                  jobset_installed, namespace,
-                                                                  tmp_path):
+def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(
+    kind_cluster, worker_image, jobset_installed, namespace, tmp_path
+):
     """The submit contract of `workload: jobs` holds for a JobSet too: the same spec twice
     changes nothing, a changed one is refused (exit 2) unless --replace, delete leaves nothing."""
-    spec = write_spec(tmp_path, "js-idem", namespace, None, worker_image, strategy="mirrored",
-                      roles={"chief": {"replicas": 1}}, workload="jobset")
+    spec = write_spec(
+        tmp_path,
+        "js-idem",
+        namespace,
+        None,
+        worker_image,
+        strategy="mirrored",
+        roles={"chief": {"replicas": 1}},
+        workload="jobset",
+    )
     cli(kind_cluster, "submit", str(spec), check=True)
     uid = jobset_of(kind_cluster, namespace, "js-idem")["metadata"]["uid"]
     again = cli(kind_cluster, "submit", str(spec))
     assert again.returncode == 0 and "is unchanged; nothing applied" in again.stderr
-    changed = write_spec(tmp_path, "js-idem", namespace, None, worker_image, strategy="mirrored",
-                         roles={"chief": {"replicas": 1}}, workload="jobset", backoffLimit=2)
+    changed = write_spec(
+        tmp_path,
+        "js-idem",
+        namespace,
+        None,
+        worker_image,
+        strategy="mirrored",
+        roles={"chief": {"replicas": 1}},
+        workload="jobset",
+        backoffLimit=2,
+    )
     refused = cli(kind_cluster, "submit", str(changed))
     assert refused.returncode == 2 and "--replace" in refused.stderr
     assert jobset_of(kind_cluster, namespace, "js-idem")["metadata"]["uid"] == uid
@@ -266,8 +395,9 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(kind_cluster, 
     listed = cli(kind_cluster, "list", "-n", namespace, check=True).stdout
     assert listed.count("js-idem") == 1, listed
     cli(kind_cluster, "delete", "js-idem", "-n", namespace, check=True)
-    assert not kind_cluster.kubectl("-n", namespace, "get", "jobsets,jobs,pods,configmaps", "-l",
-                                    f"{LABEL}=js-idem", "-o", "name").stdout.strip()
+    assert not kind_cluster.kubectl(
+        "-n", namespace, "get", "jobsets,jobs,pods,configmaps", "-l", f"{LABEL}=js-idem", "-o", "name"
+    ).stdout.strip()
 
 
 # Long enough that training is still on well after the first checkpoint (step 200), when
@@ -275,11 +405,22 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(kind_cluster, 
 MWMS_STEPS, MWMS_CHECKPOINT_EVERY = 1000, 200
 
 
-@pytest.mark.parametrize("backoff_limit, set_restarts, workers", [(0, 1, 2), (1, 0, 3)],
-                         ids=["worker-out-of-retries-restarts-the-set", "3-workers-crash-costs-one-retry"])
+@pytest.mark.parametrize(
+    "backoff_limit, set_restarts, workers",
+    [(0, 1, 2), (1, 0, 3)],
+    ids=["worker-out-of-retries-restarts-the-set", "3-workers-crash-costs-one-retry"],
+)
 def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
-        kind_cluster, worker_image, jobset_installed, namespace, checkpoint_pvc, tmp_path,
-        backoff_limit, set_restarts, workers):
+    kind_cluster,
+    worker_image,
+    jobset_installed,
+    namespace,
+    checkpoint_pvc,
+    tmp_path,
+    backoff_limit,
+    set_restarts,
+    workers,
+):
     """One MWMS worker crashes once (SIGINT: exit 130, counted). backoffLimit 0: its index is
     out of retries, the worker Job fails (maxFailedIndexes 0) and JobSet restarts the set
     (BlockingRecreate): the new evaluator must not take the old attempt's failed worker Job for
@@ -290,26 +431,55 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
     worker 1 its one retry and no other worker any. (3, not more: every worker restarts after
     the crash, and each TensorFlow start costs CPU the 2-core CI machine does not have.)"""
     name = f"mw-crash-{backoff_limit}"
-    roles = {"worker": {"replicas": workers, "resources": REQUESTS},
-             "evaluator": {"replicas": 1, "resources": REQUESTS}}
-    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      strategy="multi_worker_mirrored", steps=MWMS_STEPS, workload="jobset",
-                      roles=roles, backoffLimit=backoff_limit,
-                      # a global batch that divides over 2 and 3 replicas alike
-                      program={"args": ["--steps", str(MWMS_STEPS), "--checkpoint-every",
-                                        str(MWMS_CHECKPOINT_EVERY), "--global-batch-size", "48"]})
+    roles = {
+        "worker": {"replicas": workers, "resources": REQUESTS},
+        "evaluator": {"replicas": 1, "resources": REQUESTS},
+    }
+    spec = write_spec(
+        tmp_path,
+        name,
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        strategy="multi_worker_mirrored",
+        steps=MWMS_STEPS,
+        workload="jobset",
+        roles=roles,
+        backoffLimit=backoff_limit,
+        # a global batch that divides over 2 and 3 replicas alike
+        program={
+            "args": [
+                "--steps",
+                str(MWMS_STEPS),
+                "--checkpoint-every",
+                str(MWMS_CHECKPOINT_EVERY),
+                "--global-batch-size",
+                "48",
+            ]
+        },
+    )
     started = time.monotonic()
     run = submit_in_background(kind_cluster, spec)
     try:
-        wait_for(lambda: checkpointed_step(kind_cluster, name, namespace, "worker"), 600,
-                 "worker 0's first checkpoint")
-        [worker1] = [p for p in live_pods(kind_cluster, namespace, name)
-                     if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"
-                     and p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index") == "1"]
+        wait_for(lambda: checkpointed_step(kind_cluster, name, namespace, "worker"), 600, "worker 0's first checkpoint")
+        [worker1] = [
+            p
+            for p in live_pods(kind_cluster, namespace, name)
+            if p["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"
+            and p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index") == "1"
+        ]
         # PID 1 gets only signals it handles: Python handles SIGINT (KeyboardInterrupt, exit 130)
         crashed = time.monotonic()
-        kind_cluster.kubectl("-n", namespace, "exec", worker1["metadata"]["name"], "--",
-                             "python", "-c", "import os, signal; os.kill(1, signal.SIGINT)")
+        kind_cluster.kubectl(
+            "-n",
+            namespace,
+            "exec",
+            worker1["metadata"]["name"],
+            "--",
+            "python",
+            "-c",
+            "import os, signal; os.kill(1, signal.SIGINT)",
+        )
         out, _ = run.communicate(timeout=900)
         finished = time.monotonic()
     finally:
@@ -325,24 +495,30 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
     assert MWMS_STEPS in evaluated, evaluated
     counts = {}
     if set_restarts == 0:  # the same Job all along: its pods carry the per-index counts
-        pods = kind_cluster.get_json("pods", "-n", namespace, "-l",
-                                     f"{LABEL}={name},app.kubernetes.io/component=worker")["items"]
+        pods = kind_cluster.get_json(
+            "pods", "-n", namespace, "-l", f"{LABEL}={name},app.kubernetes.io/component=worker"
+        )["items"]
         for pod in pods:
             annotations = pod["metadata"]["annotations"]
             index = int(annotations["batch.kubernetes.io/job-completion-index"])
-            counts[index] = max(counts.get(index, (0, 0)), (
-                int(annotations.get("batch.kubernetes.io/job-index-failure-count", "0")),
-                int(annotations.get("batch.kubernetes.io/job-index-ignored-failure-count", "0"))))
+            counts[index] = max(
+                counts.get(index, (0, 0)),
+                (
+                    int(annotations.get("batch.kubernetes.io/job-index-failure-count", "0")),
+                    int(annotations.get("batch.kubernetes.io/job-index-ignored-failure-count", "0")),
+                ),
+            )
         # (counted, ignored) per index: the crash cost worker 1 one retry; the others, whose
         # collectives failed after they had saved (exit 6), none
         assert {i: c[0] for i, c in counts.items()} == {i: int(i == 1) for i in range(workers)}, counts
         assert all(counts[i][1] <= 1 for i in range(workers) if i != 1), counts
-    worker_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index",
-                     "0", check=True).stdout
+    worker_log = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index", "0", check=True).stdout
     starts = [e["step"] for e in progress(worker_log) if e["event"] == "start"]
-    print(f"MEASURE mwms jobset crash ({workers} workers, backoffLimit {backoff_limit}): worker-1 SIGINT "
-          f"{crashed - started:.1f}s after submit; set restarts {restarts}; last attempt of "
-          f"worker-0 started at step {starts[-1] if starts else None}; Succeeded "
-          f"{finished - crashed:.1f}s after the crash, final step {MWMS_STEPS} evaluated "
-          f"(evaluated steps {evaluated}); per-index (counted, ignored) failures {counts}")
+    print(
+        f"MEASURE mwms jobset crash ({workers} workers, backoffLimit {backoff_limit}): worker-1 SIGINT "
+        f"{crashed - started:.1f}s after submit; set restarts {restarts}; last attempt of "
+        f"worker-0 started at step {starts[-1] if starts else None}; Succeeded "
+        f"{finished - crashed:.1f}s after the crash, final step {MWMS_STEPS} evaluated "
+        f"(evaluated steps {evaluated}); per-index (counted, ignored) failures {counts}"
+    )
     cli(kind_cluster, "delete", name, "-n", namespace, check=True)

@@ -10,6 +10,7 @@ succeeds without the chief's Job counting a failure. The killed node container i
 again before the next kind test (its kubelet registers the Node anew, or finds it), so later
 tests see two nodes; after the tier's last test the cluster is deleted instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,11 +19,17 @@ import time
 from datetime import datetime
 
 import pytest
-
 from conftest import _restart_kube_router, run
 from test_e2e import (
-    LABEL, checkpointed_step, chief_events, cli, kill_running, pod_of, submit_in_background,
-    wait_for, write_spec,
+    LABEL,
+    checkpointed_step,
+    chief_events,
+    cli,
+    kill_running,
+    pod_of,
+    submit_in_background,
+    wait_for,
+    write_spec,
 )
 from test_network import measured
 
@@ -51,10 +58,10 @@ REMEDIES = {
 def restart_node(cluster, node: str) -> None:
     """Start a killed node container again and wait until its Node is Ready."""
     run(["docker", "start", node], env=cluster.env, check=False)
-    wait_for(lambda: cluster.kubectl("get", "node", node, check=False).returncode == 0,
-             300, f"node {node} registered again")
-    cluster.kubectl("wait", "node", node, "--for=condition=Ready", "--timeout=300s", timeout=330,
-                    check=False)
+    wait_for(
+        lambda: cluster.kubectl("get", "node", node, check=False).returncode == 0, 300, f"node {node} registered again"
+    )
+    cluster.kubectl("wait", "node", node, "--for=condition=Ready", "--timeout=300s", timeout=330, check=False)
     _restart_kube_router(cluster)
 
 
@@ -69,14 +76,23 @@ def ready_since(cluster, node: str) -> float | None:
     return datetime.fromisoformat(ready["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
 
 
-@pytest.mark.parametrize("remedy", [
-    "delete-node",
-    pytest.param("out-of-service", marks=pytest.mark.skipif(
-        NODE_KILL != "1", reason="a second node kill in one cluster: run it on its own with "
-                                 "TFK8S_NODE_KILL=1 TFK8S_KIND_CLUSTER=tfk8s-node")),
-])
+@pytest.mark.parametrize(
+    "remedy",
+    [
+        "delete-node",
+        pytest.param(
+            "out-of-service",
+            marks=pytest.mark.skipif(
+                NODE_KILL != "1",
+                reason="a second node kill in one cluster: run it on its own with "
+                "TFK8S_NODE_KILL=1 TFK8S_KIND_CLUSTER=tfk8s-node",
+            ),
+        ),
+    ],
+)
 def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
-        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, remedy):
+    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, remedy
+):
     nodes = sorted(kind_cluster.node_names())
     control = kind_cluster.node
     others = [n for n in nodes if n != control]
@@ -84,12 +100,22 @@ def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
         pytest.skip("needs a second (worker) node to kill")
     victim_node = others[0]
     name, steps = "nodekill", 800  # killed after the first checkpoint (200), 600 before the end
-    pinned = {"replicas": 1, "nodeSelector": {"kubernetes.io/hostname": control},
-              "tolerations": [{"key": HOLD_TAINT, "operator": "Exists", "effect": "NoSchedule"}]}
-    roles = {"chief": {"replicas": 1}, "worker": {**pinned, "replicas": 2}, "ps": pinned,
-             "evaluator": pinned}
-    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      steps=steps, checkpoint_every=200, roles=roles)
+    pinned = {
+        "replicas": 1,
+        "nodeSelector": {"kubernetes.io/hostname": control},
+        "tolerations": [{"key": HOLD_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    roles = {"chief": {"replicas": 1}, "worker": {**pinned, "replicas": 2}, "ps": pinned, "evaluator": pinned}
+    spec = write_spec(
+        tmp_path,
+        name,
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        steps=steps,
+        checkpoint_every=200,
+        roles=roles,
+    )
     kind_cluster.kubectl("taint", "nodes", control, f"{HOLD_TAINT}=yes:NoSchedule")
     proc = follow = None
     killed = False
@@ -133,7 +159,8 @@ def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
         kind_cluster.kubectl("taint", "nodes", victim_node, f"{OUT_OF_SERVICE}-", check=False)
         if killed:  # not needed when this was the tier's last test: the cluster goes next
             kind_cluster.repair_before_next_use(
-                f"node {victim_node} started again", lambda: restart_node(kind_cluster, victim_node))
+                f"node {victim_node} started again", lambda: restart_node(kind_cluster, victim_node)
+            )
     print(output[-3000:])
     assert proc.returncode == 0, output[-3000:]
     chief = pod_of(kind_cluster, namespace, name, "chief")
@@ -143,14 +170,17 @@ def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
     first_step = [e["wall"] for e in events if e["event"] == "first_step"]
     resumed_at = starts[-1]["step"]
     assert resumed_at >= saved_before_kill, (resumed_at, saved_before_kill)
-    chief_job = kind_cluster.get_json("jobs", "-n", namespace, "-l",
-                                      f"{LABEL}={name},app.kubernetes.io/component=chief")["items"][0]
+    chief_job = kind_cluster.get_json(
+        "jobs", "-n", namespace, "-l", f"{LABEL}={name},app.kubernetes.io/component=chief"
+    )["items"][0]
     assert not chief_job["status"].get("failed"), chief_job["status"]
-    measured(f"node kill: docker kill {victim_node} (the chief's node) after checkpoint step "
-             f"{saved_before_kill}; NotReady {not_ready_at - killed_at:.0f}s after the kill; status "
-             f"said NodeLost naming it {named_at - killed_at:.0f}s after the kill "
-             f"({named_at - not_ready_at:.0f}s after NotReady); remedy {remedy} at "
-             f"+{deleted_at - killed_at:.0f}s; chief resumed at step {resumed_at} on {control}"
-             + (f" {first_step[-1] - deleted_at:.0f}s after the remedy" if first_step else "")
-             + f"; succeeded {done_at - killed_at:.0f}s after the kill; chief Job failed count 0. "
-             f"Status said: {said.get('message', '')}")
+    measured(
+        f"node kill: docker kill {victim_node} (the chief's node) after checkpoint step "
+        f"{saved_before_kill}; NotReady {not_ready_at - killed_at:.0f}s after the kill; status "
+        f"said NodeLost naming it {named_at - killed_at:.0f}s after the kill "
+        f"({named_at - not_ready_at:.0f}s after NotReady); remedy {remedy} at "
+        f"+{deleted_at - killed_at:.0f}s; chief resumed at step {resumed_at} on {control}"
+        + (f" {first_step[-1] - deleted_at:.0f}s after the remedy" if first_step else "")
+        + f"; succeeded {done_at - killed_at:.0f}s after the kill; chief Job failed count 0. "
+        f"Status said: {said.get('message', '')}"
+    )

@@ -12,6 +12,7 @@ tests/kind/cni/kube-router.yaml).
   the chief mid-training: the cluster recovers on the other node and succeeds; lost steps and
   recovery seconds are measured.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,20 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import make_restricted_pod
 from local_clusters import MEASUREMENTS
 from test_e2e import (
-    LABEL, assert_all_jobs_complete, checkpointed_step, chief_events, follow_log,
-    kill_running, pod_of, progress, submit_in_background, wait_for, write_spec,
+    LABEL,
+    assert_all_jobs_complete,
+    checkpointed_step,
+    chief_events,
+    follow_log,
+    kill_running,
+    pod_of,
+    progress,
+    submit_in_background,
+    wait_for,
+    write_spec,
 )
 
 pytestmark = pytest.mark.kind
@@ -59,22 +68,29 @@ for name, ip, port in targets:
 
 
 def cluster_labels(pod: dict, **override: str) -> dict[str, str]:
-    labels = {k: v for k, v in pod["metadata"]["labels"].items()
-              if k.startswith(CLUSTER_LABEL_PREFIXES)}
+    labels = {k: v for k, v in pod["metadata"]["labels"].items() if k.startswith(CLUSTER_LABEL_PREFIXES)}
     labels.update(override)
     return labels
 
 
-def start_probe(cluster, namespace: str, name: str, image: str, labels: dict[str, str],
-                targets: list[tuple[str, str, int]], attempts: int) -> None:
+def start_probe(
+    cluster,
+    namespace: str,
+    name: str,
+    image: str,
+    labels: dict[str, str],
+    targets: list[tuple[str, str, int]],
+    attempts: int,
+) -> None:
     pod = make_restricted_pod(name, image, ["python3", "-c", PROBE, json.dumps(targets), str(attempts)])
     pod["metadata"]["labels"] = labels
     cluster.apply(pod, namespace=namespace)
 
 
 def probe_results(cluster, namespace: str, name: str) -> dict[str, dict]:
-    cluster.kubectl("-n", namespace, "wait", "--for=jsonpath={.status.phase}=Succeeded",
-                    f"pod/{name}", "--timeout=180s")
+    cluster.kubectl(
+        "-n", namespace, "wait", "--for=jsonpath={.status.phase}=Succeeded", f"pod/{name}", "--timeout=180s"
+    )
     out = cluster.kubectl("-n", namespace, "logs", name).stdout
     cluster.kubectl("-n", namespace, "delete", "pod", name, "--wait=false", check=False)
     return {r["target"]: r for r in map(json.loads, out.splitlines())}
@@ -84,8 +100,13 @@ def training_targets(cluster, namespace: str, name: str) -> list[tuple[str, str,
     targets = []
     for role, count in (("chief", 1), ("worker", 2), ("ps", 1)):
         for index in range(count):
-            pod = wait_for(lambda: (p := pod_of(cluster, namespace, name, role, index))
-                           and p["status"].get("podIP") and p, 300, f"{name} {role}-{index}'s IP")
+            pod = wait_for(
+                lambda role=role, index=index: (
+                    (p := pod_of(cluster, namespace, name, role, index)) and p["status"].get("podIP") and p
+                ),
+                300,
+                f"{name} {role}-{index}'s IP",
+            )
             targets.append((f"{role}-{index}", pod["status"]["podIP"], GRPC_PORT))
     return targets
 
@@ -100,19 +121,17 @@ def probe_cluster(cluster, namespace, other_namespace, name, image) -> dict[str,
     targets = training_targets(cluster, namespace, name)
     ps = pod_of(cluster, namespace, name, "ps", 0)
     probes = {
-        "another tfk8s cluster's pod": (namespace, cluster_labels(
-            ps, **{LABEL: f"{name}-other"})),
+        "another tfk8s cluster's pod": (namespace, cluster_labels(ps, **{LABEL: f"{name}-other"})),
         "a pod in another namespace": (other_namespace, cluster_labels(ps)),
     }
     for i, (ns, labels) in enumerate(probes.values()):
         start_probe(cluster, ns, f"probe-{name}-{i}", image, labels, targets, attempts=4)
-    return {who: probe_results(cluster, ns, f"probe-{name}-{i}")
-            for i, (who, (ns, _)) in enumerate(probes.items())}
+    return {who: probe_results(cluster, ns, f"probe-{name}-{i}") for i, (who, (ns, _)) in enumerate(probes.items())}
 
 
 def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
-        kind_cluster, worker_image, probe_image, namespace, other_namespace, checkpoint_pvc,
-        tmp_path):
+    kind_cluster, worker_image, probe_image, namespace, other_namespace, checkpoint_pvc, tmp_path
+):
     nodes = sorted(kind_cluster.node_names())
     assert len(nodes) >= 2, f"the kind tier needs two nodes, has {nodes}"
     # Placement: the chief (and evaluator) on one node, ps and workers on the other.
@@ -120,28 +139,40 @@ def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
     results, outputs = {}, {}
     for policy in (True, False):
         name = f"iso-{'on' if policy else 'off'}"
-        roles = {role: {"replicas": n, "nodeSelector": {"kubernetes.io/hostname": pin[role]}}
-                 for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))}
-        spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                          steps=1000, roles=roles, networkPolicy=policy)
+        roles = {
+            role: {"replicas": n, "nodeSelector": {"kubernetes.io/hostname": pin[role]}}
+            for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))
+        }
+        spec = write_spec(
+            tmp_path,
+            name,
+            namespace,
+            checkpoint_pvc.claim_name,
+            worker_image,
+            steps=1000,
+            roles=roles,
+            networkPolicy=policy,
+        )
         proc = submit_in_background(kind_cluster, spec)
         try:
-            wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
-                     f"{name}'s first checkpoint (training under way)")
-            results[policy] = probe_cluster(kind_cluster, namespace, other_namespace, name,
-                                            probe_image)
+            wait_for(
+                lambda name=name: checkpointed_step(kind_cluster, name, namespace),
+                600,
+                f"{name}'s first checkpoint (training under way)",
+            )
+            results[policy] = probe_cluster(kind_cluster, namespace, other_namespace, name, probe_image)
             if policy:
                 outputs[name], _ = proc.communicate(timeout=900)
                 assert proc.returncode == 0, outputs[name][-3000:]
                 assert_all_jobs_complete(kind_cluster, namespace, name)
-                policies = kind_cluster.get_json("networkpolicies", "-n", namespace, "-l",
-                                                 f"{LABEL}={name}")["items"]
+                policies = kind_cluster.get_json("networkpolicies", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
                 assert policies, "networkPolicy: true rendered no NetworkPolicy"
-                placed = {f"{role}-{i}": node_of(kind_cluster, namespace, name, role, i)
-                          for role, i in (("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1))}
+                placed = {
+                    f"{role}-{i}": node_of(kind_cluster, namespace, name, role, i)
+                    for role, i in (("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1))
+                }
                 assert placed["chief-0"] != placed["ps-0"] == placed["worker-0"] == placed["worker-1"], placed
-                final = [e for e in chief_events(kind_cluster, name, namespace)
-                         if e["event"] == "final"]
+                final = [e for e in chief_events(kind_cluster, name, namespace) if e["event"] == "final"]
                 assert final and final[-1]["step"] == 1000, final
             # networkPolicy off: probed, nothing more to learn; the namespace's deletion at
             # teardown ends it (a `delete` here took 123 s twice, waiting out the grace period)
@@ -157,12 +188,14 @@ def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
     blocked = sum(len(r["errors"]) for t in results[True].values() for r in t.values())
     tried = len(results[True]) * 4 * len(next(iter(results[True].values())))
     allowed = sum(r["connected"] for t in results[False].values() for r in t.values())
-    measured(f"isolation: networkPolicy on: {blocked}/{tried} connect attempts to the "
-          f"chief/worker/ps gRPC ports blocked ({'; '.join(sorted(results[True]))}; e.g. "
-          f"{next(iter(next(iter(results[True].values())).values()))['errors'][0]}); "
-          f"networkPolicy off: {allowed}/{sum(len(t) for t in results[False].values())} "
-          f"targets reached. Placement: chief on {pin['chief']}, ps and workers on {pin['ps']}; "
-          f"the isolated cluster trained to step 1000 and succeeded")
+    measured(
+        f"isolation: networkPolicy on: {blocked}/{tried} connect attempts to the "
+        f"chief/worker/ps gRPC ports blocked ({'; '.join(sorted(results[True]))}; e.g. "
+        f"{next(iter(next(iter(results[True].values())).values()))['errors'][0]}); "
+        f"networkPolicy off: {allowed}/{sum(len(t) for t in results[False].values())} "
+        f"targets reached. Placement: chief on {pin['chief']}, ps and workers on {pin['ps']}; "
+        f"the isolated cluster trained to step 1000 and succeeded"
+    )
 
 
 def measured(line: str) -> None:
@@ -174,23 +207,27 @@ def measured(line: str) -> None:
 def drain(cluster, node: str) -> subprocess.CompletedProcess[str]:
     # Evictions, each pod's grace period, no --force: what an administrator runs. DaemonSet
     # pods (kube-proxy, kube-router) stay; static control-plane pods are mirror pods, skipped.
-    return cluster.kubectl("drain", node, "--ignore-daemonsets", "--delete-emptydir-data",
-                           "--timeout=300s", timeout=330)
+    return cluster.kubectl(
+        "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s", timeout=330
+    )
 
 
 def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
-        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
+    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path
+):
     name, steps = "drained", 800  # drained after the first checkpoint (200), 600 before the end
-    spec = write_spec(tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image,
-                      steps=steps, checkpoint_every=200)
+    spec = write_spec(
+        tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, checkpoint_every=200
+    )
     proc = submit_in_background(kind_cluster, spec)
     node = None
     try:
-        wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600,
-                 "the first checkpoint")
+        wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600, "the first checkpoint")
         node = node_of(kind_cluster, namespace, name, "chief")
-        before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in kind_cluster.get_json(
-            "pods", "-n", namespace, "-l", f"{LABEL}={name}")["items"]}
+        before = {
+            p["metadata"]["name"]: p["spec"]["nodeName"]
+            for p in kind_cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
+        }
         victim = pod_of(kind_cluster, namespace, name, "chief")
         follow = follow_log(kind_cluster, namespace, victim)
         drained_at = time.time()
@@ -224,9 +261,10 @@ def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
     final = [e for e in events if e["event"] == "final"]
     assert final and final[-1]["step"] == steps, final
     assert lost == 0, f"preempted at step {preempted_step}, resumed at {resumed_at}"
-    measured(f"drain: kubectl drain {node} (chief's node; evicted {', '.join(evicted)}) "
-          f"took {drain_seconds:.1f}s; the chief saved step {preempted_step} and the "
-          f"replacement resumed at step {resumed_at} on {chief['spec']['nodeName']}: {lost} "
-          f"lost steps; training resumed {recovery:.1f}s after the drain began; cluster "
-          f"succeeded at step {final[-1]['step']} (last checkpoint {saved})")
-
+    measured(
+        f"drain: kubectl drain {node} (chief's node; evicted {', '.join(evicted)}) "
+        f"took {drain_seconds:.1f}s; the chief saved step {preempted_step} and the "
+        f"replacement resumed at step {resumed_at} on {chief['spec']['nodeName']}: {lost} "
+        f"lost steps; training resumed {recovery:.1f}s after the drain began; cluster "
+        f"succeeded at step {final[-1]['step']} (last checkpoint {saved})"
+    )

@@ -1,11 +1,11 @@
 """A chief OOM-killed under a memory limit: `status` says OOMKilled and the limit, never the TF
 start-up log line that FallbackToLogsOnError leaves as the termination message."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
 from test_e2e import cli, wait_for, write_spec
 from test_network import measured
 
@@ -14,12 +14,18 @@ pytestmark = pytest.mark.kind
 LIMIT = "128Mi"  # importing TensorFlow alone takes more (187 MiB peak RSS in the worker image)
 
 
-def test_an_oom_killed_chief_is_reported_with_its_limit(kind_cluster, worker_image, namespace,
-                                                         tmp_path):
+def test_an_oom_killed_chief_is_reported_with_its_limit(kind_cluster, worker_image, namespace, tmp_path):
     name = "oom"
-    spec = write_spec(tmp_path, name, namespace, None, worker_image, strategy="mirrored",
-                      roles={"chief": {"replicas": 1, "resources": {"limits": {"memory": LIMIT}}}},
-                      backoffLimit=0)
+    spec = write_spec(
+        tmp_path,
+        name,
+        namespace,
+        None,
+        worker_image,
+        strategy="mirrored",
+        roles={"chief": {"replicas": 1, "resources": {"limits": {"memory": LIMIT}}}},
+        backoffLimit=0,
+    )
     cli(kind_cluster, "submit", str(spec), check=True, timeout=300)
     seen = {}
 
@@ -36,8 +42,9 @@ def test_an_oom_killed_chief_is_reported_with_its_limit(kind_cluster, worker_ima
         cli(kind_cluster, "delete", name, "-n", namespace, timeout=300)
     chief = next(r for r in seen["roles"] if r["role"] == "chief")
     assert seen["exitCode"] == 137, seen
-    assert seen["message"].startswith(f"chief failed: OOMKilled: exit code 137, the task exceeded "
-                                      f"its memory limit {LIMIT}"), seen["message"]
+    assert seen["message"].startswith(
+        f"chief failed: OOMKilled: exit code 137, the task exceeded its memory limit {LIMIT}"
+    ), seen["message"]
     assert chief["reason"].startswith("OOMKilled") and LIMIT in chief["reason"], chief
     assert "AVX" not in text and "oneDNN" not in text and "I0000" not in text, text
     measured(f"oom: a chief under a {LIMIT} memory limit: `status` said: {text.splitlines()[0]}")

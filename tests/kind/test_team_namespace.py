@@ -6,6 +6,7 @@
 - a model edited (a layer widened) and resubmitted onto its checkpoints on a PVC: the first
   attempt fails with the variables and shapes, not a retry loop under the Job's backoff.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from local_clusters import measure
 from test_e2e import cli
 
@@ -30,31 +30,47 @@ def _write(tmp_path: Path, name: str, spec: dict) -> Path:
     return path
 
 
-def _code_spec(tmp_path: Path, name: str, namespace: str, image: str, resources: dict,
-               **extra) -> dict:
+def _code_spec(tmp_path: Path, name: str, namespace: str, image: str, resources: dict, **extra) -> dict:
     src = tmp_path / "src"
     if not src.exists():
         src.mkdir()
-        (src / "train.py").write_text(
-            "from worker.examples.digits import *  # noqa: F401,F403\n")
-    return {"name": name, "namespace": namespace, "image": image, "imagePullPolicy": "Never",
-            "strategy": "mirrored", "code": "./src", "backoffLimit": 2,
-            "program": {"module": "train", "args": ["--steps", "20", "--checkpoint-every", "10",
-                                                    "--global-batch-size", "32"]},
-            "roles": {"chief": {"replicas": 1, "resources": resources}},
-            "ttlSecondsAfterFinished": 600, **extra}
+        (src / "train.py").write_text("from worker.examples.digits import *  # noqa: F401,F403\n")
+    return {
+        "name": name,
+        "namespace": namespace,
+        "image": image,
+        "imagePullPolicy": "Never",
+        "strategy": "mirrored",
+        "code": "./src",
+        "backoffLimit": 2,
+        "program": {
+            "module": "train",
+            "args": ["--steps", "20", "--checkpoint-every", "10", "--global-batch-size", "32"],
+        },
+        "roles": {"chief": {"replicas": 1, "resources": resources}},
+        "ttlSecondsAfterFinished": 600,
+        **extra,
+    }
 
 
 def test_a_quota_namespace_trains_sized_clusters_and_says_why_it_refuses_others(
-        kind_cluster, worker_image, namespace, tmp_path):
-    kind_cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota",
-                        "metadata": {"name": "team", "namespace": namespace},
-                        "spec": {"hard": QUOTA}})
+    kind_cluster, worker_image, namespace, tmp_path
+):
+    kind_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "team", "namespace": namespace},
+            "spec": {"hard": QUOTA},
+        }
+    )
     fits = _write(tmp_path, "fits", _code_spec(tmp_path, "fits", namespace, worker_image, SIZED))
     done = cli(kind_cluster, "submit", str(fits), "--wait", timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    measure(f"kind quota namespace: a sized cluster with code: trained in {done.seconds:.0f} s "
-            f"(quota {QUOTA}, no LimitRange)")
+    measure(
+        f"kind quota namespace: a sized cluster with code: trained in {done.seconds:.0f} s "
+        f"(quota {QUOTA}, no LimitRange)"
+    )
 
     too_big = {"requests": {"cpu": "3", "memory": "1Gi"}, "limits": {"cpu": "3", "memory": "3Gi"}}
     over = _write(tmp_path, "over", _code_spec(tmp_path, "over", namespace, worker_image, too_big))
@@ -73,18 +89,20 @@ def test_a_quota_namespace_trains_sized_clusters_and_says_why_it_refuses_others(
     assert status["message"].startswith("the API server refused the chief's pod: pods "), status
     assert "exceeded quota: team" in status["message"], status
     assert seconds <= 30, seconds
-    waited = cli(kind_cluster, "submit", str(over), "--replace", "--wait", "--stuck-timeout", "20",
-                 timeout=300)
+    waited = cli(kind_cluster, "submit", str(over), "--replace", "--wait", "--stuck-timeout", "20", timeout=300)
     assert waited.returncode == 1, waited.stdout[-2000:]
     assert "the API server refused the chief's pod" in waited.stdout + waited.stderr
     assert "It is left in place" in waited.stdout + waited.stderr
-    measure(f"kind quota namespace: an over-quota cluster: `status` said the refusal after "
-            f"{seconds:.1f} s: {status['message'][:160]}; `submit --wait` gave up after "
-            f"{waited.seconds:.0f} s (--stuck-timeout 20)")
+    measure(
+        f"kind quota namespace: an over-quota cluster: `status` said the refusal after "
+        f"{seconds:.1f} s: {status['message'][:160]}; `submit --wait` gave up after "
+        f"{waited.seconds:.0f} s (--stuck-timeout 20)"
+    )
 
 
 def test_a_widened_layer_on_a_pvc_fails_at_its_first_attempt_with_the_shapes(
-        kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
+    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path
+):
     src = tmp_path / "src"
     src.mkdir()
     program = src / "train.py"
@@ -98,13 +116,21 @@ def test_a_widened_layer_on_a_pvc_fails_at_its_first_attempt_with_the_shapes(
             "    return tf.keras.Sequential([\n"
             "        tf.keras.Input(shape=IMAGE_SHAPE), tf.keras.layers.Flatten(),\n"
             f"        tf.keras.layers.Dense({width}, activation='relu'),\n"
-            "        tf.keras.layers.Dense(10)])\n")
+            "        tf.keras.layers.Dense(10)])\n"
+        )
 
     def spec(steps: int) -> Path:
-        data = _code_spec(tmp_path, "edited", namespace, worker_image, {},
-                          checkpoint={"dir": "/ckpt/edited",
-                                      "volume": {"persistentVolumeClaim": {
-                                          "claimName": checkpoint_pvc.claim_name}}})
+        data = _code_spec(
+            tmp_path,
+            "edited",
+            namespace,
+            worker_image,
+            {},
+            checkpoint={
+                "dir": "/ckpt/edited",
+                "volume": {"persistentVolumeClaim": {"claimName": checkpoint_pvc.claim_name}},
+            },
+        )
         data["program"]["args"][1] = str(steps)
         return _write(tmp_path, "edited", data)
 
@@ -117,12 +143,13 @@ def test_a_widened_layer_on_a_pvc_fails_at_its_first_attempt_with_the_shapes(
     assert again.returncode != 0, said[-3000:]
     assert "the model does not fit its checkpoint" in said, said[-3000:]
     assert "dense/kernel is (64, 96) in the model, (64, 64) in the checkpoint" in said
-    pods = kind_cluster.get_json("-n", namespace, "pods", "-l",
-                                 "app.kubernetes.io/instance=edited,"
-                                 "app.kubernetes.io/component=chief")["items"]
+    pods = kind_cluster.get_json(
+        "-n", namespace, "pods", "-l", "app.kubernetes.io/instance=edited,app.kubernetes.io/component=chief"
+    )["items"]
     assert 1 <= len(pods) <= 2, [p["metadata"]["name"] for p in pods]
-    status = json.loads(cli(kind_cluster, "status", "edited", "-n", namespace, "-o", "json",
-                            check=True).stdout)
+    status = json.loads(cli(kind_cluster, "status", "edited", "-n", namespace, "-o", "json", check=True).stdout)
     assert status["phase"] == "Failed" and "does not fit its checkpoint" in status["message"]
-    measure(f"kind widened layer on a PVC: `submit --replace --wait` exited {again.returncode} "
-            f"after {again.seconds:.0f} s and {len(pods)} chief pod(s): {status['message'][:200]}")
+    measure(
+        f"kind widened layer on a PVC: `submit --replace --wait` exited {again.returncode} "
+        f"after {again.seconds:.0f} s and {len(pods)} chief pod(s): {status['message'][:200]}"
+    )

@@ -9,6 +9,7 @@ simulated nodes, with an audit log that counts the training pods' own API reques
   kwok.x-k8s.io/node=fake (tainted, so real pods stay off them) with kwok-stages.yaml.
 * The audit log is written into a host directory mounted into the node, read here.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,9 +23,16 @@ from typing import Iterator
 
 import pytest
 import yaml
-
-from kind.conftest import (CACHE, KindCluster, _cluster_exists, _env_file_vars, create_cluster,
-                           docker_available, run, tool_env)
+from kind.conftest import (
+    CACHE,
+    KindCluster,
+    _cluster_exists,
+    _env_file_vars,
+    create_cluster,
+    docker_available,
+    run,
+    tool_env,
+)
 from support import TierResource, in_ci
 
 HERE = Path(__file__).resolve().parent
@@ -66,9 +74,10 @@ class ScaleCluster:
     kind: KindCluster
     audit: AuditLog
     # a role's nodeSelector and tolerations (spec keys) that put its pods on the KWOK nodes
-    placement = {"nodeSelector": {FAKE_NODE_KEY: FAKE_NODE_VALUE},
-                 "tolerations": [{"key": FAKE_NODE_KEY, "operator": "Exists",
-                                  "effect": "NoSchedule"}]}
+    placement = {
+        "nodeSelector": {FAKE_NODE_KEY: FAKE_NODE_VALUE},
+        "tolerations": [{"key": FAKE_NODE_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+    }
 
 
 def _kind_config(workdir: Path, audit_dir: Path, policy_dir: Path) -> Path:
@@ -85,20 +94,25 @@ def _kind_config(workdir: Path, audit_dir: Path, policy_dir: Path) -> Path:
 def _kwok_binary(env: dict[str, str]) -> str:
     kwok = os.environ.get("TFK8S_KWOK") or _env_file_vars().get("TFK8S_KWOK")
     if not kwok or not Path(kwok).is_file():
-        pytest.fail(f"no KWOK binary ({kwok or 'TFK8S_KWOK unset'}): run tests/kind/toolchain.sh "
-                    f"(its step `kwok` builds it into {CACHE}/tools)", pytrace=False)
+        pytest.fail(
+            f"no KWOK binary ({kwok or 'TFK8S_KWOK unset'}): run tests/kind/toolchain.sh "
+            f"(its step `kwok` builds it into {CACHE}/tools)",
+            pytrace=False,
+        )
     return kwok
 
 
 def fake_node(index: int) -> dict:
     name = f"kwok-node-{index}"
     return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "annotations": {FAKE_NODE_KEY: FAKE_NODE_VALUE},
-                     "labels": {FAKE_NODE_KEY: FAKE_NODE_VALUE, "kubernetes.io/hostname": name,
-                                "type": "kwok"}},
-        "spec": {"taints": [{"key": FAKE_NODE_KEY, "value": FAKE_NODE_VALUE,
-                             "effect": "NoSchedule"}]},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {FAKE_NODE_KEY: FAKE_NODE_VALUE},
+            "labels": {FAKE_NODE_KEY: FAKE_NODE_VALUE, "kubernetes.io/hostname": name, "type": "kwok"},
+        },
+        "spec": {"taints": [{"key": FAKE_NODE_KEY, "value": FAKE_NODE_VALUE, "effect": "NoSchedule"}]},
     }
 
 
@@ -106,13 +120,20 @@ def _wait_nodes_ready(cluster: KindCluster, kwok_log: str, timeout: float = 120)
     deadline = time.monotonic() + timeout
     while True:
         nodes = cluster.get_json("nodes", "-l", f"{FAKE_NODE_KEY}={FAKE_NODE_VALUE}")["items"]
-        ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True"
-                                         for c in (n.get("status") or {}).get("conditions") or [])]
+        ready = [
+            n
+            for n in nodes
+            if any(
+                c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions") or []
+            )
+        ]
         if len(ready) == FAKE_NODES:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{len(ready)}/{FAKE_NODES} KWOK nodes Ready after {timeout:.0f}s: "
-                                 f"is the kwok process running? Its log: {kwok_log}")
+            raise AssertionError(
+                f"{len(ready)}/{FAKE_NODES} KWOK nodes Ready after {timeout:.0f}s: "
+                f"is the kwok process running? Its log: {kwok_log}"
+            )
         time.sleep(1)
 
 
@@ -151,18 +172,27 @@ def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         for old in audit_dir.glob("*"):
             old.unlink()
         (policy_dir / "audit-policy.yaml").write_text((HERE / "audit-policy.yaml").read_text())
-        seconds = create_cluster(CLUSTER, _kind_config(workdir, audit_dir, policy_dir), kubeconfig,
-                                 node_image, env)
+        seconds = create_cluster(CLUSTER, _kind_config(workdir, audit_dir, policy_dir), kubeconfig, node_image, env)
         print(f"\n[scale] created cluster {CLUSTER} in {seconds:.0f}s")
     os.chmod(kubeconfig, 0o600)
-    cluster = KindCluster(name=CLUSTER, kubeconfig=kubeconfig, context=f"kind-{CLUSTER}",
-                          node_image=node_image, reused=reused, env=env)
+    cluster = KindCluster(
+        name=CLUSTER, kubeconfig=kubeconfig, context=f"kind-{CLUSTER}", node_image=node_image, reused=reused, env=env
+    )
     kwok_log = (workdir / "kwok.log").open("w")
     kwok_process = subprocess.Popen(
-        [kwok, "--kubeconfig", kubeconfig, "--config", str(HERE / "kwok-stages.yaml"),
-         "--manage-all-nodes=false",
-         f"--manage-nodes-with-annotation-selector={FAKE_NODE_KEY}={FAKE_NODE_VALUE}"],
-        stdout=kwok_log, stderr=subprocess.STDOUT, env=env)
+        [
+            kwok,
+            "--kubeconfig",
+            kubeconfig,
+            "--config",
+            str(HERE / "kwok-stages.yaml"),
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={FAKE_NODE_KEY}={FAKE_NODE_VALUE}",
+        ],
+        stdout=kwok_log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     try:
         cluster.apply([fake_node(i) for i in range(FAKE_NODES)])
         _wait_nodes_ready(cluster, kwok_log.name)

@@ -13,6 +13,7 @@ Measured (MEASURE lines, docs/benchmarks.md): submit, all pods Running, `status`
 pods' API requests per minute while "training", chief success -> every Job Complete, delete;
 at N = 100 also the old design's rate (one request per pod every TFK8S_POLL_SECONDS = 5 s).
 """
+
 from __future__ import annotations
 
 import base64
@@ -28,12 +29,12 @@ import uuid
 
 import pytest
 import yaml
+from local_clusters import MEASUREMENTS
 
-from launcher.pod import job_watch, supervise
 from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from launcher.backends.kubernetes.api import instance_selector
+from launcher.pod import job_watch, supervise
 from launcher.spec.spec import ClusterSpec
-from local_clusters import MEASUREMENTS
 
 pytestmark = pytest.mark.scale
 
@@ -46,13 +47,20 @@ SIMULATED_IMAGE = "tfk8s/simulated:none"  # never pulled: KWOK runs no container
 
 
 def spec_for(workers: int, namespace: str, placement: dict) -> ClusterSpec:
-    return ClusterSpec.model_validate({
-        "name": f"scale-{workers}", "namespace": namespace, "image": SIMULATED_IMAGE,
-        "strategy": "parameter_server", "command": ["sleep", "infinity"],
-        "roles": {"chief": {"replicas": 1, **placement},
-                  "worker": {"replicas": workers, **placement},
-                  "ps": {"replicas": max(1, workers // 100), **placement}},
-    })
+    return ClusterSpec.model_validate(
+        {
+            "name": f"scale-{workers}",
+            "namespace": namespace,
+            "image": SIMULATED_IMAGE,
+            "strategy": "parameter_server",
+            "command": ["sleep", "infinity"],
+            "roles": {
+                "chief": {"replicas": 1, **placement},
+                "worker": {"replicas": workers, **placement},
+                "ps": {"replicas": max(1, workers // 100), **placement},
+            },
+        }
+    )
 
 
 class Cluster:
@@ -67,18 +75,17 @@ class Cluster:
         self.selector = instance_selector(name)
 
     def pods(self, field_selector: str = "") -> list[dict]:
-        r = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector,
-                                          field_selector=field_selector, _preload_content=False)
+        r = self.core.list_namespaced_pod(
+            self.namespace, label_selector=self.selector, field_selector=field_selector, _preload_content=False
+        )
         return json.loads(r.data)["items"]
 
     def jobs(self) -> list[dict]:
-        r = self.batch.list_namespaced_job(self.namespace, label_selector=self.selector,
-                                           _preload_content=False)
+        r = self.batch.list_namespaced_job(self.namespace, label_selector=self.selector, _preload_content=False)
         return json.loads(r.data)["items"]
 
     def mark_exited(self, pod: str) -> None:
-        self.core.patch_namespaced_pod(pod, self.namespace,
-                                       {"metadata": {"annotations": {EXITED_ANNOTATION: "0"}}})
+        self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"annotations": {EXITED_ANNOTATION: "0"}}})
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 1.0):
@@ -101,10 +108,8 @@ def service_account_api(kubeconfig: str, core, namespace: str, account: str) -> 
     """The API server as the pods see it: their service account's token, the cluster's CA."""
     config = yaml.safe_load(open(kubeconfig))
     server = config["clusters"][0]["cluster"]
-    context = ssl.create_default_context(
-        cadata=base64.b64decode(server["certificate-authority-data"]).decode())
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-               "spec": {"expirationSeconds": 3600}}
+    context = ssl.create_default_context(cadata=base64.b64decode(server["certificate-authority-data"]).decode())
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
     token = core.create_namespaced_service_account_token(account, namespace, request)
     value = token.status.token
     return job_watch.ApiServer(server["server"], lambda: value, context)
@@ -140,9 +145,12 @@ def poll_the_old_way(api: job_watch.ApiServer, namespace: str, job: str, stop: t
 
 def cli_status(kubeconfig: str, namespace: str, name: str) -> tuple[float, dict]:
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "launcher", "status", name, "-n", namespace,
-                        "--kubeconfig", kubeconfig, "-o", "json"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "launcher", "status", name, "-n", namespace, "--kubeconfig", kubeconfig, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
     return elapsed, json.loads(r.stdout)
@@ -157,9 +165,12 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
     client = kind.api_client()
     client.configuration.connection_pool_maxsize = 32
     cluster = Cluster(client, namespace, spec.name)
-    backend = KubernetesBackend(KubernetesBackendConfig(
-        kubeconfig=kind.kubeconfig, context=kind.context, namespace=namespace,
-        delete_timeout=600), out=io.StringIO())
+    backend = KubernetesBackend(
+        KubernetesBackendConfig(
+            kubeconfig=kind.kubeconfig, context=kind.context, namespace=namespace, delete_timeout=600
+        ),
+        out=io.StringIO(),
+    )
     stop_polling = threading.Event()
     test_over, supervisors, kubelet = threading.Event(), [], None
     try:
@@ -170,9 +181,15 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
 
         # every pod created (the Jobs' active counts) and none not Running: not 1000 pods listed
         # every second (the host has 2 cores)
-        wait_for(lambda: sum((j.get("status") or {}).get("active") or 0 for j in cluster.jobs())
-                 == expected_pods and not cluster.pods("status.phase!=Running"),
-                 600, f"{expected_pods} pods Running", interval=1)
+        wait_for(
+            lambda: (
+                sum((j.get("status") or {}).get("active") or 0 for j in cluster.jobs()) == expected_pods
+                and not cluster.pods("status.phase!=Running")
+            ),
+            600,
+            f"{expected_pods} pods Running",
+            interval=1,
+        )
         running_s = time.monotonic() - t0
         pods = cluster.pods()
         assert [p["status"].get("phase") for p in pods] == ["Running"] * expected_pods
@@ -184,8 +201,7 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
         accounts = {p["spec"]["serviceAccountName"] for p in supervised}
         assert len(watched) == 1 and len(accounts) == 1, (watched, accounts)
         job, account = watched.pop(), accounts.pop()
-        api = StoppableApi(service_account_api(kind.kubeconfig, cluster.core, namespace, account),
-                           test_over)
+        api = StoppableApi(service_account_api(kind.kubeconfig, cluster.core, namespace, account), test_over)
         username = f"system:serviceaccount:{namespace}:{account}"
 
         # One thread per supervised pod runs the real supervisor's watch; a small pool plays the
@@ -204,13 +220,22 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
         threading.stack_size(256 * 1024)
         watch_started = time.time()
         for pod in supervised:
-            supervisors.append(threading.Thread(
-                target=simulated_supervisor, args=(pod["metadata"]["name"],), daemon=True,
-                name=f"supervise-{pod['metadata']['name']}"))
+            supervisors.append(
+                threading.Thread(
+                    target=simulated_supervisor,
+                    args=(pod["metadata"]["name"],),
+                    daemon=True,
+                    name=f"supervise-{pod['metadata']['name']}",
+                )
+            )
             supervisors[-1].start()
         # each supervisor lists the Job once, then watches it
-        wait_for(lambda: len(scale_cluster.audit.requests_by(username, watch_started, time.time()))
-                 >= 2 * len(supervised), 300, "every simulated supervisor watching", interval=2)
+        wait_for(
+            lambda: len(scale_cluster.audit.requests_by(username, watch_started, time.time())) >= 2 * len(supervised),
+            300,
+            "every simulated supervisor watching",
+            interval=2,
+        )
         connected_s = time.time() - watch_started
 
         status_s, status = cli_status(kind.kubeconfig, namespace, spec.name)
@@ -226,8 +251,7 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
         if workers == 100:
             polling = (time.time(), 0.0)
             for _ in supervised:
-                threading.Thread(target=poll_the_old_way, args=(api, namespace, job, stop_polling),
-                                 daemon=True).start()
+                threading.Thread(target=poll_the_old_way, args=(api, namespace, job, stop_polling), daemon=True).start()
             steady = polling[0] + OLD_POLL_SECONDS  # every poller has started its loop
             time.sleep(OLD_POLL_SECONDS + WINDOW_SECONDS)
             stop_polling.set()
@@ -242,15 +266,25 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
 
         def every_job_complete():
             jobs = cluster.jobs()
-            return all(any(c["type"] == "Complete" and c["status"] == "True"
-                           for c in (j.get("status") or {}).get("conditions") or [])
-                       for j in jobs) and jobs
+            return (
+                all(
+                    any(
+                        c["type"] == "Complete" and c["status"] == "True"
+                        for c in (j.get("status") or {}).get("conditions") or []
+                    )
+                    for j in jobs
+                )
+                and jobs
+            )
+
         wait_for(every_job_complete, 600, "every Job Complete", interval=2)
         complete_s = time.monotonic() - chief_success
         # the supervisors' requests: all but the old design's polls (lists, not watches)
-        whole_run = [e for e in scale_cluster.audit.requests_by(username, watch_started, time.time())
-                     if not polling[0] <= e["received"] < polling[1]
-                     or "watch=" in e["requestURI"]]
+        whole_run = [
+            e
+            for e in scale_cluster.audit.requests_by(username, watch_started, time.time())
+            if not polling[0] <= e["received"] < polling[1] or "watch=" in e["requestURI"]
+        ]
         kubelet.shutdown(wait=True)
         assert len(ended) == len(supervised)
         assert set(ended.values()) <= job_watch.SUCCEEDED, set(ended.values())
@@ -265,7 +299,8 @@ def test_ps_cluster_on_simulated_nodes(scale_cluster, workers):
             f"{connected_s:.1f}s, status {status_s:.2f}s, training API "
             f"{per_minute:.1f} req/min ({per_minute / len(supervised):.3f}/pod){old_line}, "
             f"chief success -> all Jobs Complete {complete_s:.1f}s, delete {delete_s:.1f}s, "
-            f"requests per supervised pod over the run {per_pod_run:.2f}")
+            f"requests per supervised pod over the run {per_pod_run:.2f}"
+        )
         # O(1) per pod: one list and one watch each (a retry after an API error adds one)
         assert per_pod_run <= 4, per_pod_run
     finally:

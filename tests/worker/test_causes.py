@@ -1,10 +1,11 @@
 """A failed task says why in one line: the exception's type and its first informative line,
 never a tensor printout or a log tail; a program that cannot import fails once (deterministic)."""
+
 from __future__ import annotations
 
 import pytest
-
 from local_clusters import Submission, attempts, make_spec, run_files
+
 from worker import errors
 from worker.errors import EXIT_CONFIG
 
@@ -24,21 +25,28 @@ def test_the_cause_is_the_type_and_first_line_not_the_tensor_printout():
 
 
 def test_a_tf_error_is_its_first_informative_line():
-    message = ("Graph execution error:\n\nDetected at node Adam/update:\n  File \"x.py\", line 3\n"
-               "Input to reshape is a tensor with 10 values, but the requested shape has 12")
+    message = (
+        'Graph execution error:\n\nDetected at node Adam/update:\n  File "x.py", line 3\n'
+        "Input to reshape is a tensor with 10 values, but the requested shape has 12"
+    )
     assert errors.cause_line(RuntimeError(message)) == (
-        "RuntimeError: Input to reshape is a tensor with 10 values, but the requested shape "
-        "has 12")
+        "RuntimeError: Input to reshape is a tensor with 10 values, but the requested shape has 12"
+    )
     assert errors.cause_line(KeyError()) == "KeyError"
 
 
 @pytest.mark.process
-def test_a_program_with_a_syntax_error_fails_once_with_file_and_line(backend, tmp_path,
-                                                                     monkeypatch):
+def test_a_program_with_a_syntax_error_fails_once_with_file_and_line(backend, tmp_path, monkeypatch):
     (tmp_path / "broken_program.py").write_text("def build_model(:\n    pass\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    spec = make_spec("broken", "mirrored", ["--steps", "10"], evaluator=False, backoffLimit=3,
-                     program={"module": "broken_program", "args": ["--steps", "10"]})
+    spec = make_spec(
+        "broken",
+        "mirrored",
+        ["--steps", "10"],
+        evaluator=False,
+        backoffLimit=3,
+        program={"module": "broken_program", "args": ["--steps", "10"]},
+    )
     code = Submission(backend, spec).wait(120)
     status = backend.status("broken")
     [chief] = status.roles

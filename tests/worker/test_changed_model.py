@@ -4,12 +4,13 @@ different model, no retry loop), and a finished dir never hides that the new cod
 
 Each refusal is deterministic (exit 2): one attempt per task, and `status` carries the cause.
 """
+
 from __future__ import annotations
 
 import pytest
+from local_clusters import Submission, attempts, events, make_spec, run_files
 
 from launcher.spec.loader import load_text
-from local_clusters import Submission, attempts, events, make_spec, run_files
 from worker.errors import EXIT_CONFIG
 
 pytestmark = pytest.mark.process
@@ -22,8 +23,9 @@ TIMEOUT = 300
 
 def spec_of(strategy: str, args: list[str], loop: str = "custom", **env):
     args = [*args, "--loop", loop]
-    return make_spec("edited", strategy, args, evaluator=False, backoffLimit=3,
-                     program={"module": PROGRAM, "args": args}, env=env)
+    return make_spec(
+        "edited", strategy, args, evaluator=False, backoffLimit=3, program={"module": PROGRAM, "args": args}, env=env
+    )
 
 
 def refused(backend, strategy: str, code: int) -> list[str]:
@@ -43,14 +45,15 @@ def refused(backend, strategy: str, code: int) -> list[str]:
 
 # Every trainer: the custom loops of the three strategies (Keras 3 under the synchronous ones,
 # tf_keras under parameter_server) and Model.fit (tf_keras, BackupAndRestore's checkpoint).
-@pytest.mark.parametrize("strategy,loop", [
-    ("mirrored", "custom"), ("multi_worker_mirrored", "custom"), ("parameter_server", "custom"),
-    ("mirrored", "fit")])
+@pytest.mark.parametrize(
+    "strategy,loop",
+    [("mirrored", "custom"), ("multi_worker_mirrored", "custom"), ("parameter_server", "custom"), ("mirrored", "fit")],
+)
 def test_a_widened_layer_is_refused_at_the_first_attempt_with_the_shapes(
-        backend, probe_programs_importable, strategy, loop):
+    backend, probe_programs_importable, strategy, loop
+):
     assert Submission(backend, spec_of(strategy, ARGS, loop)).wait(TIMEOUT) == 0
-    code = Submission(backend, spec_of(strategy, MORE_STEPS, loop, PROBE_HIDDEN="96"),
-                      replace=True).wait(TIMEOUT)
+    code = Submission(backend, spec_of(strategy, MORE_STEPS, loop, PROBE_HIDDEN="96"), replace=True).wait(TIMEOUT)
     reasons = refused(backend, f"{strategy} {loop}", code)
     assert reasons
     for reason in reasons:
@@ -62,11 +65,11 @@ def test_a_widened_layer_is_refused_at_the_first_attempt_with_the_shapes(
 
 def test_an_added_layer_is_refused_not_partly_restored(backend, probe_programs_importable):
     assert Submission(backend, spec_of("mirrored", ARGS)).wait(TIMEOUT) == 0
-    code = Submission(backend, spec_of("mirrored", MORE_STEPS, PROBE_EXTRA_LAYER="1"),
-                      replace=True).wait(TIMEOUT)
+    code = Submission(backend, spec_of("mirrored", MORE_STEPS, PROBE_EXTRA_LAYER="1"), replace=True).wait(TIMEOUT)
     [reason] = refused(backend, "mirrored", code)
-    assert ("not in the checkpoint: sequential/dense_2/bias (10,); "
-            "sequential/dense_2/kernel (10, 10)") in reason, reason
+    assert ("not in the checkpoint: sequential/dense_2/bias (10,); sequential/dense_2/kernel (10, 10)") in reason, (
+        reason
+    )
     assert not events(backend, "edited", "chief", 0, "start"), "the edited model started training"
 
 
@@ -82,7 +85,7 @@ roles: {chief: {replicas: 1}}
 def test_changed_code_on_a_finished_dir_is_said_not_already_finished(backend, tmp_path):
     source = tmp_path / "src"
     source.mkdir()
-    program = (tmp_path / "src" / "train.py")
+    program = tmp_path / "src" / "train.py"
     program.write_text("from worker.examples.digits import *  # noqa: F401,F403\n")
     assert Submission(backend, load_text(CODE_SPEC, base_dir=tmp_path)).wait(TIMEOUT) == 0
     first = (run_files(backend, "shipped").dir / "model" / "FINAL.json").read_text()

@@ -1,5 +1,6 @@
 """The built-in programs' digits data, read without scikit-learn (the worker image leaves it and
 scipy out): the same arrays as sklearn's load_digits zoomed by scipy, which it replaced."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,25 +1,54 @@
 """Faults injected with SIGKILL into real parameter-server clusters run by LocalBackend."""
+
 from __future__ import annotations
 
 import time
 
 import pytest
-
 from local_clusters import (
-    Submission, assert_no_task_processes, attempts, events, final_marker, make_spec, measure,
-    kill_task, metrics, run_files, wait_until,
+    Submission,
+    assert_no_task_processes,
+    attempts,
+    events,
+    final_marker,
+    kill_task,
+    make_spec,
+    measure,
+    metrics,
+    run_files,
+    wait_until,
 )
 
 pytestmark = pytest.mark.process
 
 STEPS = 300
 EVERY = 50
-ARGS = ["--loop", "custom", "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
-        "--global-batch-size", "64", "--data", "digits"]
+ARGS = [
+    "--loop",
+    "custom",
+    "--steps",
+    str(STEPS),
+    "--checkpoint-every",
+    str(EVERY),
+    "--global-batch-size",
+    "64",
+    "--data",
+    "digits",
+]
 # The killed worker must be back before training ends, and the chief's blocks must be short
 # enough to show progress while it is down, even on a loaded machine (restart measured 5-15 s).
-LONG_ARGS = ["--loop", "custom", "--steps", "500", "--checkpoint-every", "25",
-             "--global-batch-size", "64", "--data", "digits"]
+LONG_ARGS = [
+    "--loop",
+    "custom",
+    "--steps",
+    "500",
+    "--checkpoint-every",
+    "25",
+    "--global-batch-size",
+    "64",
+    "--data",
+    "digits",
+]
 TIMEOUT = 420
 
 
@@ -35,8 +64,7 @@ def trained_step(backend, name) -> int:
 
 def test_killed_worker_restarts_in_place_and_training_finishes(backend, workdir):
     name = "kill-worker"
-    spec = make_spec(name, "parameter_server", LONG_ARGS, evaluator=False,
-                     restartPolicy="OnFailure", backoffLimit=2)
+    spec = make_spec(name, "parameter_server", LONG_ARGS, evaluator=False, restartPolicy="OnFailure", backoffLimit=2)
     run = Submission(backend, spec)
     wait_until(lambda: trained_step(backend, name) >= 50, TIMEOUT, "chief past step 50")
     step_at_kill = trained_step(backend, name)
@@ -58,11 +86,13 @@ def test_killed_worker_restarts_in_place_and_training_finishes(backend, workdir)
     during = [b for b in blocks if killed_at < b["wall"] < serving_again["wall"]]
     assert during, "the chief made no progress while worker-1 was down"
     during_rate = sum(b["steps"] for b in during) / sum(b["seconds"] for b in during)
-    measure(f"fault: SIGKILL worker-1 (pid {old_pid}) at step {step_at_kill}: restarted and "
-            f"serving again {serving_again['wall'] - killed_at:.1f} s later; meanwhile the chief "
-            f"trained {sum(b['steps'] for b in during)} steps on worker-0 at "
-            f"{during_rate:.1f} steps/s (before the kill: {max(before):.1f}); cluster finished "
-            f"in {run.seconds:.1f} s")
+    measure(
+        f"fault: SIGKILL worker-1 (pid {old_pid}) at step {step_at_kill}: restarted and "
+        f"serving again {serving_again['wall'] - killed_at:.1f} s later; meanwhile the chief "
+        f"trained {sum(b['steps'] for b in during)} steps on worker-0 at "
+        f"{during_rate:.1f} steps/s (before the kill: {max(before):.1f}); cluster finished "
+        f"in {run.seconds:.1f} s"
+    )
 
 
 def test_killed_chief_restarts_and_resumes_from_checkpoint(backend, workdir):
@@ -88,16 +118,19 @@ def test_killed_chief_restarts_and_resumes_from_checkpoint(backend, workdir):
     # The evaluator went on through the restart and evaluated the final checkpoint.
     final = [r for r in metrics(backend, name) if r["final"]]
     assert final and final[0]["step"] == STEPS and final[0]["accuracy"] > 0.8
-    measure(f"fault: SIGKILL chief after ckpt-{saved}: restarted chief resumed at step "
-            f"{resumed['step']}, first step {first_step['wall'] - killed_at:.1f} s after the "
-            f"kill ({first_step['t']:.1f} s after its own start); cluster finished in "
-            f"{run.seconds:.1f} s; final accuracy {final[0]['accuracy']:.3f}")
+    measure(
+        f"fault: SIGKILL chief after ckpt-{saved}: restarted chief resumed at step "
+        f"{resumed['step']}, first step {first_step['wall'] - killed_at:.1f} s after the "
+        f"kill ({first_step['t']:.1f} s after its own start); cluster finished in "
+        f"{run.seconds:.1f} s; final accuracy {final[0]['accuracy']:.3f}"
+    )
 
 
 def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workdir):
     name = "kill-ps"
-    spec = make_spec(name, "parameter_server", ARGS, evaluator=False, restartPolicy="Never",
-                     backoffLimit=0)  # no replacement of the ps: its loss ends the cluster
+    spec = make_spec(
+        name, "parameter_server", ARGS, evaluator=False, restartPolicy="Never", backoffLimit=0
+    )  # no replacement of the ps: its loss ends the cluster
     run = Submission(backend, spec)
     wait_until(lambda: checkpointed_step(backend, name) >= 100, TIMEOUT, "a checkpoint >= 100")
     kill_task(backend, name, "ps", 0)
@@ -124,21 +157,25 @@ def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workd
     assert resumed["step"] == last_checkpoint >= 100
     first_step = events(backend, name, "chief", 0, "first_step")[0]
     assert final_marker(backend, name)["step"] == STEPS
-    measure(f"fault: SIGKILL ps-0: the cluster failed {failed_after:.1f} s later with the "
-            f"chief's exit code 6 (\"lost contact with ps-0 ...\", not counted); resubmitted, it resumed at "
-            f"step {resumed['step']} with its first step {first_step['wall'] - resubmitted_at:.1f} s "
-            f"after the resubmit")
+    measure(
+        f"fault: SIGKILL ps-0: the cluster failed {failed_after:.1f} s later with the "
+        f'chief\'s exit code 6 ("lost contact with ps-0 ...", not counted); resubmitted, it resumed at '
+        f"step {resumed['step']} with its first step {first_step['wall'] - resubmitted_at:.1f} s "
+        f"after the resubmit"
+    )
 
 
 def test_killed_mwms_worker_restarts_every_worker_from_the_checkpoint(backend, workdir):
     """MWMS cannot lose a worker: the survivor's collectives fail, it exits non-zero, and both
     restart in place (OnFailure) and resume from worker 0's latest checkpoint."""
     name = "kill-mwms"
-    spec = make_spec(name, "multi_worker_mirrored", ARGS, evaluator=False,
-                     restartPolicy="OnFailure", backoffLimit=4)
+    spec = make_spec(name, "multi_worker_mirrored", ARGS, evaluator=False, restartPolicy="OnFailure", backoffLimit=4)
     run = Submission(backend, spec)
-    wait_until(lambda: (events(backend, name, "worker", 0, "checkpoint") or [{"step": 0}])[-1]["step"] >= 100,
-               TIMEOUT, "worker 0's checkpoint >= 100")
+    wait_until(
+        lambda: (events(backend, name, "worker", 0, "checkpoint") or [{"step": 0}])[-1]["step"] >= 100,
+        TIMEOUT,
+        "worker 0's checkpoint >= 100",
+    )
     kill_task(backend, name, "worker", 1)
     killed_at = time.time()
     assert run.wait(TIMEOUT) == 0, backend.status(name)
@@ -153,6 +190,8 @@ def test_killed_mwms_worker_restarts_every_worker_from_the_checkpoint(backend, w
         assert gathered == [resumed["step"], resumed["step"]], gathered
     assert final_marker(backend, name)["step"] == STEPS
     first_step = [r for r in attempts(backend, name, "worker", 0)[1] if r["event"] == "first_step"][0]
-    measure(f"fault: SIGKILL MWMS worker-1: worker-0 failed too, both restarted and resumed at "
-            f"step {first_step['step'] - 1}, first step {first_step['wall'] - killed_at:.1f} s "
-            f"after the kill; cluster finished in {run.seconds:.1f} s")
+    measure(
+        f"fault: SIGKILL MWMS worker-1: worker-0 failed too, both restarted and resumed at "
+        f"step {first_step['step'] - 1}, first step {first_step['wall'] - killed_at:.1f} s "
+        f"after the kill; cluster finished in {run.seconds:.1f} s"
+    )

@@ -5,6 +5,7 @@ A local run keeps its model dir in <workdir>/<name>/model. To put two clusters o
 the way Kubernetes does, each run's model/ is a link into one shared directory, at the path
 the spec's model dir has under its volume's mountPath.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,14 +13,13 @@ import posixpath
 from pathlib import Path
 
 import pytest
-
 from local_clusters import Submission, attempts, make_spec, run_files
+
 from worker.errors import EXIT_CONFIG
 
 pytestmark = pytest.mark.process
 
-ARGS = ["--steps", "20", "--checkpoint-every", "10", "--global-batch-size", "32",
-        "--data", "digits"]
+ARGS = ["--steps", "20", "--checkpoint-every", "10", "--global-batch-size", "32", "--data", "digits"]
 TIMEOUT = 300
 VOLUME = {"persistentVolumeClaim": {"claimName": "shared"}, "mountPath": "/ckpt"}
 
@@ -36,8 +36,9 @@ def on_shared_volume(backend, spec, shared: Path) -> Path:
 
 
 def spec_of(name, program_args=ARGS, evaluator=False, **checkpoint):
-    return make_spec(name, "mirrored", program_args, evaluator=evaluator,
-                     checkpoint={"volume": VOLUME, **checkpoint}, backoffLimit=3)
+    return make_spec(
+        name, "mirrored", program_args, evaluator=evaluator, checkpoint={"volume": VOLUME, **checkpoint}, backoffLimit=3
+    )
 
 
 def log(backend, name, role="chief") -> str:
@@ -54,8 +55,7 @@ def assert_refused(backend, name, code, role="chief"):
     return chief.reason
 
 
-def test_clusters_on_one_volume_get_their_own_dirs_and_refuse_each_others(
-        backend, tmp_path):
+def test_clusters_on_one_volume_get_their_own_dirs_and_refuse_each_others(backend, tmp_path):
     shared = tmp_path / "volume"
     first, second = spec_of("first"), spec_of("second")
     places = [on_shared_volume(backend, s, shared) for s in (first, second)]
@@ -79,8 +79,9 @@ def test_clusters_on_one_volume_get_their_own_dirs_and_refuse_each_others(
     assert "belongs to cluster default/first (OWNER.json of " in reason
     line = [x for x in log(backend, "third").splitlines() if "error:" in x]
     assert len(line) == 1 and line[0].startswith("tfk8s chief-0: error: model dir "), line
-    assert line[0].endswith(f"or delete {run_files(backend, 'third').dir}/model if default/first's "
-                            "training is no longer needed")
+    assert line[0].endswith(
+        f"or delete {run_files(backend, 'third').dir}/model if default/first's training is no longer needed"
+    )
     print(f"refusal line: {line[0]}")
     assert json.loads((places[0] / "OWNER.json").read_text())["cluster"] == "first"
 
@@ -91,15 +92,20 @@ def test_a_rerun_of_the_same_cluster_resumes_and_another_training_is_refused(bac
     # Same cluster, same training: a no-op, and with more steps it continues.
     assert Submission(backend, spec, replace=True).wait(TIMEOUT) == 0
     assert "training already finished" in log(backend, "again")
-    longer = make_spec("again", "mirrored", [*ARGS[:-2], "--data", "digits", "--steps", "30"],
-                       evaluator=False, backoffLimit=3)
+    longer = make_spec(
+        "again", "mirrored", [*ARGS[:-2], "--data", "digits", "--steps", "30"], evaluator=False, backoffLimit=3
+    )
     assert Submission(backend, longer, replace=True).wait(TIMEOUT) == 0
     starts = [r for r in attempts(backend, "again", "chief", 0)[-1] if r["event"] == "start"]
     assert starts and starts[0]["step"] == 20, starts
     # Another batch size in the same dir: refused, not "already finished".
-    other = make_spec("again", "mirrored", [*ARGS[:4], "--global-batch-size", "16",
-                                             "--data", "digits", "--steps", "30"],
-                      evaluator=False, backoffLimit=3)
+    other = make_spec(
+        "again",
+        "mirrored",
+        [*ARGS[:4], "--global-batch-size", "16", "--data", "digits", "--steps", "30"],
+        evaluator=False,
+        backoffLimit=3,
+    )
     code = Submission(backend, other, replace=True).wait(TIMEOUT)
     reason = assert_refused(backend, "again", code)
     print(f"refusal in status: {reason}")

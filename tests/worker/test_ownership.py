@@ -1,5 +1,6 @@
 """OWNER.json (worker/model_dir/ownership.py): which records a task accepts, and the claim itself on a
 real directory through tf.io.gfile."""
+
 from __future__ import annotations
 
 import json
@@ -7,18 +8,25 @@ import json
 import pytest
 
 from worker import args, errors
-from worker.model_dir import ownership
 from worker.context import TaskContext
 from worker.contract import Role, Strategy
+from worker.model_dir import ownership
 
 ARGS = ["--steps", "20", "--data", "digits"]
 
 
-def task(model_dir: str, name: str = "a", namespace: str = "default",
-         role: Role = Role.CHIEF) -> TaskContext:
-    return TaskContext(strategy=Strategy.MIRRORED, role=role, index=0, cluster={},
-                       model_dir=model_dir, program_module="worker.examples.fashion_mnist",
-                       peer_timeout_seconds=1.0, cluster_name=name, namespace=namespace)
+def task(model_dir: str, name: str = "a", namespace: str = "default", role: Role = Role.CHIEF) -> TaskContext:
+    return TaskContext(
+        strategy=Strategy.MIRRORED,
+        role=role,
+        index=0,
+        cluster={},
+        model_dir=model_dir,
+        program_module="worker.examples.fashion_mnist",
+        peer_timeout_seconds=1.0,
+        cluster_name=name,
+        namespace=namespace,
+    )
 
 
 def record(name="a", namespace="default", argv=ARGS) -> dict:
@@ -26,16 +34,29 @@ def record(name="a", namespace="default", argv=ARGS) -> dict:
 
 
 def test_steps_and_saving_do_not_define_the_training():
-    assert record()["fingerprint"] == record(argv=[
-        "--steps", "999", "--checkpoint-every", "7", "--max-checkpoints", "2", "--data",
-        "digits", "--collective", "ring"])["fingerprint"]
+    assert (
+        record()["fingerprint"]
+        == record(
+            argv=[
+                "--steps",
+                "999",
+                "--checkpoint-every",
+                "7",
+                "--max-checkpoints",
+                "2",
+                "--data",
+                "digits",
+                "--collective",
+                "ring",
+            ]
+        )["fingerprint"]
+    )
     assert ownership.conflict("/m", record(), record(argv=["--steps", "40", "--data", "digits"])) is None
 
 
 def test_the_fit_loops_epoch_length_defines_it():
     fit = ["--loop", "fit", "--data", "digits"]
-    assert record(argv=fit)["fingerprint"] != record(argv=[*fit, "--checkpoint-every", "7"])[
-        "fingerprint"]
+    assert record(argv=fit)["fingerprint"] != record(argv=[*fit, "--checkpoint-every", "7"])["fingerprint"]
 
 
 def test_another_clusters_record_is_refused_whatever_its_training():
@@ -44,28 +65,35 @@ def test_another_clusters_record_is_refused_whatever_its_training():
         "model dir /m belongs to cluster team/b (OWNER.json of 1970-01-01 00:00:00 UTC): two "
         "clusters in one dir restore each other's checkpoints. Set checkpoint.dir to another "
         "dir (unset, each cluster gets its own), or delete /m if team/b's training is no "
-        "longer needed")
+        "longer needed"
+    )
     assert "\n" not in line and len(line) < 400  # one line, whole in `status`
 
 
 def test_another_training_of_the_same_cluster_is_refused():
     line = ownership.conflict("/m", record(), record(argv=[*ARGS, "--global-batch-size", "32"]))
-    assert line.startswith("model dir /m holds another training of default/a (OWNER.json of "
-                           "1970-01-01 00:00:00 UTC: --global-batch-size 64 there, 32 now)")
-    assert line.endswith("Run with the earlier arguments, set checkpoint.dir to another dir, "
-                         "or delete /m to start over")
+    assert line.startswith(
+        "model dir /m holds another training of default/a (OWNER.json of "
+        "1970-01-01 00:00:00 UTC: --global-batch-size 64 there, 32 now)"
+    )
+    assert line.endswith(
+        "Run with the earlier arguments, set checkpoint.dir to another dir, or delete /m to start over"
+    )
 
 
 def test_the_writer_claims_an_empty_dir_and_a_rerun_accepts_it(tmp_path):
     options = args.parse(ARGS)
     assert ownership.check(task(str(tmp_path)), options) is True
     written = json.loads((tmp_path / "OWNER.json").read_text())
-    assert (written["namespace"], written["cluster"], written["written_by"]) == (
-        "default", "a", "chief-0")
-    assert written["training"] == {"program": "worker.examples.fashion_mnist",
-                                   "strategy": "mirrored", "loop": "custom",
-                                   "global_batch_size": 64, "data": "digits",
-                                   "mixed_precision": False}
+    assert (written["namespace"], written["cluster"], written["written_by"]) == ("default", "a", "chief-0")
+    assert written["training"] == {
+        "program": "worker.examples.fashion_mnist",
+        "strategy": "mirrored",
+        "loop": "custom",
+        "global_batch_size": 64,
+        "data": "digits",
+        "mixed_precision": False,
+    }
     assert ownership.check(task(str(tmp_path)), args.parse(["--steps", "80", "--data", "digits"]))
     assert json.loads((tmp_path / "OWNER.json").read_text()) == written  # not rewritten
     assert [p.name for p in tmp_path.iterdir()] == ["OWNER.json"]  # no temporary file left
@@ -90,7 +118,8 @@ def test_a_dir_without_a_record_is_adopted_with_a_line(tmp_path, capsys):
     assert ownership.check(task(str(tmp_path)), args.parse(ARGS))
     assert capsys.readouterr().out == (
         f"tfk8s: model dir {tmp_path} has no OWNER.json (written by a tfk8s before owner "
-        "records): adopting it for default/a; its checkpoints are resumed as this cluster's\n")
+        "records): adopting it for default/a; its checkpoints are resumed as this cluster's\n"
+    )
     assert json.loads((tmp_path / "OWNER.json").read_text())["cluster"] == "a"
 
 

@@ -1,5 +1,6 @@
 """A lost peer is not counted against backoffLimit only after this attempt saved progress beyond
 the step it restored (pure: no TF)."""
+
 from worker import errors, progress
 
 

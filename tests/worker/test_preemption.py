@@ -3,19 +3,28 @@ reached, exits EXIT_PREEMPTED, and its restart resumes at exactly that step (0 l
 
 Real TensorFlow clusters run by LocalBackend; the signal is what Kubernetes sends.
 """
+
 from __future__ import annotations
 
 import signal
 import time
 from pathlib import Path
 
-import pytest
-
 import gce_metadata
+import pytest
 from local_clusters import (
-    SMALL_PROGRAM, Submission, assert_no_task_processes, attempts, final_marker, kill_task,
-    make_spec, measure, run_files, wait_until,
+    SMALL_PROGRAM,
+    Submission,
+    assert_no_task_processes,
+    attempts,
+    final_marker,
+    kill_task,
+    make_spec,
+    measure,
+    run_files,
+    wait_until,
 )
+
 from worker.errors import EXIT_PREEMPTED
 
 pytestmark = pytest.mark.process
@@ -26,15 +35,28 @@ TIMEOUT = 420
 
 
 def args(loop: str) -> list[str]:
-    return ["--loop", loop, "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
-            "--global-batch-size", "64", "--data", "digits"]
+    return [
+        "--loop",
+        loop,
+        "--steps",
+        str(STEPS),
+        "--checkpoint-every",
+        str(EVERY),
+        "--global-batch-size",
+        "64",
+        "--data",
+        "digits",
+    ]
 
 
 def progress_step(backend, name, role, index) -> int:
     """The highest step the task's current attempt has reported."""
     runs = attempts(backend, name, role, index)
-    steps = [r["step"] for r in (runs[-1] if runs else [])
-             if r["event"] in ("first_step", "block", "epoch") and r.get("step") is not None]
+    steps = [
+        r["step"]
+        for r in (runs[-1] if runs else [])
+        if r["event"] in ("first_step", "block", "epoch") and r.get("step") is not None
+    ]
     return max(steps, default=0)
 
 
@@ -42,14 +64,11 @@ CASES = {
     # name: (strategy, loop, role, index that gets SIGTERM, the trainers that restart, GCE node)
     "ps-custom": ("parameter_server", "custom", "chief", 0, [("chief", 0)], False),
     "ps-fit": ("parameter_server", "fit", "chief", 0, [("chief", 0)], False),
-    "mwms-custom-w0": ("multi_worker_mirrored", "custom", "worker", 0,
-                       [("worker", 0), ("worker", 1)], False),
+    "mwms-custom-w0": ("multi_worker_mirrored", "custom", "worker", 0, [("worker", 0), ("worker", 1)], False),
     # On a GCE/GKE node TF's own PreemptionCheckpointHandler neither restores nor watches
     # SIGTERM (worker/lifecycle/agreement.py): the synchronous loops must not depend on it.
-    "mwms-custom-w1-gce": ("multi_worker_mirrored", "custom", "worker", 1,
-                           [("worker", 0), ("worker", 1)], True),
-    "mwms-fit-w1-gce": ("multi_worker_mirrored", "fit", "worker", 1,
-                        [("worker", 0), ("worker", 1)], True),
+    "mwms-custom-w1-gce": ("multi_worker_mirrored", "custom", "worker", 1, [("worker", 0), ("worker", 1)], True),
+    "mwms-fit-w1-gce": ("multi_worker_mirrored", "fit", "worker", 1, [("worker", 0), ("worker", 1)], True),
     "mirrored-custom-gce": ("mirrored", "custom", "chief", 0, [("chief", 0)], True),
     "mirrored-fit-gce": ("mirrored", "fit", "chief", 0, [("chief", 0)], True),
 }
@@ -68,8 +87,7 @@ def gce_node(monkeypatch):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_sigterm_saves_the_current_step_and_the_restart_resumes_there(backend, workdir, case,
-                                                                      request):
+def test_sigterm_saves_the_current_step_and_the_restart_resumes_there(backend, workdir, case, request):
     strategy, loop, role, index, trainers, gce = CASES[case]
     if gce:
         request.getfixturevalue("gce_node")
@@ -78,9 +96,11 @@ def test_sigterm_saves_the_current_step_and_the_restart_resumes_there(backend, w
     spec = make_spec(name, strategy, args(loop), evaluator=False, backoffLimit=0)
     run = Submission(backend, spec)
     # Past the first periodic checkpoint and some way into the next interval.
-    wait_until(lambda: run.still_running()
-               and progress_step(backend, name, trainers[0][0], trainers[0][1]) >= EVERY + 30,
-               TIMEOUT, f"{name} past step {EVERY + 30}")
+    wait_until(
+        lambda: run.still_running() and progress_step(backend, name, trainers[0][0], trainers[0][1]) >= EVERY + 30,
+        TIMEOUT,
+        f"{name} past step {EVERY + 30}",
+    )
     kill_task(backend, name, role, index, signal.SIGTERM)
     sigterm_at = time.time()
     assert run.wait(TIMEOUT) == 0, backend.status(name)
@@ -100,8 +120,7 @@ def test_sigterm_saves_the_current_step_and_the_restart_resumes_there(backend, w
         assert preempted, f"{trainer_role}-{trainer_index} did not save on preemption"
         exit_record = [r for r in first if r["event"] == "exit"][-1]
         assert exit_record["code"] == EXIT_PREEMPTED
-        reached = max(r["step"] for r in first
-                      if r["event"] in ("first_step", "block", "epoch", "checkpoint", "step"))
+        reached = max(r["step"] for r in first if r["event"] in ("first_step", "block", "epoch", "checkpoint", "step"))
         start = [r for r in second if r["event"] == "start"][0]
         # Zero lost steps: the restart starts where the preempted attempt had got to.
         assert start["step"] == preempted[0]["step"] >= reached, (start, preempted, reached)
@@ -117,11 +136,13 @@ def test_sigterm_saves_the_current_step_and_the_restart_resumes_there(backend, w
             resumed_after = first_step["wall"] - sigterm_at
     assert len(preempted_steps) == 1, f"the workers saved different steps: {preempted_steps}"
     step = preempted_steps.pop()
-    measure(f"preemption {case}: SIGTERM to {role}-{index} at step ~{step}: saved step {step} "
-            f"(last periodic checkpoint {step // EVERY * EVERY}), exited {EXIT_PREEMPTED} "
-            f"{stopped_after:.1f} s after the signal; restarted at step {step} (0 lost steps; "
-            f"restored step per trainer {restored}), next step {resumed_after:.1f} s after the "
-            f"signal; cluster took {run.seconds:.1f} s" + (" [GCE node]" if gce else ""))
+    measure(
+        f"preemption {case}: SIGTERM to {role}-{index} at step ~{step}: saved step {step} "
+        f"(last periodic checkpoint {step // EVERY * EVERY}), exited {EXIT_PREEMPTED} "
+        f"{stopped_after:.1f} s after the signal; restarted at step {step} (0 lost steps; "
+        f"restored step per trainer {restored}), next step {resumed_after:.1f} s after the "
+        f"signal; cluster took {run.seconds:.1f} s" + (" [GCE node]" if gce else "")
+    )
 
 
 def test_fit_resumes_and_never_retrains(backend, workdir):
@@ -129,11 +150,22 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
     there) comes back to a model dir with every checkpoint and no marker: it must finish from
     the backup, not train again from epoch 0 with fresh weights. A larger --steps continues."""
     name = "fit-resume"
-    fit_args = ["--loop", "fit", "--steps", "200", "--checkpoint-every", "50",
-                "--global-batch-size", "64", "--data", "digits", "--max-checkpoints", "2"]
+    fit_args = [
+        "--loop",
+        "fit",
+        "--steps",
+        "200",
+        "--checkpoint-every",
+        "50",
+        "--global-batch-size",
+        "64",
+        "--data",
+        "digits",
+        "--max-checkpoints",
+        "2",
+    ]
     small = {"module": SMALL_PROGRAM}  # the model is not the subject
-    spec = make_spec(name, "parameter_server", fit_args, evaluator=False,
-                     program={**small, "args": fit_args})
+    spec = make_spec(name, "parameter_server", fit_args, evaluator=False, program={**small, "args": fit_args})
     assert Submission(backend, spec).wait(TIMEOUT) == 0, backend.status(name)
     model = run_files(backend, name).dir / "model"
     checkpoints = sorted(p.name for p in (model / "checkpoints").glob("ckpt-*.index"))
@@ -147,15 +179,16 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
     assert final_marker(backend, name)["step"] == 200
 
     longer_args = [a if a != "200" else "300" for a in fit_args]
-    longer = make_spec(name, "parameter_server", longer_args, evaluator=False,
-                       program={**small, "args": longer_args})
+    longer = make_spec(name, "parameter_server", longer_args, evaluator=False, program={**small, "args": longer_args})
     assert Submission(backend, longer, replace=True).wait(TIMEOUT) == 0, backend.status(name)
     more = attempts(backend, name, "chief", 0)[-1]
     assert [r["step"] for r in more if r["event"] == "start"] == [200]
     assert [r["step"] for r in more if r["event"] == "epoch"] == [250, 300]
     assert final_marker(backend, name)["step"] == 300
-    measure("fit resume: chief back after fit returned: 0 epochs retrained, FINAL at step 200; "
-            "rerun with --steps 300 continued from step 200 (epochs at 250, 300)")
+    measure(
+        "fit resume: chief back after fit returned: 0 epochs retrained, FINAL at step 200; "
+        "rerun with --steps 300 continued from step 200 (epochs at 250, 300)"
+    )
 
 
 def _free_port() -> int:
@@ -177,21 +210,35 @@ def _start_ps_as_pid_1(tmp_path, chief_address: str, **env_extra):
 
     import psutil
 
-    from launcher.spec.loader import load_text
     from launcher.plan.plan import task_env
+    from launcher.spec.loader import load_text
 
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) for a PID namespace")
-    spec = load_text("name: pid1\nstrategy: parameter_server\nworkload: jobset\n"
-                     "roles: {chief: {replicas: 1}, worker: {replicas: 1}, ps: {replicas: 1}}\n")
-    env = {**os.environ, **task_env(spec, "ps", str(tmp_path / "model")), **env_extra,
-           "TF_CONFIG": json.dumps({"cluster": {"chief": [chief_address], "worker": ["127.0.0.1:2"],
-                                                "ps": [f"127.0.0.1:{_free_port()}"]},
-                                    "task": {"type": "ps", "index": 0}}),
-           "TFK8S_TASK_INDEX": "0"}
-    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-m", "worker"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=Path(__file__).resolve().parents[2])
+    spec = load_text(
+        "name: pid1\nstrategy: parameter_server\nworkload: jobset\n"
+        "roles: {chief: {replicas: 1}, worker: {replicas: 1}, ps: {replicas: 1}}\n"
+    )
+    env = {
+        **os.environ,
+        **task_env(spec, "ps", str(tmp_path / "model")),
+        **env_extra,
+        "TF_CONFIG": json.dumps(
+            {
+                "cluster": {"chief": [chief_address], "worker": ["127.0.0.1:2"], "ps": [f"127.0.0.1:{_free_port()}"]},
+                "task": {"type": "ps", "index": 0},
+            }
+        ),
+        "TFK8S_TASK_INDEX": "0",
+    }
+    proc = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-m", "worker"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     lines = []
     for line in proc.stdout:
         lines.append(line)
@@ -228,13 +275,14 @@ def test_ps_keeps_serving_while_the_chief_saves(tmp_path):
     """The whole cluster preempted at once: the chief saves the current step from the ps'
     variables, so the ps serves on after SIGTERM while the chief's port answers, and leaves
     (143) as soon as the chief has gone, well before TFK8S_SERVER_LINGER_SECONDS."""
-    code, seconds, rest = _sigterm_ps_while_the_chief_is_up(tmp_path, 3,
-                                                            TFK8S_SERVER_LINGER_SECONDS="60")
+    code, seconds, rest = _sigterm_ps_while_the_chief_is_up(tmp_path, 3, TFK8S_SERVER_LINGER_SECONDS="60")
     assert code == EXIT_PREEMPTED, rest[-3000:]
     assert "serving while the chief is up" in rest
     assert seconds < 10, seconds
-    measure(f"ps after SIGTERM: served on while the chief was up (3 s), exited {code} "
-            f"{seconds:.2f} s after the chief's port closed")
+    measure(
+        f"ps after SIGTERM: served on while the chief was up (3 s), exited {code} "
+        f"{seconds:.2f} s after the chief's port closed"
+    )
 
 
 def test_ps_lingers_for_the_pods_grace_not_10_s(tmp_path):
@@ -245,8 +293,10 @@ def test_ps_lingers_for_the_pods_grace_not_10_s(tmp_path):
     assert code == EXIT_PREEMPTED, rest[-3000:]
     assert "at most 115 s" in rest, rest[-3000:]
     assert seconds < 10, seconds
-    measure(f"ps after SIGTERM, linger from the plan (115 s): served on 13 s while the chief was "
-            f"up, exited {code} {seconds:.2f} s after the chief's port closed")
+    measure(
+        f"ps after SIGTERM, linger from the plan (115 s): served on 13 s while the chief was "
+        f"up, exited {code} {seconds:.2f} s after the chief's port closed"
+    )
 
 
 def _sigterm_ps_while_the_chief_is_up(tmp_path, serve_seconds: float, **env):
@@ -264,8 +314,9 @@ def _sigterm_ps_while_the_chief_is_up(tmp_path, serve_seconds: float, **env):
         server.send_signal(signal.SIGTERM)
         time.sleep(serve_seconds)
         if proc.poll() is not None:
-            raise AssertionError(f"the ps left ({proc.returncode}) while the chief was still up:\n"
-                                 + proc.stdout.read()[-3000:])
+            raise AssertionError(
+                f"the ps left ({proc.returncode}) while the chief was still up:\n" + proc.stdout.read()[-3000:]
+            )
         chief.close()
         gone = time.monotonic()
         code = proc.wait(timeout=30)
@@ -297,14 +348,21 @@ def test_mwms_sigterm_while_the_strategy_waits_for_a_late_peer_exits_143(tmp_pat
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
 
     def start(index: int) -> tuple[subprocess.Popen, list[str], threading.Event]:
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-               "TFK8S_STRATEGY": "multi_worker_mirrored", "TFK8S_PROGRAM": SMALL_PROGRAM,
-               "TFK8S_MODEL_DIR": str(tmp_path / "model"),
-               "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker",
-                                                                     "index": index}})}
-        proc = subprocess.Popen([sys.executable, "-m", "worker", "--steps", "20", "--data",
-                                 "digits"], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+            "TFK8S_STRATEGY": "multi_worker_mirrored",
+            "TFK8S_PROGRAM": SMALL_PROGRAM,
+            "TFK8S_MODEL_DIR": str(tmp_path / "model"),
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "worker", "--steps", "20", "--data", "digits"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         lines: list[str] = []
         waiting = threading.Event()
 
@@ -336,6 +394,8 @@ def test_mwms_sigterm_while_the_strategy_waits_for_a_late_peer_exits_143(tmp_pat
     output = "".join(lines)
     assert code == EXIT_PREEMPTED, output[-3000:]
     assert '"event": "preempted"' in output and '"event": "start"' not in output, output[-3000:]
-    measure(f"MWMS worker SIGTERMed inside the strategy's wait for a late peer: exit {code} "
-            f"{seconds:.1f} s after the signal, as the late peer joined (before: swallowed, "
-            "trained on to the SIGKILL)")
+    measure(
+        f"MWMS worker SIGTERMed inside the strategy's wait for a late peer: exit {code} "
+        f"{seconds:.1f} s after the signal, as the late peer joined (before: swallowed, "
+        "trained on to the SIGKILL)"
+    )

@@ -1,5 +1,6 @@
 """What a user sees of a real local PS run: the view on the terminal, the training fields of
 `status -o json` while it trains and after it ended, every task's raw log behind `logs --all`."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from local_clusters import REPO_ROOT, make_spec, measure
 
 pytestmark = pytest.mark.process
@@ -17,8 +17,9 @@ STEPS = 600
 
 
 def launcher(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT
+    )
 
 
 def status_json(name: str, workdir) -> dict:
@@ -29,17 +30,32 @@ def status_json(name: str, workdir) -> dict:
 
 def test_status_reports_training_while_it_runs_and_after_it_ended(tmp_path):
     name, workdir = "view", tmp_path / "work"
-    spec = make_spec(name, "parameter_server",
-                     ["--steps", str(STEPS), "--checkpoint-every", "100",
-                      "--global-batch-size", "64", "--data", "digits"],
-                     env={"TFK8S_PROGRESS_SECONDS": "1"})
+    spec = make_spec(
+        name,
+        "parameter_server",
+        ["--steps", str(STEPS), "--checkpoint-every", "100", "--global-batch-size", "64", "--data", "digits"],
+        env={"TFK8S_PROGRESS_SECONDS": "1"},
+    )
     spec_file = tmp_path / "cluster.yaml"
     spec_file.write_text(json.dumps(spec.model_dump(mode="json", by_alias=True)))
     terminal = (tmp_path / "terminal.txt").open("w")
     run = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "submit", str(spec_file), "--local",
-         "--workdir", str(workdir), "--every", "2"],
-        stdout=terminal, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        [
+            sys.executable,
+            "-m",
+            "launcher",
+            "submit",
+            str(spec_file),
+            "--local",
+            "--workdir",
+            str(workdir),
+            "--every",
+            "2",
+        ],
+        stdout=terminal,
+        stderr=subprocess.STDOUT,
+        cwd=REPO_ROOT,
+    )
     seen: list[dict] = []
     try:
         deadline = time.monotonic() + 400
@@ -48,8 +64,7 @@ def test_status_reports_training_while_it_runs_and_after_it_ended(tmp_path):
         while run.poll() is None and time.monotonic() < deadline and len(seen) < 2:
             if (workdir / name / "status.json").exists():
                 training = status_json(name, workdir)["training"]
-                if training and training["step"] and training["step"] < STEPS \
-                        and training.get("stepsPerSecond"):
+                if training and training["step"] and training["step"] < STEPS and training.get("stepsPerSecond"):
                     if not seen or training["step"] > seen[-1]["step"]:
                         seen.append(training)
             time.sleep(1.0)
@@ -91,8 +106,10 @@ def test_status_reports_training_while_it_runs_and_after_it_ended(tmp_path):
     # the logs, where `logs --all` shows it behind each task's name.
     shown = (tmp_path / "terminal.txt").read_text().splitlines()
     raw = launcher("logs", name, "--all", "--local", "--workdir", str(workdir)).stdout.splitlines()
-    measure(f"MEASURE local PS run ({STEPS} steps): {len(shown)} lines on the terminal, "
-            f"{len(raw)} in logs --all; {len(seen)} distinct steps seen by status while training")
+    measure(
+        f"MEASURE local PS run ({STEPS} steps): {len(shown)} lines on the terminal, "
+        f"{len(raw)} in logs --all; {len(seen)} distinct steps seen by status while training"
+    )
     assert not [x for x in shown if "tfk8s-progress" in x or "oneDNN" in x], shown
     assert any(x.startswith("[Running]") and f"/{STEPS}" in x for x in shown), shown
     assert shown[-1].startswith("[Succeeded]") or "[Succeeded]" in "\n".join(shown[-3:])

@@ -1,6 +1,7 @@
 """After SIGTERM a ps serves while the chief answers. A chief being deleted leaves its headless
 Service's DNS while it still saves, so the ps also tries the chief's last resolved address
 (worker/ps_server.LastKnownAddress). Real sockets; no TensorFlow process needed."""
+
 from __future__ import annotations
 
 import socket

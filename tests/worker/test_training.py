@@ -1,4 +1,5 @@
 """Every strategy and loop, trained to the end through LocalBackend with real TF processes."""
+
 from __future__ import annotations
 
 import json
@@ -7,18 +8,23 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from local_clusters import (
-    REPO_ROOT, Submission, assert_no_task_processes, events, final_marker, make_spec, measure,
-    metrics, run_files,
+    REPO_ROOT,
+    Submission,
+    assert_no_task_processes,
+    events,
+    final_marker,
+    make_spec,
+    measure,
+    metrics,
+    run_files,
 )
 
 pytestmark = pytest.mark.process
 
 STEPS = 200
 EVERY = 50
-ARGS = ["--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--global-batch-size", "64",
-        "--data", "digits"]
+ARGS = ["--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--global-batch-size", "64", "--data", "digits"]
 CHANCE = 0.1
 MIN_ACCURACY = 0.8  # measured 0.96-0.98 after 200 steps on digits
 PROBES = Path(__file__).parent / "probes"
@@ -51,8 +57,13 @@ def check_evaluated_final(backend, name, loop):
 
 def saved_model_accuracy(backend, name) -> dict:
     path = run_files(backend, name).dir / "model" / "saved_model"
-    done = subprocess.run([sys.executable, str(PROBES / "saved_model_accuracy.py"), str(path)],
-                          capture_output=True, text=True, timeout=180, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, str(PROBES / "saved_model_accuracy.py"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO_ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -70,12 +81,13 @@ def test_parameter_server(backend, workdir, loop):
     assert exported["strategy"] == "_DefaultDistributionStrategy"
     assert exported["accuracy"] > MIN_ACCURACY
     connected = events(backend, name, "chief", 0, "connected")[0]
-    first = (events(backend, name, "chief", 0, "first_step")
-             or events(backend, name, "chief", 0, "first_epoch"))[0]
-    measure(f"PS {loop}: final accuracy {final['accuracy']:.3f} at step {final['step']}, "
-            f"SavedModel accuracy {exported['accuracy']:.3f}, chief connected at "
-            f"{connected['t']:.1f} s, first {'step' if loop == 'custom' else 'epoch'} at "
-            f"{first['t']:.1f} s, cluster wall time {run.seconds:.1f} s")
+    first = (events(backend, name, "chief", 0, "first_step") or events(backend, name, "chief", 0, "first_epoch"))[0]
+    measure(
+        f"PS {loop}: final accuracy {final['accuracy']:.3f} at step {final['step']}, "
+        f"SavedModel accuracy {exported['accuracy']:.3f}, chief connected at "
+        f"{connected['t']:.1f} s, first {'step' if loop == 'custom' else 'epoch'} at "
+        f"{first['t']:.1f} s, cluster wall time {run.seconds:.1f} s"
+    )
 
 
 @pytest.mark.parametrize("loop", ["custom", "fit"])
@@ -93,8 +105,10 @@ def test_multi_worker_mirrored(backend, workdir, loop):
         assert not temporary.is_relative_to(model_dir)
         assert not temporary.exists(), f"worker 1's temporary checkpoints left in {temporary}"
     assert saved_model_accuracy(backend, name)["accuracy"] > MIN_ACCURACY
-    measure(f"MWMS {loop}: final accuracy {final['accuracy']:.3f} at step {final['step']}, "
-            f"cluster wall time {run.seconds:.1f} s")
+    measure(
+        f"MWMS {loop}: final accuracy {final['accuracy']:.3f} at step {final['step']}, "
+        f"cluster wall time {run.seconds:.1f} s"
+    )
 
 
 def test_mirrored(backend, workdir):
@@ -103,8 +117,10 @@ def test_mirrored(backend, workdir):
     final = check_evaluated_final(backend, name, "custom")
     devices = events(backend, name, "chief", 0, "devices")[0]
     assert devices["replicas"] >= 1
-    measure(f"mirrored custom ({devices['replicas']} device(s)): final accuracy "
-            f"{final['accuracy']:.3f}, cluster wall time {run.seconds:.1f} s")
+    measure(
+        f"mirrored custom ({devices['replicas']} device(s)): final accuracy "
+        f"{final['accuracy']:.3f}, cluster wall time {run.seconds:.1f} s"
+    )
 
 
 def test_resubmitting_a_finished_cluster_is_a_no_op(backend, workdir):
@@ -121,8 +137,9 @@ def test_resubmitting_a_finished_cluster_is_a_no_op(backend, workdir):
 
 def test_loss_scaling_matches_one_replica():
     """Same global batch: 2 replicas' summed loss and gradients equal one replica's."""
-    done = subprocess.run([sys.executable, str(PROBES / "loss_scaling.py")],
-                          capture_output=True, text=True, timeout=180, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, str(PROBES / "loss_scaling.py")], capture_output=True, text=True, timeout=180, cwd=REPO_ROOT
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["replicas"] == 2 and result["per_replica_examples"] == [8, 8]
@@ -130,6 +147,8 @@ def test_loss_scaling_matches_one_replica():
     assert result["max_gradient_difference"] <= 1e-5 * max(1.0, result["max_gradient"])
     # The check can fail: averaging per replica instead would double the loss.
     assert result["summed_per_replica_means"] == pytest.approx(2 * result["single_loss"], rel=1e-2)
-    measure(f"loss scaling: 1 replica loss {result['single_loss']:.6f}, 2 replicas "
-            f"{result['distributed_loss']:.6f}, max gradient difference "
-            f"{result['max_gradient_difference']:.2e}")
+    measure(
+        f"loss scaling: 1 replica loss {result['single_loss']:.6f}, 2 replicas "
+        f"{result['distributed_loss']:.6f}, max gradient difference "
+        f"{result['max_gradient_difference']:.2e}"
+    )

@@ -1,4 +1,5 @@
 """`python -m worker` before TensorFlow: arguments, environment, peers (plain processes, fast)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import threading
 import time
 
 import pytest
-
 from local_clusters import REPO_ROOT
+
 from worker import context, errors
 from worker.lifecycle import peers
 
@@ -20,8 +21,9 @@ def run_worker(args, env_overrides, timeout=60):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TFK8S_", "TF_CONFIG"))}
     env.update(env_overrides)
     env["PYTHONPATH"] = str(REPO_ROOT)
-    return subprocess.run([sys.executable, "-m", "worker", *args], env=env, cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "worker", *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def closed_port() -> int:
@@ -33,8 +35,16 @@ def closed_port() -> int:
 def test_help_documents_every_program_argument():
     done = run_worker(["--help"], {})
     assert done.returncode == 0
-    for flag in ("--loop", "--steps", "--global-batch-size", "--checkpoint-every", "--data",
-                 "--max-checkpoints", "TFK8S_PEER_TIMEOUT", "exit codes"):
+    for flag in (
+        "--loop",
+        "--steps",
+        "--global-batch-size",
+        "--checkpoint-every",
+        "--data",
+        "--max-checkpoints",
+        "TFK8S_PEER_TIMEOUT",
+        "exit codes",
+    ):
         assert flag in done.stdout
 
 
@@ -46,15 +56,21 @@ def test_missing_environment_is_one_clear_error():
 
 
 def test_chief_names_every_unreachable_peer_after_the_timeout():
-    cluster = {"chief": [f"127.0.0.1:{closed_port()}"],
-               "worker": [f"127.0.0.1:{closed_port()}", "no-such-host.invalid:2222"],
-               "ps": [f"127.0.0.1:{closed_port()}"]}
+    cluster = {
+        "chief": [f"127.0.0.1:{closed_port()}"],
+        "worker": [f"127.0.0.1:{closed_port()}", "no-such-host.invalid:2222"],
+        "ps": [f"127.0.0.1:{closed_port()}"],
+    }
     started = time.monotonic()
-    done = run_worker([], {
-        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}),
-        "TFK8S_STRATEGY": "parameter_server", "TFK8S_MODEL_DIR": "/tmp/unused",
-        "TFK8S_PEER_TIMEOUT": "2",
-    })
+    done = run_worker(
+        [],
+        {
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}),
+            "TFK8S_STRATEGY": "parameter_server",
+            "TFK8S_MODEL_DIR": "/tmp/unused",
+            "TFK8S_PEER_TIMEOUT": "2",
+        },
+    )
     assert done.returncode == errors.EXIT_PEERS_UNREACHABLE, done.stderr
     assert time.monotonic() - started < 20  # no TensorFlow import before the wait
     message = [line for line in done.stderr.splitlines() if "error:" in line]
@@ -69,8 +85,15 @@ def test_who_waits_for_whom():
     cluster = {"chief": ["c:1"], "worker": ["w0:1", "w1:1"], "ps": ["p:1"]}
 
     def task(strategy, role, index):
-        return context.TaskContext(strategy=strategy, role=role, index=index, cluster=cluster,
-                                   model_dir="/m", program_module="x", peer_timeout_seconds=1)
+        return context.TaskContext(
+            strategy=strategy,
+            role=role,
+            index=index,
+            cluster=cluster,
+            model_dir="/m",
+            program_module="x",
+            peer_timeout_seconds=1,
+        )
 
     names = lambda t: [p.name for p in peers.peers_needed(t)]  # noqa: E731
     assert names(task("parameter_server", "chief", 0)) == ["worker-0", "worker-1", "ps-0"]
@@ -104,13 +127,16 @@ def test_mwms_workers_find_each_other_before_any_server_runs():
             sock.bind(("", peers.split_address(address)[1]))
 
 
-@pytest.mark.parametrize("tf_config, problem", [
-    ("{not json", "not valid JSON"),
-    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}',
-     "worker-3 is not in the cluster"),
-    ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 0}}', "does not run under"),
-])
+@pytest.mark.parametrize(
+    "tf_config, problem",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}', "worker-3 is not in the cluster"),
+        ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 0}}', "does not run under"),
+    ],
+)
 def test_tf_config_problems(tf_config, problem):
     with pytest.raises(errors.ConfigError, match=problem):
-        context.from_environment({"TF_CONFIG": tf_config, "TFK8S_STRATEGY": "multi_worker_mirrored",
-                                  "TFK8S_MODEL_DIR": "/m"})
+        context.from_environment(
+            {"TF_CONFIG": tf_config, "TFK8S_STRATEGY": "multi_worker_mirrored", "TFK8S_MODEL_DIR": "/m"}
+        )

@@ -4,15 +4,16 @@ its next save instead of writing the model dir alongside its replacement (worker
 Real TensorFlow clusters run by LocalBackend. The replacement's start is played by taking the
 lease the way a new writer does (Lease.take in this process) while the old chief trains.
 """
+
 from __future__ import annotations
 
 import pytest
-
 from local_clusters import Submission, attempts, events, make_spec, measure, run_files, wait_until
-from worker.model_dir import writer_lease
+
 from worker.context import TaskContext
 from worker.contract import Role, Strategy
 from worker.errors import EXIT_SUPERSEDED
+from worker.model_dir import writer_lease
 
 pytestmark = pytest.mark.process
 
@@ -26,27 +27,52 @@ CASES = {  # name: (strategy, loop)
 
 def _step(backend, name) -> int:
     runs = attempts(backend, name, "chief", 0)
-    return max((r["step"] for r in (runs[-1] if runs else [])
-                if r["event"] in ("first_step", "block", "epoch") and r.get("step") is not None),
-               default=0)
+    return max(
+        (
+            r["step"]
+            for r in (runs[-1] if runs else [])
+            if r["event"] in ("first_step", "block", "epoch") and r.get("step") is not None
+        ),
+        default=0,
+    )
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_replaced_writer_stops_at_its_next_save(backend, case):
     strategy, loop = CASES[case]
     name = f"lease-{case}"
-    spec = make_spec(name, strategy, ["--loop", loop, "--steps", str(STEPS), "--checkpoint-every",
-                                      str(EVERY), "--global-batch-size", "64", "--data", "digits"],
-                     evaluator=False, backoffLimit=0)
+    spec = make_spec(
+        name,
+        strategy,
+        [
+            "--loop",
+            loop,
+            "--steps",
+            str(STEPS),
+            "--checkpoint-every",
+            str(EVERY),
+            "--global-batch-size",
+            "64",
+            "--data",
+            "digits",
+        ],
+        evaluator=False,
+        backoffLimit=0,
+    )
     run = Submission(backend, spec)
-    wait_until(lambda: run.still_running() and _step(backend, name) >= EVERY, TIMEOUT,
-               f"{name} at step {EVERY}")
+    wait_until(lambda: run.still_running() and _step(backend, name) >= EVERY, TIMEOUT, f"{name} at step {EVERY}")
     model_dir = run_files(backend, name).dir / "model"
     old = writer_lease.Lease(str(model_dir), {"token": "?"}).holder()
     assert old is not None and old["task"] == "chief-0", old
-    replacement = TaskContext(strategy=Strategy(strategy), role=Role.CHIEF, index=0, cluster={},
-                              model_dir=str(model_dir), program_module="unused",
-                              peer_timeout_seconds=1)
+    replacement = TaskContext(
+        strategy=Strategy(strategy),
+        role=Role.CHIEF,
+        index=0,
+        cluster={},
+        model_dir=str(model_dir),
+        program_module="unused",
+        peer_timeout_seconds=1,
+    )
     taken = writer_lease.Lease.take(replacement)
     taken_at_step = _step(backend, name)
 
@@ -58,5 +84,7 @@ def test_a_replaced_writer_stops_at_its_next_save(backend, case):
     assert writer_lease.Lease(str(model_dir), {"token": "?"}).holder() == taken.record
     reason = next(r for r in backend.status(name).roles if r.role == "chief").reason
     assert "is now written by chief-0 in pod" in reason and "not saving" in reason, reason
-    measure(f"writer lease, {case}: lease taken over at step {taken_at_step}; old chief exit "
-            f"{EXIT_SUPERSEDED}, last save step {max(saved)}: {reason}")
+    measure(
+        f"writer lease, {case}: lease taken over at step {taken_at_step}; old chief exit "
+        f"{EXIT_SUPERSEDED}, last save step {max(saved)}: {reason}"
+    )

@@ -7,6 +7,7 @@ docs/benchmarks.md), so a cluster trains hundreds of steps in seconds on a lapto
 trying a cluster out, and for tests whose subject is not the model (mixed precision, fit
 resume). `--data`: digits only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,19 +24,22 @@ LEARNING_RATE = 1e-2  # 400 PS steps reached 0.98-0.99 test accuracy
 
 def build_model():
     keras = tf.keras
-    return keras.Sequential([
-        keras.Input(shape=IMAGE_SHAPE),
-        keras.layers.Flatten(),
-        keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(fashion_mnist.NUM_CLASSES),  # logits: the loss applies the softmax
-    ])
+    return keras.Sequential(
+        [
+            keras.Input(shape=IMAGE_SHAPE),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(fashion_mnist.NUM_CLASSES),  # logits: the loss applies the softmax
+        ]
+    )
 
 
 def build_dataset(split: str, batch_size: int, input_context=None, data: str = "digits"):
     if data != "digits":
         raise errors.ConfigError(
             f"--data {data!r}: worker.examples.digits trains on the 8x8 digits only (--data "
-            "digits); for other data use the built-in worker.examples.fashion_mnist")
+            "digits); for other data use the built-in worker.examples.fashion_mnist"
+        )
     images, labels = _arrays()[fashion_mnist.check_split(split)]
     return fashion_mnist.pipeline(images, labels, split, batch_size, input_context)
 

@@ -11,6 +11,7 @@ Implements the interface in worker/program.py. Data sources (the worker's --data
 All sources give uint8 images; batches are scaled to [0, 1] float32 in the pipeline, which keeps
 the arrays the parameter-server coordinator ships to each worker 4x smaller.
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,16 +35,18 @@ SYNTHETIC_TEST_EXAMPLES = 512
 
 def build_model():
     keras = tf.keras
-    return keras.Sequential([
-        keras.Input(shape=IMAGE_SHAPE),
-        keras.layers.Conv2D(32, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(64, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(),
-        keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(NUM_CLASSES),  # logits: the loss applies the softmax
-    ])
+    return keras.Sequential(
+        [
+            keras.Input(shape=IMAGE_SHAPE),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(NUM_CLASSES),  # logits: the loss applies the softmax
+        ]
+    )
 
 
 def build_optimizer():
@@ -89,9 +92,7 @@ def load_arrays(data: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return _fashion_mnist()
     if data.endswith(".npz"):
         return _npz(data)
-    raise errors.ConfigError(
-        f"--data {data!r}: use digits, synthetic, fashion_mnist or a path to a .npz file"
-    )
+    raise errors.ConfigError(f"--data {data!r}: use digits, synthetic, fashion_mnist or a path to a .npz file")
 
 
 def _digits():
@@ -129,7 +130,8 @@ def digits_csv_path() -> Path:
     raise errors.ConfigError(
         f"--data digits reads scikit-learn's digits.csv.gz: not found at {IMAGE_DIGITS_CSV}, "
         f"{ENV_DIGITS_CSV} nor "
-        "in an installed scikit-learn; pip install scikit-learn, or use --data synthetic")
+        "in an installed scikit-learn; pip install scikit-learn, or use --data synthetic"
+    )
 
 
 def digits_8x8() -> tuple[np.ndarray, np.ndarray]:
@@ -177,14 +179,13 @@ def _fashion_mnist():
 
 def _npz(path: str):
     if not os.path.exists(path):
-        raise errors.ConfigError(f"--data {path}: no such file on this task's filesystem: "
-                                 "mount it into the pod, or copy it there")
+        raise errors.ConfigError(
+            f"--data {path}: no such file on this task's filesystem: mount it into the pod, or copy it there"
+        )
     with np.load(path) as arrays:
         missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in arrays]
         if missing:
-            raise errors.ConfigError(
-                f"--data {path}: missing arrays {', '.join(missing)} (has {', '.join(arrays)})"
-            )
+            raise errors.ConfigError(f"--data {path}: missing arrays {', '.join(missing)} (has {', '.join(arrays)})")
         return {
             "train": _as_images(arrays["x_train"], arrays["y_train"]),
             "test": _as_images(arrays["x_test"], arrays["y_test"]),

@@ -6,6 +6,7 @@ checkpoint and exits. Ending the servers is the launcher's job (examples/byo.yam
 
     python -m worker.examples.plain_ps --steps 200 --model-dir /ckpt/byo-ps
 """
+
 import argparse
 import os
 
@@ -23,8 +24,12 @@ def main() -> None:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type in ("worker", "ps"):
         server = tf.distribute.Server(
-            resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
-            protocol=resolver.rpc_layer or "grpc", start=True)
+            resolver.cluster_spec(),
+            job_name=resolver.task_type,
+            task_index=resolver.task_id,
+            protocol=resolver.rpc_layer or "grpc",
+            start=True,
+        )
         print(f"{resolver.task_type} {resolver.task_id} serving", flush=True)
         server.join()
         return
@@ -49,6 +54,7 @@ def main() -> None:
                 loss = tf.reduce_mean(tf.square(tf.matmul(x, weights) - y))
             optimizer.apply_gradients([(tape.gradient(loss, weights), weights)])
             return loss
+
         return strategy.run(replica_fn, args=next(it))
 
     for _ in range(args.steps):

@@ -15,14 +15,15 @@ worker after the same step; when it is positive, they all save that step and exi
 EXIT_PREEMPTED. The flag is one float per replica in the step's own function (the custom loop)
 or in one small function after each batch (Model.fit, whose step is tf_keras's).
 """
+
 from __future__ import annotations
 
 import tensorflow as tf
 
 from worker import errors, progress
+from worker.context import TaskContext
 from worker.lifecycle import preemption
 from worker.model_dir import layout
-from worker.context import TaskContext
 
 
 def flag() -> tf.Tensor:

@@ -16,6 +16,7 @@ wait, so two workers would each wait for the other's closed port forever. Each M
 therefore holds its own port open with a plain listening socket while it waits (see
 `hold_own_port`), and closes it just before TensorFlow binds the same port.
 """
+
 from __future__ import annotations
 
 import socket
@@ -108,8 +109,10 @@ def wait_for_peers(
     reasons: dict[str, str] = {}
     last_status = start
     if pending:
-        log(f"tfk8s: waiting up to {timeout_seconds:g} s for peers: "
-            + ", ".join(f"{p.name} ({p.address})" for p in peers))
+        log(
+            f"tfk8s: waiting up to {timeout_seconds:g} s for peers: "
+            + ", ".join(f"{p.name} ({p.address})" for p in peers)
+        )
     while pending:
         for name, peer in list(pending.items()):
             reason = problem(peer)
@@ -121,9 +124,7 @@ def wait_for_peers(
             break
         now = clock()
         if now - start >= timeout_seconds:
-            missing = "; ".join(
-                f"{p.name} at {p.address}: {reasons[name]}" for name, p in pending.items()
-            )
+            missing = "; ".join(f"{p.name} at {p.address}: {reasons[name]}" for name, p in pending.items())
             raise errors.PeersUnreachable(
                 f"{len(pending)} of {len(peers)} peers unreachable after {timeout_seconds:g} s "
                 f"(TFK8S_PEER_TIMEOUT): {missing}. Check that those tasks are running "
@@ -131,8 +132,10 @@ def wait_for_peers(
                 "addresses; raise peerTimeoutSeconds in the spec if they start slowly"
             )
         if now - last_status >= STATUS_EVERY_SECONDS:
-            log(f"tfk8s: still waiting after {now - start:.0f} s for: "
-                + ", ".join(f"{name} ({reasons[name]})" for name in pending))
+            log(
+                f"tfk8s: still waiting after {now - start:.0f} s for: "
+                + ", ".join(f"{name} ({reasons[name]})" for name in pending)
+            )
             last_status = now
         time.sleep(POLL_SECONDS)
     waited = clock() - start

@@ -21,6 +21,7 @@ replacement. With this module:
 EXIT_PREEMPTED (143) is not a failure: the launcher restarts the task without counting it
 against backoffLimit (a Job podFailurePolicy rule on Kubernetes, the same rule locally).
 """
+
 from __future__ import annotations
 
 import signal

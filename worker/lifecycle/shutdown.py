@@ -7,6 +7,7 @@ custom-loop PS chief (see the notes), and MWMS workers whose peer had already ex
 Everything is written by then, so the loops call exit_now() at their end instead of returning,
 and `__main__` does the same for errors, while the failed frames are still referenced.
 """
+
 from __future__ import annotations
 
 import os

@@ -9,6 +9,7 @@ saves under (`model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE`), an
 is a deterministic failure (CheckpointMismatch, exit 2: no restart can cure it) that names the
 variables and shapes and the two ways out.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -67,37 +68,51 @@ def variables_of(root) -> dict[str, ModelVariable]:
 
 
 def saved_variables(checkpoint_path: str) -> dict[str, tuple]:
-    return {key: tuple(shape) for key, shape in tf.train.list_variables(checkpoint_path)
-            if key.endswith(VARIABLE_SUFFIX) and key not in _CHECKPOINT_OWN}
+    return {
+        key: tuple(shape)
+        for key, shape in tf.train.list_variables(checkpoint_path)
+        if key.endswith(VARIABLE_SUFFIX) and key not in _CHECKPOINT_OWN
+    }
 
 
 def _short(key: str) -> str:
-    return key[:-len(VARIABLE_SUFFIX)]
+    return key[: -len(VARIABLE_SUFFIX)]
 
 
-def differences(model_vars: dict[str, ModelVariable], saved_vars: dict[str, tuple],
-                only_under: tuple[str, ...] = (), ignore_under: tuple[str, ...] = ()) -> list[str]:
+def differences(
+    model_vars: dict[str, ModelVariable],
+    saved_vars: dict[str, tuple],
+    only_under: tuple[str, ...] = (),
+    ignore_under: tuple[str, ...] = (),
+) -> list[str]:
     """What differs, as short phrases, the model's own variables first; empty when the
     checkpoint fits. `only_under` limits the comparison to keys with those prefixes,
     `ignore_under` leaves prefixes out (state created lazily, such as a fit loop's optimizer
     before its first step)."""
 
     def kept(key: str) -> bool:
-        return ((not only_under or key.startswith(only_under))
-                and not (ignore_under and key.startswith(ignore_under)))
+        return (not only_under or key.startswith(only_under)) and not (ignore_under and key.startswith(ignore_under))
 
     def in_order(keys) -> list[str]:  # the model's variables first
         return sorted(keys, key=lambda k: (not ours[k].in_model, ours[k].name))
 
     ours = {k: v for k, v in model_vars.items() if kept(k)}
     theirs = {k: v for k, v in saved_vars.items() if kept(k)}
-    changed = _model_first([(ours[k], f"{ours[k].name} is {_shape(ours[k].shape)} in the model, "
-                                      f"{_shape(theirs[k])} in the checkpoint")
-                            for k in in_order(ours) if k in theirs and ours[k].shape != theirs[k]])
-    added = _model_first([(ours[k], f"{ours[k].name} {_shape(ours[k].shape)}")
-                          for k in in_order(ours) if k not in theirs])
-    removed = [f"{_short(k)} {_shape(theirs[k])}" for k in sorted(theirs, key=lambda k: (
-        not k.startswith("model/"), k)) if k not in ours]
+    changed = _model_first(
+        [
+            (ours[k], f"{ours[k].name} is {_shape(ours[k].shape)} in the model, {_shape(theirs[k])} in the checkpoint")
+            for k in in_order(ours)
+            if k in theirs and ours[k].shape != theirs[k]
+        ]
+    )
+    added = _model_first(
+        [(ours[k], f"{ours[k].name} {_shape(ours[k].shape)}") for k in in_order(ours) if k not in theirs]
+    )
+    removed = [
+        f"{_short(k)} {_shape(theirs[k])}"
+        for k in sorted(theirs, key=lambda k: (not k.startswith("model/"), k))
+        if k not in ours
+    ]
     out = _listed(changed)
     if added:
         out.append("not in the checkpoint: " + "; ".join(_listed(added)))
@@ -124,18 +139,23 @@ def _shape(shape: tuple) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def check(root, checkpoint_path: str | None, model_dir: str, only_under: tuple[str, ...] = (),
-          ignore_under: tuple[str, ...] = ()) -> None:
+def check(
+    root,
+    checkpoint_path: str | None,
+    model_dir: str,
+    only_under: tuple[str, ...] = (),
+    ignore_under: tuple[str, ...] = (),
+) -> None:
     """Raise CheckpointMismatch if the checkpoint at `checkpoint_path` (None: nothing to restore)
     does not fit the variables of `root`."""
     if checkpoint_path is None:
         return
-    found = differences(variables_of(root), saved_variables(checkpoint_path), only_under,
-                        ignore_under)
+    found = differences(variables_of(root), saved_variables(checkpoint_path), only_under, ignore_under)
     if found:
         # The differences first: `status` keeps the first MAX_REASON_CHARS of the line.
         raise errors.CheckpointMismatch(
-            "the model does not fit its checkpoint: " + "; ".join(found)
+            "the model does not fit its checkpoint: "
+            + "; ".join(found)
             + ". The program changed since it was saved: train the changed model in a fresh "
             "model dir (checkpoint.dir), or resubmit the code that wrote "
             f"{checkpoint_path} (model dir {model_dir})"

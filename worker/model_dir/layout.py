@@ -28,6 +28,7 @@ kubeflow/trainer#1658). Design:
   resubmission of a finished cluster is a no-op, whatever the loop. Only after OWNER.json said
   the dir is this cluster's, for this training: another cluster's marker is never "finished".
 """
+
 from __future__ import annotations
 
 import json

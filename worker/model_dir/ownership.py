@@ -20,6 +20,7 @@ steps continues the same training; nor how often to save, keep or all-reduce (ex
   cluster with another training, is refused with one line (ConfigError: exit 2, not retried).
   Other tasks never write the record: without one they go on, the writer decides.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,18 +29,24 @@ import time
 import uuid
 
 from worker import errors
-from worker.model_dir import layout
 from worker.args import Options
 from worker.context import TaskContext
+from worker.model_dir import layout
 
 OWNER = "OWNER.json"
 FORMAT = 1
 # Options fields that define the training: what checkpoints in the dir must agree with.
 TRAINING_ARGS = ("loop", "global_batch_size", "data", "mixed_precision")
 FIT_ONLY_ARGS = ("checkpoint_every",)  # the fit loop's epoch length: checkpoints count epochs
-_FLAGS = {"loop": "--loop", "global_batch_size": "--global-batch-size", "data": "--data",
-          "mixed_precision": "--mixed-precision", "checkpoint_every": "--checkpoint-every",
-          "program": "program.module", "strategy": "strategy"}
+_FLAGS = {
+    "loop": "--loop",
+    "global_batch_size": "--global-batch-size",
+    "data": "--data",
+    "mixed_precision": "--mixed-precision",
+    "checkpoint_every": "--checkpoint-every",
+    "program": "program.module",
+    "strategy": "strategy",
+}
 
 
 def owner_path(model_dir: str) -> str:
@@ -49,8 +56,11 @@ def owner_path(model_dir: str) -> str:
 def training(task: TaskContext, options: Options) -> dict:
     """What defines this task's training (the same on every task of a cluster)."""
     names = TRAINING_ARGS + (FIT_ONLY_ARGS if options.loop == "fit" else ())
-    return {"program": task.program_module, "strategy": str(task.strategy),
-            **{name: getattr(options, name) for name in names}}
+    return {
+        "program": task.program_module,
+        "strategy": str(task.strategy),
+        **{name: getattr(options, name) for name in names},
+    }
 
 
 def fingerprint(defining: dict) -> str:
@@ -59,10 +69,16 @@ def fingerprint(defining: dict) -> str:
 
 def record_for(task: TaskContext, options: Options, now: float | None = None) -> dict:
     defining = training(task, options)
-    return {"format": FORMAT, "namespace": task.namespace, "cluster": task.cluster_name,
-            "training": defining, "fingerprint": fingerprint(defining),
-            "written_by": task.name, "written_at": time.time() if now is None else now,
-            "claim": uuid.uuid4().hex}
+    return {
+        "format": FORMAT,
+        "namespace": task.namespace,
+        "cluster": task.cluster_name,
+        "training": defining,
+        "fingerprint": fingerprint(defining),
+        "written_by": task.name,
+        "written_at": time.time() if now is None else now,
+        "claim": uuid.uuid4().hex,
+    }
 
 
 def _when(record: dict) -> str:
@@ -77,19 +93,26 @@ def conflict(model_dir: str, found: dict, mine: dict) -> str | None:
     it is this cluster's record of this training."""
     owner = f"{found.get('namespace')}/{found.get('cluster')}"
     if (found.get("namespace"), found.get("cluster")) != (mine["namespace"], mine["cluster"]):
-        return (f"model dir {model_dir} belongs to cluster {owner} ({OWNER} of {_when(found)}): "
-                "two clusters in one dir restore each other's checkpoints. Set checkpoint.dir "
-                "to another dir (unset, each cluster gets its own), or delete "
-                f"{model_dir} if {owner}'s training is no longer needed")
+        return (
+            f"model dir {model_dir} belongs to cluster {owner} ({OWNER} of {_when(found)}): "
+            "two clusters in one dir restore each other's checkpoints. Set checkpoint.dir "
+            "to another dir (unset, each cluster gets its own), or delete "
+            f"{model_dir} if {owner}'s training is no longer needed"
+        )
     if found.get("fingerprint") == mine["fingerprint"]:
         return None
     theirs, ours = found.get("training") or {}, mine["training"]
-    changed = [f"{_FLAGS.get(k, k)} {theirs.get(k)!r} there, {ours.get(k)!r} now"
-               for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
-    return (f"model dir {model_dir} holds another training of {owner} ({OWNER} of "
-            f"{_when(found)}: {'; '.join(changed) or 'another fingerprint'}); its checkpoints "
-            "do not fit this one. Run with the earlier arguments, set checkpoint.dir to another "
-            f"dir, or delete {model_dir} to start over")
+    changed = [
+        f"{_FLAGS.get(k, k)} {theirs.get(k)!r} there, {ours.get(k)!r} now"
+        for k in sorted(set(theirs) | set(ours))
+        if theirs.get(k) != ours.get(k)
+    ]
+    return (
+        f"model dir {model_dir} holds another training of {owner} ({OWNER} of "
+        f"{_when(found)}: {'; '.join(changed) or 'another fingerprint'}); its checkpoints "
+        "do not fit this one. Run with the earlier arguments, set checkpoint.dir to another "
+        f"dir, or delete {model_dir} to start over"
+    )
 
 
 def read(model_dir: str) -> dict | None:
@@ -116,8 +139,9 @@ def write(model_dir: str, record: dict) -> None:
     import tensorflow as tf
 
     tf.io.gfile.makedirs(model_dir)
-    layout.write_atomically(owner_path(model_dir), json.dumps(record, indent=2, sort_keys=True) + "\n",
-                            tag=record["claim"])
+    layout.write_atomically(
+        owner_path(model_dir), json.dumps(record, indent=2, sort_keys=True) + "\n", tag=record["claim"]
+    )
 
 
 def _has_content(model_dir: str) -> bool:
@@ -140,15 +164,22 @@ def check(task: TaskContext, options: Options) -> bool:
     if not task.is_writer:
         return False
     if _has_content(model_dir):
-        print(f"tfk8s: model dir {model_dir} has no {OWNER} (written by a tfk8s before owner "
-              f"records): adopting it for {task.namespace}/{task.cluster_name}; its checkpoints "
-              "are resumed as this cluster's", flush=True)
+        print(
+            f"tfk8s: model dir {model_dir} has no {OWNER} (written by a tfk8s before owner "
+            f"records): adopting it for {task.namespace}/{task.cluster_name}; its checkpoints "
+            "are resumed as this cluster's",
+            flush=True,
+        )
     write(model_dir, mine)
     again = read(model_dir)
     if again is None or again.get("claim") != mine["claim"]:
         # Another cluster's writer claimed the dir at the same moment; its rename came last.
         problem = conflict(model_dir, again or {}, mine) if again else None
-        raise errors.ConfigError(problem or (
-            f"model dir {model_dir}: {OWNER} was replaced while this task claimed it; another "
-            "writer uses this dir. Set checkpoint.dir to a dir of this cluster's own"))
+        raise errors.ConfigError(
+            problem
+            or (
+                f"model dir {model_dir}: {OWNER} was replaced while this task claimed it; another "
+                "writer uses this dir. Set checkpoint.dir to a dir of this cluster's own"
+            )
+        )
     return True

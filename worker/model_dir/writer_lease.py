@@ -13,6 +13,7 @@ every checkpoint either of them wrote is a state of this cluster's own training.
 The lease is a plain file (temp file + rename, tf.io.gfile: local, NFS and gs:// alike), not a
 lock: nothing has to release it, a writer that dies leaves it to its successor.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ import time
 import uuid
 
 from worker import errors
-from worker.model_dir import layout
 from worker.context import TaskContext
+from worker.model_dir import layout
 
 WRITER = "WRITER.json"
 _held: "Lease | None" = None  # this process's lease, once the writer took it
@@ -49,12 +50,17 @@ class Lease:
         """Claims the dir for this process (replacing any earlier writer's claim)."""
         import tensorflow as tf
 
-        record = {"task": task.name, "pod": os.environ.get("HOSTNAME") or socket.gethostname(),
-                  "pid": os.getpid(), "taken_at": time.time() if now is None else now,
-                  "token": uuid.uuid4().hex}
+        record = {
+            "task": task.name,
+            "pod": os.environ.get("HOSTNAME") or socket.gethostname(),
+            "pid": os.getpid(),
+            "taken_at": time.time() if now is None else now,
+            "token": uuid.uuid4().hex,
+        }
         tf.io.gfile.makedirs(task.model_dir)
-        layout.write_atomically(lease_path(task.model_dir), json.dumps(record, sort_keys=True) + "\n",
-                                tag=record["token"])
+        layout.write_atomically(
+            lease_path(task.model_dir), json.dumps(record, sort_keys=True) + "\n", tag=record["token"]
+        )
         return cls(task.model_dir, record)
 
     def holder(self) -> dict | None:

@@ -14,6 +14,7 @@ BackupAndRestore (a restarted chief resumes at the interrupted epoch) and ModelC
 Losing a ps loses the variables it held: the chief then exits with code 4 and a message naming
 the ps; restarting the chief (and the ps) resumes from the last checkpoint.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,13 +23,13 @@ import time
 import tensorflow as tf
 
 from worker import errors, progress
+from worker.args import Options
+from worker.context import TaskContext
+from worker.contract import Role
 from worker.lifecycle import preemption, shutdown
 from worker.model_dir import checkpoint_match, layout, writer_lease
-from worker.roles import fit_loop, training
-from worker.args import Options
-from worker.contract import Role
-from worker.context import TaskContext
 from worker.program import Program
+from worker.roles import fit_loop, training
 
 # What the coordinator raises when a ps (or the network to it) is gone.
 CLUSTER_ERRORS = (
@@ -45,8 +46,7 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
     """Trains, then exits the process (worker/lifecycle/shutdown.py)."""
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     progress.report(
-        "connected", workers=len(task.cluster.get(Role.WORKER.value, [])),
-        ps=len(task.cluster.get(Role.PS.value, []))
+        "connected", workers=len(task.cluster.get(Role.WORKER.value, [])), ps=len(task.cluster.get(Role.PS.value, []))
     )
     training.forget_stale_marker(task, options)
     if options.loop == "fit":
@@ -60,27 +60,27 @@ def _custom_loop(task: TaskContext, options: Options, program: Program, strategy
     model, optimizer = training.build_model_and_optimizer(program, strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     manager = tf.train.CheckpointManager(
-        checkpoint, layout.checkpoint_dir(task.model_dir),
-        max_to_keep=options.max_checkpoints, checkpoint_name=layout.CHECKPOINT_PREFIX,
+        checkpoint,
+        layout.checkpoint_dir(task.model_dir),
+        max_to_keep=options.max_checkpoints,
+        checkpoint_name=layout.CHECKPOINT_PREFIX,
     )
     reached = {"step": 0}  # the last step read from the ps: it cannot be read once it is lost
     try:  # the restore already reads the ps: a ps lost here is exit 4 like any other
         checkpoint_match.check(checkpoint, manager.latest_checkpoint, task.model_dir)
         restored = manager.restore_or_initialize()
         reached["step"] = int(optimizer.iterations.numpy())
-        progress.report("start", step=reached["step"], restored_from=restored,
-                        target=options.steps)
-        _train_custom(task, options, program, strategy, coordinator, model, optimizer, manager,
-                      reached)  # exits the process when done
+        progress.report("start", step=reached["step"], restored_from=restored, target=options.steps)
+        _train_custom(
+            task, options, program, strategy, coordinator, model, optimizer, manager, reached
+        )  # exits the process when done
     except CLUSTER_ERRORS as exc:
         latest = manager.latest_checkpoint
-        resume = (f"resume from {latest}" if latest
-                  else "start again from step 0 (no checkpoint was written yet)")
+        resume = f"resume from {latest}" if latest else "start again from step 0 (no checkpoint was written yet)"
         raise _lost_parameter_server(exc, task, f"step {reached['step']}", resume) from None
 
 
-def _train_custom(task, options, program, strategy, coordinator, model, optimizer, manager,
-                  reached: dict) -> None:
+def _train_custom(task, options, program, strategy, coordinator, model, optimizer, manager, reached: dict) -> None:
     step = reached["step"]
     dataset_fn = training.train_dataset_fn(program, options)
 
@@ -89,9 +89,9 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
         return strategy.distribute_datasets_from_function(dataset_fn)
 
     per_worker_iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset_fn))
-    train_step = training.make_train_step(strategy, training.make_replica_step(
-        model, optimizer, program.per_example_loss, options.global_batch_size
-    ))
+    train_step = training.make_train_step(
+        strategy, training.make_replica_step(model, optimizer, program.per_example_loss, options.global_batch_size)
+    )
 
     def save(at_step: int) -> str:
         latest = manager.latest_checkpoint
@@ -114,8 +114,7 @@ def _train_custom(task, options, program, strategy, coordinator, model, optimize
         # steps; closures already scheduled cannot be recalled, so each slice is joined first.
         while scheduled < count and not preemption.requested():
             size = min(PREEMPTION_SLICE_STEPS, count - scheduled)
-            results = [coordinator.schedule(train_step, args=(per_worker_iterator,))
-                       for _ in range(size)]
+            results = [coordinator.schedule(train_step, args=(per_worker_iterator,)) for _ in range(size)]
             coordinator.join()
             fetched = [result.fetch() for result in results]
             losses += fetched
@@ -156,8 +155,7 @@ def _fit(task: TaskContext, options: Options, program: Program, strategy):
         final = tf.train.latest_checkpoint(layout.checkpoint_dir(task.model_dir))
         training.finish(task, options, program, model, final, step)
     except CLUSTER_ERRORS as exc:
-        resume = (f"resume at the interrupted epoch (BackupAndRestore in "
-                  f"{layout.backup_dir(task.model_dir)})")
+        resume = f"resume at the interrupted epoch (BackupAndRestore in {layout.backup_dir(task.model_dir)})"
         raise _lost_parameter_server(exc, task, "Model.fit", resume) from None
     shutdown.exit_now(0)
 
@@ -166,14 +164,12 @@ def _checkpoint_number(path: str) -> int:
     return int(path.rsplit("-", 1)[1])
 
 
-def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
-                           resume: str) -> errors.WorkerError:
+def _lost_parameter_server(exc: Exception, task: TaskContext, where: str, resume: str) -> errors.WorkerError:
     """The chief lost part of its cluster: names the tasks TF's error names (ps or workers),
     each with its address, or says that TF named none. LostParameterServer (exit 4, counted),
     or PeerLost (exit 6, not counted) once this attempt saved a checkpoint
     (errors.after_peer_loss): a preempted ps or worker is no crash of ours."""
-    named = sorted({(job, int(i)) for job, i in
-                    re.findall(r"/job:(ps|worker)/replica:\d+/task:(\d+)", str(exc))})
+    named = sorted({(job, int(i)) for job, i in re.findall(r"/job:(ps|worker)/replica:\d+/task:(\d+)", str(exc))})
     cause = f"{type(exc).__name__}: {errors.first_informative_line(str(exc))}"
     ps_named = [(job, i) for job, i in named if job == Role.PS.value]
     if named and not ps_named:
@@ -185,8 +181,11 @@ def _lost_parameter_server(exc: Exception, task: TaskContext, where: str,
             f"chief once workers are back (restartPolicy OnFailure, or resubmit) will {resume}"
         )
     else:
-        who = (_tasks(ps_named, task) if ps_named else "the cluster (TF's error names no task; "
-               "ps: " + ", ".join(task.cluster.get(Role.PS.value, [])) + ")")
+        who = (
+            _tasks(ps_named, task)
+            if ps_named
+            else "the cluster (TF's error names no task; ps: " + ", ".join(task.cluster.get(Role.PS.value, [])) + ")"
+        )
         lost = errors.LostParameterServer(
             f"lost contact with {who} at {where} ({cause}). The ps holds the only copy of the "
             "variables, so training cannot go on. Restart the chief once the ps is back "

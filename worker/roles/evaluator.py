@@ -10,6 +10,7 @@ checkpoint: step, loss, accuracy, examples, checkpoint, final, evaluated_at, sec
 TensorBoard summaries in <model dir>/eval/tensorboard. A restarted evaluator keeps the earlier
 lines and does not evaluate those checkpoints again.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,9 @@ import time
 import tensorflow as tf
 
 from worker import progress
-from worker.model_dir import layout, ownership
 from worker.args import Options
 from worker.context import TaskContext
+from worker.model_dir import layout, ownership
 from worker.program import Program
 
 POLL_SECONDS = 1.0
@@ -29,8 +30,7 @@ _STEP_KEY = re.compile(r"^optimizer/(_iterations|iter)/\.ATTRIBUTES/VARIABLE_VAL
 
 
 class Evaluator:
-    def __init__(self, task: TaskContext, options: Options, program: Program,
-                 owner_checked: bool = False):
+    def __init__(self, task: TaskContext, options: Options, program: Program, owner_checked: bool = False):
         self.task = task
         # Started before the writer claimed the dir: check its OWNER.json before the first
         # evaluation (the writer claims the dir before it saves any checkpoint).
@@ -38,14 +38,11 @@ class Evaluator:
         self.options = options
         self.program = program
         self.model = program.build_model()  # no strategy: the evaluator is one plain process
-        self.dataset = program.build_dataset("test", options.global_batch_size, None,
-                                             data=options.data)
+        self.dataset = program.build_dataset("test", options.global_batch_size, None, data=options.data)
         self.metrics_path = layout.metrics_path(task.model_dir)
         self.history = _read_history(self.metrics_path)
         self.evaluated = {record["checkpoint"] for record in self.history}
-        self.writer = tf.summary.create_file_writer(
-            layout.join(layout.eval_dir(task.model_dir), layout.TENSORBOARD)
-        )
+        self.writer = tf.summary.create_file_writer(layout.join(layout.eval_dir(task.model_dir), layout.TENSORBOARD))
         per_example_loss = program.per_example_loss
         model = self.model
 
@@ -73,7 +70,9 @@ class Evaluator:
         progress.report("watching", checkpoints=checkpoints, already_evaluated=len(self.evaluated))
         # timeout_fn ends the iteration once training has finished and no newer checkpoint came.
         for path in tf.train.checkpoints_iterator(
-            checkpoints, min_interval_secs=POLL_SECONDS, timeout=POLL_SECONDS,
+            checkpoints,
+            min_interval_secs=POLL_SECONDS,
+            timeout=POLL_SECONDS,
             timeout_fn=lambda: self.final_marker() is not None,
         ):
             name = layout.checkpoint_name(path)
@@ -100,8 +99,9 @@ class Evaluator:
         except tf.errors.DataLossError as exc:
             # Network storage can show a checkpoint before all of its bytes: skip it now; the
             # final one is read again once FINAL.json names it.
-            print(f"tfk8s: checkpoint {path} is not readable yet ({exc.message.splitlines()[0]}); "
-                  "skipping it", flush=True)
+            print(
+                f"tfk8s: checkpoint {path} is not readable yet ({exc.message.splitlines()[0]}); skipping it", flush=True
+            )
             return
         except tf.errors.NotFoundError:
             print(
@@ -168,9 +168,7 @@ def run(task: TaskContext, options: Options, program: Program, owner_checked: bo
 def _write_scalar(tag: str, value: float, step: int) -> None:
     """A TensorBoard scalar without the tensorboard package (TF 2.21 no longer depends on it,
     and tf.summary.scalar needs it): the same event TensorBoard's own scalar() writes."""
-    metadata = tf.compat.v1.SummaryMetadata(
-        plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars")
-    )
+    metadata = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
     tf.summary.write(tag, tf.constant(value, tf.float32), step=step, metadata=metadata)
 
 
@@ -180,8 +178,7 @@ def _step_of(path: str) -> int | None:
     for key in reader.get_variable_to_shape_map():
         if _STEP_KEY.match(key):
             return int(reader.get_tensor(key))
-    print(f"tfk8s: {path} has no optimizer step variable; metrics for it have step null",
-          flush=True)
+    print(f"tfk8s: {path} has no optimizer step variable; metrics for it have step null", flush=True)
     return None
 
 

@@ -3,6 +3,7 @@ give fit the checkpoints, pruning, progress lines and preemption exit the custom
 Separate from worker/roles/training.py (the pieces both loops share) so that each module holds one
 topic and stays under the 350-line limit; the custom loops never call into it.
 """
+
 from __future__ import annotations
 
 import time
@@ -10,13 +11,13 @@ import time
 import tensorflow as tf
 
 from worker import progress
+from worker.args import Options
+from worker.context import TaskContext
+from worker.contract import Strategy
 from worker.lifecycle import agreement, preemption
 from worker.model_dir import checkpoint_match, layout, writer_lease
-from worker.roles import training
-from worker.args import Options
-from worker.contract import Strategy
-from worker.context import TaskContext
 from worker.program import Program
+from worker.roles import training
 
 
 def build_compiled_model(program: Program, strategy):
@@ -46,8 +47,7 @@ def fit_progress_callback(task: TaskContext, options: Options, synchronous: bool
             step = int(self.model.optimizer.iterations.numpy())
             self._steps = progress.StepReporter(step, options.steps)
             # After BackupAndRestore's on_train_begin: the step training resumes from.
-            progress.report("start", step=step, restored_from=layout.backup_dir(task.model_dir),
-                            target=options.steps)
+            progress.report("start", step=step, restored_from=layout.backup_dir(task.model_dir), target=options.steps)
 
         def on_train_end(self, logs=None):
             progress.report("train_end", step=int(self.model.optimizer.iterations.numpy()))
@@ -63,8 +63,11 @@ def fit_progress_callback(task: TaskContext, options: Options, synchronous: bool
                 progress.report("first_epoch", step=step)
                 self._first = False
             progress.report(
-                "epoch", epoch=epoch + 1, step=step,
-                steps_per_s=round(options.checkpoint_every / seconds, 2), **fields,
+                "epoch",
+                epoch=epoch + 1,
+                step=step,
+                steps_per_s=round(options.checkpoint_every / seconds, 2),
+                **fields,
             )
             self._epoch_step(step, fields)
 
@@ -104,7 +107,8 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
     # the preemption callback saves instead. MWMS/mirrored back up every --checkpoint-every
     # batches (an int, so a save in mid-epoch resumes at the next batch, not the next epoch).
     backup = tf.keras.callbacks.BackupAndRestore(
-        backup_dir=layout.backup_dir(model_dir), delete_checkpoint=False,
+        backup_dir=layout.backup_dir(model_dir),
+        delete_checkpoint=False,
         save_freq=options.checkpoint_every if synchronous else "epoch",
     )
     return [
@@ -131,8 +135,13 @@ def _checkpoint_match_callback(model_dir: str):
         def on_train_begin(self, logs=None):
             # BackupAndRestore keeps the chief's (or only) copy in <backup dir>/chief.
             latest = tf.train.latest_checkpoint(layout.join(layout.backup_dir(model_dir), "chief"))
-            checkpoint_match.check(tf.train.Checkpoint(model=self.model), latest, model_dir,
-                                   only_under=("model/",), ignore_under=("model/optimizer/",))
+            checkpoint_match.check(
+                tf.train.Checkpoint(model=self.model),
+                latest,
+                model_dir,
+                only_under=("model/",),
+                ignore_under=("model/optimizer/",),
+            )
 
     return CheckpointMatch()
 
@@ -163,10 +172,7 @@ def _prune_checkpoints_callback(task: TaskContext, options: Options):
 def prune_checkpoints(directory: str, keep: int) -> None:
     """Deletes all but the `keep` highest-numbered ckpt-<n> files."""
     prefix = layout.join(directory, layout.CHECKPOINT_PREFIX + "-")
-    numbers = sorted({
-        int(path[len(prefix):].split(".", 1)[0])
-        for path in tf.io.gfile.glob(prefix + "*.index")
-    })
+    numbers = sorted({int(path[len(prefix) :].split(".", 1)[0]) for path in tf.io.gfile.glob(prefix + "*.index")})
     for number in numbers[:-keep]:
         for path in tf.io.gfile.glob(f"{prefix}{number}.*"):
             tf.io.gfile.remove(path)
@@ -203,8 +209,7 @@ def _preemption_callback(task: TaskContext, synchronous: bool, backup):
             # After BackupAndRestore's on_train_begin, which restored the backup.
             strategy = self.model.distribute_strategy
             if task.strategy is Strategy.MULTI_WORKER_MIRRORED:
-                agreement.check_same_restored_step(
-                    strategy, task, self._step(), layout.backup_dir(task.model_dir))
+                agreement.check_same_restored_step(strategy, task, self._step(), layout.backup_dir(task.model_dir))
             self._stop_vote = agreement.make_stop_vote(strategy)
             preemption.defer()
 

@@ -9,16 +9,17 @@ collective failed after it had saved a checkpoint exits EXIT_PEER_LOST, which th
 count (the lost worker's own failure counts against its index); before any save, it fails as
 any error does (exit 1), counted.
 """
+
 from __future__ import annotations
 
 import tensorflow as tf
 
 from worker import errors, progress
-from worker.roles import synchronous, training
 from worker.args import Options
-from worker.contract import Role
 from worker.context import TaskContext
+from worker.contract import Role
 from worker.program import Program
+from worker.roles import synchronous, training
 
 
 def run(task: TaskContext, options: Options, program: Program, resolver):
@@ -26,13 +27,18 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
         cluster_resolver=resolver,
         communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=_collective(options.collective)),
+            implementation=_collective(options.collective)
+        ),
     )
     # A SIGTERM while the constructor waited for the peers (TF's own notifier is installed in
     # there) is taken by worker/lifecycle/preemption.py's thread, which runs as soon as it returns.
-    progress.report("connected", workers=len(task.cluster.get(Role.WORKER.value, [])),
-                    collective=_collective(options.collective).name,
-                    replicas=strategy.num_replicas_in_sync, writer=task.is_writer)
+    progress.report(
+        "connected",
+        workers=len(task.cluster.get(Role.WORKER.value, [])),
+        collective=_collective(options.collective).name,
+        replicas=strategy.num_replicas_in_sync,
+        writer=task.is_writer,
+    )
     if task.is_writer:
         training.forget_stale_marker(task, options)
     try:
@@ -44,7 +50,9 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
         lost = errors.after_peer_loss(
             f"a collective failed ({type(exc).__name__}: "
             f"{errors.first_informative_line(str(exc))}): a peer worker was lost; "
-            "every worker restarts from worker 0's latest checkpoint", None)
+            "every worker restarts from worker 0's latest checkpoint",
+            None,
+        )
         if lost is None:
             raise  # nothing saved yet: a counted failure, with its traceback
         raise lost from None
@@ -52,8 +60,12 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
 
 # What a collective raises when a peer worker is gone (TF's MWMS health check aborts the
 # collectives with UnavailableError; a broken connection can read as any of these).
-PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
-               tf.errors.DeadlineExceededError)
+PEER_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+    tf.errors.DeadlineExceededError,
+)
 
 
 def _collective(choice: str):

@@ -12,6 +12,7 @@ TFK8S_SERVER_LINGER_SECONDS, which the launcher sets from the pod's grace period
 (contract.server_linger_seconds), so it lasts as long as the chief's save may. A lone preempted
 ps makes the chief restart from its last checkpoint then, as before.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,8 @@ import time
 import tensorflow as tf
 
 from worker import contract, errors, progress
-from worker.lifecycle import peers, preemption
 from worker.context import TaskContext
+from worker.lifecycle import peers, preemption
 
 
 def run(task: TaskContext, resolver) -> int:
@@ -68,8 +69,7 @@ class LastKnownAddress:
     REFRESH_SECONDS = 10.0
 
     def __init__(self, address: str | None):
-        self.peer = None if address is None else peers.Peer(
-            contract.task_name(contract.Role.CHIEF, 0), address)
+        self.peer = None if address is None else peers.Peer(contract.task_name(contract.Role.CHIEF, 0), address)
         self.known: list[str] = []  # host:port with the host as an IP address
 
     def refresh(self) -> None:
@@ -80,8 +80,7 @@ class LastKnownAddress:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError:
             return  # keep what was known
-        self.known = [f"[{info[4][0]}]:{port}" if ":" in info[4][0] else f"{info[4][0]}:{port}"
-                      for info in infos]
+        self.known = [f"[{info[4][0]}]:{port}" if ":" in info[4][0] else f"{info[4][0]}:{port}" for info in infos]
 
     def keep_fresh(self) -> None:
         def loop():
@@ -97,20 +96,21 @@ class LastKnownAddress:
             return False
         if peers.problem(self.peer) is None:
             return True
-        return any(peers.problem(peers.Peer(self.peer.name, address)) is None
-                   for address in self.known)
+        return any(peers.problem(peers.Peer(self.peer.name, address)) is None for address in self.known)
 
 
 def serve_while_up(chief: LastKnownAddress, seconds: float) -> None:
     """After SIGTERM: go on serving while the chief's port answers, at most `seconds`."""
     if chief.peer is None:
         return
-    progress.report("sigterm", action=f"serving while the chief is up, at most {seconds:g} s",
-                    chief_addresses=chief.known)
+    progress.report(
+        "sigterm", action=f"serving while the chief is up, at most {seconds:g} s", chief_addresses=chief.known
+    )
     deadline = time.monotonic() + seconds
     misses = 0  # the chief counts as gone after two misses in a row: one can be load (seen in CI)
     while time.monotonic() < deadline and misses < 2:
         misses = misses + 1 if not chief.answers() else 0
         time.sleep(0.5)
-    print(f"tfk8s: {'the chief stopped answering' if misses >= 2 else 'linger time is up'}; "
-          "the server exits", flush=True)
+    print(
+        f"tfk8s: {'the chief stopped answering' if misses >= 2 else 'linger time is up'}; the server exits", flush=True
+    )

@@ -7,6 +7,7 @@ a local temporary directory of their own that is deleted at the end (sharing one
 makes the workers overwrite each other's files, tensorflow#38635). The fit loop leaves that to
 tf_keras, whose callbacks do the same.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,32 +18,39 @@ import time
 import tensorflow as tf
 
 from worker import args, progress
+from worker.args import Options
+from worker.context import TaskContext
+from worker.contract import Strategy
 from worker.lifecycle import agreement, preemption, shutdown
 from worker.model_dir import checkpoint_match, layout, writer_lease
-from worker.roles import fit_loop, training
-from worker.args import Options
-from worker.contract import Strategy
-from worker.context import TaskContext
 from worker.program import Program
+from worker.roles import fit_loop, training
 
 
 def custom_loop(task: TaskContext, options: Options, program: Program, strategy, resolver=None):
     """Trains, then exits the process (worker/lifecycle/shutdown.py). `resolver`: MWMS's cluster resolver
     (None under mirrored, one process)."""
     args.check_divisible(options, strategy.num_replicas_in_sync)
-    write_dir = (layout.checkpoint_dir(task.model_dir) if task.is_writer
-                 else _temporary_checkpoint_dir(task))
+    write_dir = layout.checkpoint_dir(task.model_dir) if task.is_writer else _temporary_checkpoint_dir(task)
     model, optimizer = training.build_model_and_optimizer(program, strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     # Every worker restores the writer's latest checkpoint (shared storage, required for more
     # than one MWMS worker); non-writers' own saves are temporary.
     shared = tf.train.CheckpointManager(
-        checkpoint, layout.checkpoint_dir(task.model_dir), max_to_keep=options.max_checkpoints,
+        checkpoint,
+        layout.checkpoint_dir(task.model_dir),
+        max_to_keep=options.max_checkpoints,
         checkpoint_name=layout.CHECKPOINT_PREFIX,
     )
-    manager = shared if task.is_writer else tf.train.CheckpointManager(
-        checkpoint, write_dir, max_to_keep=options.max_checkpoints,
-        checkpoint_name=layout.CHECKPOINT_PREFIX,
+    manager = (
+        shared
+        if task.is_writer
+        else tf.train.CheckpointManager(
+            checkpoint,
+            write_dir,
+            max_to_keep=options.max_checkpoints,
+            checkpoint_name=layout.CHECKPOINT_PREFIX,
+        )
     )
     saved = {"path": None, "step": None}  # the last save, for the preemption exit's report
 
@@ -63,15 +71,14 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
     if task.strategy is Strategy.MULTI_WORKER_MIRRORED:
         agreement.check_same_restored_step(strategy, task, step, latest)
     saved_step = step if latest else None
-    progress.report("start", step=step, restored_from=latest, target=options.steps,
-                    replicas=strategy.num_replicas_in_sync)
+    progress.report(
+        "start", step=step, restored_from=latest, target=options.steps, replicas=strategy.num_replicas_in_sync
+    )
 
-    iterator = iter(strategy.distribute_datasets_from_function(
-        training.train_dataset_fn(program, options)
-    ))
-    train_step = agreement.make_train_step(strategy, training.make_replica_step(
-        model, optimizer, program.per_example_loss, options.global_batch_size
-    ))
+    iterator = iter(strategy.distribute_datasets_from_function(training.train_dataset_fn(program, options)))
+    train_step = agreement.make_train_step(
+        strategy, training.make_replica_step(model, optimizer, program.per_example_loss, options.global_batch_size)
+    )
 
     preemption.defer()  # from here SIGTERM is a vote to save at the next step (agreement.py)
     blocks = training.BlockProgress(step)

@@ -2,6 +2,7 @@
 mixed precision, per-replica datasets, block progress, the final export and marker. Role modules
 (coordinator, mwms, mirrored) own the loops; Model.fit's setup is in worker/roles/fit_loop.py.
 """
+
 from __future__ import annotations
 
 import time
@@ -9,15 +10,14 @@ import time
 import tensorflow as tf
 
 from worker import errors, progress
-from worker.model_dir import layout, writer_lease
 from worker.args import Options
-from worker.contract import Strategy
 from worker.context import TaskContext
+from worker.contract import Strategy
+from worker.model_dir import layout, writer_lease
 from worker.program import Program
 
 
-def scaled_loss_and_gradients(model, per_example_loss, images, labels, global_batch_size: int,
-                              optimizer=None):
+def scaled_loss_and_gradients(model, per_example_loss, images, labels, global_batch_size: int, optimizer=None):
     """One replica's share of the loss and its gradients.
 
     The loss is divided by the GLOBAL batch size, not this replica's batch: the strategy sums
@@ -94,8 +94,7 @@ def build_optimizer(program: Program):
 def wrap_for_mixed_precision(optimizer):
     """mixed_float16 needs dynamic loss scaling; a program's own LossScaleOptimizer is kept."""
     policy = tf.keras.mixed_precision.global_policy().name
-    if policy == "mixed_float16" and not isinstance(
-            optimizer, tf.keras.mixed_precision.LossScaleOptimizer):
+    if policy == "mixed_float16" and not isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer):
         return tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
     return optimizer
 
@@ -172,8 +171,12 @@ class BlockProgress:
             progress.report("first_step", step=step, loss=round(loss, 5))
             return
         progress.report(
-            "block", step=step, steps=steps, seconds=round(seconds, 3),
-            steps_per_s=round(steps / seconds, 2) if seconds > 0 else None, loss=round(loss, 5),
+            "block",
+            step=step,
+            steps=steps,
+            seconds=round(seconds, 3),
+            steps_per_s=round(steps / seconds, 2) if seconds > 0 else None,
+            loss=round(loss, 5),
         )
 
 
@@ -195,12 +198,14 @@ def changed_since_finished(task: TaskContext, marker: layout.FinalMarker) -> str
     unchanged (or either run had no shipped code to compare)."""
     if marker.code is None or task.code_digest is None or marker.code == task.code_digest:
         return None
-    return (f"training already finished in {task.model_dir} (FINAL.json: step {marker.step}, "
-            f"--steps {marker.requested_steps}) with other code (sha256 {marker.code[:12]} "
-            f"there, {task.code_digest[:12]} now), so this code never trained. To train it on "
-            "from the finished checkpoint raise --steps; to train it from scratch use a fresh "
-            f"model dir (checkpoint.dir, or delete {task.model_dir}); to keep the finished "
-            "model, resubmit the code that wrote it")
+    return (
+        f"training already finished in {task.model_dir} (FINAL.json: step {marker.step}, "
+        f"--steps {marker.requested_steps}) with other code (sha256 {marker.code[:12]} "
+        f"there, {task.code_digest[:12]} now), so this code never trained. To train it on "
+        "from the finished checkpoint raise --steps; to train it from scratch use a fresh "
+        f"model dir (checkpoint.dir, or delete {task.model_dir}); to keep the finished "
+        "model, resubmit the code that wrote it"
+    )
 
 
 def forget_stale_marker(task: TaskContext, options: Options) -> None:
@@ -240,20 +245,22 @@ def export_saved_model(program: Program, trained_model, path: str) -> None:
     tf.saved_model.save(exported, path, signatures={"serving_default": exported.serve})
 
 
-def finish(task: TaskContext, options: Options, program: Program, model,
-           final_checkpoint: str, step: int) -> None:
+def finish(task: TaskContext, options: Options, program: Program, model, final_checkpoint: str, step: int) -> None:
     """Writer only: export the SavedModel, then mark the final checkpoint for the evaluator."""
     writer_lease.check(before="the final SavedModel")
     saved_model = layout.saved_model_dir(task.model_dir)
     export_saved_model(program, model, saved_model)
     progress.report("exported", path=saved_model)
-    layout.write_marker(task.model_dir, layout.FinalMarker(
-        checkpoint=layout.checkpoint_name(final_checkpoint),
-        step=step,
-        requested_steps=options.steps,
-        loop=options.loop,
-        saved_model=layout.SAVED_MODEL,
-        written_at=time.time(),
-        code=task.code_digest,
-    ))
+    layout.write_marker(
+        task.model_dir,
+        layout.FinalMarker(
+            checkpoint=layout.checkpoint_name(final_checkpoint),
+            step=step,
+            requested_steps=options.steps,
+            loop=options.loop,
+            saved_model=layout.SAVED_MODEL,
+            written_at=time.time(),
+            code=task.code_digest,
+        ),
+    )
     progress.report("final", step=step, checkpoint=final_checkpoint, saved_model=saved_model)

@@ -3,14 +3,15 @@
 The official client is imported here only, and only once a command needs a cluster: render and
 the local backend work without it.
 """
+
 from __future__ import annotations
 
 import json
 
 from launcher import k8s_contract
+from launcher.errors import ClusterUnreachable
 from launcher.spec import names
 from launcher.status import admission
-from launcher.errors import ClusterUnreachable
 
 FIELD_MANAGER = "tfk8s"
 JOBSET = (k8s_contract.JOBSET_API_VERSION, "JobSet")
@@ -66,8 +67,7 @@ class Api:
                 api = client.ApiClient()
             except ConfigException:
                 raise ClusterUnreachable(
-                    f"no Kubernetes cluster configured: {exc} "
-                    "(pass --kubeconfig/--context, or run with --local)"
+                    f"no Kubernetes cluster configured: {exc} (pass --kubeconfig/--context, or run with --local)"
                 ) from None
         host = api.configuration.host
         try:
@@ -122,8 +122,7 @@ class Api:
             return []
         # raw JSON: the client's ResourceInstance.to_dict() took most of the 26 s that `status`
         # needed for a 1000-worker cluster (tests/scale)
-        response = self.resource(api_version, kind).get(namespace=namespace, label_selector=selector,
-                                                        serialize=False)
+        response = self.resource(api_version, kind).get(namespace=namespace, label_selector=selector, serialize=False)
         return json.loads(response.data)["items"]
 
     def refusal_events(self, namespace: str) -> list[dict] | None:
@@ -135,7 +134,8 @@ class Api:
         try:
             for reason in admission.REFUSAL_REASONS:
                 response = self.resource("v1", "Event").get(
-                    namespace=namespace, field_selector=f"reason={reason}", serialize=False)
+                    namespace=namespace, field_selector=f"reason={reason}", serialize=False
+                )
                 found += json.loads(response.data)["items"]
         except ApiException as exc:
             if exc.status != 403:
@@ -145,23 +145,34 @@ class Api:
 
     def list_roots(self, namespace: str) -> list[dict]:
         """Every cluster's root object in the namespace (ConfigMaps and JobSets)."""
-        return [obj for api_version, kind in ROOT_KINDS for obj in self.select(
-            api_version, kind, namespace, f"{k8s_contract.LABEL_NAME}={k8s_contract.MANAGED_BY}")]
+        return [
+            obj
+            for api_version, kind in ROOT_KINDS
+            for obj in self.select(api_version, kind, namespace, f"{k8s_contract.LABEL_NAME}={k8s_contract.MANAGED_BY}")
+        ]
 
     def workload_of(self, namespace: str, owner_uid: str) -> dict | None:
         """The Kueue Workload that admits the object with this UID, if Kueue made one."""
         version = self.first_served(KUEUE_VERSIONS, "Workload")
         if version is None:
             return None
-        found = self.resource(version, "Workload").get(
-            namespace=namespace, label_selector=f"{WORKLOAD_JOB_UID_LABEL}={owner_uid}").items
+        found = (
+            self.resource(version, "Workload")
+            .get(namespace=namespace, label_selector=f"{WORKLOAD_JOB_UID_LABEL}={owner_uid}")
+            .items
+        )
         return found[0].to_dict() if found else None
 
     def find_root(self, namespace: str, name: str) -> dict | None:
         """Cluster `name`'s root object: its JobSet (workload jobset), else its ConfigMap."""
-        return next((root for api_version, kind in ROOT_KINDS
-                     if (root := self.get(api_version, kind, namespace, names.root(name))) is not None),
-                    None)
+        return next(
+            (
+                root
+                for api_version, kind in ROOT_KINDS
+                if (root := self.get(api_version, kind, namespace, names.root(name))) is not None
+            ),
+            None,
+        )
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
         """The object, or None when it (or its kind, for an optional one) does not exist."""
@@ -177,8 +188,11 @@ class Api:
     def apply(self, obj: dict, dry_run: bool) -> dict:
         resource = self.resource(obj["apiVersion"], obj["kind"])
         result = self._dyn.server_side_apply(
-            resource, body=obj, namespace=obj["metadata"].get("namespace"),
-            field_manager=FIELD_MANAGER, force_conflicts=True,
+            resource,
+            body=obj,
+            namespace=obj["metadata"].get("namespace"),
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
             dry_run="All" if dry_run else None,
         )
         return result.to_dict()
@@ -188,7 +202,8 @@ class Api:
 
         try:
             self.resource(api_version, kind).delete(
-                name=name, namespace=namespace, body={"propagationPolicy": "Background"})
+                name=name, namespace=namespace, body={"propagationPolicy": "Background"}
+            )
         except NotFoundError:
             pass  # gone already: what we wanted
 
@@ -199,14 +214,19 @@ class Api:
         self.connect()
         return client.CoreV1Api(self._api)
 
-    def pod_log(self, namespace: str, pod: str, follow: bool, timestamps: bool = False,
-                tail: int | None = None):
+    def pod_log(self, namespace: str, pod: str, follow: bool, timestamps: bool = False, tail: int | None = None):
         """A streaming response of the task container's log (caller releases it); tail: only
         its last lines."""
         extra = {} if tail is None else {"tail_lines": tail}
         return self.core_v1().read_namespaced_pod_log(
-            pod, namespace, container=k8s_contract.CONTAINER, follow=follow, timestamps=timestamps,
-            _preload_content=False, **extra)
+            pod,
+            namespace,
+            container=k8s_contract.CONTAINER,
+            follow=follow,
+            timestamps=timestamps,
+            _preload_content=False,
+            **extra,
+        )
 
     def pod_log_tail(self, namespace: str, pod: str, lines: int) -> list[str]:
         """The last lines of the task container's log; none while it has not started. Raises
@@ -217,8 +237,8 @@ class Api:
 
         try:
             text = self._tail_client().read_namespaced_pod_log(
-                pod, namespace, container=k8s_contract.CONTAINER, tail_lines=lines,
-                _request_timeout=LOG_TAIL_TIMEOUT)
+                pod, namespace, container=k8s_contract.CONTAINER, tail_lines=lines, _request_timeout=LOG_TAIL_TIMEOUT
+            )
         except ApiException as exc:
             if exc.status in (400, 404):  # container not started yet / pod gone meanwhile
                 return []
@@ -251,8 +271,7 @@ class Api:
         found: dict[str, dict | None] = {}
         for name in sorted(set(names)):
             try:
-                found[name] = json.loads(
-                    self.resource("v1", "Node").get(name=name, serialize=False).data)
+                found[name] = json.loads(self.resource("v1", "Node").get(name=name, serialize=False).data)
             except NotFoundError:
                 found[name] = None
             except ForbiddenError as exc:
@@ -265,9 +284,11 @@ class NodesUnreadable(Exception):
 
 
 # How to let the CLI's user read Nodes (cluster-scoped, so a ClusterRole).
-GRANT_NODE_READ = ("kubectl create clusterrole tfk8s-node-reader --verb=get --resource=nodes && "
-                   "kubectl create clusterrolebinding tfk8s-node-reader "
-                   "--clusterrole=tfk8s-node-reader --user=<you>")
+GRANT_NODE_READ = (
+    "kubectl create clusterrole tfk8s-node-reader --verb=get --resource=nodes && "
+    "kubectl create clusterrolebinding tfk8s-node-reader "
+    "--clusterrole=tfk8s-node-reader --user=<you>"
+)
 
 
 class LogUnavailable(Exception):

@@ -1,4 +1,5 @@
 """KubernetesBackend: the Backend interface over the API (the design in __init__.py)."""
+
 from __future__ import annotations
 
 import heapq
@@ -7,28 +8,39 @@ import time
 from typing import Iterator, TextIO
 
 from launcher import k8s_contract
-from launcher.spec import checkpoints
-from launcher.status import admission, lifecycle, node_loss
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import (
-    GRANT_NODE_READ, JOBSET, Api, LogUnavailable, NodesUnreadable, api_message,
+    GRANT_NODE_READ,
+    JOBSET,
+    Api,
+    LogUnavailable,
+    NodesUnreadable,
+    api_message,
 )
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.backends.kubernetes.logs import follow_logs, log_time, newest_pod, task_of
 from launcher.backends.kubernetes.types import KubernetesBackendConfig
 from launcher.errors import ClusterNotFound, LauncherError
-from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
+from launcher.plan import storage
 from launcher.spec.spec import ClusterSpec
+from launcher.status import admission, lifecycle, node_loss
+from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase
 from launcher.status.view import LineView, View
 from worker import contract
 
 
 class KubernetesBackend(Backend):
-    def __init__(self, config: KubernetesBackendConfig | None = None, *,
-                 out: TextIO = sys.stderr, view: View | None = None, api: Api | None = None):
+    def __init__(
+        self,
+        config: KubernetesBackendConfig | None = None,
+        *,
+        out: TextIO = sys.stderr,
+        view: View | None = None,
+        api: Api | None = None,
+    ):
         """out: where notes go. view: what wait() shows (default: plain status lines on `out`).
         api: the API boundary (default: a client for the config's kubeconfig and context;
         tests pass a fake)."""
@@ -46,10 +58,16 @@ class KubernetesBackend(Backend):
 
     def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
         self._api.connect()
-        submit_steps.run(submit_steps.Submission(
-            api=self._api, spec=spec, replace=replace, dry_run=self.config.dry_run,
-            delete_timeout=self.config.delete_timeout, say=self._say,
-        ))
+        submit_steps.run(
+            submit_steps.Submission(
+                api=self._api,
+                spec=spec,
+                replace=replace,
+                dry_run=self.config.dry_run,
+                delete_timeout=self.config.delete_timeout,
+                say=self._say,
+            )
+        )
 
     def wait(self, name: str) -> int:
         """Show the cluster in the view until it ends; give up on a Stuck cluster (exit 1) or
@@ -79,7 +97,8 @@ class KubernetesBackend(Backend):
                         + ("has a task on a lost node" if lost else "made no progress")
                         + f" for {self.config.stuck_seconds:.0f}s: {status.message}. It is left in "
                         f"place (training resumes once the task is replaced); remove it with: "
-                        f"python -m launcher delete {name} -n {self.namespace}")
+                        f"python -m launcher delete {name} -n {self.namespace}"
+                    )
                     return node_loss.EXIT_NODE_LOST if lost else 1
             else:
                 stuck_since = None
@@ -104,24 +123,24 @@ class KubernetesBackend(Backend):
         status = self._with_refusals(status, root, jobs)
         status = self._with_nodes(status, pods)
         status.training = self._training(ns, pods)
-        status.notes += checkpoints.storage_notes([job.get("spec") or {} for job in jobs])
+        status.notes += storage.storage_notes([job.get("spec") or {} for job in jobs])
         return status
 
-    def _with_refusals(self, status: ClusterStatus, root: dict | None,
-                       jobs: list[dict]) -> ClusterStatus:
+    def _with_refusals(self, status: ClusterStatus, root: dict | None, jobs: list[dict]) -> ClusterStatus:
         """The status with the API server's refusals to create pods or Jobs as its cause
         (launcher/status/admission.py); asked only while pods are missing."""
         jobset = root is not None and root["kind"] == JOBSET[1]
-        if status.finished or not (admission.missing_pods(status)
-                                   or (jobset and status.phase is Phase.PENDING)):
+        if status.finished or not (admission.missing_pods(status) or (jobset and status.phase is Phase.PENDING)):
             return status
         owners = {job["metadata"]["uid"]: lifecycle.role_of(job) or "" for job in jobs}
         if jobset:
             owners[root["metadata"]["uid"]] = ""
         events = self._api.refusal_events(self.namespace)
         if events is None:
-            status.notes.append("pods refused by the API server (a quota, a policy) cannot be "
-                                f"reported: this user may not list events in {self.namespace}")
+            status.notes.append(
+                "pods refused by the API server (a quota, a policy) cannot be "
+                f"reported: this user may not list events in {self.namespace}"
+            )
             return status
         return admission.apply(status, admission.refusals(events, owners))
 
@@ -130,13 +149,16 @@ class KubernetesBackend(Backend):
         forbids reading Nodes, the message says node state is unknown and a note how to fix it."""
         if status.finished:
             return status
-        live = [p for p in lifecycle.task_pods(pods) if (p.get("spec") or {}).get("nodeName")
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        live = [
+            p
+            for p in lifecycle.task_pods(pods)
+            if (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
         try:
             nodes = self._api.nodes({p["spec"]["nodeName"] for p in live})
         except NodesUnreadable as exc:
-            status.notes.append(f"lost nodes cannot be detected: {exc}; to let this user read "
-                                f"Nodes: {GRANT_NODE_READ}")
+            status.notes.append(f"lost nodes cannot be detected: {exc}; to let this user read Nodes: {GRANT_NODE_READ}")
             return node_loss.apply(status, live, None, "forbidden to get nodes (RBAC)")
         return node_loss.apply(status, live, nodes)
 
@@ -158,15 +180,13 @@ class KubernetesBackend(Backend):
                 unreadable.append(str(exc))
                 return []
 
-        progress = read_progress(tail(role.value, contract.SUCCESS_INDEX),
-                                 tail(contract.Role.EVALUATOR.value, 0))
+        progress = read_progress(tail(role.value, contract.SUCCESS_INDEX), tail(contract.Role.EVALUATOR.value, 0))
         if unreadable:
             progress = progress or TrainingProgress()
             progress.unreadable = "; ".join(unreadable)
         return progress
 
-    def logs(self, name: str, role: str, index: int, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(self, name: str, role: str, index: int, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         ns = self.namespace
         if follow:
             self.status(name)  # a wrong name fails at once; a deleted cluster ends the follow
@@ -180,19 +200,20 @@ class KubernetesBackend(Backend):
             )
         if not task_logs.has_log(pod):
             task = contract.task_name(role, index)
-            raise LauncherError(f"no log yet: {task_logs.waiting_for(pod, task)} (`logs -f` "
-                                "waits for it)")
+            raise LauncherError(f"no log yet: {task_logs.waiting_for(pod, task)} (`logs -f` waits for it)")
         yield from self._log_lines(ns, pod["metadata"]["name"], False, False, tail)
 
-    def _follow_task(self, ns: str, name: str, role: str, index: int,
-                     tail: int | None) -> Iterator[str]:
+    def _follow_task(self, ns: str, name: str, role: str, index: int, tail: int | None) -> Iterator[str]:
         """One task's log across container restarts and replacement pods (logs.py)."""
         return task_logs.follow_task(
             newest_pod=lambda: newest_pod(self._api.list("v1", "Pod", ns, name), role, index),
             stream=lambda pod, lines: self._log_lines(ns, pod, True, False, lines),
             cluster_finished=lambda: self._finished(name),
-            say=self._say, task=f"{contract.task_name(role, index)} of {ns}/{name}",
-            tail=tail, poll_seconds=self.config.poll_seconds)
+            say=self._say,
+            task=f"{contract.task_name(role, index)} of {ns}/{name}",
+            tail=tail,
+            poll_seconds=self.config.poll_seconds,
+        )
 
     def _finished(self, name: str) -> bool:
         try:
@@ -201,31 +222,37 @@ class KubernetesBackend(Backend):
             return True
         return status.finished or status.phase is Phase.UNKNOWN
 
-    def all_logs(self, name: str, follow: bool = False,
-                 tail: int | None = None) -> Iterator[str]:
+    def all_logs(self, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """Every task's current pod; without follow merged by the kubelet's timestamps, with
         follow as the lines arrive, across restarts (the tasks that have pods when it starts)."""
         ns = self.namespace
         pods = self._api.list("v1", "Pod", ns, name)
-        tasks = sorted({task_of(p) for p in pods if task_of(p) is not None},
-                       key=lambda t: (contract.ROLES.index(contract.Role(t[0])), t[1]))
+        tasks = sorted(
+            {task_of(p) for p in pods if task_of(p) is not None},
+            key=lambda t: (contract.ROLES.index(contract.Role(t[0])), t[1]),
+        )
         if not tasks:
-            raise LauncherError(f"no pods of cluster {ns}/{name} (check `status`; pods are "
-                                "removed with their Job after ttlSecondsAfterFinished)")
+            raise LauncherError(
+                f"no pods of cluster {ns}/{name} (check `status`; pods are "
+                "removed with their Job after ttlSecondsAfterFinished)"
+            )
         if follow:
             yield from follow_logs(
-                {f"[{contract.task_name(*t)}] ": self._follow_task(ns, name, *t, tail)
-                 for t in tasks})
+                {f"[{contract.task_name(*t)}] ": self._follow_task(ns, name, *t, tail) for t in tasks}
+            )
             return
         current = {t: newest_pod(pods, *t)["metadata"]["name"] for t in tasks}
-        stamped = [[(log_time(line), f"[{contract.task_name(*t)}] " + line.split(" ", 1)[-1])
-                    for line in self._log_lines(ns, pod, False, True, tail)]
-                   for t, pod in current.items()]
+        stamped = [
+            [
+                (log_time(line), f"[{contract.task_name(*t)}] " + line.split(" ", 1)[-1])
+                for line in self._log_lines(ns, pod, False, True, tail)
+            ]
+            for t, pod in current.items()
+        ]
         for _, line in heapq.merge(*stamped, key=lambda item: item[0]):
             yield line
 
-    def _log_lines(self, ns: str, pod: str, follow: bool, timestamps: bool,
-                   tail: int | None = None) -> Iterator[str]:
+    def _log_lines(self, ns: str, pod: str, follow: bool, timestamps: bool, tail: int | None = None) -> Iterator[str]:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -248,8 +275,9 @@ class KubernetesBackend(Backend):
         ns = self.namespace
         out = []
         # A JobSet cluster may also have a ConfigMap (its evaluator's supervisor): once each.
-        instances = dict.fromkeys(root["metadata"]["labels"][k8s_contract.LABEL_INSTANCE]
-                                  for root in self._api.list_roots(ns))
+        instances = dict.fromkeys(
+            root["metadata"]["labels"][k8s_contract.LABEL_INSTANCE] for root in self._api.list_roots(ns)
+        )
         for name in instances:
             try:
                 out.append(self.status(name))

@@ -3,13 +3,14 @@
 The label covers clusters installed by Helm too (they have no ownerReferences to the root).
 Used by `delete`, by `submit --replace`, and by a failed submit taking back what it created.
 """
+
 from __future__ import annotations
 
 import time
 
-from launcher.status import node_loss
 from launcher.backends.kubernetes.api import KINDS, OWNED_KINDS, Api, NodesUnreadable
 from launcher.errors import LauncherError
+from launcher.status import node_loss
 
 
 class PodsOnLostNodes(LauncherError):
@@ -27,16 +28,18 @@ def delete_cluster(api: Api, namespace: str, name: str, timeout: float) -> bool:
             api.delete(api_version, kind, namespace, obj["metadata"]["name"])
     deadline = time.monotonic() + timeout
     while True:
-        left = [f"{kind}/{o['metadata']['name']}" for api_version, kind in KINDS
-                for o in api.list(api_version, kind, namespace, name)]
+        left = [
+            f"{kind}/{o['metadata']['name']}"
+            for api_version, kind in KINDS
+            for o in api.list(api_version, kind, namespace, name)
+        ]
         if not left:
             return found
         if all(kind == "Pod" for kind, _ in (entry.split("/", 1) for entry in left)):
             refuse_pods_on_lost_nodes(api, namespace, name)
         if time.monotonic() > deadline:
             raise LauncherError(
-                f"cluster {namespace}/{name} not gone after {timeout:.0f}s; still present: "
-                + ", ".join(left)
+                f"cluster {namespace}/{name} not gone after {timeout:.0f}s; still present: " + ", ".join(left)
             )
         time.sleep(1.0)
 

@@ -6,6 +6,7 @@ line, until the task ends or the cluster has finished.
 The decisions are pure functions of pod objects (tested without a cluster); `follow_task`
 drives them with the API.
 """
+
 from __future__ import annotations
 
 import queue
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from launcher import k8s_contract
-from launcher.status import lifecycle
 from launcher.errors import LauncherError
+from launcher.status import lifecycle
 from worker import contract
 
 RESTART_MARKER = "[tfk8s] ---"  # the marker lines start with this
@@ -89,9 +90,16 @@ def marker(task: str, before: Container, now: Container) -> str:
     return f"{RESTART_MARKER} {task}: {what}; its log follows ---\n"
 
 
-def follow_task(newest_pod: Callable[[], dict | None], stream: Callable[[str, int | None], Iterator[str]],
-                cluster_finished: Callable[[], bool], say: Callable[[str], None], task: str,
-                tail: int | None = None, *, poll_seconds: float) -> Iterator[str]:
+def follow_task(
+    newest_pod: Callable[[], dict | None],
+    stream: Callable[[str, int | None], Iterator[str]],
+    cluster_finished: Callable[[], bool],
+    say: Callable[[str], None],
+    task: str,
+    tail: int | None = None,
+    *,
+    poll_seconds: float,
+) -> Iterator[str]:
     """The task's log lines as they come, across restarts and replacements. newest_pod: the
     task's current pod; stream(pod, tail): its container's log, followed; say: where the
     waiting is reported (not the log's stream)."""
@@ -117,12 +125,13 @@ def follow_task(newest_pod: Callable[[], dict | None], stream: Callable[[str, in
             return  # the task is done
         if cluster_finished():
             if shown is None:
-                raise LauncherError(f"{task} never started, and its cluster has finished "
-                                    "(see `status`)")
+                raise LauncherError(f"{task} never started, and its cluster has finished (see `status`)")
             return
-        reason = (waiting_for(pod, task) if shown is None or pod is None
-                  or shown.pod != pod["metadata"]["name"] else
-                  f"{task}: its container ended; waiting for a restart or a new pod")
+        reason = (
+            waiting_for(pod, task)
+            if shown is None or pod is None or shown.pod != pod["metadata"]["name"]
+            else f"{task}: its container ended; waiting for a restart or a new pod"
+        )
         if reason != said:
             say(f"waiting for {reason}")
             said = reason
@@ -172,7 +181,8 @@ def follow_logs(streams: dict[str, Iterator[str]]) -> Iterator[str]:
 def newest_pod(pods: list[dict], role: str, index: int) -> dict | None:
     """A task's current pod: a replaced task's newest one."""
     mine = [
-        p for p in pods
+        p
+        for p in pods
         if (p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_COMPONENT) == role
         and (p["metadata"].get("annotations") or {}).get(k8s_contract.INDEX_ANNOTATION) == str(index)
     ]

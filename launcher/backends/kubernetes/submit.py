@@ -7,19 +7,20 @@
 4. rollback: if any apply fails, whatever this submit created is deleted again, so a failed
    submit never leaves half a cluster.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
 from launcher import k8s_contract
-from launcher.render import render
 from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
-from launcher.render.code_render import SHA256_ANNOTATION
 from launcher.errors import LauncherError, SubmitRefused
-from launcher.spec.spec import ClusterSpec
 from launcher.k8s_contract import Workload
+from launcher.render import render
+from launcher.render.code_render import SHA256_ANNOTATION
+from launcher.spec.spec import ClusterSpec
 
 
 @dataclass
@@ -46,18 +47,24 @@ def run(sub: Submission) -> bool:
     if sub.dry_run:
         sub.say(f"server dry run: {len(objects)} objects accepted by the API server")
     else:
-        sub.say(f"created cluster {sub.namespace}/{sub.spec.name}: "
-                + ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects))
+        sub.say(
+            f"created cluster {sub.namespace}/{sub.spec.name}: "
+            + ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+        )
     return True
 
 
 # The versions the kind tier installs (tests/kind/toolchain.sh; a unit test keeps them equal).
 JOBSET_VERSION = "v0.11.1"
 KUEUE_VERSION = "v0.16.2"
-JOBSET_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
-                  f"releases/download/{JOBSET_VERSION}/manifests.yaml")
-KUEUE_INSTALL = ("kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
-                 f"releases/download/{KUEUE_VERSION}/manifests.yaml")
+JOBSET_INSTALL = (
+    "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/"
+    f"releases/download/{JOBSET_VERSION}/manifests.yaml"
+)
+KUEUE_INSTALL = (
+    "kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
+    f"releases/download/{KUEUE_VERSION}/manifests.yaml"
+)
 
 
 def preflight(sub: Submission) -> None:
@@ -65,45 +72,53 @@ def preflight(sub: Submission) -> None:
     API, and for a queue Kueue's LocalQueue (else the set would wait suspended forever)."""
     ns, spec = sub.namespace, sub.spec
     if sub.api.get("v1", "Namespace", None, ns) is None:
-        raise LauncherError(
-            f"namespace {ns!r} does not exist (create it: kubectl create namespace {ns})")
+        raise LauncherError(f"namespace {ns!r} does not exist (create it: kubectl create namespace {ns})")
     if spec.workload is Workload.JOBSET and not sub.api.served(*JOBSET):
         raise LauncherError(
             f"workload: jobset, but this cluster has no JobSet API ({k8s_contract.JOBSET_API_VERSION}): "
-            f"install JobSet ({JOBSET_INSTALL}), or use workload: jobs")
+            f"install JobSet ({JOBSET_INSTALL}), or use workload: jobs"
+        )
     if spec.queue is not None:
         version = sub.api.first_served(KUEUE_VERSIONS, "LocalQueue")
         if version is None:
             raise LauncherError(
                 f"queue: {spec.queue}, but this cluster has no Kueue (no LocalQueue API): install "
-                f"Kueue ({KUEUE_INSTALL}), or remove queue")
+                f"Kueue ({KUEUE_INSTALL}), or remove queue"
+            )
         if sub.api.get(version, "LocalQueue", ns, spec.queue) is None:
             raise LauncherError(
                 f"queue: there is no LocalQueue {spec.queue!r} in namespace {ns!r} (kubectl get "
                 f"localqueues -n {ns} lists them; an administrator creates one that points at a "
-                "ClusterQueue)")
+                "ClusterQueue)"
+            )
 
 
 def make_room(sub: Submission) -> bool:
     """False when the same spec is already applied; otherwise clears the way (or refuses)."""
     spec, ns = sub.spec, sub.namespace
     root = sub.api.find_root(ns, spec.name)
-    existing = [f"{kind}/{o['metadata']['name']}" for api_version, kind in OWNED_KINDS
-                for o in sub.api.list(api_version, kind, ns, spec.name)]
+    existing = [
+        f"{kind}/{o['metadata']['name']}"
+        for api_version, kind in OWNED_KINDS
+        for o in sub.api.list(api_version, kind, ns, spec.name)
+    ]
     if root is None and not existing:
         return True
-    old = ((root or {}).get("metadata", {}).get("annotations") or {}).get(
-        k8s_contract.SPEC_HASH_ANNOTATION)
+    old = ((root or {}).get("metadata", {}).get("annotations") or {}).get(k8s_contract.SPEC_HASH_ANNOTATION)
     if root is not None and old == render.spec_hash(spec) and not sub.replace:
         sub.say(f"cluster {ns}/{spec.name} is unchanged; nothing applied")
         return False
     changed = code_change(root, spec)
     if not sub.replace:
-        what = ("exists with a different spec" if root is not None and old
-                else "exists but was not created by this launcher (Helm?)")
+        what = (
+            "exists with a different spec"
+            if root is not None and old
+            else "exists but was not created by this launcher (Helm?)"
+        )
         raise SubmitRefused(
             f"cluster {ns}/{spec.name} {what}{changed}; Job pod templates are immutable, so "
-            "rerun with --replace to delete and recreate it, or choose another name")
+            "rerun with --replace to delete and recreate it, or choose another name"
+        )
     if not sub.dry_run:
         sub.say(f"replacing cluster {ns}/{spec.name}{changed}")
         delete_cluster(sub.api, ns, spec.name, sub.delete_timeout)
@@ -122,21 +137,28 @@ def code_change(root: dict | None, spec: ClusterSpec) -> str:
 def apply_all(sub: Submission, objects: list[dict]) -> None:
     """The root (stamped with the spec hash) first, then the rest with the root as owner."""
     root, rest = objects[0], objects[1:]
-    root = {**root, "metadata": {
-        **root["metadata"],
-        "annotations": {**root["metadata"].get("annotations", {}),
-                        k8s_contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec),
-                        **({SHA256_ANNOTATION: sub.spec.code_bundle.digest}
-                           if sub.spec.code_bundle is not None else {})},
-    }}
+    root = {
+        **root,
+        "metadata": {
+            **root["metadata"],
+            "annotations": {
+                **root["metadata"].get("annotations", {}),
+                k8s_contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec),
+                **({SHA256_ANNOTATION: sub.spec.code_bundle.digest} if sub.spec.code_bundle is not None else {}),
+            },
+        },
+    }
     current = root
     created_root = False
     try:
         applied = sub.api.apply(root, sub.dry_run)
         created_root = not sub.dry_run
         owner = {
-            "apiVersion": root["apiVersion"], "kind": root["kind"], "name": root["metadata"]["name"],
-            "uid": applied["metadata"].get("uid"), "controller": True,
+            "apiVersion": root["apiVersion"],
+            "kind": root["kind"],
+            "name": root["metadata"]["name"],
+            "uid": applied["metadata"].get("uid"),
+            "controller": True,
             "blockOwnerDeletion": True,
         }
         for obj in rest:

@@ -5,6 +5,7 @@ through the API server's port-forward (the kubelet connects inside the pod), one
 kubernetes.stream.portforward websocket per local TCP connection, relayed by two threads. Leaving
 the `with` (Ctrl-C) deletes the pod and waits until it is gone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,9 +15,9 @@ import time
 from typing import Callable, Iterator
 
 from launcher import k8s_contract
-from launcher.render import tensorboard
 from launcher.backends.kubernetes.api import JOBSET, Api, api_message
 from launcher.errors import LauncherError
+from launcher.render import tensorboard
 from worker import contract
 
 START_TIMEOUT_SECONDS = 300.0  # image pull, volume attach, TensorBoard's own start
@@ -27,8 +28,7 @@ def success_template(api: Api, namespace: str, name: str, root: dict) -> dict:
     """The pod template of the cluster's success role Job (or the JobSet's replicatedJob)."""
     strategy = (root["metadata"].get("labels") or {}).get(k8s_contract.LABEL_STRATEGY)
     if strategy is None:
-        raise LauncherError(f"cluster {namespace}/{name} has no {k8s_contract.LABEL_STRATEGY} label: "
-                            "not made by tfk8s")
+        raise LauncherError(f"cluster {namespace}/{name} has no {k8s_contract.LABEL_STRATEGY} label: not made by tfk8s")
     role = contract.success_role(contract.Strategy(strategy)).value
     if root["kind"] == JOBSET[1]:
         for replicated in root["spec"]["replicatedJobs"]:
@@ -40,12 +40,12 @@ def success_template(api: Api, namespace: str, name: str, root: dict) -> dict:
     raise LauncherError(
         f"cluster {namespace}/{name} has no {role} Job left (deleted ttlSecondsAfterFinished "
         "after the cluster ended?), so its checkpoint volume is unknown; resubmit it, or run "
-        "TensorBoard on the volume yourself")
+        "TensorBoard on the volume yourself"
+    )
 
 
 @contextlib.contextmanager
-def serve(api: Api, namespace: str, name: str, local_port: int,
-          say: Callable[[str], None]) -> Iterator[str]:
+def serve(api: Api, namespace: str, name: str, local_port: int, say: Callable[[str], None]) -> Iterator[str]:
     """Run TensorBoard for cluster `name`; yields its local URL while it is served."""
     api.connect()
     threading.excepthook = _quiet_connection_ends
@@ -61,16 +61,16 @@ def serve(api: Api, namespace: str, name: str, local_port: int,
         created = core.create_namespaced_pod(namespace, pod)
     except Exception as exc:
         listener.close()
-        raise LauncherError(f"cannot create the TensorBoard pod in {namespace}: "
-                            f"{api_message(exc)}") from None
+        raise LauncherError(f"cannot create the TensorBoard pod in {namespace}: {api_message(exc)}") from None
     pod_name = created.metadata.name
     say(f"created pod {namespace}/{pod_name}: TensorBoard on {tensorboard.model_dir(template)}")
     stop = threading.Event()
     try:
         forwarder = Forwarder(api, namespace, pod_name)
         _wait_serving(core, forwarder)
-        threading.Thread(target=_accept, args=(listener, forwarder, stop),
-                         name="tensorboard port-forward", daemon=True).start()
+        threading.Thread(
+            target=_accept, args=(listener, forwarder, stop), name="tensorboard port-forward", daemon=True
+        ).start()
         yield f"http://127.0.0.1:{listener.getsockname()[1]}/"
     finally:
         stop.set()
@@ -87,8 +87,9 @@ def _quiet_connection_ends(args) -> None:
     seen one browser connection end (closed with a response still unread, which resets a
     socketpair); that is no error to print. Everything else goes to the default hook."""
     thread_name = args.thread.name if args.thread is not None else ""
-    if not (thread_name.startswith(PROXY_THREAD)
-            and issubclass(args.exc_type, (ConnectionResetError, BrokenPipeError))):
+    if not (
+        thread_name.startswith(PROXY_THREAD) and issubclass(args.exc_type, (ConnectionResetError, BrokenPipeError))
+    ):
         threading.__excepthook__(args)
 
 
@@ -111,9 +112,12 @@ class Forwarder:
         from kubernetes.stream import portforward
 
         with self.lock:
-            forward = portforward(self.core.connect_get_namespaced_pod_portforward,
-                                  self.pod_name, self.namespace,
-                                  ports=str(tensorboard.TENSORBOARD_PORT))
+            forward = portforward(
+                self.core.connect_get_namespaced_pod_portforward,
+                self.pod_name,
+                self.namespace,
+                ports=str(tensorboard.TENSORBOARD_PORT),
+            )
         remote = forward.socket(tensorboard.TENSORBOARD_PORT)
         remote.setblocking(True)
         return forward, remote
@@ -128,9 +132,11 @@ def _wait_serving(core, forwarder: Forwarder) -> None:
         pod = core.read_namespaced_pod(pod_name, namespace)
         phase = pod.status.phase
         if phase in ("Failed", "Succeeded"):
-            raise LauncherError(f"TensorBoard pod {namespace}/{pod_name} ended ({phase}): "
-                                f"{_container_problem(pod) or pod.status.message or ''}; see "
-                                f"kubectl logs -n {namespace} {pod_name}")
+            raise LauncherError(
+                f"TensorBoard pod {namespace}/{pod_name} ended ({phase}): "
+                f"{_container_problem(pod) or pod.status.message or ''}; see "
+                f"kubectl logs -n {namespace} {pod_name}"
+            )
         if phase == "Running":
             if _answers(forwarder):
                 return
@@ -138,8 +144,9 @@ def _wait_serving(core, forwarder: Forwarder) -> None:
         else:
             last = _container_problem(pod) or _unscheduled(pod) or f"{phase}"
         time.sleep(1.0)
-    raise LauncherError(f"TensorBoard pod {namespace}/{pod_name} not serving after "
-                        f"{START_TIMEOUT_SECONDS:.0f}s: {last}")
+    raise LauncherError(
+        f"TensorBoard pod {namespace}/{pod_name} not serving after {START_TIMEOUT_SECONDS:.0f}s: {last}"
+    )
 
 
 def _container_problem(pod) -> str | None:
@@ -182,8 +189,7 @@ def _accept(listener: socket.socket, forwarder: Forwarder, stop: threading.Event
             local, _ = listener.accept()
         except OSError:
             return  # the listener was closed: the session is over
-        threading.Thread(target=_relay_connection, args=(local, forwarder),
-                         daemon=True).start()
+        threading.Thread(target=_relay_connection, args=(local, forwarder), daemon=True).start()
 
 
 def _relay_connection(local: socket.socket, forwarder: Forwarder) -> None:
@@ -228,7 +234,9 @@ def _delete(core, namespace: str, pod_name: str) -> None:
                 return
             raise
         time.sleep(0.5)
-    raise LauncherError(f"TensorBoard pod {namespace}/{pod_name} not gone after "
-                        f"{GONE_TIMEOUT_SECONDS:.0f}s (it ends by itself after "
-                        f"{tensorboard.DEADLINE_SECONDS}s; or kubectl delete pod -n {namespace} "
-                        f"{pod_name})")
+    raise LauncherError(
+        f"TensorBoard pod {namespace}/{pod_name} not gone after "
+        f"{GONE_TIMEOUT_SECONDS:.0f}s (it ends by itself after "
+        f"{tensorboard.DEADLINE_SECONDS}s; or kubectl delete pod -n {namespace} "
+        f"{pod_name})"
+    )

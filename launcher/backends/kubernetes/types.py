@@ -1,4 +1,5 @@
 """The Kubernetes backend's options: one typed object, used by the Python API and the CLI alike."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -48,6 +48,7 @@ Files, under `<workdir>/<name>/` (files.py):
 PersistentVolumeClaim on Kubernetes, outlives the cluster: a resubmitted spec resumes from its
 checkpoints. Remove it by hand to start from scratch.
 """
+
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.types import DEFAULT_WORKDIR, LocalProcessBackendConfig
 

@@ -1,6 +1,7 @@
 """The detached supervisor of a local run: `python -m launcher.backends.local supervise
 --workdir W --python P NAME`, started by submit() with LocalProcessBackendConfig(foreground=False); its
 output goes to <workdir>/<name>/supervisor.log."""
+
 from __future__ import annotations
 
 import argparse

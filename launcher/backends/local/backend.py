@@ -1,4 +1,5 @@
 """LocalBackend: the Backend interface over local processes (rules and files in __init__.py)."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,6 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from launcher.code_shipping import code_bundle
-from launcher.render import render
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import RunFiles
@@ -19,9 +18,11 @@ from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_worker_environment
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
 from launcher.backends.local.types import LocalProcessBackendConfig
+from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
-from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
+from launcher.render import render
 from launcher.spec.spec import ClusterSpec
+from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 from launcher.status.view import LineView, NoteStream, View
 from worker.contract import SUCCESS_INDEX, Role, success_role
@@ -41,8 +42,13 @@ def _gone_within(pid: int, seconds: float) -> bool:
 
 
 class LocalBackend(Backend):
-    def __init__(self, config: LocalProcessBackendConfig | None = None, *,
-                 stream: IO[str] | None = None, view: View | None = None):
+    def __init__(
+        self,
+        config: LocalProcessBackendConfig | None = None,
+        *,
+        stream: IO[str] | None = None,
+        view: View | None = None,
+    ):
         """stream: where notes (and, with echo_tasks, the tasks' output) go (default: stdout).
         view: what wait() shows (default: plain status lines on `stream`)."""
         self.config = config if config is not None else LocalProcessBackendConfig()
@@ -62,11 +68,9 @@ class LocalBackend(Backend):
         spec_hash = render.spec_hash(spec)
         if files.has_status():
             current = self.status(spec.name)
-            if (not replace and files.recorded_spec_hash() == spec_hash
-                    and current.phase is not Phase.UNKNOWN):
+            if not replace and files.recorded_spec_hash() == spec_hash and current.phase is not Phase.UNKNOWN:
                 # as on Kubernetes: the same spec again changes nothing
-                self._view.note(f"local cluster {spec.name!r} is unchanged ({current.phase}); "
-                                "nothing started")
+                self._view.note(f"local cluster {spec.name!r} is unchanged ({current.phase}); nothing started")
                 return
             if not replace:
                 state = "is running" if not current.finished else f"finished ({current.phase})"
@@ -125,38 +129,56 @@ class LocalBackend(Backend):
         phase, message = Phase(record["phase"]), record.get("message", "")
         if phase in _LIVE and not runner.alive(record.get("supervisor_pid")):
             phase = Phase.UNKNOWN
-            message = (f"the supervising process (pid {record.get('supervisor_pid')}) is gone; "
-                       "its tasks ended with it. Delete and resubmit to resume from the "
-                       "checkpoints in model/")
+            message = (
+                f"the supervising process (pid {record.get('supervisor_pid')}) is gone; "
+                "its tasks ended with it. Delete and resubmit to resume from the "
+                "checkpoints in model/"
+            )
         roles = [RoleStatus(**role) for role in record.get("roles", [])]
-        return ClusterStatus(name=name, namespace="local", phase=phase, message=message,
-                             exit_code=record.get("exit_code"), roles=roles,
-                             training=self._training(name))
+        return ClusterStatus(
+            name=name,
+            namespace="local",
+            phase=phase,
+            message=message,
+            exit_code=record.get("exit_code"),
+            roles=roles,
+            training=self._training(name),
+        )
 
     def _training(self, name: str) -> TrainingProgress | None:
         files = self._files(name)
         role = success_role(files.read_spec().strategy)
-        return read_progress(files.log_tail(role.value, SUCCESS_INDEX, TAIL_BYTES),
-                             files.log_tail(Role.EVALUATOR.value, 0, TAIL_BYTES))
+        return read_progress(
+            files.log_tail(role.value, SUCCESS_INDEX, TAIL_BYTES), files.log_tail(Role.EVALUATOR.value, 0, TAIL_BYTES)
+        )
 
-    def logs(self, name: str, role: str, index: int, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(self, name: str, role: str, index: int, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """Lines of one task's log (every attempt, each behind a header line); with follow,
         until the cluster ends."""
         files = self._files(name)
         files.read_status()  # a clear error for unknown clusters
-        yield from read_log(files.log_path(role, index), f"{role}-{index} of local cluster "
-                            f"{name!r}", lambda: self.status(name).finished, follow, tail)
+        yield from read_log(
+            files.log_path(role, index),
+            f"{role}-{index} of local cluster {name!r}",
+            lambda: self.status(name).finished,
+            follow,
+            tail,
+        )
 
-    def all_logs(self, name: str, follow: bool = False,
-                 tail: int | None = None) -> Iterator[str]:
+    def all_logs(self, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """The run's combined log: every task's lines as the tasks wrote them, and the
         launcher's own `[tfk8s]` lines, as a foreground run prints them; `tail` lines of each
         task, as on Kubernetes."""
         files = self._files(name)
         files.read_status()
-        yield from read_log(files.combined_log, f"every task of local cluster {name!r}",
-                            lambda: self.status(name).finished, follow, tail, per_task=True)
+        yield from read_log(
+            files.combined_log,
+            f"every task of local cluster {name!r}",
+            lambda: self.status(name).finished,
+            follow,
+            tail,
+            per_task=True,
+        )
 
     def delete(self, name: str) -> None:
         """Stop the cluster if it runs, then remove its files except model/."""
@@ -176,8 +198,10 @@ class LocalBackend(Backend):
             if record.get("phase") in _LIVE or not _gone_within(pid, ENDED_SUPERVISOR_SECONDS):
                 os.kill(pid, signal.SIGTERM)  # the supervisor stops its tasks, then exits
             if not _gone_within(pid, self._stop_grace(files) + 15):
-                raise LauncherError(f"the supervisor of {name!r} (pid {pid}) did not stop "
-                                    f"within its grace; stop it (kill {pid}) and delete again")
+                raise LauncherError(
+                    f"the supervisor of {name!r} (pid {pid}) did not stop "
+                    f"within its grace; stop it (kill {pid}) and delete again"
+                )
         for entry in files.dir.iterdir():
             if entry.name == "model":
                 continue
@@ -198,18 +222,22 @@ class LocalBackend(Backend):
             try:
                 found.append(self.status(entry.name))
             except (LauncherError, ValueError, KeyError, TypeError) as exc:
-                found.append(ClusterStatus(
-                    name=entry.name, namespace="local", phase=Phase.UNKNOWN,
-                    message=f"damaged local cluster dir {entry} ({exc}); `delete "
-                            f"{entry.name} --local` removes it (model/ is kept)"))
+                found.append(
+                    ClusterStatus(
+                        name=entry.name,
+                        namespace="local",
+                        phase=Phase.UNKNOWN,
+                        message=f"damaged local cluster dir {entry} ({exc}); `delete "
+                        f"{entry.name} --local` removes it (model/ is kept)",
+                    )
+                )
         return found
 
     def tensorboard(self, name: str, port: int):
         from launcher.backends.local import tensorboard
 
         files = self._files(name)
-        return tensorboard.serve(files.model_dir(files.read_spec()), port,
-                                 files.dir / "tensorboard.log")
+        return tensorboard.serve(files.model_dir(files.read_spec()), port, files.dir / "tensorboard.log")
 
     # --- internals -------------------------------------------------------------------------
 
@@ -221,8 +249,7 @@ class LocalBackend(Backend):
         if root not in self._workdir.parents:
             return bundle
         inside = "/" + self._workdir.relative_to(root).as_posix() + "/"
-        spec.attach_code(code_bundle.pack_checked(root, [*spec.code.exclude, inside],
-                                                  spec.code.path))
+        spec.attach_code(code_bundle.pack_checked(root, [*spec.code.exclude, inside], spec.code.path))
         return spec.code_bundle
 
     def _files(self, name: str) -> RunFiles:
@@ -235,22 +262,33 @@ class LocalBackend(Backend):
         return files.recorded_stop_grace()
 
     def _start_here(self, files: RunFiles, spec: ClusterSpec) -> None:
-        files.write_status({"phase": Phase.PENDING.value, "roles": [],
-                            "supervisor_pid": os.getpid(), "message": "starting tasks"})
+        files.write_status(
+            {"phase": Phase.PENDING.value, "roles": [], "supervisor_pid": os.getpid(), "message": "starting tasks"}
+        )
         echo = self.config.echo_tasks
-        supervisor = Supervisor(files, spec, self._stream if echo else NoteStream(self._view),
-                                self.config, echo_tasks=echo)
+        supervisor = Supervisor(
+            files, spec, self._stream if echo else NoteStream(self._view), self.config, echo_tasks=echo
+        )
         run = ForegroundRun(supervisor)
         run.start()
         self._runs[spec.name] = run
 
     def _start_detached_supervisor(self, files: RunFiles, spec: ClusterSpec) -> None:
-        files.write_status({"phase": Phase.PENDING.value, "roles": [],
-                            "message": "starting the supervisor"})
+        files.write_status({"phase": Phase.PENDING.value, "roles": [], "message": "starting the supervisor"})
         pid = runner.start_detached(
-            [sys.executable, "-m", "launcher.backends.local", "supervise",
-             "--workdir", str(self._workdir), "--python", self.config.task_python, spec.name],
+            [
+                sys.executable,
+                "-m",
+                "launcher.backends.local",
+                "supervise",
+                "--workdir",
+                str(self._workdir),
+                "--python",
+                self.config.task_python,
+                spec.name,
+            ],
             files.supervisor_log,
         )
-        files.write_status({"phase": Phase.PENDING.value, "roles": [], "supervisor_pid": pid,
-                            "message": "starting tasks"})
+        files.write_status(
+            {"phase": Phase.PENDING.value, "roles": [], "supervisor_pid": pid, "message": "starting tasks"}
+        )

@@ -1,4 +1,5 @@
 """The files of one local run, under `<workdir>/<name>/` (layout in the package docstring)."""
+
 from __future__ import annotations
 
 import json
@@ -81,9 +82,7 @@ class RunFiles:
         archive's digest included, which spec.json does not hold)."""
         for sub in ("logs", "pids"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
-        self.spec_path.write_text(
-            json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2) + "\n"
-        )
+        self.spec_path.write_text(json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2) + "\n")
         (self.dir / SPEC_HASH_FILE).write_text(spec_hash + "\n")
 
     def recorded_spec_hash(self) -> str | None:
@@ -95,8 +94,7 @@ class RunFiles:
     def read_spec(self) -> ClusterSpec:
         try:
             # a local run's spec: its tasks share this disk (spec.SHARED_DISK)
-            return ClusterSpec.model_validate(json.loads(self.spec_path.read_text()),
-                                              context={SHARED_DISK: True})
+            return ClusterSpec.model_validate(json.loads(self.spec_path.read_text()), context={SHARED_DISK: True})
         except FileNotFoundError:
             raise ClusterNotFound(f"no local cluster {self.name!r} in {self.workdir}") from None
 
@@ -119,8 +117,10 @@ class RunFiles:
         """Only for a cluster that exists (its spec recorded): never brings a deleted one's
         status back without its spec."""
         if not self.spec_path.exists():
-            raise ClusterNotFound(f"local cluster {self.name!r} in {self.workdir} was deleted "
-                                  "while its supervisor still ran; nothing recorded")
+            raise ClusterNotFound(
+                f"local cluster {self.name!r} in {self.workdir} was deleted "
+                "while its supervisor still ran; nothing recorded"
+            )
         write_json(self.status_path, record)
 
     # --- pids ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ with this process whatever happens; submit() returns once they have started. Sig
 the main thread: while it waits, a Ctrl-C or SIGTERM is passed on to the supervisor, which stops
 every task and ends the run as failed (exit 128 + the signal), as the detached supervisor does.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,7 @@ class ForegroundRun:
         self.exit_code: int | None = None
         self.error: BaseException | None = None
         # A daemon: a caller that exits without wait() is not held up; its tasks die with it.
-        self.thread = threading.Thread(target=self._run, daemon=True,
-                                       name=f"tfk8s-supervisor-{supervisor.spec.name}")
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"tfk8s-supervisor-{supervisor.spec.name}")
 
     def start(self) -> None:
         """Start the supervisor; return once every task has started (or raise why not)."""

@@ -1,4 +1,5 @@
 """Reading a local run's log files: whole, the last lines, or followed while the run goes on."""
+
 from __future__ import annotations
 
 import collections
@@ -11,8 +12,9 @@ from launcher.backends.local.supervisor import POLL_SECONDS
 from launcher.errors import LauncherError
 
 
-def read_log(path: Path, what: str, finished: Callable[[], bool], follow: bool,
-             tail: int | None = None, per_task: bool = False) -> Iterator[str]:
+def read_log(
+    path: Path, what: str, finished: Callable[[], bool], follow: bool, tail: int | None = None, per_task: bool = False
+) -> Iterator[str]:
     """Lines of the log at `path` (`what`: whose, for messages), each ending in a newline like
     the Kubernetes backend's chunks (tail: only the last ones; per_task: the last ones of each
     `[task]` prefix of a combined log, as `logs --all --tail` gives on Kubernetes); with follow,

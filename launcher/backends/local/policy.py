@@ -5,6 +5,7 @@ clock; they start, stop and signal nothing, so every rule is tested without proc
 (tests/launcher/backends/local/test_policy.py), like launcher.status.lifecycle.compute_status on
 Kubernetes.
 """
+
 from __future__ import annotations
 
 import signal
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Sequence
 
+from launcher import k8s_contract
 from launcher.plan.plan import ClusterPlan, FailurePolicy
 from launcher.status.status import Phase
-from launcher import k8s_contract
 from worker import contract
 from worker.contract import Role, Strategy
 
@@ -39,6 +40,7 @@ LIVE = (TaskState.RUNNING, TaskState.WAITING_RESTART)
 
 # --- one task's exit -----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class RestartDecision:
     restart: bool  # start the task again (same TF_CONFIG)
@@ -47,8 +49,14 @@ class RestartDecision:
     message: str  # what happens next, for the log
 
 
-def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used: int,
-                     training_over: bool = False, last_words: str | None = None) -> RestartDecision:
+def restart_decision(
+    failure: FailurePolicy,
+    role: str,
+    code: int,
+    restarts_used: int,
+    training_over: bool = False,
+    last_words: str | None = None,
+) -> RestartDecision:
     """What Kubernetes would do about a task (pod) that exited with `code` (Popen's
     returncode, non-zero), given `restarts_used` counted restarts of its budget so far. `role`
     names that budget (FailurePolicy.budget): the role, or the task under backoffLimitPerIndex.
@@ -65,37 +73,56 @@ def restart_decision(failure: FailurePolicy, role: str, code: int, restarts_used
     in_place = failure.restart_policy == "OnFailure"
     described = describe_exit(code)
     if last_words:
-        return _with_last_words(
-            restart_decision(failure, role, code, restarts_used, training_over), last_words)
+        return _with_last_words(restart_decision(failure, role, code, restarts_used, training_over), last_words)
     preempted = status == contract.EXIT_PREEMPTED
     if preempted:
         described = f"was preempted ({described}: SIGTERM)"
     if training_over:
-        return RestartDecision(False, True, described, f"{described}; not restarting it "
-                               "(training is over)")
+        return RestartDecision(False, True, described, f"{described}; not restarting it (training is over)")
     if status in failure.ignored_exit_codes:
         why = "a preemption" if preempted else "a peer lost after this task had saved"
-        return RestartDecision(True, False, described, (
-            f"{described}; replacing it like a replaced pod ({why} is not counted against "
-            f"backoffLimit; {restarts_used} of {limit} used for {_budget(role)})"))
+        return RestartDecision(
+            True,
+            False,
+            described,
+            (
+                f"{described}; replacing it like a replaced pod ({why} is not counted against "
+                f"backoffLimit; {restarts_used} of {limit} used for {_budget(role)})"
+            ),
+        )
     if status in failure.fatal_exit_codes:
-        return RestartDecision(False, True, f"{described} (deterministic: not retried)", (
-            f"{described}, a deterministic failure of the built-in worker (bad arguments, a "
-            "program that does not import, a checkpoint that does not fit the model; see its "
-            "log); not restarting it, a retry would fail alike (podFailurePolicy FailJob)"))
+        return RestartDecision(
+            False,
+            True,
+            f"{described} (deterministic: not retried)",
+            (
+                f"{described}, a deterministic failure of the built-in worker (bad arguments, a "
+                "program that does not import, a checkpoint that does not fit the model; see its "
+                "log); not restarting it, a retry would fail alike (podFailurePolicy FailJob)"
+            ),
+        )
     if restarts_used >= limit:
-        return RestartDecision(False, True, described, (
-            f"{described}; not restarting it (backoffLimit {limit} reached for {_budget(role)})"))
+        return RestartDecision(
+            False,
+            True,
+            described,
+            (f"{described}; not restarting it (backoffLimit {limit} reached for {_budget(role)})"),
+        )
     if not in_place:
         how = f"replacing it (restartPolicy {failure.restart_policy}: a new pod"
     elif preempted:
-        how = (f"restarting it in place (restartPolicy {failure.restart_policy} has no "
-               "podFailurePolicy, so a preemption counts")
+        how = (
+            f"restarting it in place (restartPolicy {failure.restart_policy} has no "
+            "podFailurePolicy, so a preemption counts"
+        )
     else:
         how = f"restarting it in place (restartPolicy {failure.restart_policy}"
-    return RestartDecision(True, True, described, (
-        f"{described}; {how}, failure {restarts_used + 1} of backoffLimit {limit} for "
-        f"{_budget(role)})"))
+    return RestartDecision(
+        True,
+        True,
+        described,
+        (f"{described}; {how}, failure {restarts_used + 1} of backoffLimit {limit} for {_budget(role)})"),
+    )
 
 
 def _budget(name: str) -> str:
@@ -110,12 +137,16 @@ def explains_itself(code: int) -> bool:
 
 
 def _with_last_words(decision: RestartDecision, last_words: str) -> RestartDecision:
-    return RestartDecision(decision.restart, decision.counted,
-                           f"{decision.reason}: {last_words}",
-                           f"{decision.message}. It said: {last_words}")
+    return RestartDecision(
+        decision.restart,
+        decision.counted,
+        f"{decision.reason}: {last_words}",
+        f"{decision.message}. It said: {last_words}",
+    )
 
 
 # --- the run as a whole --------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TaskSnapshot:
@@ -157,9 +188,14 @@ class Decision:
         return self.phase.finished
 
 
-def decide(plan: ClusterPlan, tasks: Sequence[TaskSnapshot], now: float, *,
-           failure_grace_seconds: float = FAILURE_GRACE_SECONDS,
-           peer_exit_grace_seconds: float = PEER_EXIT_GRACE_SECONDS) -> Decision:
+def decide(
+    plan: ClusterPlan,
+    tasks: Sequence[TaskSnapshot],
+    now: float,
+    *,
+    failure_grace_seconds: float = FAILURE_GRACE_SECONDS,
+    peer_exit_grace_seconds: float = PEER_EXIT_GRACE_SECONDS,
+) -> Decision:
     """The run's phase after a poll, and what to stop. `now` and every `ended_at` come from one
     monotonic clock.
 
@@ -170,19 +206,18 @@ def decide(plan: ClusterPlan, tasks: Sequence[TaskSnapshot], now: float, *,
       (see evaluator_outcome) its grace; then Succeeded, and what still runs is stopped:
       supervised tasks (ps, PS workers, the evaluator) count as succeeded.
     """
-    chief = next(t for t in tasks if (t.role, t.index) == (plan.success_role,
-                                                            contract.SUCCESS_INDEX))
+    chief = next(t for t in tasks if (t.role, t.index) == (plan.success_role, contract.SUCCESS_INDEX))
     training = [t for t in tasks if t.role in contract.TRAINING_ROLES]
-    dead_peers = sorted((t for t in training if t.state is TaskState.FAILED and t is not chief),
-                        key=lambda t: t.ended_at or 0.0)
+    dead_peers = sorted(
+        (t for t in training if t.state is TaskState.FAILED and t is not chief), key=lambda t: t.ended_at or 0.0
+    )
     cause = f" after {dead_peers[0].name} {dead_peers[0].reason}" if dead_peers else ""
     if chief.state is TaskState.FAILED:
         return _failed(tasks, f"{chief.name} {chief.reason}{cause}", shell_status(chief.exit_code))
     if dead_peers and chief.state is not TaskState.SUCCEEDED:
         first = dead_peers[0]
         if chief.state is TaskState.RUNNING and now - first.ended_at < failure_grace_seconds:
-            note = (f"{first.name} cannot restart; giving {chief.name} "
-                    f"{failure_grace_seconds:g} s to exit by itself")
+            note = f"{first.name} cannot restart; giving {chief.name} {failure_grace_seconds:g} s to exit by itself"
             return Decision(Phase.RUNNING, note, notes=(note,))
         return _failed(tasks, f"{first.name} {first.reason}; {chief.name} was stopped", 1)
     if chief.state is not TaskState.SUCCEEDED:
@@ -191,27 +226,36 @@ def decide(plan: ClusterPlan, tasks: Sequence[TaskSnapshot], now: float, *,
     elapsed = now - chief.ended_at
     # MWMS: the other workers finish on their own shortly after worker 0.
     supervised = plan.supervised
-    peers = [t for t in training if t.role not in supervised and t is not chief
-             and t.state in LIVE]
+    peers = [t for t in training if t.role not in supervised and t is not chief and t.state in LIVE]
     if peers and elapsed < peer_exit_grace_seconds:
-        return Decision(Phase.FINISHING, (
-            f"training succeeded; waiting up to {peer_exit_grace_seconds:g} s for "
-            + ", ".join(t.name for t in peers) + " to exit"), notes=(ended,))
+        return Decision(
+            Phase.FINISHING,
+            (
+                f"training succeeded; waiting up to {peer_exit_grace_seconds:g} s for "
+                + ", ".join(t.name for t in peers)
+                + " to exit"
+            ),
+            notes=(ended,),
+        )
     evaluator_note = evaluator_outcome(plan, _find(tasks, Role.EVALUATOR), elapsed)
     if evaluator_note is None:
         grace = plan.role(Role.EVALUATOR).supervision.grace_seconds
-        return Decision(Phase.FINISHING, (
-            f"training succeeded; waiting up to {grace} s (evaluatorGraceSeconds) for the "
-            "evaluator"), notes=(ended,))
+        return Decision(
+            Phase.FINISHING,
+            (f"training succeeded; waiting up to {grace} s (evaluatorGraceSeconds) for the evaluator"),
+            notes=(ended,),
+        )
     stop = tuple(
         Stop(t.role, t.index, TaskState.SUCCEEDED, "stopped after training (never exits)")
-        if t.role in supervised else Stop(t.role, t.index, TaskState.STOPPED)
-        for t in tasks if t.state in LIVE)
+        if t.role in supervised
+        else Stop(t.role, t.index, TaskState.STOPPED)
+        for t in tasks
+        if t.state in LIVE
+    )
     return Decision(Phase.SUCCEEDED, evaluator_note, 0, stop, "training is over", (ended,))
 
 
-def evaluator_outcome(plan: ClusterPlan, evaluator: TaskSnapshot | None,
-                      elapsed: float) -> str | None:
+def evaluator_outcome(plan: ClusterPlan, evaluator: TaskSnapshot | None, elapsed: float) -> str | None:
     """'' or a note once the evaluator is done with, `elapsed` s after training ended; None
     while it is still needed. The built-in evaluator exits 0 by itself once it has evaluated
     the final checkpoint; a bring-your-own one is stopped after evaluatorGraceSeconds."""
@@ -226,8 +270,10 @@ def evaluator_outcome(plan: ClusterPlan, evaluator: TaskSnapshot | None,
     if elapsed < grace:
         return None
     if builtin:
-        return (f"training succeeded; the evaluator had not evaluated the final checkpoint "
-                f"{grace} s (evaluatorGraceSeconds) after training ended and was stopped")
+        return (
+            f"training succeeded; the evaluator had not evaluated the final checkpoint "
+            f"{grace} s (evaluatorGraceSeconds) after training ended and was stopped"
+        )
     return f"evaluator stopped {grace} s (evaluatorGraceSeconds) after training ended"
 
 
@@ -247,6 +293,7 @@ def _find(tasks: Sequence[TaskSnapshot], role: Role) -> TaskSnapshot | None:
 
 
 # --- small rules ---------------------------------------------------------------------------
+
 
 def gpu_env(strategy: str, role: str) -> dict[str, str]:
     """Up to five TF processes share this host's GPUs, and each would take nearly all of their

@@ -6,6 +6,7 @@ what it cannot find, every task would fail to import, each restart alike. Found 
 importing anything (importlib.util.find_spec), in that interpreter: the launcher never imports
 TensorFlow.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -13,8 +14,8 @@ import subprocess
 import sys
 from typing import IO
 
-from launcher.spec import checkpoints
 from launcher.errors import LauncherError
+from launcher.spec import checkpoints
 from launcher.spec.spec import ClusterSpec, Workload
 from worker import args as worker_args
 from worker import contract
@@ -47,8 +48,9 @@ def check_worker_environment(spec: ClusterSpec, python: str = sys.executable) ->
 
 
 # Run by another interpreter: the modules of argv it cannot find, one per line.
-_FIND_MISSING = ("import importlib.util, sys\n"
-                 "print('\\n'.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
+_FIND_MISSING = (
+    "import importlib.util, sys\nprint('\\n'.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+)
 
 
 def missing_modules(python: str, modules: tuple[str, ...]) -> list[str]:
@@ -56,16 +58,17 @@ def missing_modules(python: str, modules: tuple[str, ...]) -> list[str]:
     if python == sys.executable:
         return [module for module in modules if importlib.util.find_spec(module) is None]
     try:
-        found = subprocess.run([python, "-c", _FIND_MISSING, *modules], capture_output=True,
-                               text=True, timeout=60)
+        found = subprocess.run([python, "-c", _FIND_MISSING, *modules], capture_output=True, text=True, timeout=60)
     except OSError as exc:
         raise WorkerEnvironmentError(
             f"the interpreter for the local tasks, {python}, cannot run: {exc.strerror}; "
-            "pass an existing Python (--python, LocalProcessBackendConfig.python)") from None
+            "pass an existing Python (--python, LocalProcessBackendConfig.python)"
+        ) from None
     if found.returncode:
         raise WorkerEnvironmentError(
             f"the interpreter for the local tasks, {python}, failed to look for the worker's "
-            f"modules (exit {found.returncode}): {found.stderr.strip()[-500:]}")
+            f"modules (exit {found.returncode}): {found.stderr.strip()[-500:]}"
+        )
     return found.stdout.split()
 
 
@@ -73,17 +76,27 @@ def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:
     """The spec as local processes run it. They are neither Jobs nor a JobSet, and no Kueue
     queues them: say on `stream` that workload, queue and priorityClassName are ignored, and
     plan the run as plain tasks."""
-    ignored = {"workload": spec.workload.value if spec.workload is not Workload.JOBS else None,
-               "queue": spec.queue, "priorityClassName": spec.priority_class_name}
+    ignored = {
+        "workload": spec.workload.value if spec.workload is not Workload.JOBS else None,
+        "queue": spec.queue,
+        "priorityClassName": spec.priority_class_name,
+    }
     ignored = {k: v for k, v in ignored.items() if v is not None}
     if checkpoints.mwms_storage_problem(spec):  # accepted here: loader's shared_disk
-        print(f"note: --local: the {spec.replicas(contract.Role.WORKER)} workers share this "
-              "machine's disk, so they need no claim; on Kubernetes set checkpoint.volume."
-              "persistentVolumeClaim.claimName (ReadWriteMany) or a gs:// checkpoint.dir",
-              file=stream, flush=True)
+        print(
+            f"note: --local: the {spec.replicas(contract.Role.WORKER)} workers share this "
+            "machine's disk, so they need no claim; on Kubernetes set checkpoint.volume."
+            "persistentVolumeClaim.claimName (ReadWriteMany) or a gs:// checkpoint.dir",
+            file=stream,
+            flush=True,
+        )
     if not ignored:
         return spec
-    print("note: --local ignores " + ", ".join(f"{k}: {v}" for k, v in ignored.items())
-          + " (Kubernetes only); the tasks run as local processes now", file=stream, flush=True)
-    return spec.model_copy(update={"workload": Workload.JOBS, "queue": None,
-                                   "priority_class_name": None})
+    print(
+        "note: --local ignores "
+        + ", ".join(f"{k}: {v}" for k, v in ignored.items())
+        + " (Kubernetes only); the tasks run as local processes now",
+        file=stream,
+        flush=True,
+    )
+    return spec.model_copy(update={"workload": Workload.JOBS, "queue": None, "priority_class_name": None})

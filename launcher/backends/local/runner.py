@@ -2,6 +2,7 @@
 
 Mechanics only: which task starts or stops when is decided in policy.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,9 +64,16 @@ class Output:
                 self.combined = None
 
 
-def start(argv: list[str], env: dict[str, str], *, name: str, log_path: Path,
-          header: Callable[[int], str], output: Output,
-          cwd: str | None = None) -> tuple[subprocess.Popen, threading.Thread]:
+def start(
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    name: str,
+    log_path: Path,
+    header: Callable[[int], str],
+    output: Output,
+    cwd: str | None = None,
+) -> tuple[subprocess.Popen, threading.Thread]:
     """Start `argv` in a new session (its own process group); a thread copies its output to
     `log_path`, behind the line header(pid), and to `output` prefixed with `[name] `. The
     header is written before this returns: once a run's tasks have started (submit returned),
@@ -76,8 +84,13 @@ def start(argv: list[str], env: dict[str, str], *, name: str, log_path: Path,
     log = log_path.open("a", encoding="utf-8")  # first: a log that cannot open starts nothing
     try:
         process = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd,
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=cwd,
         )
     except BaseException:
         log.close()
@@ -85,8 +98,10 @@ def start(argv: list[str], env: dict[str, str], *, name: str, log_path: Path,
     log.write(header(process.pid) + "\n")
     log.flush()
     reader = threading.Thread(
-        target=_copy_output, args=(process, log, f"[{name}] ", output),
-        name=f"log-{name}", daemon=True,
+        target=_copy_output,
+        args=(process, log, f"[{name}] ", output),
+        name=f"log-{name}",
+        daemon=True,
     )
     reader.start()
     return process, reader
@@ -102,8 +117,7 @@ def _copy_output(process: subprocess.Popen, log: IO[str], prefix: str, output: O
     process.stdout.close()
 
 
-def stop(processes: dict[str, subprocess.Popen], grace: float,
-         say: Callable[[str], None]) -> None:
+def stop(processes: dict[str, subprocess.Popen], grace: float, say: Callable[[str], None]) -> None:
     """SIGTERM each process group (by task name), SIGKILL what is left after `grace` s."""
     for process in processes.values():
         signal_group(process.pid, signal.SIGTERM)
@@ -155,7 +169,11 @@ def start_detached(argv: list[str], log_path: Path) -> int:
     """A process in its own session that outlives this one; returns its pid."""
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, "PYTHONPATH": pythonpath()},
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": pythonpath()},
         )
     return process.pid

@@ -4,6 +4,7 @@ status.json, and end every task when the run ends (success, failure, Ctrl-C, SIG
 It runs in the main thread of a detached process (`python -m launcher.backends.local`), where it
 handles the signals itself, or in a thread of the launcher (foreground), where the thread that
 waits for it passes them on with interrupt()."""
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,14 @@ class _Interrupted(Exception):
 class Supervisor:
     """Starts, watches, restarts and stops the tasks of one local cluster."""
 
-    def __init__(self, files: RunFiles, spec: ClusterSpec, stream: IO[str],
-                 options: LocalProcessBackendConfig, echo_tasks: bool = True):
+    def __init__(
+        self,
+        files: RunFiles,
+        spec: ClusterSpec,
+        stream: IO[str],
+        options: LocalProcessBackendConfig,
+        echo_tasks: bool = True,
+    ):
         self.files = files
         self.spec = spec
         self.model_dir = files.model_dir(spec)
@@ -55,8 +62,7 @@ class Supervisor:
         code_dir = None
         if spec.code is not None:
             if spec.code_bundle is None:  # the detached supervisor: spec.json holds no archive
-                spec.attach_code(Bundle.from_archive(spec.code.path,
-                                                     files.code_archive.read_bytes()))
+                spec.attach_code(Bundle.from_archive(spec.code.path, files.code_archive.read_bytes()))
             code_dir = str(files.code_dir)
         self.plan = make_plan(spec, self.model_dir, code_dir)
         # Counted restarts per budget (plan.FailurePolicy.budget: a role, or an MWMS worker's index).
@@ -67,8 +73,7 @@ class Supervisor:
         if not spec.checkpoint.is_remote:
             Path(self.model_dir).mkdir(parents=True, exist_ok=True)
         self.tasks = plan_tasks(self.plan, options.task_python)
-        self.chief = next(t for t in self.tasks
-                          if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
+        self.chief = next(t for t in self.tasks if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
 
     # --- main loop -------------------------------------------------------------------------
 
@@ -103,8 +108,11 @@ class Supervisor:
             self._restore_signal_handlers(previous)
             self.started.set()
         d = self.decision
-        self._say(f"cluster {self.spec.name}: {d.phase}" + (f": {d.message}" if d.message else "")
-                  + f" (exit code {d.exit_code})")
+        self._say(
+            f"cluster {self.spec.name}: {d.phase}"
+            + (f": {d.message}" if d.message else "")
+            + f" (exit code {d.exit_code})"
+        )
         self.output.close()
         return d.exit_code
 
@@ -117,8 +125,9 @@ class Supervisor:
                     self._exited(task, code, now)
             if task.state is TaskState.WAITING_RESTART and task.restart_at <= now:
                 self._start(task)
-        self._apply(policy.decide(self.plan, self._snapshots(), now,
-                                  failure_grace_seconds=self.timing.failure_grace_seconds))
+        self._apply(
+            policy.decide(self.plan, self._snapshots(), now, failure_grace_seconds=self.timing.failure_grace_seconds)
+        )
 
     def _exited(self, task: Task, code: int, now: float) -> None:
         self.files.remove_pid(task.role, task.index)
@@ -131,9 +140,14 @@ class Supervisor:
         # After training, only the evaluator may still be restarted.
         training_over = self.chief.state is TaskState.SUCCEEDED and task.role is not Role.EVALUATOR
         budget = self.plan.failure.budget(task.role, task.index)
-        decision = policy.restart_decision(self.plan.failure, budget, code,
-                                           self.restarts_used.get(budget, 0), training_over,
-                                           self._last_words(task, code))
+        decision = policy.restart_decision(
+            self.plan.failure,
+            budget,
+            code,
+            self.restarts_used.get(budget, 0),
+            training_over,
+            self._last_words(task, code),
+        )
         task.reason = decision.reason
         if decision.counted:
             self.failed_attempts[task.role] += 1
@@ -180,12 +194,19 @@ class Supervisor:
         attempt = task.attempts
 
         def header(pid: int) -> str:
-            return (f"{ATTEMPT_HEADER_START}{task.name} attempt {attempt}, pid {pid}, "
-                    f"started {time.strftime('%Y-%m-%d %H:%M:%S')} ===")
+            return (
+                f"{ATTEMPT_HEADER_START}{task.name} attempt {attempt}, pid {pid}, "
+                f"started {time.strftime('%Y-%m-%d %H:%M:%S')} ==="
+            )
 
         task.process, task.reader = runner.start(
-            task.argv, task.env, name=task.name, header=header, output=self.output,
-            log_path=self.files.log_path(task.role, task.index), cwd=task.cwd,
+            task.argv,
+            task.env,
+            name=task.name,
+            header=header,
+            output=self.output,
+            log_path=self.files.log_path(task.role, task.index),
+            cwd=task.cwd,
         )
         task.state, task.restart_at = TaskState.RUNNING, None
         task.reason = f"running (attempt {task.attempts})"
@@ -196,8 +217,11 @@ class Supervisor:
         tasks = [t for t in tasks if t.running]
         for task in tasks:
             self._say(f"stopping {task.name} ({reason})")
-        grace = (self.timing.stop_grace_seconds if self.timing.stop_grace_seconds is not None
-                 else self.spec.termination_grace_period_seconds)
+        grace = (
+            self.timing.stop_grace_seconds
+            if self.timing.stop_grace_seconds is not None
+            else self.spec.termination_grace_period_seconds
+        )
         runner.stop({t.name: t.process for t in tasks}, grace, self._say)
         for task in tasks:
             task.last_exit_code = task.process.returncode
@@ -212,14 +236,19 @@ class Supervisor:
         for role in self.spec.active_roles():
             tasks = [t for t in self.tasks if t.role == role]
             last = max(tasks, key=lambda t: t.attempts)
-            roles.append(asdict(RoleStatus(
-                role=role.value, replicas=len(tasks),
-                active=sum(1 for t in tasks if t.running),
-                succeeded=sum(1 for t in tasks if t.state is TaskState.SUCCEEDED),
-                failed=self.failed_attempts[role],
-                last_exit_code=last.last_exit_code,
-                reason="; ".join(f"{t.name}: {t.reason}" for t in tasks if t.reason) or None,
-            )))
+            roles.append(
+                asdict(
+                    RoleStatus(
+                        role=role.value,
+                        replicas=len(tasks),
+                        active=sum(1 for t in tasks if t.running),
+                        succeeded=sum(1 for t in tasks if t.state is TaskState.SUCCEEDED),
+                        failed=self.failed_attempts[role],
+                        last_exit_code=last.last_exit_code,
+                        reason="; ".join(f"{t.name}: {t.reason}" for t in tasks if t.reason) or None,
+                    )
+                )
+            )
         d = self.decision
         try:
             self._record_status(d, roles)
@@ -227,13 +256,26 @@ class Supervisor:
             pass  # deleted under us (`delete` waits for our exit): there is no run to record
 
     def _record_status(self, d, roles: list[dict]) -> None:
-        self.files.write_status({
-            "phase": d.phase.value, "message": d.message, "exit_code": d.exit_code,
-            "supervisor_pid": os.getpid(), "model_dir": self.model_dir, "roles": roles,
-            "tasks": [{"task": t.name, "state": t.state.value, "attempts": t.attempts,
-                       "pid": t.process.pid if t.running else None, "exit_codes": t.exit_history}
-                      for t in self.tasks],
-        })
+        self.files.write_status(
+            {
+                "phase": d.phase.value,
+                "message": d.message,
+                "exit_code": d.exit_code,
+                "supervisor_pid": os.getpid(),
+                "model_dir": self.model_dir,
+                "roles": roles,
+                "tasks": [
+                    {
+                        "task": t.name,
+                        "state": t.state.value,
+                        "attempts": t.attempts,
+                        "pid": t.process.pid if t.running else None,
+                        "exit_codes": t.exit_history,
+                    }
+                    for t in self.tasks
+                ],
+            }
+        )
 
     def _say(self, text: str) -> None:
         self.output.say(text)

@@ -1,5 +1,6 @@
 """The tasks of one local run: each one's command, environment and TF_CONFIG from the plan, on
 free 127.0.0.1 ports, and its state between polls."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,7 @@ class Task:
         return self.process is not None and self.process.returncode is None
 
     def snapshot(self) -> TaskSnapshot:
-        return TaskSnapshot(self.role, self.index, self.state, self.last_exit_code, self.reason,
-                            self.ended_at)
+        return TaskSnapshot(self.role, self.index, self.state, self.last_exit_code, self.reason, self.ended_at)
 
 
 def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
@@ -51,8 +51,7 @@ def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
     `python`. The plan's env carries the model dir it was planned with (the run's model/
     unless checkpoint.dir is remote)."""
     ports = free_ports(sum(r.replicas for r in plan.training_roles))
-    port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles
-               for i in range(r.replicas)}
+    port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles for i in range(r.replicas)}
 
     def address(role: str, index: int) -> str:
         return f"127.0.0.1:{port_of[(Role(role).value, index)]}"

@@ -1,4 +1,5 @@
 """The local backend's options: one typed object, used by the Python API and the CLI alike."""
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """A bring-your-own `command:` script (python run.py) that imports its sibling package."""
+
 import os
 
 from mylib.marker import MARKER

@@ -1,4 +1,6 @@
-"""Where model dirs go by default, and what an emptyDir model dir is told (launcher/spec/checkpoints.py)."""
+"""Where model dirs go by default (launcher/spec/checkpoints.py), the storage every pod gets, and
+what an emptyDir model dir is told (launcher/plan/storage.py)."""
+
 from __future__ import annotations
 
 from importlib import resources
@@ -6,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from launcher import cli
+from launcher import cli, k8s_contract
+from launcher.plan import storage
+from launcher.plan.plan import task_env
 from launcher.pod import supervise
 from launcher.render import render
-from launcher.spec import checkpoints, loader
-from launcher.plan.plan import task_env
+from launcher.spec import loader
 from launcher.spec.spec import ClusterSpec
 from worker import contract
 
@@ -50,6 +53,45 @@ def test_the_emptydir_is_mounted_at_the_default_dir():
     assert {"name": "checkpoint", "mountPath": "/ckpt/default/run"} in mounts
 
 
+@pytest.mark.parametrize(
+    "checkpoint, source, mount",
+    [
+        ({}, {"emptyDir": {}}, "/ckpt/default/run"),
+        (
+            {"volume": {"persistentVolumeClaim": {"claimName": "c"}}},
+            {"persistentVolumeClaim": {"claimName": "c"}},
+            "/ckpt",
+        ),
+        (
+            {"volume": {"hostPath": {"path": "/data"}, "mountPath": "/m"}},
+            {"hostPath": {"path": "/data", "type": "DirectoryOrCreate"}},
+            "/m",
+        ),
+        ({"dir": "gs://b/x"}, None, None),
+    ],
+    ids=["emptyDir", "claim", "hostPath", "gs"],
+)
+def test_every_pod_mounts_what_the_storage_plan_decided(checkpoint, source, mount):
+    """One decision (plan/storage.py), laid out by render for every role, read back by status."""
+    cluster_spec = spec(strategy="parameter_server", roles=PS_ROLES, checkpoint=checkpoint)
+    decided = storage.storage_plan(cluster_spec)
+    assert (decided.source, decided.mount_path) == (source, mount)
+    jobs = [o for o in render.render(cluster_spec) if o["kind"] == "Job"]
+    assert len(jobs) == 3
+    for job in jobs:
+        pod = job["spec"]["template"]["spec"]
+        [container] = [c for c in pod["containers"] if c["name"] == k8s_contract.CONTAINER]
+        assert [v for v in pod["volumes"] if v["name"] == storage.VOLUME_NAME] == decided.volumes()
+        assert [m for m in container["volumeMounts"] if m["name"] == storage.VOLUME_NAME] == decided.mounts()
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env[contract.MODEL_DIR] == decided.model_dir
+    notes = storage.storage_notes([job["spec"] for job in jobs])
+    assert notes == ([storage.EPHEMERAL_NOTE] if decided.ephemeral else [])
+
+
+PS_ROLES = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}
+
+
 def test_no_two_examples_share_a_model_dir():
     specs = [loader.load_file(path) for path in EXAMPLES]
     default = resources.files("launcher").joinpath("default-cluster.yaml").read_text()
@@ -59,31 +101,33 @@ def test_no_two_examples_share_a_model_dir():
 
 
 def test_emptydir_warning_names_the_field_the_loss_and_the_fix():
-    warning = checkpoints.ephemeral_warning(spec())
-    assert warning.startswith("checkpoint.volume: not set, so the model dir /ckpt/default/run "
-                              "is an emptyDir")
+    warning = storage.ephemeral_warning(spec())
+    assert warning.startswith("checkpoint.volume: not set, so the model dir /ckpt/default/run is an emptyDir")
     assert "trains from step 0 (restartPolicy Never)" in warning
     assert "checkpoint.volume.persistentVolumeClaim.claimName" in warning
     assert "gs:// checkpoint.dir" in warning
-    on_failure = checkpoints.ephemeral_warning(spec(restartPolicy="OnFailure"))
+    on_failure = storage.ephemeral_warning(spec(restartPolicy="OnFailure"))
     assert "restarted in place keeps it, but an evicted or preempted pod" in on_failure
 
 
-@pytest.mark.parametrize("checkpoint", [
-    {"dir": "gs://b/run"},
-    {"volume": {"persistentVolumeClaim": {"claimName": "c"}}},
-    {"volume": {"hostPath": {"path": "/data"}}},
-])
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        {"dir": "gs://b/run"},
+        {"volume": {"persistentVolumeClaim": {"claimName": "c"}}},
+        {"volume": {"hostPath": {"path": "/data"}}},
+    ],
+)
 def test_durable_storage_gets_no_warning(checkpoint):
     durable = spec(checkpoint=checkpoint)
-    assert checkpoints.ephemeral_warning(durable) is None
+    assert storage.ephemeral_warning(durable) is None
     jobs = [job for _, job in render.job_specs(render.render(durable))]
-    assert checkpoints.storage_notes(jobs) == []
+    assert storage.storage_notes(jobs) == []
 
 
 def test_status_notes_read_the_emptydir_back_from_the_jobs():
     jobs = [job for _, job in render.job_specs(render.render(spec()))]
-    assert checkpoints.storage_notes(jobs) == [checkpoints.EPHEMERAL_NOTE]
+    assert storage.storage_notes(jobs) == [storage.EPHEMERAL_NOTE]
 
 
 def test_render_warns_on_stderr_and_submit_local_does_not(tmp_path, capsys):
@@ -91,7 +135,7 @@ def test_render_warns_on_stderr_and_submit_local_does_not(tmp_path, capsys):
     path.write_text("name: run\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n")
     assert cli.main(["render", str(path)]) == 0
     out, err = capsys.readouterr()
-    assert err == f"warning: {checkpoints.ephemeral_warning(spec())}\n"
+    assert err == f"warning: {storage.ephemeral_warning(spec())}\n"
     assert "warning" not in out
     assert cli.main(["submit", str(path), "--dry-run", "client"]) == 0
     assert capsys.readouterr().err.startswith("warning: checkpoint.volume: not set")

@@ -1,36 +1,45 @@
 """The Python API (launcher.api) as a notebook uses it: typed configs, specs from files, dicts
 or models, typed errors with the CLI's problems, logs, and a real local cluster followed by
 its progress events."""
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
+from local_clusters import make_spec
 
 from launcher.api import (
-    ClusterNotFound, JobEvent, LocalProcessBackendConfig, Phase, SpecError, TFK8sClient, load_spec,
+    ClusterNotFound,
+    JobEvent,
+    LocalProcessBackendConfig,
+    Phase,
+    SpecError,
+    TFK8sClient,
+    load_spec,
 )
-from local_clusters import make_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
 
 
 def test_importing_the_api_loads_neither_tensorflow_nor_kubernetes():
-    code = ("import sys; from launcher.api import TFK8sClient, KubernetesBackendConfig; "
-            "TFK8sClient(KubernetesBackendConfig(namespace='x')); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'kubernetes'}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          timeout=60)
+    code = (
+        "import sys; from launcher.api import TFK8sClient, KubernetesBackendConfig; "
+        "TFK8sClient(KubernetesBackendConfig(namespace='x')); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'kubernetes'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -83,8 +92,7 @@ def test_logs_tail_gives_the_last_lines(tmp_path):
     assert list(client.get_job_logs(name, "chief", tail=2)) == ["line 8\n", "line 9\n"]
     whole = list(client.get_job_logs(name, "chief"))
     assert len(whole) == 11 and whole[0].startswith("=== tfk8s: chief-0 attempt 1"), whole
-    done = cli("logs", name, "--local", "--workdir", str(tmp_path), "--role", "chief",
-               "--tail", "1")
+    done = cli("logs", name, "--local", "--workdir", str(tmp_path), "--role", "chief", "--tail", "1")
     assert done.stdout == "line 9\n", done.stderr
     client.delete_job(name)
 
@@ -103,10 +111,12 @@ def test_completion_script_completes_commands_flags_and_choices(shell, tmp_path)
     if shell == "zsh":
         assert "bashcompinit" in done.stdout
         return
-    probe = (f"source {script}; "
-             "COMP_WORDS=(tfk8s lo); COMP_CWORD=1; _tfk8s; echo ${COMPREPLY[@]}; "
-             "COMP_WORDS=(tfk8s logs x --role ''); COMP_CWORD=4; _tfk8s; echo ${COMPREPLY[@]}; "
-             "COMP_WORDS=(tfk8s logs x --ta); COMP_CWORD=3; _tfk8s; echo ${COMPREPLY[@]}")
+    probe = (
+        f"source {script}; "
+        "COMP_WORDS=(tfk8s lo); COMP_CWORD=1; _tfk8s; echo ${COMPREPLY[@]}; "
+        "COMP_WORDS=(tfk8s logs x --role ''); COMP_CWORD=4; _tfk8s; echo ${COMPREPLY[@]}; "
+        "COMP_WORDS=(tfk8s logs x --ta); COMP_CWORD=3; _tfk8s; echo ${COMPREPLY[@]}"
+    )
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
     assert out.stdout.splitlines() == ["logs", "chief worker ps evaluator", "--tail"], out.stderr
 
@@ -114,9 +124,12 @@ def test_completion_script_completes_commands_flags_and_choices(shell, tmp_path)
 @pytest.mark.process
 def test_api_runs_a_local_ps_cluster_to_succeeded_with_progress_events(tmp_path):
     client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
-    spec = make_spec("api", "parameter_server",
-                     ["--steps", "300", "--checkpoint-every", "100", "--global-batch-size", "64",
-                      "--data", "digits"], env={"TFK8S_PROGRESS_SECONDS": "1"})
+    spec = make_spec(
+        "api",
+        "parameter_server",
+        ["--steps", "300", "--checkpoint-every", "100", "--global-batch-size", "64", "--data", "digits"],
+        env={"TFK8S_PROGRESS_SECONDS": "1"},
+    )
     data = spec.model_dump(by_alias=True)
     data["checkpoint"] = {}  # locally the evaluator shares the chief's disk: no volume needed
     name = client.submit(data)  # returns at once: a detached supervisor runs the tasks
@@ -143,9 +156,13 @@ def test_cli_runs_multi_worker_mirrored_without_a_claim_locally(tmp_path):
     spec = tmp_path / "mw.json"  # JSON is YAML
     spec.write_text(json.dumps(mwms_without_claim()))
     assert cli("render", str(spec)).returncode == 2  # Kubernetes: refused
-    done = subprocess.run([sys.executable, "-m", "launcher", "submit", str(spec), "--local",
-                           "--workdir", str(tmp_path / "work")], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "submit", str(spec), "--local", "--workdir", str(tmp_path / "work")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "note: --local: the 2 workers share this machine's disk" in done.stdout
 
@@ -156,8 +173,9 @@ def test_the_readme_flow_again_and_again_in_one_workdir(tmp_path):
     delete_job had removed the files (1 run in 2), leaving a cluster without its spec that
     broke `list` for all and the next submit (ClusterNotFound)."""
     client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
-    spec = make_spec("demo", "mirrored", ["--steps", "20", "--checkpoint-every", "10",
-                                          "--data", "digits"], evaluator=False)
+    spec = make_spec(
+        "demo", "mirrored", ["--steps", "20", "--checkpoint-every", "10", "--data", "digits"], evaluator=False
+    )
     data = spec.model_dump(by_alias=True)
     data["checkpoint"] = {}
     for run in range(4):

@@ -1,4 +1,5 @@
 """The CLI as a user runs it: exit codes and one clear line per problem, never a traceback."""
+
 import json
 import subprocess
 import sys
@@ -11,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.yaml")))
@@ -38,14 +40,20 @@ def test_tf_config_shows_evaluator_outside_training_cluster():
 
 
 BROKEN = {
-    "unknown key": ("name: a\nstrategy: parameter_server\nroles: {chief: {replicas: 1}, "
-                    "worker: {replicas: 1}, ps: {replicas: 1}}\nimagePullPolcy: Always\n",
-                    "x.yaml:4: imagePullPolcy: unknown key 'imagePullPolcy' (did you mean 'imagePullPolicy'?)"),
-    "no ps": ("name: a\nstrategy: parameter_server\nroles:\n  chief: {replicas: 1}\n"
-              "  worker: {replicas: 1}\n  ps: {replicas: 0}\n",
-              "x.yaml:6: roles.ps.replicas: parameter_server needs at least 1 ps, got 0"),
-    "long name": ("name: " + "n" * 70 + "\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n",
-                  "x.yaml:1: name: 70 characters; a DNS-1035 label has at most 63"),
+    "unknown key": (
+        "name: a\nstrategy: parameter_server\nroles: {chief: {replicas: 1}, "
+        "worker: {replicas: 1}, ps: {replicas: 1}}\nimagePullPolcy: Always\n",
+        "x.yaml:4: imagePullPolcy: unknown key 'imagePullPolcy' (did you mean 'imagePullPolicy'?)",
+    ),
+    "no ps": (
+        "name: a\nstrategy: parameter_server\nroles:\n  chief: {replicas: 1}\n"
+        "  worker: {replicas: 1}\n  ps: {replicas: 0}\n",
+        "x.yaml:6: roles.ps.replicas: parameter_server needs at least 1 ps, got 0",
+    ),
+    "long name": (
+        "name: " + "n" * 70 + "\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n",
+        "x.yaml:1: name: 70 characters; a DNS-1035 label has at most 63",
+    ),
     "bad yaml": ("name: a\nroles: [\n", "x.yaml:3: invalid YAML"),
 }
 
@@ -75,12 +83,18 @@ def test_helm_values_round_trip_to_the_same_spec(tmp_path):
 
 def test_unreachable_cluster_is_one_line(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
-        "users": [{"name": "x", "user": {"token": "t"}}],
-    }))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "x",
+                "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+                "users": [{"name": "x", "user": {"token": "t"}}],
+            }
+        )
+    )
     result = run("status", "x", "--kubeconfig", str(kubeconfig))
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()

@@ -1,4 +1,5 @@
 """`code:`: deterministic packing, excludes, the size limit, and what render makes of it."""
+
 from __future__ import annotations
 
 import base64
@@ -15,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from launcher.code_shipping import code_bundle, code_files
-from launcher.render import render
 from launcher.code_shipping.code_bundle import CODE_DIR, LIMIT
 from launcher.errors import SpecError
-from launcher.spec.loader import load_file
 from launcher.plan.plan import plan
+from launcher.render import render
+from launcher.spec.loader import load_file
 
 
 def _tree(root, files: dict[str, str | bytes]):
@@ -30,8 +31,7 @@ def _tree(root, files: dict[str, str | bytes]):
     return root
 
 
-TWO_MODULES = {"train.py": "from pkg.helper import VALUE\n", "pkg/__init__.py": "",
-               "pkg/helper.py": "VALUE = 1\n"}
+TWO_MODULES = {"train.py": "from pkg.helper import VALUE\n", "pkg/__init__.py": "", "pkg/helper.py": "VALUE = 1\n"}
 
 
 def _names(bundle) -> list[str]:
@@ -59,13 +59,23 @@ def test_same_content_same_digest_mtime_ignored_byte_changes_it(tmp_path):
 
 
 def test_excludes_defaults_ignore_file_and_spec(tmp_path):
-    root = _tree(tmp_path / "src", {
-        **TWO_MODULES,
-        "pkg/__pycache__/helper.cpython-311.pyc": b"x", "old.pyc": b"x", ".git/HEAD": "ref",
-        ".ipynb_checkpoints/n.ipynb": "{}", "data/big.bin": b"0" * 100, "data/keep.txt": "k",
-        "notes/a.md": "a", "deep/x/scratch.tmp": "t", ".tfk8signore": "data/\n*.tmp\n",
-        ".tfk8s/run/logs/chief-0.log": "x", ".venv/bin/python": "x",
-    })
+    root = _tree(
+        tmp_path / "src",
+        {
+            **TWO_MODULES,
+            "pkg/__pycache__/helper.cpython-311.pyc": b"x",
+            "old.pyc": b"x",
+            ".git/HEAD": "ref",
+            ".ipynb_checkpoints/n.ipynb": "{}",
+            "data/big.bin": b"0" * 100,
+            "data/keep.txt": "k",
+            "notes/a.md": "a",
+            "deep/x/scratch.tmp": "t",
+            ".tfk8signore": "data/\n*.tmp\n",
+            ".tfk8s/run/logs/chief-0.log": "x",
+            ".venv/bin/python": "x",
+        },
+    )
     names = _names(code_bundle.pack(root, ["notes", "/train.py", "!train.py"]))
     assert names == [".tfk8signore", "pkg/__init__.py", "pkg/helper.py", "train.py"]
     # anchored patterns and ** match paths; an unanchored one any basename
@@ -76,8 +86,10 @@ def test_excludes_defaults_ignore_file_and_spec(tmp_path):
 
 def _spec(tmp_path, code: str, extra: str = "") -> object:
     path = tmp_path / "cluster.yaml"
-    path.write_text(f"name: demo\nstrategy: mirrored\n{code}\nprogram: {{module: train}}\n"
-                    f"roles: {{chief: {{replicas: 1}}}}\n{extra}")
+    path.write_text(
+        f"name: demo\nstrategy: mirrored\n{code}\nprogram: {{module: train}}\n"
+        f"roles: {{chief: {{replicas: 1}}}}\n{extra}"
+    )
     return load_file(path)
 
 
@@ -105,7 +117,8 @@ def test_render_ships_the_code_to_every_pod(tmp_path, workload, program):
     _tree(tmp_path / "src", TWO_MODULES)
     (tmp_path / "cluster.yaml").write_text(
         f"name: demo\nstrategy: parameter_server\nworkload: {workload}\ncode: ./src\n{program}\n"
-        "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n")
+        "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n"
+    )
     spec = load_file(tmp_path / "cluster.yaml")
     objects = render.render(spec)
     maps = [o for o in objects if o["kind"] == "ConfigMap" and "binaryData" in o]
@@ -127,8 +140,7 @@ def test_render_ships_the_code_to_every_pod(tmp_path, workload, program):
         env = {e["name"]: e.get("value") for e in main["env"]}
         assert env["PYTHONPATH"] == CODE_DIR
         assert {"name": "code", "mountPath": CODE_DIR, "readOnly": True} in main["volumeMounts"]
-        assert {"name": "code-archive", "configMap": {"name": cm["metadata"]["name"]}} \
-            in pod["volumes"]
+        assert {"name": "code-archive", "configMap": {"name": cm["metadata"]["name"]}} in pod["volumes"]
 
 
 def test_spec_hash_follows_the_content_not_the_place(tmp_path):
@@ -156,8 +168,8 @@ def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
     container's `command:` then runs from it (paths moved under tmp_path; no cluster)."""
     shutil.copytree(Path(__file__).resolve().parents[2] / "code_demo" / "v1", tmp_path / "src")
     (tmp_path / "cluster.yaml").write_text(
-        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\n"
-        "roles: {chief: {replicas: 1}}\n")
+        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\nroles: {chief: {replicas: 1}}\n"
+    )
     objects = render.render(load_file(tmp_path / "cluster.yaml"))
     cm = next(o for o in objects if "binaryData" in o)
     pod = render.job_specs(objects)[0][1]["template"]["spec"]
@@ -178,15 +190,21 @@ def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
     assert "unpacked 4 files" in out
     main = pod["containers"][0]
     env = {e["name"]: move(e["value"]) for e in main["env"] if "value" in e}
-    result = subprocess.run([sys.executable, *main["command"][1:]], cwd=move(main["workingDir"]),
-                            env={"PATH": os.environ["PATH"], **env}, capture_output=True,
-                            text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, *main["command"][1:]],
+        cwd=move(main["workingDir"]),
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert result.stdout.strip() == f"tfk8s-code-marker v1 cwd={code_dir}"
 
 
 def test_submit_says_when_the_running_clusters_code_changed(tmp_path):
     from launcher.backends.kubernetes.submit import code_change
     from launcher.render.code_render import SHA256_ANNOTATION
+
     _tree(tmp_path / "src", TWO_MODULES)
     spec = _spec(tmp_path, "code: ./src")
     new = spec.code_bundle.digest
@@ -199,8 +217,8 @@ def test_submit_says_when_the_running_clusters_code_changed(tmp_path):
 def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
     _tree(tmp_path / "src", TWO_MODULES)
     (tmp_path / "cluster.yaml").write_text(
-        "name: demo\nstrategy: mirrored\ncode: ./src\nprogram:\n  module: trian\n"
-        "roles: {chief: {replicas: 1}}\n")
+        "name: demo\nstrategy: mirrored\ncode: ./src\nprogram:\n  module: trian\nroles: {chief: {replicas: 1}}\n"
+    )
     with pytest.raises(SpecError) as info:
         load_file(tmp_path / "cluster.yaml")
     assert "cluster.yaml:5: program.module: 'trian' is not in code: ./src" in str(info.value)
@@ -209,7 +227,8 @@ def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
     for module in ("worker.examples.fashion_mnist", "pkg.helper"):
         (tmp_path / "cluster.yaml").write_text(
             f"name: demo\nstrategy: mirrored\ncode: ./src\nprogram: {{module: {module}}}\n"
-            "roles: {chief: {replicas: 1}}\n")
+            "roles: {chief: {replicas: 1}}\n"
+        )
         assert load_file(tmp_path / "cluster.yaml").code_bundle is not None
 
 
@@ -218,19 +237,23 @@ def test_a_command_script_not_in_the_code_is_refused_at_load(tmp_path):
     (and every retry) after scheduling."""
     _tree(tmp_path / "src", TWO_MODULES)
     (tmp_path / "cluster.yaml").write_text(
-        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\n"
-        "roles: {chief: {replicas: 1}}\n")
+        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\nroles: {chief: {replicas: 1}}\n"
+    )
     with pytest.raises(SpecError) as info:
         load_file(tmp_path / "cluster.yaml")
-    assert "cluster.yaml:4: command: command runs 'run.py', which is not in code: ./src" in str(
-        info.value)
+    assert "cluster.yaml:4: command: command runs 'run.py', which is not in code: ./src" in str(info.value)
     assert "e.g. pkg/__init__.py, pkg/helper.py, train.py" in str(info.value)
     # scripts in the code (also under a dir, or named ./x.py), and what it cannot check, are fine
-    for command in ("[python3, train.py]", "[python, ./pkg/helper.py]", "[python, -m, train]",
-                    "[python, /opt/app/run.py]", "[bash, run.sh]"):
+    for command in (
+        "[python3, train.py]",
+        "[python, ./pkg/helper.py]",
+        "[python, -m, train]",
+        "[python, /opt/app/run.py]",
+        "[bash, run.sh]",
+    ):
         (tmp_path / "cluster.yaml").write_text(
-            f"name: demo\nstrategy: mirrored\ncode: ./src\ncommand: {command}\n"
-            "roles: {chief: {replicas: 1}}\n")
+            f"name: demo\nstrategy: mirrored\ncode: ./src\ncommand: {command}\nroles: {{chief: {{replicas: 1}}}}\n"
+        )
         assert load_file(tmp_path / "cluster.yaml").code_bundle is not None, command
 
 
@@ -238,27 +261,29 @@ def test_the_helm_release_limit_is_said_before_helm_says_it(tmp_path, capsys):
     """Helm's release Secret (1 MiB) holds codeArchive twice: measured on kind, 300 kB of
     incompressible code installed, 450 kB and 600 kB failed inside Helm. Both ways to make
     Helm values (the archive for --set-file, `render --helm-values`) refuse it first."""
-    from launcher.chart import helm_release
-    from launcher.chart import chart_values
+    from launcher.chart import chart_values, helm_release
     from launcher.code_shipping import __main__ as cli
 
     for size, fits in ((300_000, True), (450_000, False), (600_000, False)):
         root = tmp_path / f"src{size}"
-        _tree(root, {"train.py": "from worker.examples.digits import *\n",
-                     "blob.bin": os.urandom(size)})
+        _tree(root, {"train.py": "from worker.examples.digits import *\n", "blob.bin": os.urandom(size)})
         assert (cli.main([str(root)]) == 0) is fits, size
         err = capsys.readouterr().err
         if not fits:
             assert f"code: {root} (0." in err and "over the 1024 KiB a Secret holds" in err, err
         (tmp_path / "c.yaml").write_text(
             f"name: demo\nstrategy: mirrored\ncode: ./{root.name}\nprogram: {{module: train}}\n"
-            "roles: {chief: {replicas: 1}}\n")
+            "roles: {chief: {replicas: 1}}\n"
+        )
         spec = load_file(tmp_path / "c.yaml")
         if fits:
             assert "codeArchive" in chart_values.helm_values_yaml(spec)
         else:
-            with pytest.raises(helm_release.TooLargeForHelm, match=r"code: \S*src\d+ \(0\.\d+ MiB "
-                               r"packed\) makes a Helm release of about \d+ KiB, over the 1024"):
+            with pytest.raises(
+                helm_release.TooLargeForHelm,
+                match=r"code: \S*src\d+ \(0\.\d+ MiB "
+                r"packed\) makes a Helm release of about \d+ KiB, over the 1024",
+            ):
                 chart_values.helm_values_yaml(spec)
 
 
@@ -272,8 +297,11 @@ def test_symlinks_inside_are_followed_outside_refused_with_the_path(tmp_path):
     secret = tmp_path / "secret.pem"
     secret.write_text("-----BEGIN PRIVATE KEY-----\n")
     (src / "key.pem").symlink_to(secret)
-    with pytest.raises(code_files.Unshippable, match=rf"{src}/key.pem is a symlink to "
-                       rf"{secret}, outside the code dir {src}"):
+    with pytest.raises(
+        code_files.Unshippable,
+        match=rf"{src}/key.pem is a symlink to "
+        rf"{secret}, outside the code dir {src}",
+    ):
         code_bundle.pack(src)
     (src / "key.pem").unlink()
     (src / "loop").symlink_to(src)  # a link back up: packed once, no endless walk
@@ -284,8 +312,11 @@ def test_a_named_pipe_is_refused_not_waited_on(tmp_path):
     src = tmp_path / "src"
     _tree(src, {"train.py": ""})
     os.mkfifo(src / "events")
-    with pytest.raises(code_files.Unshippable, match=rf"{src}/events is a named pipe, not a "
-                       "file: exclude it"):
+    with pytest.raises(
+        code_files.Unshippable,
+        match=rf"{src}/events is a named pipe, not a "
+        "file: exclude it",
+    ):
         code_bundle.pack(src)
     assert _names(code_bundle.pack(src, ["events"])) == ["train.py"]
 
@@ -308,11 +339,14 @@ def test_a_huge_file_is_refused_from_its_size_without_reading_it(tmp_path):
     src = tmp_path / "src"
     _tree(src, {"train.py": ""})
     with open(src / "data.bin", "wb") as sparse:
-        sparse.truncate(2 * 1024 ** 3)  # 2 GiB, sparse: no disk used
+        sparse.truncate(2 * 1024**3)  # 2 GiB, sparse: no disk used
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()
-    with pytest.raises(code_bundle.TooLarge, match=r"holds 2048.00 MiB of files, over the "
-                       r"64.00 MiB a code dir may .*largest: data.bin \(2048.00 MiB\)"):
+    with pytest.raises(
+        code_bundle.TooLarge,
+        match=r"holds 2048.00 MiB of files, over the "
+        r"64.00 MiB a code dir may .*largest: data.bin \(2048.00 MiB\)",
+    ):
         code_bundle.pack_checked(src, [], "./src")
     seconds = time.monotonic() - started
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
@@ -334,17 +368,23 @@ def test_a_local_run_reads_the_archive_the_pods_get_not_the_dir(tmp_path):
 
     from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
 
-    _tree(tmp_path / "src", {
-        "run.py": "import os\nprint('sees', sorted(os.listdir('.')), os.path.exists('data/x.csv'))\n",
-        "data/x.csv": "1,2\n"})
+    _tree(
+        tmp_path / "src",
+        {
+            "run.py": "import os\nprint('sees', sorted(os.listdir('.')), os.path.exists('data/x.csv'))\n",
+            "data/x.csv": "1,2\n",
+        },
+    )
     (tmp_path / "cluster.yaml").write_text(
         "name: demo\nstrategy: mirrored\nimage: example.com/own:1\n"
         "code: {path: ./src, exclude: [data/]}\n"
-        f"command: [{sys.executable}, run.py]\nroles: {{chief: {{replicas: 1}}}}\n")
+        f"command: [{sys.executable}, run.py]\nroles: {{chief: {{replicas: 1}}}}\n"
+    )
     spec = load_file(tmp_path / "cluster.yaml")
     out = io_.StringIO()
-    backend = LocalBackend(LocalProcessBackendConfig(workdir=tmp_path / "work", foreground=True,
-                                                     echo_tasks=True), stream=out)
+    backend = LocalBackend(
+        LocalProcessBackendConfig(workdir=tmp_path / "work", foreground=True, echo_tasks=True), stream=out
+    )
     backend.submit(spec)
     assert backend.wait("demo") == 0, out.getvalue()[-2000:]
     unpacked = tmp_path / "work" / "demo" / "code"
@@ -359,15 +399,21 @@ def test_a_workdir_inside_the_code_dir_is_not_shipped(tmp_path):
 
     from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
 
-    _tree(tmp_path / "src", {
-        "run.py": "import os\nprint('sees', sorted(os.listdir('.')))\n",
-        "runs/old/logs/chief-0.log": "an earlier run\n"})
+    _tree(
+        tmp_path / "src",
+        {
+            "run.py": "import os\nprint('sees', sorted(os.listdir('.')))\n",
+            "runs/old/logs/chief-0.log": "an earlier run\n",
+        },
+    )
     (tmp_path / "cluster.yaml").write_text(
         "name: demo\nstrategy: mirrored\nimage: example.com/own:1\ncode: ./src\n"
-        f"command: [{sys.executable}, run.py]\nroles: {{chief: {{replicas: 1}}}}\n")
+        f"command: [{sys.executable}, run.py]\nroles: {{chief: {{replicas: 1}}}}\n"
+    )
     out = io_.StringIO()
-    backend = LocalBackend(LocalProcessBackendConfig(workdir=tmp_path / "src" / "runs",
-                                                     foreground=True, echo_tasks=True), stream=out)
+    backend = LocalBackend(
+        LocalProcessBackendConfig(workdir=tmp_path / "src" / "runs", foreground=True, echo_tasks=True), stream=out
+    )
     backend.submit(load_file(tmp_path / "cluster.yaml"))
     assert backend.wait("demo") == 0, out.getvalue()[-2000:]
     assert "sees ['run.py']" in out.getvalue(), out.getvalue()[-2000:]

@@ -1,4 +1,5 @@
 """The contract (worker/contract.py) and the plan (launcher/plan/plan.py): every rule written once."""
+
 import ast
 import re
 from collections import defaultdict
@@ -7,20 +8,27 @@ from pathlib import Path
 import pytest
 
 from launcher import k8s_contract
+from launcher.plan.plan import plan
 from launcher.pod import job_watch
 from launcher.spec.loader import load_text
-from launcher.plan.plan import plan
 from worker import contract
 from worker.contract import Role, Strategy
 
 REPO = Path(__file__).resolve().parents[3]
 # Where rules could be copied by hand: the runtime code and the chart's templates.
-SOURCES = [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py"),
-           *(REPO / "manifests").glob("*.j2"), *(REPO / "charts" / "tfk8s" / "templates").glob("*")]
-DEFINED_IN = {REPO / "worker" / "contract.py", REPO / "launcher" / "k8s_contract.py",
-              REPO / "launcher" / "pod" / "job_watch.py",  # a Job's terminal conditions (shipped alone)
-              REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl",  # generated from it
-              REPO / "charts" / "tfk8s" / "templates" / "_plan.tpl"}
+SOURCES = [
+    *(REPO / "launcher").rglob("*.py"),
+    *(REPO / "worker").rglob("*.py"),
+    *(REPO / "manifests").glob("*.j2"),
+    *(REPO / "charts" / "tfk8s" / "templates").glob("*"),
+]
+DEFINED_IN = {
+    REPO / "worker" / "contract.py",
+    REPO / "launcher" / "k8s_contract.py",
+    REPO / "launcher" / "pod" / "job_watch.py",  # a Job's terminal conditions (shipped alone)
+    REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl",  # generated from it
+    REPO / "charts" / "tfk8s" / "templates" / "_plan.tpl",
+}
 
 
 def spec(text: str):
@@ -32,20 +40,37 @@ MWMS = "strategy: multi_worker_mirrored\nroles: {worker: {replicas: 1}}\n"
 EVALUATOR = "roles: {evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
 
 
-@pytest.mark.parametrize("literal", [
-    contract.STRATEGY, contract.MODEL_DIR, contract.PROGRAM, contract.PEER_TIMEOUT,
-    contract.CLUSTER_NAME, contract.TASK_INDEX, contract.BUILTIN_PROGRAM,
-    k8s_contract.LABEL_COMPONENT, k8s_contract.LABEL_STRATEGY, k8s_contract.LABEL_INSTANCE,
-    k8s_contract.INDEX_ANNOTATION, k8s_contract.SPEC_HASH_ANNOTATION, k8s_contract.SUPERVISOR_DIR,
-    k8s_contract.DNS1035_PATTERN, k8s_contract.QUEUE_LABEL, k8s_contract.JOBSET_API_VERSION,
-    contract.SERVER_LINGER,
-    # A Job's terminal conditions; Complete and Failed are also words of status and pod phases.
-    *sorted(job_watch.TERMINAL - {"Complete", "Failed"}),
-])
+@pytest.mark.parametrize(
+    "literal",
+    [
+        contract.STRATEGY,
+        contract.MODEL_DIR,
+        contract.PROGRAM,
+        contract.PEER_TIMEOUT,
+        contract.CLUSTER_NAME,
+        contract.TASK_INDEX,
+        contract.BUILTIN_PROGRAM,
+        k8s_contract.LABEL_COMPONENT,
+        k8s_contract.LABEL_STRATEGY,
+        k8s_contract.LABEL_INSTANCE,
+        k8s_contract.INDEX_ANNOTATION,
+        k8s_contract.SPEC_HASH_ANNOTATION,
+        k8s_contract.SUPERVISOR_DIR,
+        k8s_contract.DNS1035_PATTERN,
+        k8s_contract.QUEUE_LABEL,
+        k8s_contract.JOBSET_API_VERSION,
+        contract.SERVER_LINGER,
+        # A Job's terminal conditions; Complete and Failed are also words of status and pod phases.
+        *sorted(job_watch.TERMINAL - {"Complete", "Failed"}),
+    ],
+)
 def test_each_constant_is_written_once(literal):
     quoted = re.compile(re.escape(f'"{literal}"') + "|" + re.escape(f"'{literal}'"))
-    copies = [str(p.relative_to(REPO)) for p in SOURCES
-              if p not in DEFINED_IN and p.is_file() and quoted.search(p.read_text())]
+    copies = [
+        str(p.relative_to(REPO))
+        for p in SOURCES
+        if p not in DEFINED_IN and p.is_file() and quoted.search(p.read_text())
+    ]
     assert not copies, f"{literal!r} is repeated in {copies}: use worker/contract.py or launcher/k8s_contract.py"
 
 
@@ -53,16 +78,21 @@ def _defaults(path: Path):
     """(name, default) of every parameter and class field with a default in the module: a
     number, or the name of the module's constant that holds one."""
     tree = ast.parse(path.read_text())
-    constants = {t.id: n.value.value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
-                 and isinstance(n.value, ast.Constant)
-                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                 if isinstance(t, ast.Name)}
+    constants = {
+        t.id: n.value.value
+        for n in tree.body
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Constant)
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Name)
+    }
     for node in ast.walk(tree):
         pairs = []
         if isinstance(node, ast.FunctionDef):
             args = node.args.posonlyargs + node.args.args
-            pairs = [*zip(args[len(args) - len(node.args.defaults):], node.args.defaults),
-                     *zip(node.args.kwonlyargs, node.args.kw_defaults)]
+            pairs = [
+                *zip(args[len(args) - len(node.args.defaults) :], node.args.defaults),
+                *zip(node.args.kwonlyargs, node.args.kw_defaults),
+            ]
             pairs = [(arg.arg, value) for arg, value in pairs if value is not None]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
             pairs = [(node.target.id, node.value)]
@@ -80,15 +110,21 @@ def test_each_default_is_written_once():
     for path in [*(REPO / "launcher").rglob("*.py"), *(REPO / "worker").rglob("*.py")]:
         for name, value, source in _defaults(path):
             seen[name, value].add((str(path.relative_to(REPO)), source))
-    repeated = {f"{name}={value}": sorted(where) for (name, value), where in seen.items()
-                if len(where) > 1 and any(source == "a literal" for _, source in where)}
+    repeated = {
+        f"{name}={value}": sorted(where)
+        for (name, value), where in seen.items()
+        if len(where) > 1 and any(source == "a literal" for _, source in where)
+    }
     assert not repeated, f"defaults written twice: {repeated}; name one constant and use it"
 
 
 def test_role_lists_are_not_repeated():
     listed = re.compile(r'"chief",\s*"worker",\s*"ps"|"chief" "worker" "ps"')
-    copies = [str(p.relative_to(REPO)) for p in SOURCES
-              if p not in DEFINED_IN and p.is_file() and listed.search(p.read_text())]
+    copies = [
+        str(p.relative_to(REPO))
+        for p in SOURCES
+        if p not in DEFINED_IN and p.is_file() and listed.search(p.read_text())
+    ]
     assert not copies, f"role lists repeated in {copies}: use contract.ROLES / TRAINING_ROLES"
 
 
@@ -97,13 +133,18 @@ def test_allowed_roles_follow_the_counts():
     assert contract.allowed_roles(Strategy.MULTI_WORKER_MIRRORED) == (Role.WORKER, Role.EVALUATOR)
     assert contract.allowed_roles(Strategy.MIRRORED) == (Role.CHIEF, Role.EVALUATOR)
     assert k8s_contract.role_count_problems(Strategy.MIRRORED, {"chief": 2}) == [
-        ("roles.chief.replicas", "mirrored runs in one pod: set 1, got 2")]
+        ("roles.chief.replicas", "mirrored runs in one pod: set 1, got 2")
+    ]
 
 
 def test_ps_plan():
-    cluster = plan(spec("strategy: parameter_server\nroles: {chief: {replicas: 1}, worker: "
-                        "{replicas: 2}, ps: {replicas: 1}, evaluator: {replicas: 1}}\n"
-                        "checkpoint: {dir: gs://b/m}\n"))
+    cluster = plan(
+        spec(
+            "strategy: parameter_server\nroles: {chief: {replicas: 1}, worker: "
+            "{replicas: 2}, ps: {replicas: 1}, evaluator: {replicas: 1}}\n"
+            "checkpoint: {dir: gs://b/m}\n"
+        )
+    )
     assert cluster.success_role is Role.CHIEF
     assert cluster.supervised == (Role.WORKER, Role.PS, Role.EVALUATOR)
     assert [r.role for r in cluster.training_roles] == [Role.CHIEF, Role.WORKER, Role.PS]
@@ -117,10 +158,12 @@ def test_ps_plan():
     assert cluster.failure.counted_exit_codes == (137,)
     assert cluster.failure.per_index_roles == ()  # a PS worker's crash costs no peer anything
     address = lambda role, i: f"{role}-{i}:1"  # noqa: E731
-    assert cluster.tf_config("evaluator", 0, address) == {
-        "cluster": {}, "task": {"type": "evaluator", "index": 0}}
+    assert cluster.tf_config("evaluator", 0, address) == {"cluster": {}, "task": {"type": "evaluator", "index": 0}}
     assert cluster.tf_config("worker", 1, address)["cluster"] == {
-        "chief": ["chief-0:1"], "worker": ["worker-0:1", "worker-1:1"], "ps": ["ps-0:1"]}
+        "chief": ["chief-0:1"],
+        "worker": ["worker-0:1", "worker-1:1"],
+        "ps": ["ps-0:1"],
+    }
 
 
 def test_mwms_plan_and_user_env_comes_last():
@@ -144,8 +187,9 @@ def test_bring_your_own_command_has_no_fatal_exit_and_on_failure_no_policy():
 
 
 def test_mwms_workers_have_a_retry_budget_per_index():
-    cluster = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 8}}\n"
-                        "checkpoint: {dir: gs://b/m}\n"))
+    cluster = plan(
+        spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 8}}\ncheckpoint: {dir: gs://b/m}\n")
+    )
     failure = cluster.failure
     assert failure.per_index_roles == (Role.WORKER,)
     assert failure.budget(Role.WORKER, 3) == "worker-3"
@@ -154,18 +198,25 @@ def test_mwms_workers_have_a_retry_budget_per_index():
 
 
 def test_a_users_command_gets_no_trusted_worker_codes():
-    failure = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 2}}\n"
-                        "command: [python, train.py]\ncheckpoint: {dir: gs://b/m}\n")).failure
+    failure = plan(
+        spec(
+            "strategy: multi_worker_mirrored\nroles: {worker: {replicas: 2}}\n"
+            "command: [python, train.py]\ncheckpoint: {dir: gs://b/m}\n"
+        )
+    ).failure
     assert failure.ignored_exit_codes == (contract.EXIT_PREEMPTED,)
     assert failure.fatal_exit_codes == ()
     assert failure.per_index_roles == (Role.WORKER,)
 
 
 def test_on_failure_has_no_exit_code_rules_and_no_per_index_budget():
-    failure = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 2}}\n"
-                        "restartPolicy: OnFailure\ncheckpoint: {dir: gs://b/m}\n")).failure
-    assert (failure.ignored_exit_codes, failure.counted_exit_codes, failure.per_index_roles) == (
-        (), (), ())
+    failure = plan(
+        spec(
+            "strategy: multi_worker_mirrored\nroles: {worker: {replicas: 2}}\n"
+            "restartPolicy: OnFailure\ncheckpoint: {dir: gs://b/m}\n"
+        )
+    ).failure
+    assert (failure.ignored_exit_codes, failure.counted_exit_codes, failure.per_index_roles) == ((), (), ())
     assert failure.budget(Role.WORKER, 1) == "worker"
 
 
@@ -188,8 +239,12 @@ def test_no_linger_outside_parameter_server_and_a_users_value_wins():
 
 
 def test_the_plan_decides_the_success_index_and_who_watches_what():
-    mwms = plan(spec("strategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}, "
-                     "evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"))
+    mwms = plan(
+        spec(
+            "strategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}, "
+            "evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
+        )
+    )
     assert mwms.role(Role.WORKER).success_index == contract.SUCCESS_INDEX  # worker 0 is the chief
     assert mwms.role(Role.EVALUATOR).success_index is None
     assert mwms.watched_jobs == ("t-worker",)
@@ -201,9 +256,13 @@ def test_the_plan_decides_the_success_index_and_who_watches_what():
 
 
 def test_a_jobset_plan_holds_the_sets_policies_and_its_jobs_get_no_ttl():
-    cluster = plan(spec("strategy: multi_worker_mirrored\nworkload: jobset\nqueue: q\n"
-                        "roles: {worker: {replicas: 2}, evaluator: {replicas: 1}}\n"
-                        "checkpoint: {dir: gs://b/m}\nttlSecondsAfterFinished: 60\n"))
+    cluster = plan(
+        spec(
+            "strategy: multi_worker_mirrored\nworkload: jobset\nqueue: q\n"
+            "roles: {worker: {replicas: 2}, evaluator: {replicas: 1}}\n"
+            "checkpoint: {dir: gs://b/m}\nttlSecondsAfterFinished: 60\n"
+        )
+    )
     jobset = cluster.jobset
     assert jobset.success_roles == (Role.WORKER, Role.EVALUATOR)  # the final checkpoint evaluated
     assert jobset.max_restarts == 1  # MWMS: the whole set restarts once
@@ -219,10 +278,14 @@ def test_a_jobset_plan_holds_the_sets_policies_and_its_jobs_get_no_ttl():
 
 
 def test_lost_node_tolerations_are_added_unless_the_role_tolerates_the_taint_itself():
-    cluster = plan(spec("strategy: multi_worker_mirrored\nnodeLossTolerationSeconds: 30\n"
-                        "roles: {worker: {replicas: 1, tolerations: "
-                        "[{key: node.kubernetes.io/unreachable, operator: Exists}]}}\n"))
+    cluster = plan(
+        spec(
+            "strategy: multi_worker_mirrored\nnodeLossTolerationSeconds: 30\n"
+            "roles: {worker: {replicas: 1, tolerations: "
+            "[{key: node.kubernetes.io/unreachable, operator: Exists}]}}\n"
+        )
+    )
     assert cluster.role(Role.WORKER).tolerations == (
         {"key": k8s_contract.UNREACHABLE_TAINT, "operator": "Exists"},
-        {"key": k8s_contract.NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute",
-         "tolerationSeconds": 30})
+        {"key": k8s_contract.NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+    )

@@ -1,4 +1,5 @@
 """TF_CONFIG checked through TensorFlow's own TFConfigClusterResolver: real TF, no mocks."""
+
 import json
 import os
 from pathlib import Path
@@ -37,12 +38,18 @@ def test_every_pod_resolves_to_its_task(example):
     # pod hostnames: <job>-<index>; a JobSet's child Job of a role is <name>-<role>-0
     job = {"jobs": "{name}-{role}", "jobset": "{name}-{role}-0"}[spec.workload.value]
     expected_cluster = {
-        role: [f"{job.format(name=spec.name, role=role)}-{i}.{spec.name}.{spec.namespace}.svc:{spec.port}"
-               for i in range(spec.replicas(role))]
-        for role in spec.active_roles() if role in TRAINING_ROLES
+        role: [
+            f"{job.format(name=spec.name, role=role)}-{i}.{spec.name}.{spec.namespace}.svc:{spec.port}"
+            for i in range(spec.replicas(role))
+        ]
+        for role in spec.active_roles()
+        if role in TRAINING_ROLES
     }
-    hosts = {f"{job.format(name=spec.name, role=role)}-{i}": (role.value, i)
-             for role in spec.active_roles() for i in range(spec.replicas(role))}
+    hosts = {
+        f"{job.format(name=spec.name, role=role)}-{i}": (role.value, i)
+        for role in spec.active_roles()
+        for i in range(spec.replicas(role))
+    }
     assert sorted(pods) == sorted(hosts)
     for pod, config in pods.items():
         role, index = hosts[pod]

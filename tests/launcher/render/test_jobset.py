@@ -1,4 +1,5 @@
 """The JobSet projection: the same pods as the Jobs projection, one JobSet, Kueue's label."""
+
 import copy
 import json
 import subprocess
@@ -6,12 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import REPO, example_specs
 
 from launcher import k8s_contract
-from launcher.render import render
 from launcher.errors import SpecError
+from launcher.render import render
 from launcher.spec.loader import load_file, load_text
-from support import REPO, example_specs
 from worker import contract
 
 QUEUED = REPO / "examples" / "ps-queued.yaml"
@@ -33,18 +34,22 @@ def test_queued_example_is_one_jobset_with_the_queue_label():
     assert kinds.count("JobSet") == 1 and kinds[0] == "JobSet"
     # No Service (JobSet's own), no Job objects; ConfigMap + RBAC only for the evaluator's
     # supervisor; the gRPC and the evaluator's NetworkPolicy.
-    assert sorted(kinds[1:]) == ["ConfigMap", "NetworkPolicy", "NetworkPolicy", "Role",
-                                 "RoleBinding", "ServiceAccount"]
+    assert sorted(kinds[1:]) == ["ConfigMap", "NetworkPolicy", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount"]
     [jobset] = objects[:1]
     assert jobset["metadata"]["labels"][k8s_contract.QUEUE_LABEL] == "tfk8s-queue"
     assert jobset["spec"]["suspend"] is True  # Kueue resumes it once admitted
-    assert jobset["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": "mnist-ps-queued",
-                                         "publishNotReadyAddresses": True}
+    assert jobset["spec"]["network"] == {
+        "enableDNSHostnames": True,
+        "subdomain": "mnist-ps-queued",
+        "publishNotReadyAddresses": True,
+    }
 
 
 def test_without_evaluator_nothing_but_the_jobset_and_its_grpc_policy():
-    spec = load_text("name: p\nstrategy: parameter_server\nworkload: jobset\n"
-                     "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n")
+    spec = load_text(
+        "name: p\nstrategy: parameter_server\nworkload: jobset\n"
+        "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n"
+    )
     jobset, policy = render.render(spec)
     assert jobset["kind"] == "JobSet"
     assert (policy["kind"], policy["metadata"]["name"]) == ("NetworkPolicy", "p-grpc")
@@ -63,8 +68,9 @@ def test_same_pods_as_the_jobs_projection(example):
     PS servers, the Jobs' own TTL)."""
     jobs_spec = _as(example, workload="jobs", queue=None)
     set_spec = _as(example, workload="jobset")
-    jobs = {o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: o
-            for o in render.render(jobs_spec) if o["kind"] == "Job"}
+    jobs = {
+        o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: o for o in render.render(jobs_spec) if o["kind"] == "Job"
+    }
     [jobset] = [o for o in render.render(set_spec) if o["kind"] == "JobSet"]
     children = _children(jobset)
     assert list(children) == list(jobs)
@@ -77,23 +83,26 @@ def test_same_pods_as_the_jobs_projection(example):
         got = copy.deepcopy(child["spec"])
         want_c = want["template"]["spec"]["containers"][0]
         got_c = got["template"]["spec"]["containers"][0]
-        tf_config = lambda c: json.loads(next(e["value"] for e in c["env"] if e["name"] == contract.TF_CONFIG)
-                                         .replace("$(TFK8S_TASK_INDEX)", "0"))
+
+        def tf_config(c):
+            value = next(e["value"] for e in c["env"] if e["name"] == contract.TF_CONFIG)
+            return json.loads(value.replace("$(TFK8S_TASK_INDEX)", "0"))
+
         want_cfg, got_cfg = tf_config(want_c), tf_config(got_c)
         # the same cluster, addressed by the JobSet's pod names
         name, ns = set_spec.name, set_spec.namespace
         assert got_cfg["task"] == want_cfg["task"]
         for r, addresses in want_cfg["cluster"].items():
             assert got_cfg["cluster"][r] == [
-                f"{name}-{r}-0-{i}.{name}.{ns}.svc:{set_spec.port}" for i in range(len(addresses))]
+                f"{name}-{r}-0-{i}.{name}.{ns}.svc:{set_spec.port}" for i in range(len(addresses))
+            ]
         supervised_as_job = len(want["template"]["spec"]["containers"]) == 2
         if contract.Role(role) in supervised or not supervised_as_job:
             for c in (want_c, got_c):
                 c["env"] = [e for e in c["env"] if e["name"] != contract.TF_CONFIG]
             for pod in (want, got):  # the JobSet's names, its restart attempt (none under jobs)
                 for c in pod["template"]["spec"]["containers"][1:]:
-                    c["env"] = [e for e in c["env"] if e["name"] not in (
-                        "TFK8S_WATCH_JOB", "TFK8S_RESTART_ATTEMPT")]
+                    c["env"] = [e for e in c["env"] if e["name"] not in ("TFK8S_WATCH_JOB", "TFK8S_RESTART_ATTEMPT")]
             assert got == want, role
         else:
             # a PS server, supervised as a Job, ended by the success policy in a JobSet
@@ -141,8 +150,9 @@ def test_queue_needs_jobset():
 def test_cli_refuses_queue_without_jobset(tmp_path):
     path = tmp_path / "queued-jobs.yaml"
     path.write_text((REPO / "examples" / "ps.yaml").read_text() + "queue: q\n")
-    result = subprocess.run([sys.executable, "-m", "launcher", "render", str(path)],
-                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "render", str(path)], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert result.returncode == 2
     line = result.stderr.strip()
     assert line.startswith(f"error: {path}:") and ": queue: a queue needs workload: jobset" in line
@@ -175,8 +185,9 @@ def test_a_supervised_evaluator_knows_its_restart_attempt():
     objects = render.render(load_file(QUEUED))
     evaluator = _children(objects[0])["evaluator"]["spec"]["template"]["spec"]["containers"][1]
     [attempt] = [e for e in evaluator["env"] if e["name"] == "TFK8S_RESTART_ATTEMPT"]
-    assert attempt["valueFrom"] == {"fieldRef": {
-        "fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}}
+    assert attempt["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}
+    }
     # not under workload jobs: there is no attempt there
     jobs = render.render(_as(QUEUED, workload="jobs", queue=None))
     for job_name, spec in render.job_specs(jobs):

@@ -1,19 +1,24 @@
 """The cluster's NetworkPolicies: TF's gRPC port admits only the cluster's own training pods,
 the evaluator admits nothing, in both projections; networkPolicy: false renders none."""
+
 import json
 
 import pytest
+from support import example_specs
 
 from launcher import k8s_contract
 from launcher.render import render
 from launcher.spec.loader import load_text
-from support import example_specs
 from worker import contract
 
-PS = ("name: c\nstrategy: parameter_server\nroles: {chief: {replicas: 1}, worker: {replicas: 2}, "
-      "ps: {replicas: 1}, evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n")
-MWMS = ("name: c\nstrategy: multi_worker_mirrored\n"
-        "roles: {worker: {replicas: 3}, evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n")
+PS = (
+    "name: c\nstrategy: parameter_server\nroles: {chief: {replicas: 1}, worker: {replicas: 2}, "
+    "ps: {replicas: 1}, evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
+)
+MWMS = (
+    "name: c\nstrategy: multi_worker_mirrored\n"
+    "roles: {worker: {replicas: 3}, evaluator: {replicas: 1}}\ncheckpoint: {dir: gs://b/m}\n"
+)
 MIRRORED = "name: c\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
 WORKLOADS = ["jobs", "jobset"]
 CLUSTER_PODS = {"app.kubernetes.io/name": "tfk8s", "app.kubernetes.io/instance": "c"}
@@ -25,22 +30,26 @@ def _spec(text: str, workload: str = "jobs", **changes):
 
 
 def _policies(spec) -> dict[str, dict]:
-    return {o["metadata"]["name"]: o["spec"] for o in render.render(spec)
-            if o["kind"] == "NetworkPolicy"}
+    return {o["metadata"]["name"]: o["spec"] for o in render.render(spec) if o["kind"] == "NetworkPolicy"}
 
 
 def _pods_of(roles: list[str]) -> dict:
-    return {"matchLabels": CLUSTER_PODS, "matchExpressions": [
-        {"key": "app.kubernetes.io/component", "operator": "In", "values": roles}]}
+    return {
+        "matchLabels": CLUSTER_PODS,
+        "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In", "values": roles}],
+    }
 
 
 def _pod_labels(objects: list[dict]) -> dict[str, dict]:
     """Each role's pod labels, from the Jobs or the JobSet's replicatedJobs."""
     templates = [o["spec"]["template"] for o in objects if o["kind"] == "Job"]
-    templates += [rj["template"]["spec"]["template"] for o in objects if o["kind"] == "JobSet"
-                  for rj in o["spec"]["replicatedJobs"]]
-    return {t["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: t["metadata"]["labels"]
-            for t in templates}
+    templates += [
+        rj["template"]["spec"]["template"]
+        for o in objects
+        if o["kind"] == "JobSet"
+        for rj in o["spec"]["replicatedJobs"]
+    ]
+    return {t["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: t["metadata"]["labels"] for t in templates}
 
 
 def _selects(selector: dict, labels: dict) -> bool:
@@ -61,8 +70,9 @@ def test_grpc_port_admits_only_the_clusters_training_pods(workload):
     grpc = policies["c-grpc"]
     assert grpc["podSelector"] == _pods_of(["chief", "worker", "ps"])
     assert grpc["policyTypes"] == ["Ingress"]  # egress stays open: DNS, API server, gs://
-    assert grpc["ingress"] == [{"from": [{"podSelector": _pods_of(["chief", "worker", "ps"])}],
-                                "ports": [{"protocol": "TCP", "port": 2222}]}]
+    assert grpc["ingress"] == [
+        {"from": [{"podSelector": _pods_of(["chief", "worker", "ps"])}], "ports": [{"protocol": "TCP", "port": 2222}]}
+    ]
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
@@ -134,8 +144,7 @@ def test_policies_are_in_place_before_any_job(example):
     assert max(i for i, k in enumerate(kinds) if k == "NetworkPolicy") < kinds.index("Job")
 
 
-MWMS_GPU = MWMS.replace("worker: {replicas: 3}",
-                        "worker: {replicas: 3, resources: {limits: {nvidia.com/gpu: 1}}}")
+MWMS_GPU = MWMS.replace("worker: {replicas: 3}", "worker: {replicas: 3, resources: {limits: {nvidia.com/gpu: 1}}}")
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
@@ -144,9 +153,11 @@ def test_mwms_workers_with_gpus_admit_every_tcp_port_from_each_other_only(worklo
     policies = _policies(_spec(MWMS_GPU, workload))
     assert set(policies) == {"c-grpc", "c-collective", "c-no-ingress"}
     collective = policies["c-collective"]
-    assert collective == {"podSelector": _pods_of(["worker"]), "policyTypes": ["Ingress"],
-                          "ingress": [{"from": [{"podSelector": _pods_of(["worker"])}],
-                                       "ports": [{"protocol": "TCP"}]}]}  # no port: all of TCP
+    assert collective == {
+        "podSelector": _pods_of(["worker"]),
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": _pods_of(["worker"])}], "ports": [{"protocol": "TCP"}]}],
+    }  # no port: all of TCP
     # the gRPC policy is unchanged, the evaluator still admits nothing
     assert policies["c-grpc"] == _policies(_spec(MWMS, workload))["c-grpc"]
     objects = render.render(_spec(MWMS_GPU, workload))
@@ -156,12 +167,16 @@ def test_mwms_workers_with_gpus_admit_every_tcp_port_from_each_other_only(worklo
     assert not _selects(collective["ingress"][0]["from"][0]["podSelector"], stranger)
 
 
-@pytest.mark.parametrize("text", [
-    MWMS,  # no GPU: ring all-reduce over TF's gRPC port
-    MWMS.replace("worker: {replicas: 3}", "worker: {replicas: 3, resources: {limits: {nvidia.com/gpu: 0}}}"),
-    PS.replace("worker: {replicas: 2}", "worker: {replicas: 2, resources: {limits: {nvidia.com/gpu: 1}}}"),
-    MIRRORED.replace("chief: {replicas: 1}", "chief: {replicas: 1, resources: {limits: {nvidia.com/gpu: 2}}}"),
-], ids=["mwms-cpu", "mwms-zero-gpus", "ps-gpu", "mirrored-gpu"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        MWMS,  # no GPU: ring all-reduce over TF's gRPC port
+        MWMS.replace("worker: {replicas: 3}", "worker: {replicas: 3, resources: {limits: {nvidia.com/gpu: 0}}}"),
+        PS.replace("worker: {replicas: 2}", "worker: {replicas: 2, resources: {limits: {nvidia.com/gpu: 1}}}"),
+        MIRRORED.replace("chief: {replicas: 1}", "chief: {replicas: 1, resources: {limits: {nvidia.com/gpu: 2}}}"),
+    ],
+    ids=["mwms-cpu", "mwms-zero-gpus", "ps-gpu", "mirrored-gpu"],
+)
 def test_only_mwms_with_gpus_opens_the_collective_ports(text):
     assert "c-collective" not in _policies(_spec(text))
 

@@ -4,6 +4,7 @@ The schema comes from the k8s.io/kubernetes Go module (api/openapi-spec/v3), whi
 toolchain downloads anyway; unknown fields are errors here (additionalProperties: false), which
 the API server would otherwise drop silently or reject.
 """
+
 import json
 import os
 import shutil
@@ -13,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.render import render
 from launcher.backends.kubernetes import submit
+from launcher.render import render
 from launcher.spec.loader import load_file
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -29,9 +30,12 @@ GROUP_FILES = {
     "rbac.authorization.k8s.io/v1": "apis__rbac.authorization.k8s.io__v1_openapi.json",
     "networking.k8s.io/v1": "apis__networking.k8s.io__v1_openapi.json",
 }
-GVK_PREFIX = {"v1": "io.k8s.api.core.v1", "batch/v1": "io.k8s.api.batch.v1",
-              "rbac.authorization.k8s.io/v1": "io.k8s.api.rbac.v1",
-              "networking.k8s.io/v1": "io.k8s.api.networking.v1"}
+GVK_PREFIX = {
+    "v1": "io.k8s.api.core.v1",
+    "batch/v1": "io.k8s.api.batch.v1",
+    "rbac.authorization.k8s.io/v1": "io.k8s.api.rbac.v1",
+    "networking.k8s.io/v1": "io.k8s.api.networking.v1",
+}
 EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 if not EXAMPLES:  # an empty parametrize would pass by testing nothing
@@ -46,8 +50,7 @@ def module_dir(module: str) -> Path | None:
     cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True).stdout.strip()
     if (Path(cache) / module).is_dir():
         return Path(cache) / module
-    result = subprocess.run([go, "mod", "download", "-json", module],
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run([go, "mod", "download", "-json", module], capture_output=True, text=True, timeout=900)
     if result.returncode == 0:
         return Path(json.loads(result.stdout)["Dir"])
     return None

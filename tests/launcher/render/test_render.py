@@ -1,4 +1,5 @@
 """Rendering: golden files per example, Pod Security `restricted`, ownership, O(N) size."""
+
 import json
 import os
 from pathlib import Path
@@ -24,8 +25,7 @@ def test_golden(example):
     if os.environ.get("TFK8S_UPDATE_GOLDEN") == "1":
         golden.write_text(text)
     assert golden.exists(), f"no golden file; run with TFK8S_UPDATE_GOLDEN=1 to create {golden}"
-    assert text == golden.read_text(), (
-        f"render of {example} changed; review and rerun with TFK8S_UPDATE_GOLDEN=1")
+    assert text == golden.read_text(), f"render of {example} changed; review and rerun with TFK8S_UPDATE_GOLDEN=1"
 
 
 def _pods(objects):
@@ -42,8 +42,16 @@ def test_pods_pass_pod_security_restricted(example):
             assert sc["allowPrivilegeEscalation"] is False
             assert sc["capabilities"]["drop"] == ["ALL"]
         # restricted allows only these volume types
-        allowed = {"configMap", "emptyDir", "persistentVolumeClaim", "secret", "projected",
-                   "downwardAPI", "csi", "ephemeral"}
+        allowed = {
+            "configMap",
+            "emptyDir",
+            "persistentVolumeClaim",
+            "secret",
+            "projected",
+            "downwardAPI",
+            "csi",
+            "ephemeral",
+        }
         for v in pod["volumes"]:
             assert set(v) - {"name"} <= allowed, v
 
@@ -64,27 +72,35 @@ def test_labels_and_valid_json_tf_config(example):
 def test_rbac_is_least_privilege():
     objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
     [role] = [o for o in objects if o["kind"] == "Role"]
-    assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"],
-                              "resourceNames": ["mnist-ps-chief"], "verbs": ["list", "watch"]}]
+    assert role["rules"] == [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": ["mnist-ps-chief"], "verbs": ["list", "watch"]}
+    ]
     jobs = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Job"}
     # No pod gets the kubelet's token; only the supervised pods' (workers, ps, evaluator)
     # job-watch container mounts one, never the container where TF's gRPC server runs.
     pods = {n: j["spec"]["template"]["spec"] for n, j in jobs.items()}
     assert {n: p["automountServiceAccountToken"] for n, p in pods.items()} == dict.fromkeys(pods, False)
-    token_holders = {n: [c["name"] for c in p["containers"] if _token_mount(p, c)]
-                     for n, p in pods.items()}
-    assert token_holders == {"mnist-ps-chief": [], "mnist-ps-worker": ["job-watch"],
-                             "mnist-ps-ps": ["job-watch"], "mnist-ps-evaluator": ["job-watch"]}
+    token_holders = {n: [c["name"] for c in p["containers"] if _token_mount(p, c)] for n, p in pods.items()}
+    assert token_holders == {
+        "mnist-ps-chief": [],
+        "mnist-ps-worker": ["job-watch"],
+        "mnist-ps-ps": ["job-watch"],
+        "mnist-ps-evaluator": ["job-watch"],
+    }
 
 
 def _token_mount(pod: dict, container: dict) -> bool:
     """Whether the container mounts a volume with a service-account token, or anything at the
     token's standard path."""
-    token_volumes = {v["name"] for v in pod["volumes"]
-                     if any("serviceAccountToken" in source
-                            for source in (v.get("projected") or {}).get("sources", []))}
-    return any(m["name"] in token_volumes or m["mountPath"].startswith("/var/run/secrets")
-               for m in container.get("volumeMounts", []))
+    token_volumes = {
+        v["name"]
+        for v in pod["volumes"]
+        if any("serviceAccountToken" in source for source in (v.get("projected") or {}).get("sources", []))
+    }
+    return any(
+        m["name"] in token_volumes or m["mountPath"].startswith("/var/run/secrets")
+        for m in container.get("volumeMounts", [])
+    )
 
 
 def test_job_watch_container_mounts_what_the_kubelet_would_and_shares_only_the_verdict_dir():
@@ -97,23 +113,31 @@ def test_job_watch_container_mounts_what_the_kubelet_would_and_shares_only_the_v
     [token] = [v for v in pod["volumes"] if v["name"] == "kube-api-access"]
     sources = token["projected"]["sources"]
     assert sources[0]["serviceAccountToken"]["path"] == "token"
-    assert sources[1]["configMap"] == {"name": "kube-root-ca.crt",
-                                       "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    assert sources[1]["configMap"] == {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
     assert sources[2]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"] == "metadata.namespace"
-    assert {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-            "readOnly": True} in watcher["volumeMounts"]
+    assert {
+        "name": "kube-api-access",
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+        "readOnly": True,
+    } in watcher["volumeMounts"]
     shared = {m["name"] for m in task["volumeMounts"]} & {m["name"] for m in watcher["volumeMounts"]}
     assert shared == {"supervisor", "supervisor-state"}
     env = {e["name"]: e.get("value") for e in watcher["env"]}
-    assert env == {"TFK8S_WATCH_JOB": "mnist-ps-chief", "TFK8S_NAMESPACE": "default",
-                   "TFK8S_POD_RESTART_POLICY": "Never"}
+    assert env == {
+        "TFK8S_WATCH_JOB": "mnist-ps-chief",
+        "TFK8S_NAMESPACE": "default",
+        "TFK8S_POD_RESTART_POLICY": "Never",
+    }
     assert "TFK8S_WATCH_JOB" not in _env(_jobs(objects)["ps"])  # the task needs only the verdict
 
 
 def test_supervisor_wraps_only_servers():
     objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
-    commands = {o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["command"]
-                for o in objects if o["kind"] == "Job"}
+    commands = {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["command"]
+        for o in objects
+        if o["kind"] == "Job"
+    }
     assert commands["mnist-ps-chief"][:3] == ["python", "-m", "worker"]
     assert commands["mnist-ps-ps"][:4] == ["python3", "/var/run/tfk8s/supervise.py", "run", "--"]
 
@@ -128,7 +152,8 @@ def test_mwms_success_is_worker_zero():
 def _spec_with_workers(n: int):
     return load_text(
         f"name: big\nstrategy: parameter_server\nroles: {{chief: {{replicas: 1}}, "
-        f"worker: {{replicas: {n}}}, ps: {{replicas: 2}}}}\n")
+        f"worker: {{replicas: {n}}}, ps: {{replicas: 2}}}}\n"
+    )
 
 
 def test_object_count_is_constant_and_bytes_grow_linearly():
@@ -152,21 +177,20 @@ def test_yaml_output_round_trips():
 def test_checkpoint_dir_without_volume_is_an_empty_dir():
     # The image's filesystem is not writable by the non-root user: without a volume the
     # checkpoint dir gets an emptyDir, which survives the chief's restarts in place.
-    spec = load_text("name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
-                     "checkpoint: {dir: /ckpt/run}\n")
+    spec = load_text("name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\ncheckpoint: {dir: /ckpt/run}\n")
     [pod] = _pods(render.render(spec))
     [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "checkpoint"]
     assert mount["mountPath"] == "/ckpt/run"
     assert {"name": "checkpoint", "emptyDir": {}} in pod["volumes"]
-    remote = load_text("name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
-                       "checkpoint: {dir: gs://bucket/run}\n")
+    remote = load_text(
+        "name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\ncheckpoint: {dir: gs://bucket/run}\n"
+    )
     [pod] = _pods(render.render(remote))
     assert all(v["name"] != "checkpoint" for v in pod["volumes"])
 
 
 def _jobs(objects):
-    return {o["metadata"]["labels"]["app.kubernetes.io/component"]: o
-            for o in objects if o["kind"] == "Job"}
+    return {o["metadata"]["labels"]["app.kubernetes.io/component"]: o for o in objects if o["kind"] == "Job"}
 
 
 def _env(job):
@@ -187,15 +211,24 @@ def test_pod_failure_policy_ignores_preemption_and_fails_fast_on_config_errors()
     assert set(jobs) == {"chief", "worker", "ps", "evaluator"}
     for job in jobs.values():
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
-        assert job["spec"]["podFailurePolicy"] == {"rules": [
-            {"action": "Ignore", "onExitCodes": {"containerName": "tensorflow", "operator": "In",
-                                                 "values": [EXIT_PEER_LOST, EXIT_PREEMPTED]}},
-            {"action": "FailJob", "onExitCodes": {"containerName": "tensorflow", "operator": "In",
-                                                  "values": [EXIT_CONFIG]}},
-            {"action": "Count", "onExitCodes": {"containerName": "tensorflow", "operator": "In",
-                                                "values": [137]}},
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-        ]}
+        assert job["spec"]["podFailurePolicy"] == {
+            "rules": [
+                {
+                    "action": "Ignore",
+                    "onExitCodes": {
+                        "containerName": "tensorflow",
+                        "operator": "In",
+                        "values": [EXIT_PEER_LOST, EXIT_PREEMPTED],
+                    },
+                },
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [EXIT_CONFIG]},
+                },
+                {"action": "Count", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [137]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            ]
+        }
     assert [c["name"] for c in jobs["chief"]["spec"]["template"]["spec"]["containers"]] == ["tensorflow"]
 
 
@@ -209,8 +242,10 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
 
 def test_on_failure_restarts_in_place_without_pod_failure_policy():
     # Kubernetes refuses a podFailurePolicy unless restartPolicy is Never.
-    spec = load_text("name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
-                     "restartPolicy: OnFailure\nterminationGracePeriodSeconds: 300\n")
+    spec = load_text(
+        "name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
+        "restartPolicy: OnFailure\nterminationGracePeriodSeconds: 300\n"
+    )
     [job] = _jobs(render.render(spec)).values()
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
     assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 300
@@ -220,10 +255,12 @@ def test_on_failure_restarts_in_place_without_pod_failure_policy():
 
 def test_built_in_evaluator_is_supervised():
     # It exits by itself only after the final checkpoint, which a failed training never writes.
-    spec = load_text("name: mw\nstrategy: multi_worker_mirrored\n"
-                     "roles: {worker: {replicas: 2}, evaluator: {replicas: 1}}\n"
-                     "checkpoint: {dir: gs://b/m}\nevaluatorGraceSeconds: 90\n"
-                     "terminationGracePeriodSeconds: 60\n")
+    spec = load_text(
+        "name: mw\nstrategy: multi_worker_mirrored\n"
+        "roles: {worker: {replicas: 2}, evaluator: {replicas: 1}}\n"
+        "checkpoint: {dir: gs://b/m}\nevaluatorGraceSeconds: 90\n"
+        "terminationGracePeriodSeconds: 60\n"
+    )
     objects = render.render(spec)
     jobs = _jobs(objects)
     command = jobs["evaluator"]["spec"]["template"]["spec"]["containers"][0]["command"]
@@ -257,12 +294,10 @@ def test_every_rendered_kind_is_one_the_backend_lists_and_deletes(example):
 
 
 def _job_specs(text: str) -> dict[str, dict]:
-    return {o["metadata"]["name"]: o["spec"] for o in render.render(load_text(text))
-            if o["kind"] == "Job"}
+    return {o["metadata"]["name"]: o["spec"] for o in render.render(load_text(text)) if o["kind"] == "Job"}
 
 
-MWMS8 = ("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 8}}\n"
-         "checkpoint: {dir: gs://b/m}\n")
+MWMS8 = "name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 8}}\ncheckpoint: {dir: gs://b/m}\n"
 
 
 def test_mwms_workers_count_retries_per_index_and_fail_with_the_first_failed_index():
@@ -274,8 +309,9 @@ def test_mwms_workers_count_retries_per_index_and_fail_with_the_first_failed_ind
 
 
 def test_other_roles_keep_one_budget_per_role():
-    jobs = _job_specs("name: p\nstrategy: parameter_server\n"
-                 "roles: {chief: {replicas: 1}, worker: {replicas: 3}, ps: {replicas: 2}}\n")
+    jobs = _job_specs(
+        "name: p\nstrategy: parameter_server\nroles: {chief: {replicas: 1}, worker: {replicas: 3}, ps: {replicas: 2}}\n"
+    )
     for name, job in jobs.items():
         assert job["backoffLimit"] == 6 and "backoffLimitPerIndex" not in job, name
     on_failure = _job_specs(MWMS8 + "restartPolicy: OnFailure\n")["m-worker"]
@@ -296,7 +332,10 @@ def test_pod_failure_policy_rules_in_order():
     assert all(r["onExitCodes"]["containerName"] == "tensorflow" for r in rules[:-1])
     byo = _job_specs(MWMS8 + "command: [python, t.py]\n")["m-worker"]["podFailurePolicy"]["rules"]
     assert [(r["action"], r.get("onExitCodes", {}).get("values")) for r in byo] == [
-        ("Ignore", [143]), ("Count", [137]), ("Ignore", None)]
+        ("Ignore", [143]),
+        ("Count", [137]),
+        ("Ignore", None),
+    ]
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES_DIR.glob("*.yaml")), ids=lambda p: p.stem)
@@ -310,16 +349,19 @@ def test_exit_codes_are_in_order(example):
 
 
 def test_node_loss_toleration_seconds_reach_every_pod_unless_a_role_sets_its_own():
-    base = ("name: t\nstrategy: parameter_server\n"
-            "roles: {chief: {replicas: 1, tolerations: [{key: node.kubernetes.io/unreachable, "
-            "operator: Exists, effect: NoExecute, tolerationSeconds: 900}]}, "
-            "worker: {replicas: 1}, ps: {replicas: 1}}\n")
+    base = (
+        "name: t\nstrategy: parameter_server\n"
+        "roles: {chief: {replicas: 1, tolerations: [{key: node.kubernetes.io/unreachable, "
+        "operator: Exists, effect: NoExecute, tolerationSeconds: 900}]}, "
+        "worker: {replicas: 1}, ps: {replicas: 1}}\n"
+    )
     untouched = _jobs(render.render(load_text(base)))
     assert [t["key"] for t in untouched["worker"]["spec"]["template"]["spec"].get("tolerations", [])] == []
     jobs = _jobs(render.render(load_text(base + "nodeLossTolerationSeconds: 45\n")))
-    seconds = {role: {t["key"]: t["tolerationSeconds"]
-                      for t in job["spec"]["template"]["spec"]["tolerations"]}
-               for role, job in jobs.items()}
+    seconds = {
+        role: {t["key"]: t["tolerationSeconds"] for t in job["spec"]["template"]["spec"]["tolerations"]}
+        for role, job in jobs.items()
+    }
     loss = {"node.kubernetes.io/not-ready": 45, "node.kubernetes.io/unreachable": 45}
     assert seconds["worker"] == seconds["ps"] == loss
     assert seconds["chief"] == {**loss, "node.kubernetes.io/unreachable": 900}  # its own wins
@@ -335,10 +377,13 @@ def test_every_container_we_add_has_requests_and_limits(spec_file):
     code init container did). The task's own container has the role's resources, the user's."""
     from launcher import k8s_contract
 
-    pods = [job["template"]["spec"]
-            for _, job in render.job_specs(render.render(load_file(spec_file)))]
-    added = [c for pod in pods for c in pod.get("initContainers", []) + pod["containers"]
-             if c["name"] != k8s_contract.CONTAINER]
+    pods = [job["template"]["spec"] for _, job in render.job_specs(render.render(load_file(spec_file)))]
+    added = [
+        c
+        for pod in pods
+        for c in pod.get("initContainers", []) + pod["containers"]
+        if c["name"] != k8s_contract.CONTAINER
+    ]
     assert pods and (added or "code" not in spec_file.stem), spec_file
     for container in added:
         for kind in ("requests", "limits"):

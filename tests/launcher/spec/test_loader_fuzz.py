@@ -1,23 +1,69 @@
 """Fuzz the loader: whatever the input, it returns a spec or raises SpecError, nothing else."""
+
 import yaml
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from launcher.errors import SpecError
 from launcher.spec.loader import load_text
 
-KEYS = ["name", "strategy", "roles", "chief", "worker", "ps", "evaluator", "replicas",
-        "checkpoint", "dir", "volume", "port", "env", "resources", "limits", "requests",
-        "nvidia.com/gpu", "command", "args", "program", "module", "tolerations", "namespace",
-        "persistentVolumeClaim", "claimName", "hostPath", "path", "backoffLimit", "labels"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
-                    st.floats(allow_nan=True), st.text(max_size=80),
-                    st.sampled_from(["parameter_server", "mirrored", "multi_worker_mirrored",
-                                     "a" * 70, "gs://b/x", "/ckpt/x", "-bad-", "1Gi", "x" * 300]))
+KEYS = [
+    "name",
+    "strategy",
+    "roles",
+    "chief",
+    "worker",
+    "ps",
+    "evaluator",
+    "replicas",
+    "checkpoint",
+    "dir",
+    "volume",
+    "port",
+    "env",
+    "resources",
+    "limits",
+    "requests",
+    "nvidia.com/gpu",
+    "command",
+    "args",
+    "program",
+    "module",
+    "tolerations",
+    "namespace",
+    "persistentVolumeClaim",
+    "claimName",
+    "hostPath",
+    "path",
+    "backoffLimit",
+    "labels",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True),
+    st.text(max_size=80),
+    st.sampled_from(
+        [
+            "parameter_server",
+            "mirrored",
+            "multi_worker_mirrored",
+            "a" * 70,
+            "gs://b/x",
+            "/ckpt/x",
+            "-bad-",
+            "1Gi",
+            "x" * 300,
+        ]
+    ),
+)
 values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=10)),
-                                            inner, max_size=6)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=10)), inner, max_size=6),
+    ),
     max_leaves=30,
 )
 

@@ -1,9 +1,10 @@
 """Spec loading: defaults, cross-field rules, and error messages that name file:line:field."""
+
 import pytest
 
 from launcher.errors import SpecError
-from launcher.spec.loader import load_text
 from launcher.plan.plan import plan
+from launcher.spec.loader import load_text
 
 PS = """\
 name: demo
@@ -35,8 +36,7 @@ def test_minimal_ps_spec_gets_defaults():
 def test_unknown_key_names_line_and_suggests():
     text = PS.replace("  ps: {replicas: 1}", "  ps: {replicas: 1}\n  evalutor: {replicas: 1}")
     [msg] = problems(text)
-    assert msg == ("cluster.yaml:7: roles.evalutor: unknown key 'evalutor' "
-                   "(did you mean 'evaluator'?)")
+    assert msg == ("cluster.yaml:7: roles.evalutor: unknown key 'evalutor' (did you mean 'evaluator'?)")
 
 
 def test_nested_unknown_key():
@@ -52,8 +52,7 @@ def test_ps_strategy_needs_a_ps():
 
 
 def test_every_cross_field_problem_is_reported():
-    text = PS.replace("chief: {replicas: 1}", "chief: {replicas: 2}").replace(
-        "ps: {replicas: 1}", "ps: {replicas: 0}")
+    text = PS.replace("chief: {replicas: 1}", "chief: {replicas: 2}").replace("ps: {replicas: 1}", "ps: {replicas: 0}")
     msgs = problems(text)
     assert len(msgs) == 2
     assert any("roles.chief.replicas" in m for m in msgs)
@@ -68,8 +67,7 @@ def test_long_name_is_refused():
 def test_generated_names_must_fit_63_characters():
     # 52 characters pass alone, but "<name>-evaluator-0" would exceed a DNS label.
     name = "a" * 52
-    text = PS.replace("name: demo", f"name: {name}") + "  evaluator: {replicas: 1}\n" \
-        "checkpoint: {dir: gs://b/m}\n"
+    text = PS.replace("name: demo", f"name: {name}") + "  evaluator: {replicas: 1}\ncheckpoint: {dir: gs://b/m}\n"
     msgs = problems(text)
     assert any(f"{name}-evaluator-0" in m for m in msgs)
 
@@ -85,11 +83,11 @@ def test_duplicate_keys_are_refused():
 
 
 def test_mwms_rules():
-    spec = load_text("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\n"
-                     "checkpoint: {dir: gs://b/m}\n")
+    spec = load_text(
+        "name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\ncheckpoint: {dir: gs://b/m}\n"
+    )
     assert [r.role for r in plan(spec).training_roles] == ["worker"]
-    msgs = problems("name: m\nstrategy: multi_worker_mirrored\n"
-                    "roles: {worker: {replicas: 2}, ps: {replicas: 1}}\n")
+    msgs = problems("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 2}, ps: {replicas: 1}}\n")
     assert any("has no ps" in m for m in msgs)
 
 
@@ -114,8 +112,9 @@ def test_byo_command_excludes_program():
 
 
 def test_gpu_must_be_a_limit():
-    msgs = problems(PS.replace("worker: {replicas: 2}",
-                               "worker: {replicas: 2, resources: {requests: {nvidia.com/gpu: 1}}}"))
+    msgs = problems(
+        PS.replace("worker: {replicas: 2}", "worker: {replicas: 2, resources: {requests: {nvidia.com/gpu: 1}}}")
+    )
     assert any("limits" in m for m in msgs)
 
 
@@ -137,9 +136,11 @@ def test_not_a_mapping():
 def test_replica_rules_are_reported_beside_field_errors():
     # pydantic skips the model's cross-field validator once a field fails; the loader still
     # checks the replica counts so the user sees every problem in one run.
-    text = PS.replace("name: demo", "name: " + "a" * 70).replace(
-        "worker: {replicas: 2}", "worker: {replicas: 2, replicsa: 1}").replace(
-        "ps: {replicas: 1}", "ps: {replicas: 0}")
+    text = (
+        PS.replace("name: demo", "name: " + "a" * 70)
+        .replace("worker: {replicas: 2}", "worker: {replicas: 2, replicsa: 1}")
+        .replace("ps: {replicas: 1}", "ps: {replicas: 0}")
+    )
     msgs = problems(text)
     assert len(msgs) == 3, msgs
     assert msgs[0].startswith("cluster.yaml:1: name: 70 characters")
@@ -160,29 +161,33 @@ roles:
 """
 
 
-@pytest.mark.parametrize("checkpoint,where", [
-    ("", "without a volume each pod gets its own emptyDir"),
-    ("checkpoint:\n  volume:\n    hostPath: {path: /data}\n",
-     "a hostPath is a different directory on each node"),
-])
+@pytest.mark.parametrize(
+    "checkpoint,where",
+    [
+        ("", "without a volume each pod gets its own emptyDir"),
+        ("checkpoint:\n  volume:\n    hostPath: {path: /data}\n", "a hostPath is a different directory on each node"),
+    ],
+)
 def test_mwms_workers_need_shared_checkpoints(checkpoint, where):
     [msg] = problems(MWMS + checkpoint)
     # Where, what and why, and how to fix it.
     assert msg.startswith("cluster.yaml:") and ": checkpoint.volume: " in msg, msg
-    assert f"multi_worker_mirrored with 3 workers needs checkpoint storage that every worker " \
-           f"shares ({where})" in msg
+    assert f"multi_worker_mirrored with 3 workers needs checkpoint storage that every worker shares ({where})" in msg
     assert "each worker would restore a different checkpoint" in msg
     assert "ReadWriteMany claim, or use a gs:// checkpoint.dir" in msg
     if checkpoint:
         assert msg.startswith("cluster.yaml:6: "), msg  # the volume's line
 
 
-@pytest.mark.parametrize("text", [
-    MWMS + "checkpoint: {volume: {persistentVolumeClaim: {claimName: c}}}\n",
-    MWMS + "checkpoint: {dir: gs://bucket/run}\n",
-    MWMS.replace("replicas: 3", "replicas: 1"),  # one worker: nothing to disagree with
-    MWMS.replace("replicas: 3", "replicas: 1") + "checkpoint: {volume: {hostPath: {path: /d}}}\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        MWMS + "checkpoint: {volume: {persistentVolumeClaim: {claimName: c}}}\n",
+        MWMS + "checkpoint: {dir: gs://bucket/run}\n",
+        MWMS.replace("replicas: 3", "replicas: 1"),  # one worker: nothing to disagree with
+        MWMS.replace("replicas: 3", "replicas: 1") + "checkpoint: {volume: {hostPath: {path: /d}}}\n",
+    ],
+)
 def test_mwms_shared_checkpoints_accepted(text):
     assert load_text(text).strategy.value == "multi_worker_mirrored"
 
@@ -195,8 +200,9 @@ def test_termination_grace_must_be_positive():
 def test_network_policy_is_a_strict_boolean():
     # Strict like the chart's schema: a string or a number is refused, never coerced.
     [msg] = problems(PS + 'networkPolicy: "false"\n')
-    assert msg == ("cluster.yaml:7: networkPolicy: Input should be a valid boolean "
-                   "(write true or false, without quotes)")
+    assert msg == (
+        "cluster.yaml:7: networkPolicy: Input should be a valid boolean (write true or false, without quotes)"
+    )
     assert load_text(PS + "networkPolicy: false\n").network_policy is False
 
 
@@ -207,13 +213,14 @@ def test_a_huge_spec_or_env_value_is_refused_at_load_in_one_line(tmp_path):
     from launcher.spec.loader import load_file
 
     path = tmp_path / "cluster.yaml"
-    path.write_text("name: big\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
-                    f"env: {{BLOB: {'x' * 300_000}}}\n")
+    path.write_text(
+        f"name: big\nstrategy: mirrored\nroles: {{chief: {{replicas: 1}}}}\nenv: {{BLOB: {'x' * 300_000}}}\n"
+    )
     with pytest.raises(SpecError, match=r"cluster.yaml: the spec is 293 KiB, over the 256 KiB"):
         load_file(path)
-    path.write_text("name: big\nstrategy: mirrored\nroles: {chief: {replicas: 1, env: "
-                    f"{{BLOB: {'x' * 40_000}}}}}}}\n")
+    path.write_text(
+        f"name: big\nstrategy: mirrored\nroles: {{chief: {{replicas: 1, env: {{BLOB: {'x' * 40_000}}}}}}}\n"
+    )
     with pytest.raises(SpecError) as info:
         load_file(path)
-    assert "roles.chief.env: BLOB is 39 KiB, over the 32 KiB an env value may have" in str(
-        info.value), str(info.value)
+    assert "roles.chief.env: BLOB is 39 KiB, over the 32 KiB an env value may have" in str(info.value), str(info.value)

@@ -1,6 +1,7 @@
 """The true reason of a task's end, from pods shaped as the API server returns them: Kubernetes'
 record (OOMKilled with the limit, Evicted, deadline, taint/GC deletion) before the task's words,
 and TF's C++ logging never a reason."""
+
 from launcher.status.failure_reasons import failure_reason, is_tf_log_noise, said_by_task
 from launcher.status.lifecycle import compute_status
 
@@ -14,31 +15,58 @@ TF_START_UP_TAIL = (
     "optimized to use available CPU instructions in performance-critical operations.\n"
     "To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild "
     "TensorFlow with the appropriate compiler flags.\n"
-    'tfk8s-progress {"event": "step", "step": 120, "loss": 0.4}\n')
+    'tfk8s-progress {"event": "step", "step": 120, "loss": 0.4}\n'
+)
 
 
 def chief_pod(terminated=None, phase="Failed", limit="512Mi", **status):
-    container = {"name": "tensorflow", "image": "tfk8s/worker:dev",
-                 "resources": {"limits": {"memory": limit}} if limit else {},
-                 "terminationMessagePolicy": "FallbackToLogsOnError"}
-    cs = {"name": "tensorflow", "restartCount": 0, "ready": False, "lastState": {},
-          "state": {"terminated": {"containerID": "containerd://0f3a", "startedAt": "2026-11-24T16:38:05Z",
-                                   "finishedAt": "2026-11-24T16:39:40Z", **terminated}}
-          if terminated else {"waiting": {"reason": "ContainerCreating"}}}
-    return {"metadata": {"name": "c-chief-0-abcde", "namespace": "team",
-                         "creationTimestamp": "2026-11-24T16:38:00Z",
-                         "labels": {"app.kubernetes.io/component": "chief"},
-                         "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
-            "spec": {"nodeName": "tfk8s-worker", "containers": [container]},
-            "status": {"phase": phase, "containerStatuses": [cs], **status}}
+    container = {
+        "name": "tensorflow",
+        "image": "tfk8s/worker:dev",
+        "resources": {"limits": {"memory": limit}} if limit else {},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    cs = {
+        "name": "tensorflow",
+        "restartCount": 0,
+        "ready": False,
+        "lastState": {},
+        "state": {
+            "terminated": {
+                "containerID": "containerd://0f3a",
+                "startedAt": "2026-11-24T16:38:05Z",
+                "finishedAt": "2026-11-24T16:39:40Z",
+                **terminated,
+            }
+        }
+        if terminated
+        else {"waiting": {"reason": "ContainerCreating"}},
+    }
+    return {
+        "metadata": {
+            "name": "c-chief-0-abcde",
+            "namespace": "team",
+            "creationTimestamp": "2026-11-24T16:38:00Z",
+            "labels": {"app.kubernetes.io/component": "chief"},
+            "annotations": {"batch.kubernetes.io/job-completion-index": "0"},
+        },
+        "spec": {"nodeName": "tfk8s-worker", "containers": [container]},
+        "status": {"phase": phase, "containerStatuses": [cs], **status},
+    }
 
 
 def failed_chief_job(reason="BackoffLimitExceeded", message="Job has reached the specified backoff limit"):
-    return {"metadata": {"name": "c-chief", "labels": {"app.kubernetes.io/component": "chief",
-                                                       "tfk8s.io/strategy": "mirrored"}},
-            "spec": {"completions": 1},
-            "status": {"failed": 1, "conditions": [
-                {"type": "Failed", "status": "True", "reason": reason, "message": message}]}}
+    return {
+        "metadata": {
+            "name": "c-chief",
+            "labels": {"app.kubernetes.io/component": "chief", "tfk8s.io/strategy": "mirrored"},
+        },
+        "spec": {"completions": 1},
+        "status": {
+            "failed": 1,
+            "conditions": [{"type": "Failed", "status": "True", "reason": reason, "message": message}],
+        },
+    }
 
 
 def test_tf_cpp_logging_is_noise_and_a_real_error_is_not():
@@ -52,61 +80,99 @@ def test_an_oom_killed_chief_is_reported_as_oomkilled_with_its_limit():
     pod = chief_pod({"exitCode": 137, "reason": "OOMKilled", "message": TF_START_UP_TAIL})
     s = compute_status("c", "team", [failed_chief_job()], [pod])
     assert s.phase == "Failed" and s.exit_code == 137
-    assert s.message == ("chief failed: OOMKilled: exit code 137, the task exceeded its memory "
-                         "limit 512Mi (BackoffLimitExceeded: Job has reached the specified backoff limit)")
+    assert s.message == (
+        "chief failed: OOMKilled: exit code 137, the task exceeded its memory "
+        "limit 512Mi (BackoffLimitExceeded: Job has reached the specified backoff limit)"
+    )
     assert s.roles[0].reason == "OOMKilled: exit code 137, the task exceeded its memory limit 512Mi"
     assert "AVX2" not in s.message
     unlimited = chief_pod({"exitCode": 137, "reason": "OOMKilled"}, limit=None)
-    assert "no memory limit set" in failure_reason(unlimited, unlimited["status"]["containerStatuses"][0]["state"]["terminated"])
+    assert "no memory limit set" in failure_reason(
+        unlimited, unlimited["status"]["containerStatuses"][0]["state"]["terminated"]
+    )
 
 
 def test_an_evicted_pod_gives_the_kubelets_message():
-    kubelet = ("The node was low on resource: memory. Threshold quantity: 100Mi, available: "
-               "91360Ki. Container tensorflow was using 1834676Ki, request is 0, has larger "
-               "consumption of memory. ")
-    pod = chief_pod({"exitCode": 137, "reason": "ContainerStatusUnknown",
-                     "message": "The container could not be located when the pod was terminated"},
-                    reason="Evicted", message=kubelet,
-                    conditions=[{"type": "DisruptionTarget", "status": "True",
-                                 "reason": "TerminationByKubelet", "message": kubelet}])
+    kubelet = (
+        "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+        "91360Ki. Container tensorflow was using 1834676Ki, request is 0, has larger "
+        "consumption of memory. "
+    )
+    pod = chief_pod(
+        {
+            "exitCode": 137,
+            "reason": "ContainerStatusUnknown",
+            "message": "The container could not be located when the pod was terminated",
+        },
+        reason="Evicted",
+        message=kubelet,
+        conditions=[
+            {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet", "message": kubelet}
+        ],
+    )
     s = compute_status("c", "team", [failed_chief_job()], [pod])
     assert s.message.startswith("chief failed: Evicted: The node was low on resource: memory.")
     assert s.roles[0].reason.startswith("Evicted: The node was low on resource: memory.")
 
 
 def test_deadline_taint_deletion_and_image_errors_are_named():
-    deadline = chief_pod({"exitCode": 143, "reason": "Error", "message": TF_START_UP_TAIL},
-                         reason="DeadlineExceeded",
-                         message="Pod was active on the node longer than the specified deadline")
-    assert failure_reason(deadline, None) == ("DeadlineExceeded: Pod was active on the node longer "
-                                              "than the specified deadline")
-    gc = chief_pod({"exitCode": 137, "reason": "ContainerStatusUnknown"},
-                   conditions=[{"type": "DisruptionTarget", "status": "True",
-                                "reason": "DeletionByPodGC", "message": "PodGC: node no longer exists"}])
+    deadline = chief_pod(
+        {"exitCode": 143, "reason": "Error", "message": TF_START_UP_TAIL},
+        reason="DeadlineExceeded",
+        message="Pod was active on the node longer than the specified deadline",
+    )
+    assert failure_reason(deadline, None) == (
+        "DeadlineExceeded: Pod was active on the node longer than the specified deadline"
+    )
+    gc = chief_pod(
+        {"exitCode": 137, "reason": "ContainerStatusUnknown"},
+        conditions=[
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "DeletionByPodGC",
+                "message": "PodGC: node no longer exists",
+            }
+        ],
+    )
     assert failure_reason(gc, None) == "DeletionByPodGC: PodGC: node no longer exists"
-    cannot_run = chief_pod({"exitCode": 128, "reason": "StartError",
-                            "message": 'exec: "python": executable file not found in $PATH'})
+    cannot_run = chief_pod(
+        {"exitCode": 128, "reason": "StartError", "message": 'exec: "python": executable file not found in $PATH'}
+    )
     s = compute_status("c", "team", [failed_chief_job()], [cannot_run])
     assert s.message.startswith('chief failed: StartError: the container could not start (exec: "python"')
 
 
 def test_a_task_that_wrote_its_error_keeps_its_own_words():
-    pod = chief_pod({"exitCode": 2, "reason": "Error",
-                     "message": "tfk8s chief-0: error: --data x.npz: no such file"})
+    pod = chief_pod({"exitCode": 2, "reason": "Error", "message": "tfk8s chief-0: error: --data x.npz: no such file"})
     s = compute_status("c", "team", [failed_chief_job()], [pod])
     assert s.message.startswith("chief failed: --data x.npz: no such file")
     assert s.roles[0].reason == "Error: --data x.npz: no such file"
 
 
 def test_a_pvc_still_binding_is_pending_not_stuck():
-    pod = chief_pod(None, phase="Pending", conditions=[
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-         "message": "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
-                    "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."}])
+    pod = chief_pod(
+        None,
+        phase="Pending",
+        conditions=[
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
+                "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+            }
+        ],
+    )
     pod["status"]["containerStatuses"] = []
-    running = {"metadata": {"name": "c-chief", "labels": {"app.kubernetes.io/component": "chief",
-                                                          "tfk8s.io/strategy": "mirrored"}},
-               "spec": {"completions": 1}, "status": {"active": 1}}
+    running = {
+        "metadata": {
+            "name": "c-chief",
+            "labels": {"app.kubernetes.io/component": "chief", "tfk8s.io/strategy": "mirrored"},
+        },
+        "spec": {"completions": 1},
+        "status": {"active": 1},
+    }
     s = compute_status("c", "team", [running], [pod])
     assert s.phase == "Pending"
     assert s.message.startswith("pod c-chief-0-abcde waits for its PersistentVolumeClaims to bind")

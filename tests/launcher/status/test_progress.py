@@ -1,4 +1,5 @@
 """Progress lines -> what status and the views show (launcher/status/progress.py, launcher/status/view.py)."""
+
 from __future__ import annotations
 
 import io
@@ -27,12 +28,14 @@ def test_parse_accepts_a_task_prefix_and_skips_what_is_not_a_record():
 
 
 def test_latest_step_event_wins_and_carries_the_rate_and_eta():
-    progress = read_progress([
-        line("start", step=0, target=1000),
-        "some TensorFlow noise",
-        line("step", step=100, target=1000, loss=2.0, steps_per_s=10.0, wall=1.0),
-        line("step", step=300, target=1000, loss=1.25, steps_per_s=20.0, wall=2.0),
-    ])
+    progress = read_progress(
+        [
+            line("start", step=0, target=1000),
+            "some TensorFlow noise",
+            line("step", step=100, target=1000, loss=2.0, steps_per_s=10.0, wall=1.0),
+            line("step", step=300, target=1000, loss=1.25, steps_per_s=20.0, wall=2.0),
+        ]
+    )
     assert (progress.step, progress.target, progress.loss) == (300, 1000, 1.25)
     assert progress.steps_per_s == 20.0 and progress.updated_at == 2.0
     assert progress.eta_seconds == pytest.approx(35.0)
@@ -42,21 +45,43 @@ def test_latest_step_event_wins_and_carries_the_rate_and_eta():
 
 
 def test_a_restarted_task_forgets_the_old_rate_until_it_reports_again():
-    progress = read_progress([
-        line("step", step=300, target=1000, steps_per_s=20.0),
-        line("start", step=200, target=1000, restored_from="ckpt-200"),
-    ])
+    progress = read_progress(
+        [
+            line("step", step=300, target=1000, steps_per_s=20.0),
+            line("start", step=200, target=1000, restored_from="ckpt-200"),
+        ]
+    )
     assert progress.step == 200 and progress.steps_per_s is None and progress.eta_seconds is None
 
 
 def test_finished_run_reports_the_final_step_and_the_evaluation_of_its_checkpoint():
     progress = read_progress(
-        [line("step", step=1000, target=1000, loss=0.3, steps_per_s=50.0),
-         line("final", step=1000, checkpoint="/ckpt/model/checkpoints/ckpt-1000")],
-        [line("evaluated", step=900, checkpoint="ckpt-900", loss=0.41, accuracy=0.87,
-              examples=360, final=False, seconds=1.5),
-         line("evaluated", step=1000, checkpoint="ckpt-1000", loss=0.35, accuracy=0.9,
-              examples=360, final=False, seconds=1.4)],
+        [
+            line("step", step=1000, target=1000, loss=0.3, steps_per_s=50.0),
+            line("final", step=1000, checkpoint="/ckpt/model/checkpoints/ckpt-1000"),
+        ],
+        [
+            line(
+                "evaluated",
+                step=900,
+                checkpoint="ckpt-900",
+                loss=0.41,
+                accuracy=0.87,
+                examples=360,
+                final=False,
+                seconds=1.5,
+            ),
+            line(
+                "evaluated",
+                step=1000,
+                checkpoint="ckpt-1000",
+                loss=0.35,
+                accuracy=0.9,
+                examples=360,
+                final=False,
+                seconds=1.4,
+            ),
+        ],
     )
     assert progress.finished and progress.eta_seconds is None
     assert progress.final_checkpoint.endswith("ckpt-1000")
@@ -81,10 +106,18 @@ def test_nothing_reported_yet_is_none():
     assert read_progress(["starting", line("tensorflow_imported", task="chief-0")]) is None
 
 
-@pytest.mark.parametrize("step,target,rate,expected", [
-    (0, 100, 10.0, 10.0), (100, 100, 10.0, 0.0), (120, 100, 10.0, 0.0),
-    (None, 100, 10.0, None), (5, None, 10.0, None), (5, 100, None, None), (5, 100, 0.0, None),
-])
+@pytest.mark.parametrize(
+    "step,target,rate,expected",
+    [
+        (0, 100, 10.0, 10.0),
+        (100, 100, 10.0, 0.0),
+        (120, 100, 10.0, 0.0),
+        (None, 100, 10.0, None),
+        (5, None, 10.0, None),
+        (5, 100, None, None),
+        (5, 100, 0.0, None),
+    ],
+)
 def test_eta(step, target, rate, expected):
     assert eta_seconds(step, target, rate) == expected
 
@@ -141,15 +174,20 @@ def test_step_reporter_rejects_a_bad_interval(monkeypatch):
 
 def status(phase=Phase.RUNNING, step=None, **fields) -> ClusterStatus:
     lines = [line("step", step=step, target=100, loss=0.5, steps_per_s=10.0)] if step else []
-    return ClusterStatus("demo", "ns", phase, roles=[
-        RoleStatus("chief", 1, active=1), RoleStatus("evaluator", 1, succeeded=1)],
-        training=read_progress(lines), **fields)
+    return ClusterStatus(
+        "demo",
+        "ns",
+        phase,
+        roles=[RoleStatus("chief", 1, active=1), RoleStatus("evaluator", 1, succeeded=1)],
+        training=read_progress(lines),
+        **fields,
+    )
 
 
 def test_status_line_is_compact():
     assert status_line(status(step=40)) == (
-        "[Running] chief 1/1, evaluator 0/1 (1 done) | step 40/100 (40%), 10 steps/s, "
-        "ETA 0:00:06, loss 0.5")
+        "[Running] chief 1/1, evaluator 0/1 (1 done) | step 40/100 (40%), 10 steps/s, ETA 0:00:06, loss 0.5"
+    )
 
 
 def test_line_view_prints_state_changes_at_once_and_progress_every_n_seconds():
@@ -186,7 +224,8 @@ def test_live_panel_renders_the_bar_and_the_evaluation():
     console = Console(file=io.StringIO(), width=100, color_system=None)
     done = status(Phase.SUCCEEDED, step=100)
     done.training.evaluation = read_progress(
-        [], [line("evaluated", step=100, checkpoint="ckpt-100", accuracy=0.93)]).evaluation
+        [], [line("evaluated", step=100, checkpoint="ckpt-100", accuracy=0.93)]
+    ).evaluation
     console.print(render(done))
     text = console.file.getvalue()
     assert "ns/demo [Succeeded]" in text

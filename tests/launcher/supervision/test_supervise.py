@@ -7,6 +7,7 @@ stays silent, or a closed port). Its answers from a real API server are exercise
 tier (tests/kind/test_e2e.py::test_failed_chief_ends_every_pod) and by the scale tier
 (tests/scale, the watch code of 1000 simulated pods).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ import pytest
 
 from launcher import k8s_contract
 from launcher.plan import plan
-from launcher.pod import job_watch, supervise
 from launcher.plan.job_failure import pod_failure_policy
+from launcher.pod import job_watch, supervise
 from worker import contract
 from worker.errors import EXIT_PREEMPTED
 
@@ -35,9 +36,15 @@ WAIT_FOR_TERM = "import time; print('up', flush=True); time.sleep(120)"
 
 def supervisor_env(state_dir: Path, **env: str) -> dict[str, str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "TFK8S_"))}
-    environment.update({"TFK8S_WATCH_JOB": "c-chief", "TFK8S_NAMESPACE": "ns",
-                        "TFK8S_SUPERVISOR_STATE_DIR": str(state_dir),
-                        "TFK8S_TERMINATION_LOG": str(state_dir / "termination-log-run"), **env})
+    environment.update(
+        {
+            "TFK8S_WATCH_JOB": "c-chief",
+            "TFK8S_NAMESPACE": "ns",
+            "TFK8S_SUPERVISOR_STATE_DIR": str(state_dir),
+            "TFK8S_TERMINATION_LOG": str(state_dir / "termination-log-run"),
+            **env,
+        }
+    )
     return environment
 
 
@@ -49,9 +56,13 @@ def state_dir(tmp_path) -> Path:
 
 def start(code: str, state_dir: Path, **env) -> subprocess.Popen:
     """`supervise.py run -- python -c CODE`, the task container's PID 1."""
-    return subprocess.Popen([sys.executable, str(SUPERVISOR), "run", "--", sys.executable, "-c", code],
-                            env=supervisor_env(state_dir, **env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(SUPERVISOR), "run", "--", sys.executable, "-c", code],
+        env=supervisor_env(state_dir, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_until_up(process: subprocess.Popen) -> None:
@@ -95,9 +106,11 @@ def test_sigterm_the_moment_the_task_exists_still_reaches_it(attempt, state_dir)
 
 
 def test_child_that_saves_and_exits_143_itself(state_dir):
-    code = ("import signal, sys, time\n"
-            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
-            "print('up', flush=True); time.sleep(120)\n")
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+        "print('up', flush=True); time.sleep(120)\n"
+    )
     process = start(code, state_dir)
     wait_until_up(process)
     process.send_signal(signal.SIGTERM)
@@ -105,11 +118,14 @@ def test_child_that_saves_and_exits_143_itself(state_dir):
     assert process.returncode == EXIT_PREEMPTED
 
 
-@pytest.mark.parametrize("code,expected", [
-    ("import sys; sys.exit(3)", 3),
-    ("import sys; sys.exit(0)", 0),
-    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + signal.SIGKILL),
-])
+@pytest.mark.parametrize(
+    "code,expected",
+    [
+        ("import sys; sys.exit(3)", 3),
+        ("import sys; sys.exit(0)", 0),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + signal.SIGKILL),
+    ],
+)
 def test_child_exit_status_passes_through(code, expected, state_dir):
     process = start(code, state_dir)
     _, err = process.communicate(timeout=30)
@@ -130,9 +146,11 @@ def test_failed_or_gone_training_stops_the_task_at_once_and_exits_0(verdict, sta
 
 def test_after_success_the_task_may_finish_within_the_grace(state_dir):
     """The evaluator, evaluating the final checkpoint: its own exit code counts."""
-    code = ("import os, sys, time\nprint('up', flush=True)\n"
-            f"while not os.path.exists({str(state_dir / 'verdict')!r}): time.sleep(0.1)\n"
-            "time.sleep(1.5); sys.exit(0)\n")
+    code = (
+        "import os, sys, time\nprint('up', flush=True)\n"
+        f"while not os.path.exists({str(state_dir / 'verdict')!r}): time.sleep(0.1)\n"
+        "time.sleep(1.5); sys.exit(0)\n"
+    )
     process = start(code, state_dir, TFK8S_GRACE_SECONDS="60")
     wait_until_up(process)
     (state_dir / supervise.VERDICT_FILE).write_text("succeeded\n")
@@ -162,10 +180,16 @@ def test_stop_timeout_fits_in_the_pod_grace(pod_grace):
 
 
 def test_stop_kills_a_child_that_ignores_sigterm_within_the_timeout():
-    child = subprocess.Popen([sys.executable, "-c",
-                              "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
-                              "print('up', flush=True); time.sleep(120)"],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+            "print('up', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout.readline() == "up\n"
     started = time.monotonic()
     supervise.stop(child, timeout=1.0)
@@ -174,24 +198,31 @@ def test_stop_kills_a_child_that_ignores_sigterm_within_the_timeout():
 
 
 def job(*conditions: tuple[str, str], version: str = "7") -> dict:
-    return {"metadata": {"name": "c-chief", "resourceVersion": version},
-            "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
+    return {
+        "metadata": {"name": "c-chief", "resourceVersion": version},
+        "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]},
+    }
 
 
-@pytest.mark.parametrize("conditions, state", [
-    ((), "running"),
-    ((("Suspended", "True"),), "running"),
-    ((("SuccessCriteriaMet", "True"), ("Complete", "True")), "SuccessCriteriaMet"),
-    ((("FailureTarget", "False"), ("Failed", "True")), "Failed"),
-])
+@pytest.mark.parametrize(
+    "conditions, state",
+    [
+        ((), "running"),
+        ((("Suspended", "True"),), "running"),
+        ((("SuccessCriteriaMet", "True"), ("Complete", "True")), "SuccessCriteriaMet"),
+        ((("FailureTarget", "False"), ("Failed", "True")), "Failed"),
+    ],
+)
 def test_job_condition(conditions, state):
     assert job_watch.job_condition(job(*conditions)) == state
 
 
 def test_watch_events_give_state_and_resume_version():
     assert job_watch.apply_event({"type": "ADDED", "object": job(version="3")}) == ("running", "3")
-    assert job_watch.apply_event(
-        {"type": "MODIFIED", "object": job(("Complete", "True"), version="4")}) == ("Complete", "4")
+    assert job_watch.apply_event({"type": "MODIFIED", "object": job(("Complete", "True"), version="4")}) == (
+        "Complete",
+        "4",
+    )
     assert job_watch.apply_event({"type": "DELETED", "object": job(version="5")}) == ("absent", "5")
     bookmark = {"type": "BOOKMARK", "object": {"kind": "Job", "metadata": {"resourceVersion": "9"}}}
     assert job_watch.apply_event(bookmark) == (None, "9")
@@ -216,9 +247,8 @@ def test_absent_before_seen_is_not_created_yet_and_after_seen_is_the_end():
 
 def test_jobs_path_narrows_to_the_one_name_rbac_allows():
     assert job_watch.jobs_path("ns", "c-chief", watch="1", resourceVersion="5") == (
-        "/apis/batch/v1/namespaces/ns/jobs?fieldSelector=metadata.name%3Dc-chief"
-        "&watch=1&resourceVersion=5")
-
+        "/apis/batch/v1/namespaces/ns/jobs?fieldSelector=metadata.name%3Dc-chief&watch=1&resourceVersion=5"
+    )
 
 
 def attempt_job(attempt: int | None, *conditions: tuple[str, str], where: str = "labels") -> dict:
@@ -246,10 +276,12 @@ def test_a_previous_jobset_attempts_job_is_stale_never_the_end():
 def test_an_evaluator_of_a_new_attempt_waits_out_the_old_job_then_follows_the_new_one():
     """The sequence a restarted evaluator's watch sees: the old attempt's failed Job, its
     deletion, the new Job running, then succeeding."""
-    states = [job_watch.job_condition(attempt_job(0, ("Failed", "True")), 1),
-              job_watch.ABSENT,  # deleted
-              job_watch.job_condition(attempt_job(1), 1),
-              job_watch.job_condition(attempt_job(1, ("Complete", "True")), 1)]
+    states = [
+        job_watch.job_condition(attempt_job(0, ("Failed", "True")), 1),
+        job_watch.ABSENT,  # deleted
+        job_watch.job_condition(attempt_job(1), 1),
+        job_watch.job_condition(attempt_job(1, ("Complete", "True")), 1),
+    ]
     seen, ends = False, []
     for state in states:
         seen, ended = job_watch.training_ended(seen, state)
@@ -265,6 +297,7 @@ class _FakeApi:
 
     def open(self, path: str, timeout: float):
         import io
+
         if "watch=1" in path:
             return io.BytesIO(b"".join(json.dumps(e).encode() + b"\n" for e in self.events))
         return io.BytesIO(json.dumps(self.listed).encode())
@@ -273,10 +306,14 @@ class _FakeApi:
 def test_wait_for_end_ignores_the_old_attempt_through_list_and_watch():
     old = attempt_job(0, ("Failed", "True"))
     new_running, new_done = attempt_job(1), attempt_job(1, ("Complete", "True"))
-    api = _FakeApi({"metadata": {"resourceVersion": "1"}, "items": [old]},
-                   [{"type": "DELETED", "object": old},
-                    {"type": "ADDED", "object": new_running},
-                    {"type": "MODIFIED", "object": new_done}])
+    api = _FakeApi(
+        {"metadata": {"resourceVersion": "1"}, "items": [old]},
+        [
+            {"type": "DELETED", "object": old},
+            {"type": "ADDED", "object": new_running},
+            {"type": "MODIFIED", "object": new_done},
+        ],
+    )
     assert job_watch.wait_for_end(api, "ns", "c-worker-0", attempt=1) == "Complete"
     # without the attempt the old Job's Failed would have ended it at once
     assert job_watch.wait_for_end(api, "ns", "c-worker-0") == "Failed"
@@ -290,6 +327,7 @@ def ca_bundle() -> str:
         if path and os.path.exists(path):
             return path
     import certifi
+
     return certifi.where()
 
 
@@ -313,25 +351,31 @@ def silent_api_server():
 
 
 def start_watch(state_dir: Path, service_account: Path, port: int, **env) -> subprocess.Popen:
-    environment = supervisor_env(state_dir, KUBERNETES_SERVICE_HOST="127.0.0.1",
-                                 KUBERNETES_SERVICE_PORT=str(port),
-                                 TFK8S_SERVICE_ACCOUNT_DIR=str(service_account),
-                                 TFK8S_TERMINATION_LOG=str(state_dir / "termination-log-watch"),
-                                 **env)
-    return subprocess.Popen([sys.executable, str(SUPERVISOR), "watch"], env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    environment = supervisor_env(
+        state_dir,
+        KUBERNETES_SERVICE_HOST="127.0.0.1",
+        KUBERNETES_SERVICE_PORT=str(port),
+        TFK8S_SERVICE_ACCOUNT_DIR=str(service_account),
+        TFK8S_TERMINATION_LOG=str(state_dir / "termination-log-watch"),
+        **env,
+    )
+    return subprocess.Popen(
+        [sys.executable, str(SUPERVISOR), "watch"],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def test_a_pod_whose_api_server_never_answers_ends_within_the_bound(
-        state_dir, service_account, silent_api_server):
+def test_a_pod_whose_api_server_never_answers_ends_within_the_bound(state_dir, service_account, silent_api_server):
     """Default-deny egress: before the bound, both containers ran forever (retrying). Now
     `watch` gives up, `run` stops the task and exits EXIT_API_UNREACHABLE with one line that
     says what failed and how to fix it, as its last log line and termination message."""
     task = start(WAIT_FOR_TERM, state_dir)
     wait_until_up(task)
     started = time.monotonic()
-    watcher = start_watch(state_dir, service_account, silent_api_server,
-                          TFK8S_API_GIVE_UP_SECONDS="3")
+    watcher = start_watch(state_dir, service_account, silent_api_server, TFK8S_API_GIVE_UP_SECONDS="3")
     _, watch_err = watcher.communicate(timeout=60)
     _, task_err = task.communicate(timeout=60)
     took = time.monotonic() - started
@@ -342,13 +386,12 @@ def test_a_pod_whose_api_server_never_answers_ends_within_the_bound(
     url = f"https://127.0.0.1:{silent_api_server}"
     assert f"no answer from the API server {url} for 3s while watching job ns/c-chief" in line
     assert "timed out" in line  # the last error
-    assert (f"the supervised pods need egress to the API server: 127.0.0.1:{silent_api_server}; "
-            'see docs/security.md') in line
-    assert (state_dir / "termination-log-run").read_text() == line.removeprefix(
-        "[tfk8s-supervise] ") + "\n"
+    assert (
+        f"the supervised pods need egress to the API server: 127.0.0.1:{silent_api_server}; see docs/security.md"
+    ) in line
+    assert (state_dir / "termination-log-run").read_text() == line.removeprefix("[tfk8s-supervise] ") + "\n"
     # `status` shows it as the task's reason (launcher/status/failure_reasons.py keeps 400 characters)
-    assert contract.exit_reason(line.removeprefix("[tfk8s-supervise] ")) == line.removeprefix(
-        "[tfk8s-supervise] ")
+    assert contract.exit_reason(line.removeprefix("[tfk8s-supervise] ")) == line.removeprefix("[tfk8s-supervise] ")
 
 
 def test_a_refused_connection_gives_up_with_the_last_error(service_account, monkeypatch):
@@ -361,8 +404,7 @@ def test_a_refused_connection_gives_up_with_the_last_error(service_account, monk
     api = job_watch.ApiServer.in_cluster()
     started = time.monotonic()
     with pytest.raises(job_watch.ApiUnreachable, match="Connection refused") as raised:
-        next(job_watch.job_states(api, "ns", "c-chief", watch_seconds=5, retry_seconds=0.2,
-                                  give_up_seconds=1.0))
+        next(job_watch.job_states(api, "ns", "c-chief", watch_seconds=5, retry_seconds=0.2, give_up_seconds=1.0))
     assert time.monotonic() - started < 5
     assert f"egress to the API server: 127.0.0.1:{port}" in str(raised.value)
 
@@ -377,9 +419,9 @@ class _AnswersOnceThenFails:
 
     def open(self, path: str, timeout: float):
         import io
+
         if "watch=1" not in path:
-            return io.BytesIO(json.dumps({"metadata": {"resourceVersion": "1"},
-                                          "items": [job()]}).encode())
+            return io.BytesIO(json.dumps({"metadata": {"resourceVersion": "1"}, "items": [job()]}).encode())
         if self.failures:
             self.failures -= 1
             raise urllib.error.URLError("connection reset")
@@ -389,8 +431,9 @@ class _AnswersOnceThenFails:
 def test_after_a_first_answer_api_errors_are_retried_past_the_bound():
     """An outage of a reachable API server is no configuration error: a healthy server must
     not be stopped for it."""
-    states = job_watch.job_states(_AnswersOnceThenFails(failures=5), "ns", "c-chief",
-                                  watch_seconds=5, retry_seconds=0.05, give_up_seconds=0.01)
+    states = job_watch.job_states(
+        _AnswersOnceThenFails(failures=5), "ns", "c-chief", watch_seconds=5, retry_seconds=0.05, give_up_seconds=0.01
+    )
     assert [next(states), next(states)] == ["running", "Complete"]
 
 
@@ -398,8 +441,7 @@ def test_watch_ends_once_the_task_has_exited_for_good(state_dir, service_account
     """The task's container ended by itself: the pod completes only if `watch` ends too. With
     restartPolicy OnFailure a failed task is restarted in place, and `watch` stays for it."""
     (state_dir / supervise.TASK_EXITED_FILE).write_text("1\n")
-    staying = start_watch(state_dir, service_account, silent_api_server,
-                          TFK8S_POD_RESTART_POLICY="OnFailure")
+    staying = start_watch(state_dir, service_account, silent_api_server, TFK8S_POD_RESTART_POLICY="OnFailure")
     ending = start_watch(state_dir, service_account, silent_api_server)  # Never
     assert ending.wait(timeout=30) == 0
     with pytest.raises(subprocess.TimeoutExpired):
@@ -423,8 +465,7 @@ def wait_for_sigterm_handler(process: subprocess.Popen, timeout: float = 60.0) -
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = Path(f"/proc/{process.pid}/status").read_text()
-        caught = int(next(line.split()[1] for line in status.splitlines()
-                          if line.startswith("SigCgt:")), 16)
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
         if caught & (1 << (signal.SIGTERM - 1)):
             return
         time.sleep(0.05)
@@ -435,11 +476,9 @@ def test_the_api_unreachable_exit_is_counted_by_the_pod_failure_policy():
     """Counted, neither ignored (a blocked egress would replace pods forever) nor fatal (one
     node's broken network, or an API server down at the pod's start, fails no run at once):
     backoffLimit bounds the retries. No worker exit code may mean something else by it."""
-    assert supervise.EXIT_API_UNREACHABLE not in {
-        v for k, v in vars(contract).items() if k.startswith("EXIT_")}
+    assert supervise.EXIT_API_UNREACHABLE not in {v for k, v in vars(contract).items() if k.startswith("EXIT_")}
     for builtin in (True, False):
-        rules = pod_failure_policy(plan.restart_rules("Never", 3, contract.Strategy.PARAMETER_SERVER,
-                                                      builtin))["rules"]
+        rules = pod_failure_policy(plan.restart_rules("Never", 3, contract.Strategy.PARAMETER_SERVER, builtin))["rules"]
         for rule in rules:
             if "onExitCodes" in rule and rule["action"] != "Count":
                 assert supervise.EXIT_API_UNREACHABLE not in rule["onExitCodes"]["values"], rule
@@ -455,8 +494,11 @@ class _Forbidden:
 def test_a_refusal_is_not_blamed_on_egress():
     """403 on every request: the API server is reachable, the Role or the token is wrong."""
     with pytest.raises(job_watch.ApiUnreachable) as raised:
-        next(job_watch.job_states(_Forbidden(), "ns", "c-chief", watch_seconds=5,
-                                  retry_seconds=0.05, give_up_seconds=0.2))
+        next(
+            job_watch.job_states(
+                _Forbidden(), "ns", "c-chief", watch_seconds=5, retry_seconds=0.05, give_up_seconds=0.2
+            )
+        )
     assert "HTTP Error 403: Forbidden" in str(raised.value)
     assert "service account must be allowed to list and watch job c-chief" in str(raised.value)
     assert "egress" not in str(raised.value)

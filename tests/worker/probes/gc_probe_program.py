@@ -1,6 +1,7 @@
 """The digits program, printing the cyclic GC's state when the worker builds the model: the
 worker starts up without the GC and must train with it, start-up's objects frozen
 (worker/__main__.py _collect_from_here)."""
+
 import gc
 import json
 
@@ -11,6 +12,5 @@ GC_LINE = "gc-probe "
 
 
 def build_model():
-    print(GC_LINE + json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}),
-          flush=True)
+    print(GC_LINE + json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}), flush=True)
     return digits.build_model()

@@ -4,6 +4,7 @@ versus one replica with no strategy, through the worker's own step code.
 Run as a separate process (logical devices must be configured before TF initialises): prints
 JSON with the losses and the largest gradient difference.
 """
+
 import json
 import sys
 from pathlib import Path
@@ -19,9 +20,7 @@ GLOBAL_BATCH = 16
 REPLICAS = 2
 
 cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(
-    cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(REPLICAS)]
-)
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(REPLICAS)])
 program = program_module.load("worker.examples.fashion_mnist")
 rng = np.random.default_rng(0)
 images = rng.uniform(0, 1, size=(GLOBAL_BATCH, 28, 28, 1)).astype(np.float32)
@@ -68,15 +67,17 @@ def summed_per_replica_means(batch):
 
 
 total, summed, shares = distributed_loss_and_gradients(batch)
-print(json.dumps({
-    "replicas": strategy.num_replicas_in_sync,
-    "per_replica_examples": [int(x.shape[0]) for x in strategy.experimental_local_results(batch[0])],
-    "single_loss": float(single_loss),
-    "distributed_loss": float(total),
-    "replica_losses": [float(x) for x in shares],
-    "summed_per_replica_means": float(summed_per_replica_means(batch)),
-    "max_gradient_difference": max(
-        float(tf.reduce_max(tf.abs(a - b))) for a, b in zip(single_grads, summed)
-    ),
-    "max_gradient": max(float(tf.reduce_max(tf.abs(g))) for g in single_grads),
-}))
+print(
+    json.dumps(
+        {
+            "replicas": strategy.num_replicas_in_sync,
+            "per_replica_examples": [int(x.shape[0]) for x in strategy.experimental_local_results(batch[0])],
+            "single_loss": float(single_loss),
+            "distributed_loss": float(total),
+            "replica_losses": [float(x) for x in shares],
+            "summed_per_replica_means": float(summed_per_replica_means(batch)),
+            "max_gradient_difference": max(float(tf.reduce_max(tf.abs(a - b))) for a, b in zip(single_grads, summed)),
+            "max_gradient": max(float(tf.reduce_max(tf.abs(g))) for g in single_grads),
+        }
+    )
+)

@@ -1,6 +1,7 @@
 """The digits program with a model a user edits between runs: PROBE_HIDDEN sets the hidden
 layer's width (64 as in worker.examples.digits), PROBE_EXTRA_LAYER=1 appends a layer (new
 variables, every earlier shape unchanged)."""
+
 import os
 
 import tensorflow as tf

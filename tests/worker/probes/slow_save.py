@@ -4,6 +4,7 @@ large model on a slow volume would. For whole-cluster preemption tests: the serv
 the chief's save. Only that save sleeps: the periodic ones before it and those of the resumed
 attempt are not what the test is about, and each of them made the test wait 12 s more with the
 CPU idle. Exports (traced, not eager) do not sleep."""
+
 import os
 import time
 

@@ -6,6 +6,7 @@ apply, delete, served, logs, nodes, Kueue's Workload); find_root, list and list_
 production on top of them. Deleting an object removes what it owns (ownerReferences) at once,
 like the garbage collector with nothing left to wait for.
 """
+
 from __future__ import annotations
 
 import copy
@@ -13,8 +14,8 @@ import itertools
 import json
 
 from launcher import k8s_contract
-from launcher.status import admission
 from launcher.backends.kubernetes.api import KUEUE_VERSIONS, Api
+from launcher.status import admission
 
 
 class FakeApiError(Exception):
@@ -34,8 +35,7 @@ class FakeApi(Api):
         self.objects: dict[Key, dict] = {}
         self.calls: list[tuple] = []  # ("apply", kind, name, dry_run), ("delete", kind, name)
         # Add-ons not installed: Kueue by default; tests add JobSet to pretend it is missing.
-        self.unserved = {(version, kind) for version in KUEUE_VERSIONS
-                         for kind in ("LocalQueue", "Workload")}
+        self.unserved = {(version, kind) for version in KUEUE_VERSIONS for kind in ("LocalQueue", "Workload")}
         self.fail_apply: dict[tuple[str, str], str] = {}  # (kind, name) -> the server's message
         self.logs: dict[str, list[str]] = {}  # pod name -> its log lines
         self.events_forbidden = False  # RBAC: this user may not list events
@@ -79,9 +79,12 @@ class FakeApi(Api):
     def select(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict]:
         self.calls.append(("list", kind, selector))
         wanted = dict(term.split("=", 1) for term in selector.split(","))
-        return [copy.deepcopy(obj) for (version, k, ns, _), obj in sorted(self.objects.items())
-                if (version, k, ns) == (api_version, kind, namespace)
-                and wanted.items() <= (obj["metadata"].get("labels") or {}).items()]
+        return [
+            copy.deepcopy(obj)
+            for (version, k, ns, _), obj in sorted(self.objects.items())
+            if (version, k, ns) == (api_version, kind, namespace)
+            and wanted.items() <= (obj["metadata"].get("labels") or {}).items()
+        ]
 
     def apply(self, obj: dict, dry_run: bool) -> dict:
         kind, name = obj["kind"], obj["metadata"]["name"]
@@ -116,17 +119,18 @@ class FakeApi(Api):
         self.calls.append(("list", "Event", "refusals"))
         if self.events_forbidden:
             return None
-        return [copy.deepcopy(obj) for (_, kind, ns, _), obj in sorted(self.objects.items())
-                if kind == "Event" and ns == namespace
-                and obj.get("reason") in admission.REFUSAL_REASONS]
+        return [
+            copy.deepcopy(obj)
+            for (_, kind, ns, _), obj in sorted(self.objects.items())
+            if kind == "Event" and ns == namespace and obj.get("reason") in admission.REFUSAL_REASONS
+        ]
 
     def nodes(self, names) -> dict[str, dict | None]:
         return {name: self.objects.get(("v1", "Node", None, name)) for name in names}
 
 
 def _key(obj: dict) -> Key:
-    return (obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"),
-            obj["metadata"]["name"])
+    return (obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
 
 
 def instance_labels(name: str) -> dict[str, str]:

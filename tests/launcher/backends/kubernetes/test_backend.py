@@ -1,9 +1,9 @@
 """KubernetesBackend's status, wait, list and delete from the objects a fake API holds: Jobs and
 pods shaped as the API server returns them (the phase rules themselves:
 tests/launcher/status/test_lifecycle.py; the real thing: tests/kind)."""
+
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
@@ -34,25 +34,38 @@ def job(api: FakeApi, role: str) -> dict:
     return api.objects[("batch/v1", "Job", "default", f"{NAME}-{role}")]
 
 
-def add_pod(api: FakeApi, role: str, index: int = 0, *, phase: str = "Running",
-            state: dict | None = None) -> dict:
+def add_pod(api: FakeApi, role: str, index: int = 0, *, phase: str = "Running", state: dict | None = None) -> dict:
     """A task's pod owned by its role's Job (deleting the Job takes it along)."""
     owner = job(api, role)["metadata"]
-    labels = {**instance_labels(NAME), k8s_contract.LABEL_COMPONENT: role,
-              k8s_contract.LABEL_STRATEGY: "parameter_server"}
-    return api.add({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": f"{NAME}-{role}-{index}-x", "namespace": "default", "labels": labels,
-        "annotations": {k8s_contract.INDEX_ANNOTATION: str(index)},
-        "creationTimestamp": "2026-11-24T10:00:00Z",
-        "ownerReferences": [{"kind": "Job", "name": owner["name"], "uid": owner["uid"]}]},
-        "status": {"phase": phase, "containerStatuses": [
-            {"name": k8s_contract.CONTAINER, "restartCount": 0,
-             "state": state or {"running": {}}}]}})
+    labels = {
+        **instance_labels(NAME),
+        k8s_contract.LABEL_COMPONENT: role,
+        k8s_contract.LABEL_STRATEGY: "parameter_server",
+    }
+    return api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{NAME}-{role}-{index}-x",
+                "namespace": "default",
+                "labels": labels,
+                "annotations": {k8s_contract.INDEX_ANNOTATION: str(index)},
+                "creationTimestamp": "2026-11-24T10:00:00Z",
+                "ownerReferences": [{"kind": "Job", "name": owner["name"], "uid": owner["uid"]}],
+            },
+            "status": {
+                "phase": phase,
+                "containerStatuses": [
+                    {"name": k8s_contract.CONTAINER, "restartCount": 0, "state": state or {"running": {}}}
+                ],
+            },
+        }
+    )
 
 
 def end_job(api: FakeApi, role: str, condition: str, reason: str = "") -> None:
-    job(api, role)["status"] = {"conditions": [
-        {"type": condition, "status": "True", "reason": reason, "message": ""}]}
+    job(api, role)["status"] = {"conditions": [{"type": condition, "status": "True", "reason": reason, "message": ""}]}
 
 
 def test_status_of_a_cluster_that_does_not_exist_is_cluster_not_found(api):
@@ -65,8 +78,9 @@ def test_running_pods_give_running_with_the_chiefs_progress(api):
     tfk8s, _ = submitted(api)
     for role in ("chief", "worker", "ps", "evaluator"):
         add_pod(api, role)
-    api.logs[f"{NAME}-chief-0-x"] = [PROGRESS_PREFIX + json.dumps(
-        {"event": "step", "step": 40, "target": 400, "loss": 0.5, "steps_per_s": 10.0})]
+    api.logs[f"{NAME}-chief-0-x"] = [
+        PROGRESS_PREFIX + json.dumps({"event": "step", "step": 40, "target": 400, "loss": 0.5, "steps_per_s": 10.0})
+    ]
     status = tfk8s.status(NAME)
     assert status.phase is Phase.RUNNING
     assert (status.training.step, status.training.target, status.training.loss) == (40, 400, 0.5)
@@ -101,20 +115,31 @@ def test_a_cluster_whose_jobs_are_gone_is_unknown(api):
 
 def test_wait_gives_up_on_a_stuck_cluster_and_leaves_it_in_place(api):
     tfk8s, out = submitted(api, stuck_seconds=0, poll_seconds=0)
-    add_pod(api, "chief", phase="Pending", state={"waiting": {
-        "reason": "ImagePullBackOff", "message": "tfk8s/worker:dev not found"}})
+    add_pod(
+        api,
+        "chief",
+        phase="Pending",
+        state={"waiting": {"reason": "ImagePullBackOff", "message": "tfk8s/worker:dev not found"}},
+    )
     before = len(api.mutations())
     assert tfk8s.wait(NAME) == 1
     assert api.mutations()[before:] == [], "wait deleted something"
-    assert f"error: cluster default/{NAME} made no progress for 0s: pod {NAME}-chief-0-x: " \
+    assert (
+        f"error: cluster default/{NAME} made no progress for 0s: pod {NAME}-chief-0-x: "
         "the image cannot be pulled" in out.getvalue()
+    )
     assert f"python -m launcher delete {NAME} -n default" in out.getvalue()
 
 
 def test_list_shows_each_cluster_once_whatever_its_roots(api):
     api.unserved.clear()  # Kueue too: the queued example's LocalQueue
-    api.add({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-             "metadata": {"name": "tfk8s-queue", "namespace": "default"}})
+    api.add(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "tfk8s-queue", "namespace": "default"},
+        }
+    )
     tfk8s, _ = submitted(api)
     tfk8s.submit(spec_of("ps-queued.yaml"))  # a JobSet and a ConfigMap, both roots
     assert sorted(c.name for c in tfk8s.list()) == [NAME, "mnist-ps-queued"]
@@ -140,16 +165,26 @@ def test_delete_removes_a_cluster_another_tool_created_by_its_labels(api):
     assert [o["kind"] for o in api.objects.values()] == ["Namespace"]
 
 
-QUOTA_REFUSAL = ('Error creating: pods "mnist-ps-chief-0-x7k2p" is forbidden: exceeded quota: team, '
-                 "requested: requests.cpu=4, used: requests.cpu=0, limited: requests.cpu=2")
+QUOTA_REFUSAL = (
+    'Error creating: pods "mnist-ps-chief-0-x7k2p" is forbidden: exceeded quota: team, '
+    "requested: requests.cpu=4, used: requests.cpu=0, limited: requests.cpu=2"
+)
 
 
 def refusal_event(api: FakeApi, role: str, message: str, when: str, reason="FailedCreate"):
     owner = job(api, role)["metadata"]
-    return api.add({"apiVersion": "v1", "kind": "Event", "metadata": {
-        "name": f"{owner['name']}.{when}", "namespace": "default"}, "reason": reason,
-        "type": "Warning", "message": message, "lastTimestamp": when,
-        "involvedObject": {"kind": "Job", "name": owner["name"], "uid": owner["uid"]}})
+    return api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{owner['name']}.{when}", "namespace": "default"},
+            "reason": reason,
+            "type": "Warning",
+            "message": message,
+            "lastTimestamp": when,
+            "involvedObject": {"kind": "Job", "name": owner["name"], "uid": owner["uid"]},
+        }
+    )
 
 
 def test_a_pod_the_api_server_refused_is_the_clusters_cause_and_wait_gives_up_on_it(api):
@@ -163,11 +198,12 @@ def test_a_pod_the_api_server_refused_is_the_clusters_cause_and_wait_gives_up_on
     status = tfk8s.status(NAME)
     assert status.phase is Phase.STUCK, status
     assert status.message == (
-        "the API server refused the chief's pod: pods \"mnist-ps-chief-0-x7k2p\" is forbidden: "
+        'the API server refused the chief\'s pod: pods "mnist-ps-chief-0-x7k2p" is forbidden: '
         "exceeded quota: team, requested: requests.cpu=4, used: requests.cpu=0, limited: "
-        "requests.cpu=2")
+        "requests.cpu=2"
+    )
     [chief] = [r for r in status.roles if r.role == "chief"]
-    assert chief.reason.startswith("pod refused: pods \"mnist-ps-chief-0-x7k2p\" is forbidden")
+    assert chief.reason.startswith('pod refused: pods "mnist-ps-chief-0-x7k2p" is forbidden')
     assert tfk8s.wait(NAME) == 1
     assert "exceeded quota: team" in out.getvalue() and "It is left in place" in out.getvalue()
     assert api.stored("Job"), "the cluster was deleted"
@@ -191,14 +227,28 @@ def test_a_user_who_may_not_list_events_is_told_so(api):
     assert any("may not list events in default" in note for note in status.notes), status.notes
 
 
-LOST_NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "tfk8s-worker"},
-             "spec": {"providerID": "kind://docker/tfk8s/tfk8s-worker", "taints": [
-                 {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
-                  "timeAdded": "2026-11-26T10:00:00Z"}]},
-             "status": {"conditions": [{"type": "Ready", "status": "Unknown",
-                                        "reason": "NodeStatusUnknown",
-                                        "message": "Kubelet stopped posting node status.",
-                                        "lastTransitionTime": "2026-11-26T10:00:00Z"}]}}
+LOST_NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "tfk8s-worker"},
+    "spec": {
+        "providerID": "kind://docker/tfk8s/tfk8s-worker",
+        "taints": [
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-11-26T10:00:00Z"}
+        ],
+    },
+    "status": {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "Unknown",
+                "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status.",
+                "lastTransitionTime": "2026-11-26T10:00:00Z",
+            }
+        ]
+    },
+}
 
 
 def on_lost_node(api: FakeApi, role: str) -> dict:
@@ -246,5 +296,4 @@ def test_delete_stops_at_pods_on_lost_nodes_at_once_with_the_commands_to_finish(
         tfk8s.delete(NAME)
     assert time.monotonic() - started < 10, "waited for the delete timeout"
     assert raised.value.exit_code == 69
-    assert f"kubectl delete pod {NAME}-chief-0-x -n default --force --grace-period=0" in str(
-        raised.value)
+    assert f"kubectl delete pod {NAME}-chief-0-x -n default --force --grace-period=0" in str(raised.value)

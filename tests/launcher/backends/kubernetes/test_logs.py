@@ -1,5 +1,6 @@
 """`logs -f` on Kubernetes across a task's life (launcher/backends/kubernetes/logs.py): pods as
 the API server reports them, one after the other, and the log each container wrote."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,13 +13,16 @@ def pod(name: str, phase: str, state: str | None, restarts: int = 0, reason: str
     status = {"phase": phase, "containerStatuses": []}
     if state is not None:
         detail = {"reason": reason} if state == "waiting" else {}
-        status["containerStatuses"] = [{"name": "tensorflow", "restartCount": restarts,
-                                        "state": {state: detail}}]
+        status["containerStatuses"] = [{"name": "tensorflow", "restartCount": restarts, "state": {state: detail}}]
     return {"metadata": {"name": name}, "status": status}
 
 
-def follow(timeline: list[dict | None], logs: dict[tuple[str, int], list[str]],
-           finished_after: int | None = None, tail: int | None = None):
+def follow(
+    timeline: list[dict | None],
+    logs: dict[tuple[str, int], list[str]],
+    finished_after: int | None = None,
+    tail: int | None = None,
+):
     """Runs follow_task over `timeline` (the newest pod at each look); returns the lines, what
     it said meanwhile, and the (pod, tail) of every stream it opened."""
     looks, said, opened = iter(timeline), [], []
@@ -37,49 +41,66 @@ def follow(timeline: list[dict | None], logs: dict[tuple[str, int], list[str]],
     def cluster_finished():
         return finished_after is not None and current["count"] >= finished_after
 
-    out = list(follow_task(newest_pod, stream, cluster_finished, said.append, "chief-0",
-                           tail=tail, poll_seconds=0))
+    out = list(follow_task(newest_pod, stream, cluster_finished, said.append, "chief-0", tail=tail, poll_seconds=0))
     return out, said, opened
 
 
 def test_waits_for_a_pending_pod_saying_for_what_then_follows_it_to_its_end():
     out, said, opened = follow(
-        [None, pod("c-1", "Pending", "waiting", reason="ContainerCreating"),
-         pod("c-1", "Running", "running"), pod("c-1", "Succeeded", "terminated")],
-        {("c-1", 0): ["a\n", "b\n"]}, tail=5)
+        [
+            None,
+            pod("c-1", "Pending", "waiting", reason="ContainerCreating"),
+            pod("c-1", "Running", "running"),
+            pod("c-1", "Succeeded", "terminated"),
+        ],
+        {("c-1", 0): ["a\n", "b\n"]},
+        tail=5,
+    )
     assert out == ["a\n", "b\n"]
-    assert said == ["waiting for chief-0: no pod yet (its Job has not created it, or Kueue "
-                    "has not admitted it)", "waiting for chief-0: pod c-1 is ContainerCreating"]
+    assert said == [
+        "waiting for chief-0: no pod yet (its Job has not created it, or Kueue has not admitted it)",
+        "waiting for chief-0: pod c-1 is ContainerCreating",
+    ]
     assert opened == [("c-1", 5)]
 
 
 def test_goes_on_after_a_restart_in_place_with_a_marker():
     out, said, _ = follow(
-        [pod("c-1", "Running", "running"),
-         pod("c-1", "Running", "waiting", restarts=1, reason="CrashLoopBackOff"),
-         pod("c-1", "Running", "running", restarts=1),
-         pod("c-1", "Succeeded", "terminated", restarts=1)],
-        {("c-1", 0): ["first\n"], ("c-1", 1): ["second\n"]})
-    assert out == ["first\n", f"{RESTART_MARKER} chief-0: container restarted in pod c-1 "
-                   "(restart 1); its log follows ---\n", "second\n"]
+        [
+            pod("c-1", "Running", "running"),
+            pod("c-1", "Running", "waiting", restarts=1, reason="CrashLoopBackOff"),
+            pod("c-1", "Running", "running", restarts=1),
+            pod("c-1", "Succeeded", "terminated", restarts=1),
+        ],
+        {("c-1", 0): ["first\n"], ("c-1", 1): ["second\n"]},
+    )
+    assert out == [
+        "first\n",
+        f"{RESTART_MARKER} chief-0: container restarted in pod c-1 (restart 1); its log follows ---\n",
+        "second\n",
+    ]
     assert said == ["waiting for chief-0: its container ended; waiting for a restart or a new pod"]
 
 
 def test_goes_on_with_a_replacement_pod_with_a_marker():
     out, _, opened = follow(
-        [pod("c-1", "Running", "running"), pod("c-1", "Failed", "terminated"),
-         pod("c-2", "Running", "running"), pod("c-2", "Succeeded", "terminated")],
-        {("c-1", 0): ["old\n"], ("c-2", 0): ["new\n"]}, tail=1)
-    assert out == ["old\n", f"{RESTART_MARKER} chief-0: pod c-1 replaced by c-2; its log "
-                   "follows ---\n", "new\n"]
+        [
+            pod("c-1", "Running", "running"),
+            pod("c-1", "Failed", "terminated"),
+            pod("c-2", "Running", "running"),
+            pod("c-2", "Succeeded", "terminated"),
+        ],
+        {("c-1", 0): ["old\n"], ("c-2", 0): ["new\n"]},
+        tail=1,
+    )
+    assert out == ["old\n", f"{RESTART_MARKER} chief-0: pod c-1 replaced by c-2; its log follows ---\n", "new\n"]
     assert opened == [("c-1", 1), ("c-2", None)]  # a new pod's log from its start
 
 
 def test_ends_when_the_cluster_ends_and_says_so_if_the_task_never_started():
     with pytest.raises(LauncherError, match="chief-0 never started, and its cluster has finished"):
         follow([pod("c-1", "Pending", None)], {}, finished_after=2)
-    out, _, _ = follow([pod("p-1", "Running", "running"), None], {("p-1", 0): ["ps\n"]},
-                       finished_after=2)
+    out, _, _ = follow([pod("p-1", "Running", "running"), None], {("p-1", 0): ["ps\n"]}, finished_after=2)
     assert out == ["ps\n"]
 
 

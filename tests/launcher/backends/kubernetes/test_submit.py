@@ -2,6 +2,7 @@
 every call: preflight, idempotency of a resubmit, refusal of a different cluster of that name,
 --replace, a server dry run, and the rollback of a half-created cluster. The kind tier checks the
 same against a real API server (tests/kind)."""
+
 from __future__ import annotations
 
 import io
@@ -11,10 +12,10 @@ import pytest
 import yaml
 
 from launcher import k8s_contract
-from launcher.render import render
 from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from launcher.backends.kubernetes.api import JOBSET
 from launcher.errors import LauncherError, SubmitRefused
+from launcher.render import render
 from launcher.spec.loader import load_data
 
 from .fake_api import FakeApi
@@ -41,13 +42,13 @@ def test_submit_applies_the_root_first_and_every_other_object_owned_by_it():
     rendered = render.render(spec)
     assert applied == [("apply", o["kind"], o["metadata"]["name"], False) for o in rendered]
     root = api.get("v1", "ConfigMap", "default", spec.name)
-    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == \
-        render.spec_hash(spec)
+    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == render.spec_hash(spec)
     owned = [o for o in api.objects.values() if o["kind"] not in ("Namespace", "ConfigMap")]
     assert len(owned) == len(rendered) - 1
     for obj in owned:
-        assert [(r["kind"], r["uid"], r["controller"]) for r in obj["metadata"]["ownerReferences"]] \
-            == [("ConfigMap", root["metadata"]["uid"], True)], obj["metadata"]["name"]
+        assert [(r["kind"], r["uid"], r["controller"]) for r in obj["metadata"]["ownerReferences"]] == [
+            ("ConfigMap", root["metadata"]["uid"], True)
+        ], obj["metadata"]["name"]
     assert out.getvalue().startswith(f"created cluster default/{spec.name}: ConfigMap/")
 
 
@@ -58,8 +59,7 @@ def test_resubmitting_the_same_spec_applies_nothing():
     before = len(api.mutations())
     tfk8s.submit(spec_of())
     assert api.mutations()[before:] == []
-    assert out.getvalue().splitlines()[-1] == \
-        f"cluster default/{spec.name} is unchanged; nothing applied"
+    assert out.getvalue().splitlines()[-1] == f"cluster default/{spec.name} is unchanged; nothing applied"
 
 
 def test_a_different_spec_of_that_name_is_refused_and_left_alone():
@@ -68,8 +68,9 @@ def test_a_different_spec_of_that_name_is_refused_and_left_alone():
     tfk8s.submit(spec_of())
     before, objects = len(api.mutations()), dict(api.objects)
     changed = spec_of(image="tfk8s/worker:other")
-    with pytest.raises(SubmitRefused, match="exists with a different spec; .* rerun with "
-                                            "--replace to delete and recreate it"):
+    with pytest.raises(
+        SubmitRefused, match="exists with a different spec; .* rerun with --replace to delete and recreate it"
+    ):
         tfk8s.submit(changed)
     assert api.mutations()[before:] == [] and api.objects == objects
 
@@ -101,8 +102,7 @@ def test_replace_deletes_the_old_cluster_before_applying_the_new_one():
     assert len(applies) == len(render.render(changed))
     root = api.get("v1", "ConfigMap", "default", "mnist-ps")
     assert root["metadata"]["uid"] != old_uid
-    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == \
-        render.spec_hash(changed)
+    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == render.spec_hash(changed)
     assert "replacing cluster default/mnist-ps" in out.getvalue()
 
 
@@ -116,8 +116,7 @@ def test_a_server_dry_run_replace_deletes_nothing_and_stores_nothing():
     calls = api.mutations()[before:]
     assert calls and all(c[0] == "apply" and c[3] is True for c in calls), calls
     assert api.objects == objects
-    assert out.getvalue().strip() == \
-        f"server dry run: {len(render.render(changed))} objects accepted by the API server"
+    assert out.getvalue().strip() == f"server dry run: {len(render.render(changed))} objects accepted by the API server"
 
 
 def test_a_failed_apply_takes_back_everything_this_submit_created():
@@ -128,7 +127,8 @@ def test_a_failed_apply_takes_back_everything_this_submit_created():
         tfk8s.submit(spec)
     assert str(raised.value) == (
         'submit failed at Job/mnist-ps-worker: admission webhook "quota" denied the request; '
-        "everything created so far was deleted again")
+        "everything created so far was deleted again"
+    )
     assert [o["kind"] for o in api.objects.values()] == ["Namespace"], "half a cluster left"
     assert ("delete", "ConfigMap", "mnist-ps") in api.mutations()
 
@@ -137,16 +137,18 @@ def test_a_failed_root_apply_creates_and_deletes_nothing():
     api = FakeApi()
     api.fail_apply[("ConfigMap", "mnist-ps")] = "forbidden"
     tfk8s, _ = backend(api)
-    with pytest.raises(LauncherError, match="^submit failed at ConfigMap/mnist-ps: forbidden; "
-                                            "nothing was created$"):
+    with pytest.raises(LauncherError, match="^submit failed at ConfigMap/mnist-ps: forbidden; nothing was created$"):
         tfk8s.submit(spec_of())
     assert api.mutations() == [("apply", "ConfigMap", "mnist-ps", False)]
 
 
 def test_preflight_refuses_a_missing_namespace_before_creating_anything():
     api = FakeApi(namespaces=())
-    with pytest.raises(LauncherError, match=r"namespace 'default' does not exist \(create it: "
-                                            r"kubectl create namespace default\)"):
+    with pytest.raises(
+        LauncherError,
+        match=r"namespace 'default' does not exist \(create it: "
+        r"kubectl create namespace default\)",
+    ):
         backend(api)[0].submit(spec_of())
     assert api.mutations() == []
 
@@ -164,8 +166,7 @@ def test_preflight_refuses_a_queue_without_kueue_or_without_that_local_queue():
     with pytest.raises(LauncherError, match="has no Kueue .*install Kueue .*or remove queue"):
         backend(api)[0].submit(spec_of("ps-queued.yaml"))
     api.unserved.clear()
-    with pytest.raises(LauncherError, match="there is no LocalQueue 'tfk8s-queue' in namespace "
-                                            "'default'"):
+    with pytest.raises(LauncherError, match="there is no LocalQueue 'tfk8s-queue' in namespace 'default'"):
         backend(api)[0].submit(spec_of("ps-queued.yaml"))
     assert api.mutations() == []
 
@@ -173,12 +174,16 @@ def test_preflight_refuses_a_queue_without_kueue_or_without_that_local_queue():
 def test_a_queued_jobset_is_submitted_with_the_jobset_as_root():
     api = FakeApi()
     api.unserved.clear()
-    api.add({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-             "metadata": {"name": "tfk8s-queue", "namespace": "default"}})
+    api.add(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "tfk8s-queue", "namespace": "default"},
+        }
+    )
     spec = spec_of("ps-queued.yaml")
     backend(api)[0].submit(spec)
     applied = [c for c in api.mutations() if c[0] == "apply"]
     assert applied[0][:3] == ("apply", "JobSet", spec.name)
     jobset = api.get(*JOBSET, "default", spec.name)
-    assert jobset["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == \
-        render.spec_hash(spec)
+    assert jobset["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == render.spec_hash(spec)

@@ -1,6 +1,7 @@
 """LocalBackend's rules with bring-your-own commands (plain Python, no TensorFlow): restarts,
 backoff, the evaluator grace, status/logs/list/delete, and that no process outlives its run.
 """
+
 from __future__ import annotations
 
 import io
@@ -13,11 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
-
 from local_clusters import (
-    REPO_ROOT, LocalBackend, LocalProcessBackendConfig, Submission, assert_no_task_processes,
-    kill_task, make_spec, run_files, wait_until,
+    REPO_ROOT,
+    LocalBackend,
+    LocalProcessBackendConfig,
+    Submission,
+    assert_no_task_processes,
+    kill_task,
+    make_spec,
+    run_files,
+    wait_until,
 )
+
 from launcher.backends.local.files import ATTEMPT_HEADER_START
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.errors import SubmitRefused
@@ -37,8 +45,7 @@ SLEEP = "import time; print('sleeping', flush=True); time.sleep(600)"
 
 def byo_spec(name, command, *, evaluator_command=None, **fields):
     """A mirrored spec whose chief (and evaluator) run `command` instead of the worker."""
-    spec = make_spec(name, "mirrored", [], evaluator=evaluator_command is not None,
-                     image="example.com/byo:1", **fields)
+    spec = make_spec(name, "mirrored", [], evaluator=evaluator_command is not None, image="example.com/byo:1", **fields)
     data = spec.model_dump(by_alias=True)
     data.pop("program")
     data["command"] = [sys.executable, "-c", command[0]]
@@ -87,8 +94,10 @@ def test_never_replaces_a_failed_task_counted_against_backoff_limit(backend, wor
     status = backend.status("never")
     assert status.phase == "Succeeded" and status.roles[0].failed == 1
     log = (tmp_path / "cluster-output.log").read_text()
-    assert "chief-0 exited 3; replacing it (restartPolicy Never: a new pod, failure 1 of " \
-           "backoffLimit 1 for role chief)" in log
+    assert (
+        "chief-0 exited 3; replacing it (restartPolicy Never: a new pod, failure 1 of "
+        "backoffLimit 1 for role chief)" in log
+    )
 
 
 def test_never_with_backoff_limit_0_fails_on_the_first_failure(backend, workdir):
@@ -119,12 +128,18 @@ time.sleep(600)
 def test_preempted_task_is_replaced_without_counting(backend, workdir, tmp_path, handles_sigterm):
     """restartPolicy Never, backoffLimit 0: a preemption (SIGTERM -> 143, or a task that simply
     dies of SIGTERM) is not a failure, as under the Jobs' podFailurePolicy."""
-    spec = byo_spec("preempt", [PREEMPTED_ONCE, "save" if handles_sigterm else "die"],
-                    restartPolicy="Never", backoffLimit=0)
+    spec = byo_spec(
+        "preempt", [PREEMPTED_ONCE, "save" if handles_sigterm else "die"], restartPolicy="Never", backoffLimit=0
+    )
     run = Submission(backend, spec)
-    wait_until(lambda: run_files(backend, "preempt").log_path("chief", 0).exists()
-               and "training" in run_files(backend, "preempt").log_path("chief", 0).read_text(), 60,
-               "the chief to train")
+    wait_until(
+        lambda: (
+            run_files(backend, "preempt").log_path("chief", 0).exists()
+            and "training" in run_files(backend, "preempt").log_path("chief", 0).read_text()
+        ),
+        60,
+        "the chief to train",
+    )
     kill_task(backend, "preempt", "chief", 0, signal.SIGTERM)
     assert run.wait(60) == 0
     status = backend.status("preempt")
@@ -134,18 +149,24 @@ def test_preempted_task_is_replaced_without_counting(backend, workdir, tmp_path,
     assert ("saved" in log) == handles_sigterm
     said = (tmp_path / "cluster-output.log").read_text()
     how = "exited 143" if handles_sigterm else "was killed by SIGTERM"
-    assert f"chief-0 was preempted ({how}: SIGTERM); replacing it like a replaced pod (a " \
-           "preemption is not counted against backoffLimit" in said
+    assert (
+        f"chief-0 was preempted ({how}: SIGTERM); replacing it like a replaced pod (a "
+        "preemption is not counted against backoffLimit" in said
+    )
 
 
 def test_preemption_counts_under_on_failure(backend, workdir):
     # OnFailure has no podFailurePolicy on Kubernetes: a preemption is an ordinary failure.
-    spec = byo_spec("preempt-of", [PREEMPTED_ONCE, "save"], restartPolicy="OnFailure",
-                    backoffLimit=0)
+    spec = byo_spec("preempt-of", [PREEMPTED_ONCE, "save"], restartPolicy="OnFailure", backoffLimit=0)
     run = Submission(backend, spec)
-    wait_until(lambda: run_files(backend, "preempt-of").log_path("chief", 0).exists()
-               and "training" in run_files(backend, "preempt-of").log_path("chief", 0).read_text(), 60,
-               "the chief to train")
+    wait_until(
+        lambda: (
+            run_files(backend, "preempt-of").log_path("chief", 0).exists()
+            and "training" in run_files(backend, "preempt-of").log_path("chief", 0).read_text()
+        ),
+        60,
+        "the chief to train",
+    )
     kill_task(backend, "preempt-of", "chief", 0, signal.SIGTERM)
     assert run.wait(60) == EXIT_PREEMPTED
     status = backend.status("preempt-of")
@@ -157,8 +178,7 @@ def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
     """The built-in worker exits EXIT_CONFIG (2) on a bad environment value: the Job's FailJob
     rule, so no retry even with backoffLimit 6 (no TensorFlow: the environment is checked
     before it loads), and its one-line reason is the status message."""
-    spec = make_spec("badenv", "mirrored", ["--steps", "3"], evaluator=False,
-                     restartPolicy="Never", backoffLimit=6)
+    spec = make_spec("badenv", "mirrored", ["--steps", "3"], evaluator=False, restartPolicy="Never", backoffLimit=6)
     data = spec.model_dump(by_alias=True)
     data["roles"]["chief"]["env"] = {"TFK8S_PEER_TIMEOUT": "soon"}
     spec = type(spec).model_validate(data)
@@ -182,8 +202,9 @@ def test_bad_program_args_are_refused_before_any_task_starts(backend, workdir):
     spec = make_spec("badarg", "mirrored", ["--steps", "nope"], evaluator=False)
     with pytest.raises(WorkerEnvironmentError) as raised:
         backend.submit(spec)
-    assert str(raised.value) == ("program.args ['--steps', 'nope']: argument --steps: 'nope' is "
-                                 "not an integer (see python -m worker --help)")
+    assert str(raised.value) == (
+        "program.args ['--steps', 'nope']: argument --steps: 'nope' is not an integer (see python -m worker --help)"
+    )
     assert raised.value.exit_code == EXIT_CONFIG
     assert not run_files(backend, "badarg").dir.exists()
 
@@ -193,9 +214,11 @@ def test_a_task_exit_reason_is_its_last_output_line(backend, workdir):
     explained in `status` by its output's last line (here a traceback's), progress lines
     skipped; and a BYO exit 2 is retried like any failure (only the built-in worker's is
     fatal)."""
-    crash = ("import sys; print('loading', flush=True); "
-             "sys.stderr.write('Traceback...\\nValueError: bad shard 7\\n'); sys.stderr.flush(); "
-             "print('tfk8s-progress {}', flush=True); sys.exit(2)")
+    crash = (
+        "import sys; print('loading', flush=True); "
+        "sys.stderr.write('Traceback...\\nValueError: bad shard 7\\n'); sys.stderr.flush(); "
+        "print('tfk8s-progress {}', flush=True); sys.exit(2)"
+    )
     spec = byo_spec("byo-crash", [crash], restartPolicy="Never", backoffLimit=1)
     backend.submit(spec)
     assert backend.wait(spec.name) == 2
@@ -209,8 +232,7 @@ def test_built_in_evaluator_ends_when_training_fails(backend, workdir):
     """The built-in evaluator exits by itself only after the final checkpoint: when the chief
     fails (here: a program module that does not exist, found after TensorFlow loaded), the
     evaluator is stopped with the cluster instead of waiting forever."""
-    spec = make_spec("evalfail", "mirrored", ["--steps", "20"], evaluator=True,
-                     roles={"chief": 1})
+    spec = make_spec("evalfail", "mirrored", ["--steps", "20"], evaluator=True, roles={"chief": 1})
     data = spec.model_dump(by_alias=True)
     data["roles"]["chief"]["env"] = {"TFK8S_PROGRAM": "no.such.module"}
     spec = type(spec).model_validate(data)
@@ -218,8 +240,9 @@ def test_built_in_evaluator_ends_when_training_fails(backend, workdir):
     wait_until(lambda: run_files(backend, "evalfail").read_pid("evaluator", 0), 60, "the evaluator to start")
     assert run.wait(600) == EXIT_CONFIG
     status = backend.status("evalfail")
-    assert status.phase == "Failed" and "no.such.module" in \
-        run_files(backend, "evalfail").log_path("chief", 0).read_text()
+    assert (
+        status.phase == "Failed" and "no.such.module" in run_files(backend, "evalfail").log_path("chief", 0).read_text()
+    )
     record = json.loads((workdir / "evalfail" / "status.json").read_text())
     evaluator = next(t for t in record["tasks"] if t["task"] == "evaluator-0")
     assert evaluator["state"] == "stopped" and evaluator["pid"] is None, evaluator
@@ -227,8 +250,7 @@ def test_built_in_evaluator_ends_when_training_fails(backend, workdir):
 
 
 def test_bring_your_own_evaluator_is_stopped_after_the_grace(backend, workdir):
-    spec = byo_spec("grace", ["print('trained')"], evaluator_command=SLEEP,
-                    evaluatorGraceSeconds=2)
+    spec = byo_spec("grace", ["print('trained')"], evaluator_command=SLEEP, evaluatorGraceSeconds=2)
     started = time.monotonic()
     backend.submit(spec)
     assert backend.wait(spec.name) == 0
@@ -239,8 +261,9 @@ def test_bring_your_own_evaluator_is_stopped_after_the_grace(backend, workdir):
 
 
 def test_evaluator_failure_does_not_fail_training(backend, workdir):
-    spec = byo_spec("evalfails", ["print('trained')"],
-                    evaluator_command="import sys; sys.exit(7)", restartPolicy="Never")
+    spec = byo_spec(
+        "evalfails", ["print('trained')"], evaluator_command="import sys; sys.exit(7)", restartPolicy="Never"
+    )
     backend.submit(spec)
     assert backend.wait(spec.name) == 0
     status = backend.status("evalfails")
@@ -259,8 +282,9 @@ def test_submit_starts_the_tasks_and_returns_and_wait_waits(backend):
 
 def test_delete_stops_a_run_this_process_supervises(backend, workdir):
     backend.submit(byo_spec("stopped", [SLEEP]))
-    wait_until(lambda: "sleeping" in run_files(backend, "stopped").log_path("chief", 0)
-               .read_text(), 60, "the chief to run")
+    wait_until(
+        lambda: "sleeping" in run_files(backend, "stopped").log_path("chief", 0).read_text(), 60, "the chief to run"
+    )
     backend.delete("stopped")
     assert_no_task_processes(workdir)
     assert backend.list() == []
@@ -306,19 +330,22 @@ def test_detached_run_status_logs_list_delete_leave_no_process(detached, workdir
     backend.submit(spec)
     pid = wait_until(lambda: run_files(backend, "detached").read_pid("chief", 0), 60, "the chief to start")
     wait_until(lambda: backend.status("detached").phase == "Running", 30, "Running")
-    wait_until(lambda: "sleeping" in run_files(backend, "detached").log_path("chief", 0).read_text(), 30,
-               "the chief's output in its log")
+    wait_until(
+        lambda: "sleeping" in run_files(backend, "detached").log_path("chief", 0).read_text(),
+        30,
+        "the chief's output in its log",
+    )
     assert [c.name for c in backend.list()] == ["detached"]
     assert "sleeping\n" in list(backend.logs("detached", "chief", 0))
     # the same spec again: a no-op, as on Kubernetes; another spec: refused
     out = io.StringIO()
-    LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=True),
-                 stream=out).submit(spec)
+    LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=True), stream=out).submit(spec)
     assert "local cluster 'detached' is unchanged (Running); nothing started" in out.getvalue()
     assert run_files(backend, "detached").read_pid("chief", 0) == pid
     with pytest.raises(SubmitRefused, match="is running with another spec"):
         LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=True)).submit(
-            byo_spec("detached", [SLEEP, "--other"]))
+            byo_spec("detached", [SLEEP, "--other"])
+        )
     (workdir / "detached" / "model" / "keep-me").write_text("checkpoint")
     backend.delete("detached")
     assert_no_task_processes(workdir)
@@ -333,19 +360,25 @@ def test_sigterm_to_the_launcher_stops_every_task(tmp_path):
     workdir = tmp_path / "work"
     script = f"""
 import sys
-sys.path[:0] = [{str(REPO_ROOT / 'tests')!r}, {str(Path(__file__).parent)!r}]
+sys.path[:0] = [{str(REPO_ROOT / "tests")!r}, {str(Path(__file__).parent)!r}]
 from test_backend import byo_spec, SLEEP
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
 backend = LocalBackend(LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True))
 backend.submit(byo_spec("sigterm", [SLEEP]))
 sys.exit(backend.wait("sigterm"))
 """
-    launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir))
-    wait_until(lambda: (workdir / "sigterm" / "logs" / "chief-0.log").exists()
-               and "sleeping" in run_files(backend, "sigterm").log_path("chief", 0).read_text(), 60,
-               "the chief to run")
+    wait_until(
+        lambda: (
+            (workdir / "sigterm" / "logs" / "chief-0.log").exists()
+            and "sleeping" in run_files(backend, "sigterm").log_path("chief", 0).read_text()
+        ),
+        60,
+        "the chief to run",
+    )
     launcher.send_signal(signal.SIGTERM)
     output, _ = launcher.communicate(timeout=60)
     assert launcher.returncode == 128 + signal.SIGTERM, output
@@ -361,15 +394,16 @@ def test_sigkill_to_the_launcher_takes_its_tasks_along(tmp_path):
     workdir = tmp_path / "work"
     script = f"""
 import sys
-sys.path[:0] = [{str(REPO_ROOT / 'tests')!r}, {str(Path(__file__).parent)!r}]
+sys.path[:0] = [{str(REPO_ROOT / "tests")!r}, {str(Path(__file__).parent)!r}]
 from test_backend import byo_spec, SLEEP
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
 backend = LocalBackend(LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True))
 backend.submit(byo_spec("sigkill", [SLEEP]))
 backend.wait("sigkill")
 """
-    launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir))
     wait_until(lambda: run_files(backend, "sigkill").read_pid("chief", 0), 60, "the chief to start")
     launcher.kill()
@@ -389,15 +423,15 @@ def test_local_run_says_it_ignores_the_kubernetes_workload(tmp_path):
     plans plain tasks (PS servers supervised as under `workload: jobs`)."""
     import io
 
-    from launcher.backends.local.preflight import as_processes
-    from launcher.spec.loader import load_file
-    from launcher.plan.plan import plan
     from support import REPO
+
+    from launcher.backends.local.preflight import as_processes
+    from launcher.plan.plan import plan
+    from launcher.spec.loader import load_file
 
     out = io.StringIO()
     spec = as_processes(load_file(REPO / "examples" / "ps-queued.yaml"), out)
-    assert out.getvalue().startswith(
-        "note: --local ignores workload: jobset, queue: tfk8s-queue (Kubernetes only)")
+    assert out.getvalue().startswith("note: --local ignores workload: jobset, queue: tfk8s-queue (Kubernetes only)")
     assert spec.workload.value == "jobs" and spec.queue is None
     assert set(plan(spec).supervised) == {"worker", "ps", "evaluator"}
     quiet = io.StringIO()
@@ -411,9 +445,19 @@ def test_logs_all_tail_is_per_task_as_on_kubernetes(tmp_path):
     from launcher.backends.local.logs import read_log
 
     combined = tmp_path / "all.log"
-    combined.write_text("".join(
-        [f"[chief-0] step {n}\n" for n in range(5)] + ["[tfk8s] chief-0 started\n"]
-        + [f"[worker-0] line {n}\n" for n in range(2)] + [f"[chief-0] step {n}\n" for n in (5, 6)]))
+    combined.write_text(
+        "".join(
+            [f"[chief-0] step {n}\n" for n in range(5)]
+            + ["[tfk8s] chief-0 started\n"]
+            + [f"[worker-0] line {n}\n" for n in range(2)]
+            + [f"[chief-0] step {n}\n" for n in (5, 6)]
+        )
+    )
     lines = list(read_log(combined, "all", lambda: True, False, tail=2, per_task=True))
-    assert lines == ["[tfk8s] chief-0 started\n", "[worker-0] line 0\n", "[worker-0] line 1\n",
-                     "[chief-0] step 5\n", "[chief-0] step 6\n"]
+    assert lines == [
+        "[tfk8s] chief-0 started\n",
+        "[worker-0] line 0\n",
+        "[worker-0] line 1\n",
+        "[chief-0] step 5\n",
+        "[chief-0] step 6\n",
+    ]

@@ -5,18 +5,23 @@ rendered Job too (where the local run does not count a failure, the Job's podFai
 ignores that exit code; where it gives up at once, FailJob). decide() is the end of a run from
 task snapshots and the clock, like launcher.status.lifecycle.compute_status on Kubernetes.
 """
+
 from __future__ import annotations
 
 import signal
 
 import pytest
 
-from launcher.plan import plan
-from launcher.render import render
 from launcher.backends.local import policy
 from launcher.backends.local.policy import (
-    TaskSnapshot, TaskState, decide, evaluator_outcome, interrupted,
+    TaskSnapshot,
+    TaskState,
+    decide,
+    evaluator_outcome,
+    interrupted,
 )
+from launcher.plan import plan
+from launcher.render import render
 from launcher.spec.loader import load_text
 from launcher.status.status import Phase
 from worker.contract import Role
@@ -43,8 +48,11 @@ def decision(s, role: str, code: int, **kwargs) -> policy.RestartDecision:
 def job_action(s, role: str, exit_code: int) -> str:
     """What the rendered Job's podFailurePolicy does with a pod of `role` exiting `exit_code`:
     the first matching rule's action, or 'Count' (counted against backoffLimit)."""
-    [job] = [o for o in render.render(s) if o["kind"] == "Job"
-             and o["metadata"]["labels"]["app.kubernetes.io/component"] == role]
+    [job] = [
+        o
+        for o in render.render(s)
+        if o["kind"] == "Job" and o["metadata"]["labels"]["app.kubernetes.io/component"] == role
+    ]
     for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules", []):
         codes = rule.get("onExitCodes")
         if codes and codes["operator"] == "In" and exit_code in codes["values"]:
@@ -87,8 +95,10 @@ def test_a_peer_lost_after_saving_is_replaced_without_counting_like_its_job():
 
 
 def test_mwms_workers_use_a_budget_per_index_locally_as_on_kubernetes():
-    s = load_text("name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\n"
-                  "checkpoint: {dir: gs://b/m}\nbackoffLimit: 1\n")
+    s = load_text(
+        "name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 3}}\n"
+        "checkpoint: {dir: gs://b/m}\nbackoffLimit: 1\n"
+    )
     failure = plan.failure_policy(s)
     budget = failure.budget("worker", 2)
     d = policy.restart_decision(failure, budget, 1, restarts_used=0)
@@ -136,8 +146,9 @@ def test_a_tasks_last_words_end_its_reason_and_change_nothing_else():
     assert (said.restart, said.counted) == (plain.restart, plain.counted)
 
 
-@pytest.mark.parametrize("code, own", [(1, True), (2, True), (EXIT_PREEMPTED, False),
-                                       (-signal.SIGKILL, False), (0, False)])
+@pytest.mark.parametrize(
+    "code, own", [(1, True), (2, True), (EXIT_PREEMPTED, False), (-signal.SIGKILL, False), (0, False)]
+)
 def test_only_an_exit_status_of_its_own_is_explained_by_the_task(code, own):
     assert policy.explains_itself(code) is own
 
@@ -172,8 +183,9 @@ def with_evaluator(text: str = PS) -> str:
     return text.replace("roles: {", "roles: {evaluator: {replicas: 1}, ", 1) + EVALUATOR
 
 
-def task(name: str, state: str = "running", code: int | None = None, reason: str = "",
-         ended_at: float | None = None) -> TaskSnapshot:
+def task(
+    name: str, state: str = "running", code: int | None = None, reason: str = "", ended_at: float | None = None
+) -> TaskSnapshot:
     role, index = name.rsplit("-", 1)
     if state in ("succeeded", "failed") and ended_at is None:
         ended_at = T0
@@ -212,8 +224,7 @@ def test_chief_exit_0_stops_the_servers_which_count_as_succeeded():
 
 
 def test_a_server_waiting_to_restart_is_stopped_too():
-    d = decide(plan_of(), ps_tasks(task("chief-0", "succeeded", 0), worker_1="waiting-restart"),
-               now=T0)
+    d = decide(plan_of(), ps_tasks(task("chief-0", "succeeded", 0), worker_1="waiting-restart"), now=T0)
     assert d.phase is Phase.SUCCEEDED and "worker-1" in stopped(d)
 
 
@@ -246,8 +257,7 @@ def test_chief_failure_fails_with_its_exit_code_and_the_first_dead_peer():
     assert set(stopped(d)) == {"worker-0"}
 
 
-@pytest.mark.parametrize("code, status", [(-signal.SIGKILL, 137), (-signal.SIGTERM, 143),
-                                          (3, 3)])
+@pytest.mark.parametrize("code, status", [(-signal.SIGKILL, 137), (-signal.SIGTERM, 143), (3, 3)])
 def test_chief_killed_by_a_signal_exits_128_plus_n(code, status):
     d = decide(plan_of(), ps_tasks(task("chief-0", "failed", code)), now=T0)
     assert d.phase is Phase.FAILED and d.exit_code == status
@@ -255,8 +265,7 @@ def test_chief_killed_by_a_signal_exits_128_plus_n(code, status):
 
 def test_a_failed_chief_stops_the_evaluator_at_once():
     text = with_evaluator()
-    d = decide(plan_of(text), ps_tasks(task("chief-0", "failed", 4), evaluator_0="running"),
-               now=T0)
+    d = decide(plan_of(text), ps_tasks(task("chief-0", "failed", 4), evaluator_0="running"), now=T0)
     assert d.phase is Phase.FAILED and stopped(d)["evaluator-0"] == ("stopped", None)
 
 
@@ -290,9 +299,11 @@ def test_evaluator_gets_its_grace_after_training(byo):
     if byo:
         assert d.message == "evaluator stopped 30 s (evaluatorGraceSeconds) after training ended"
     else:
-        assert d.message == ("training succeeded; the evaluator had not evaluated the final "
-                             "checkpoint 30 s (evaluatorGraceSeconds) after training ended and "
-                             "was stopped")
+        assert d.message == (
+            "training succeeded; the evaluator had not evaluated the final "
+            "checkpoint 30 s (evaluatorGraceSeconds) after training ended and "
+            "was stopped"
+        )
 
 
 @pytest.mark.parametrize("byo, message", [(False, ""), (True, "evaluator exited by itself")])

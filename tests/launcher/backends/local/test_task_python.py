@@ -1,6 +1,7 @@
 """The interpreter of a local run's built-in worker tasks (LocalProcessBackendConfig.python,
 `--python`): checked before anything starts, used by the foreground and the detached supervisor
 alike; a bring-your-own command runs as its spec says."""
+
 from __future__ import annotations
 
 import io
@@ -9,15 +10,14 @@ import subprocess
 import sys
 
 import pytest
-
 from local_clusters import LocalBackend, LocalProcessBackendConfig, make_spec, run_files
+
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.backends.local.tasks import plan_tasks
 from launcher.plan.plan import plan as make_plan
 from worker.errors import EXIT_CONFIG
 
-DIGITS = ["--steps", "20", "--checkpoint-every", "10", "--global-batch-size", "32",
-          "--data", "digits"]
+DIGITS = ["--steps", "20", "--checkpoint-every", "10", "--global-batch-size", "32", "--data", "digits"]
 
 
 def test_built_in_tasks_run_the_configured_python_and_bring_your_own_its_command():
@@ -37,8 +37,7 @@ def test_a_task_python_without_tensorflow_is_refused_before_anything_starts(work
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     python = str(bare / "bin" / "python")
-    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, python=python),
-                           stream=io.StringIO())
+    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, python=python), stream=io.StringIO())
     with pytest.raises(WorkerEnvironmentError) as raised:
         backend.submit(make_spec("bare", "mirrored", DIGITS, evaluator=False))
     assert str(raised.value).startswith("tensorflow is not installed in this Python environment")
@@ -48,10 +47,11 @@ def test_a_task_python_without_tensorflow_is_refused_before_anything_starts(work
 
 
 def test_a_task_python_that_does_not_exist_is_refused(workdir):
-    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, python="/nowhere/python3"),
-                           stream=io.StringIO())
-    with pytest.raises(WorkerEnvironmentError, match="the interpreter for the local tasks, "
-                       "/nowhere/python3, cannot run: No such file or directory"):
+    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, python="/nowhere/python3"), stream=io.StringIO())
+    with pytest.raises(
+        WorkerEnvironmentError,
+        match="the interpreter for the local tasks, /nowhere/python3, cannot run: No such file or directory",
+    ):
         backend.submit(make_spec("nowhere", "mirrored", DIGITS, evaluator=False))
     assert not run_files(backend, "nowhere").dir.exists()
 
@@ -63,11 +63,9 @@ def test_the_detached_supervisor_runs_the_tasks_with_the_configured_python(workd
     calls = tmp_path / "calls"
     wrapper = tmp_path / "python-wrapper"
     # each start's first two words: "-c import" (the check), "-m worker" (a task)
-    wrapper.write_text(f'#!/bin/sh\nprintf "%s %.6s\\n" "$1" "$2" >> {calls}\n'
-                       f'exec {sys.executable} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s %.6s\\n" "$1" "$2" >> {calls}\nexec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, python=str(wrapper)),
-                           stream=io.StringIO())
+    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, python=str(wrapper)), stream=io.StringIO())
     backend.submit(make_spec("wrapped", "mirrored", DIGITS, evaluator=False))
     assert backend.wait("wrapped") == 0, backend.status("wrapped")
     # the pre-flight check, then the one task, started once

@@ -1,0 +1,90 @@
+"""Where a cluster's model dir lives, decided once (pure): the path every task is told
+(TFK8S_MODEL_DIR), and the `checkpoint` volume and mount every pod gets, or none for gs://.
+
+render lays the volume out, `status` reads it back from the Jobs (storage_notes), and the CLI
+warns from it (ephemeral_warning). The spec-level rules (the default dir, MWMS workers must
+share it) are checked at load: launcher/spec/checkpoints.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.spec.checkpoints import FIX
+from launcher.spec.spec import ClusterSpec
+
+VOLUME_NAME = "checkpoint"  # the model dir's volume in every pod (tensorboard and status read it back)
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    model_dir: str  # what every task is told (TFK8S_MODEL_DIR)
+    # The pods' volume source: a claim, a hostPath (created if missing) or an emptyDir at the
+    # model dir (the image's filesystem is not writable by the non-root user); None for gs://.
+    source: dict | None
+    mount_path: str | None  # where the volume is mounted; None for gs://
+
+    @property
+    def ephemeral(self) -> bool:
+        """The model dir goes with its pod: a replaced pod trains from step 0."""
+        return self.source is not None and "emptyDir" in self.source
+
+    def volumes(self) -> list[dict]:
+        return [] if self.source is None else [{"name": VOLUME_NAME, **self.source}]
+
+    def mounts(self) -> list[dict]:
+        return [] if self.mount_path is None else [{"name": VOLUME_NAME, "mountPath": self.mount_path}]
+
+
+def storage_plan(spec: ClusterSpec, model_dir: str | None = None) -> StoragePlan:
+    """`model_dir` replaces the spec's (a local run keeps it in its own dir)."""
+    model_dir = model_dir or spec.model_dir
+    volume = spec.checkpoint.volume
+    if volume is not None:
+        if volume.persistent_volume_claim is not None:
+            source = {"persistentVolumeClaim": {"claimName": volume.persistent_volume_claim.claim_name}}
+        else:
+            source = {"hostPath": {"path": volume.host_path.path, "type": "DirectoryOrCreate"}}
+        return StoragePlan(model_dir, source, volume.mount_path)
+    if spec.checkpoint.is_remote:
+        return StoragePlan(model_dir, None, None)
+    return StoragePlan(model_dir, {"emptyDir": {}}, model_dir)
+
+
+def ephemeral_warning(spec: ClusterSpec) -> str | None:
+    """The warning for `render` and `submit` on Kubernetes (field path, consequence, fix), or
+    None. Local runs keep the model dir on the local disk, durable across restarts: no warning."""
+    storage = storage_plan(spec)
+    if not storage.ephemeral:
+        return None
+    if spec.restart_policy == "Never":
+        lost = (
+            "a failed or preempted task is replaced by a new pod with an empty dir and "
+            "trains from step 0 (restartPolicy Never)"
+        )
+    else:
+        lost = (
+            "a task restarted in place keeps it, but an evicted or preempted pod is "
+            "replaced by a new one with an empty dir and trains from step 0"
+        )
+    return (
+        f"checkpoint.volume: not set, so the model dir {storage.model_dir} is an emptyDir that "
+        f"is deleted with its pod: {lost}. For restarts that resume, {FIX}"
+    )
+
+
+# What `status` says of a cluster whose Jobs keep the model dir in an emptyDir.
+EPHEMERAL_NOTE = (
+    f"the model dir is an emptyDir (no checkpoint.volume): a replaced pod trains from step 0; for restarts "
+    f"that resume, {FIX}"
+)
+
+
+def storage_notes(job_specs: list[dict]) -> list[str]:
+    """Notes for `status`, read back from the cluster's Job specs (a Helm install has no spec
+    of ours to read)."""
+    for job_spec in job_specs:
+        volumes = ((job_spec.get("template") or {}).get("spec") or {}).get("volumes") or []
+        if any(v.get("name") == VOLUME_NAME and "emptyDir" in v for v in volumes):
+            return [EPHEMERAL_NOTE]
+    return []
