@@ -30,6 +30,7 @@ class TaskContext:
     cluster_name: str = contract.DEFAULT_CLUSTER_NAME  # TFK8S_CLUSTER: the spec's name
     namespace: str = DEFAULT_NAMESPACE  # TFK8S_NAMESPACE: the spec's namespace
     code_digest: str | None = None  # TFK8S_CODE_DIGEST: the shipped code's, if any
+    platform: str | None = None  # TFK8S_PLATFORM: the Kubernetes cluster or machine, when known
 
     @property
     def name(self) -> str:
@@ -98,6 +99,7 @@ def from_environment(environ: dict[str, str] | None = None) -> TaskContext:
         cluster_name=env.get(contract.CLUSTER_NAME) or contract.DEFAULT_CLUSTER_NAME,
         namespace=env.get(contract.NAMESPACE) or DEFAULT_NAMESPACE,
         code_digest=env.get(contract.CODE_DIGEST) or None,
+        platform=env.get(contract.PLATFORM) or None,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import socket
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,21 @@ def test_a_rerun_of_the_same_cluster_resumes_and_another_training_is_refused(bac
     print(f"refusal in status: {reason}")
     assert "holds another training of default/again (OWNER.json of " in reason
     assert "--global-batch-size 32 there, 16 now" in reason
+
+
+def test_a_cluster_of_the_same_name_from_another_platform_is_refused_in_one_line(backend):
+    """Two Kubernetes clusters (or machines) each running `default/twin` on one gs:// dir or
+    shared volume. The first run's record is made to name another platform, as a twin's would;
+    the resubmit (this machine, same name, same training) is refused at its first attempt."""
+    spec = make_spec("twin", "mirrored", ARGS, evaluator=False, backoffLimit=3)
+    assert Submission(backend, spec).wait(TIMEOUT) == 0
+    owner_file = run_files(backend, "twin").dir / "model" / "OWNER.json"
+    owner = json.loads(owner_file.read_text())
+    assert owner["platform"] == f"local:{socket.gethostname()}"
+    owner_file.write_text(json.dumps({**owner, "platform": "kubernetes:another-cluster"}))
+    code = Submission(backend, spec, replace=True).wait(TIMEOUT)
+    reason = assert_refused(backend, "twin", code)
+    print(f"refusal in status: {reason}")
+    assert "belongs to cluster default/twin on another platform (kubernetes:another-cluster there, " in reason
+    line = [x for x in log(backend, "twin").splitlines() if "error:" in x]
+    assert len(line) == 1 and line[0].endswith(f"delete {owner_file} (the checkpoints stay)"), line

@@ -3,7 +3,12 @@ real directory through tf.io.gfile."""
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
+import os
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +132,107 @@ def test_a_malformed_record_is_refused_with_the_fix(tmp_path):
     (tmp_path / "OWNER.json").write_text("{not json")
     with pytest.raises(errors.ConfigError, match=r"is not a valid owner record .*delete it"):
         ownership.check(task(str(tmp_path)), args.parse(ARGS))
+
+
+def on(platform: str | None, model_dir: str, name: str = "a") -> TaskContext:
+    return dataclasses.replace(task(model_dir, name), platform=platform)
+
+
+def test_one_cluster_name_on_two_platforms_is_refused_in_one_line(tmp_path):
+    """Two Kubernetes clusters (or machines) each running a cluster `default/a` on one gs://
+    dir or shared volume: the second is refused, with the way to move the training on purpose."""
+    assert ownership.check(on("kubernetes:uid-one", str(tmp_path)), args.parse(ARGS))
+    assert ownership.check(on("kubernetes:uid-one", str(tmp_path)), args.parse(ARGS))  # a restart
+    with pytest.raises(errors.ConfigError) as refused:
+        ownership.check(on("kubernetes:uid-two", str(tmp_path)), args.parse(ARGS))
+    line = str(refused.value)
+    assert "\n" not in line
+    assert line == (
+        f"model dir {tmp_path} belongs to cluster default/a on another platform (kubernetes:uid-one "
+        f"there, kubernetes:uid-two here; OWNER.json of 1970-01-01 00:00:00 UTC): two clusters of one "
+        f"name in one dir restore each other's checkpoints. Set checkpoint.dir to another dir; to "
+        f"resume that training here, delete {tmp_path}/OWNER.json (the checkpoints stay)"
+    ).replace("1970-01-01 00:00:00 UTC", ownership._when(json.loads((tmp_path / "OWNER.json").read_text())))
+    # Unknown on either side (a Helm install, a user who may not read kube-system): not compared.
+    assert ownership.check(on(None, str(tmp_path)), args.parse(ARGS))
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_two_writers_claiming_at_once_one_wins_whichever_links_first(tmp_path, monkeypatch, first):
+    """The interleaving a read-back cannot catch: both temporary records written, then both
+    claims, then both read-backs. A rename lets both writers see their own record in turn;
+    create-if-absent lets exactly one claim, and the other reads its record and is refused."""
+    both_written = threading.Barrier(2)
+    turn = {name: threading.Event() for name in ("a", "b")}
+    link = os.link
+
+    def interleaved_link(source, target):
+        both_written.wait(timeout=30)
+        me = "a" if "OWNER.json.tmp-" in source and claims[source.rsplit("-", 1)[1]] == "a" else "b"
+        if me != first:
+            turn[first].wait(timeout=30)  # the other links first
+        try:
+            return link(source, target)
+        finally:
+            turn[me].set()
+
+    claims: dict[str, str] = {}
+    record_for = ownership.record_for
+
+    def recording(task_context, options, now=None):
+        record = record_for(task_context, options, now)
+        claims[record["claim"]] = task_context.cluster_name
+        return record
+
+    monkeypatch.setattr(ownership, "record_for", recording)
+    monkeypatch.setattr(ownership.os, "link", interleaved_link)
+    outcome: dict[str, str] = {}
+
+    def writer(name):
+        try:
+            ownership.check(task(str(tmp_path), name), args.parse(ARGS))
+            outcome[name] = "claimed"
+        except errors.ConfigError as exc:
+            outcome[name] = str(exc)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    second = "b" if first == "a" else "a"
+    assert outcome[first] == "claimed"
+    assert outcome[second].startswith(f"model dir {tmp_path} belongs to cluster default/{first} ")
+    assert json.loads((tmp_path / "OWNER.json").read_text())["cluster"] == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["OWNER.json"]  # no temporary left
+
+
+def test_create_if_absent_many_racers_one_winner(tmp_path):
+    """Eight threads, twenty fresh names: each name is created by exactly one of them, whole."""
+    for attempt in range(20):
+        path = str(tmp_path / f"OWNER-{attempt}.json")
+        start, won = threading.Barrier(8), []
+        threads = [threading.Thread(target=_race, args=(path, start, won, tag)) for tag in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert len(won) == 1, won
+        assert Path(path).read_text() == f"{won[0]}\n"
+
+
+def _race(path: str, start: threading.Barrier, won: list, tag: int) -> None:
+    start.wait(timeout=30)
+    if ownership.create_if_absent(path, f"{tag}\n", tag=str(tag)):
+        won.append(tag)
+
+
+def test_a_filesystem_without_hard_links_claims_by_rename_and_says_so(tmp_path, monkeypatch, capsys):
+    def no_links(source, target):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(ownership.os, "link", no_links)
+    assert ownership.check(task(str(tmp_path)), args.parse(ARGS))
+    assert "this filesystem has no hard links (Operation not permitted); claiming by rename" in capsys.readouterr().out
+    assert json.loads((tmp_path / "OWNER.json").read_text())["cluster"] == "a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["OWNER.json"]

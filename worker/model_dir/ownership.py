@@ -6,16 +6,23 @@ each other's weights when running at once, and one after the other the second wo
 first's FINAL.json and report "already finished" with nothing trained. A rerun of one cluster
 with other model-defining arguments would restore checkpoints that do not fit it.
 
-The record names the cluster (namespace/name from TFK8S_NAMESPACE and TFK8S_CLUSTER) and the
-training: the program module, the strategy and the program arguments that define the model and
-its checkpoints (TRAINING_ARGS), plus a fingerprint of those. Not --steps: a rerun with more
-steps continues the same training; nor how often to save, keep or all-reduce (except
---checkpoint-every under the fit loop, where it is the epoch length that checkpoints count in).
+The record names the cluster (namespace/name from TFK8S_NAMESPACE and TFK8S_CLUSTER, and the
+platform that runs it from TFK8S_PLATFORM: two Kubernetes clusters, or two machines, may each run
+a cluster of one name on one gs:// dir or shared volume) and the training: the program module,
+the strategy and the program arguments that define the model and its checkpoints
+(TRAINING_ARGS), plus a fingerprint of those. Not --steps: a rerun with more steps continues the
+same training; nor how often to save, keep or all-reduce (except --checkpoint-every under the
+fit loop, where it is the epoch length that checkpoints count in).
 
-- Writer (chief; MWMS worker 0): no record -> writes one (temp file + rename, tf.io.gfile, so
-  gs:// works too), then reads it back: when two writers claimed the dir at the same moment the
-  later rename wins and the other refuses. A dir with content but no record, left by a tfk8s
-  before owner records, is adopted with a printed line.
+- Writer (chief; MWMS worker 0): no record -> claims the dir, then reads the record back and
+  checks it like everyone else. On a filesystem (a volume, a local dir) the claim is a
+  create-if-absent: a complete temporary file hard-linked to OWNER.json, which fails when the
+  name exists (link(2) is atomic, NFS included), so of writers racing in any order exactly one
+  claims and the others read its record. On gs:// tf.io.gfile has no conditional create: the
+  claim is a rename (the last one wins) and the read-back refuses the writer whose record was
+  replaced; two claims whose renames both land before either reads back are not caught there.
+  A dir with content but no record, left by a tfk8s before owner records, is adopted with a
+  printed line.
 - Everyone (writer, other MWMS workers, evaluator): a record of another cluster, or of this
   cluster with another training, is refused with one line (ConfigError: exit 2, not retried).
   Other tasks never write the record: without one they go on, the writer decides.
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import uuid
 
@@ -73,6 +81,7 @@ def record_for(task: TaskContext, options: Options, now: float | None = None) ->
         "format": FORMAT,
         "namespace": task.namespace,
         "cluster": task.cluster_name,
+        "platform": task.platform,
         "training": defining,
         "fingerprint": fingerprint(defining),
         "written_by": task.name,
@@ -98,6 +107,14 @@ def conflict(model_dir: str, found: dict, mine: dict) -> str | None:
             "two clusters in one dir restore each other's checkpoints. Set checkpoint.dir "
             "to another dir (unset, each cluster gets its own), or delete "
             f"{model_dir} if {owner}'s training is no longer needed"
+        )
+    platforms = (found.get("platform"), mine.get("platform"))
+    if all(platforms) and platforms[0] != platforms[1]:  # unknown on either side: not compared
+        return (
+            f"model dir {model_dir} belongs to cluster {owner} on another platform ({platforms[0]} "
+            f"there, {platforms[1]} here; {OWNER} of {_when(found)}): two clusters of one name in one "
+            "dir restore each other's checkpoints. Set checkpoint.dir to another dir; to resume that "
+            f"training here, delete {owner_path(model_dir)} (the checkpoints stay)"
         )
     if found.get("fingerprint") == mine["fingerprint"]:
         return None
@@ -135,13 +152,46 @@ def read(model_dir: str) -> dict | None:
     return record
 
 
-def write(model_dir: str, record: dict) -> None:
-    import tensorflow as tf
+def claim(model_dir: str, record: dict) -> None:
+    """Write `record` as the dir's OWNER.json unless one is there (see the module's docstring:
+    create-if-absent on a filesystem, a rename on gs://). The caller reads back who won."""
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    if "://" in model_dir:
+        import tensorflow as tf
 
-    tf.io.gfile.makedirs(model_dir)
-    layout.write_atomically(
-        owner_path(model_dir), json.dumps(record, indent=2, sort_keys=True) + "\n", tag=record["claim"]
-    )
+        tf.io.gfile.makedirs(model_dir)
+        layout.write_atomically(owner_path(model_dir), text, tag=record["claim"])
+        return
+    os.makedirs(model_dir, exist_ok=True)
+    create_if_absent(owner_path(model_dir), text, tag=record["claim"])
+
+
+def create_if_absent(path: str, text: str, tag: str) -> bool:
+    """Whether this call created `path` with `text`: a complete temporary file, linked to the
+    name, which fails if the name exists. Readers never see a partial file."""
+    temporary = f"{path}.tmp-{tag}"
+    with open(temporary, "w") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    try:
+        os.link(temporary, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        # A filesystem without hard links (gcsfuse, SMB shares): the claim is a rename, as on
+        # gs://, and the read-back is the only check. Said, since it is weaker.
+        print(
+            f"tfk8s: {path}: this filesystem has no hard links ({exc.strerror}); claiming by rename, "
+            "which two writers claiming at the same moment may both pass",
+            flush=True,
+        )
+        os.replace(temporary, path)
+        return True
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
 
 
 def _has_content(model_dir: str) -> bool:
@@ -170,16 +220,16 @@ def check(task: TaskContext, options: Options) -> bool:
             "are resumed as this cluster's",
             flush=True,
         )
-    write(model_dir, mine)
+    claim(model_dir, mine)
     again = read(model_dir)
-    if again is None or again.get("claim") != mine["claim"]:
-        # Another cluster's writer claimed the dir at the same moment; its rename came last.
-        problem = conflict(model_dir, again or {}, mine) if again else None
+    if again is None:
         raise errors.ConfigError(
-            problem
-            or (
-                f"model dir {model_dir}: {OWNER} was replaced while this task claimed it; another "
-                "writer uses this dir. Set checkpoint.dir to a dir of this cluster's own"
-            )
+            f"model dir {model_dir}: {OWNER} vanished while this task claimed it; another writer "
+            "uses this dir. Set checkpoint.dir to a dir of this cluster's own"
         )
+    if again.get("claim") != mine["claim"]:
+        # Another writer claimed the dir first (or, on gs://, renamed last): its record decides.
+        problem = conflict(model_dir, again, mine)
+        if problem:
+            raise errors.ConfigError(problem)
     return True

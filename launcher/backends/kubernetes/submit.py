@@ -21,6 +21,7 @@ from launcher.k8s_contract import Workload
 from launcher.render import render
 from launcher.render.code_render import SHA256_ANNOTATION
 from launcher.spec.spec import ClusterSpec
+from worker import contract
 
 
 @dataclass
@@ -42,7 +43,7 @@ def run(sub: Submission) -> bool:
     preflight(sub)
     if not make_room(sub):
         return False
-    objects = render.render(sub.spec)
+    objects = with_platform(render.render(sub.spec), platform(sub.api))
     apply_all(sub, objects)
     if sub.dry_run:
         sub.say(f"server dry run: {len(objects)} objects accepted by the API server")
@@ -52,6 +53,39 @@ def run(sub: Submission) -> bool:
             + ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
         )
     return True
+
+
+def platform(api: Api) -> str | None:
+    """This Kubernetes cluster, as OWNER.json names where a cluster ran: the kube-system
+    namespace's UID (made once, with the cluster). None when this user may not read it; the
+    model dir's owner check then compares namespace and name only."""
+    from kubernetes.dynamic.exceptions import ForbiddenError
+
+    try:
+        namespace = api.get("v1", "Namespace", None, "kube-system")
+    except ForbiddenError:
+        return None
+    uid = ((namespace or {}).get("metadata") or {}).get("uid")
+    return f"kubernetes:{uid}" if uid else None
+
+
+def with_platform(objects: list[dict], platform_id: str | None) -> list[dict]:
+    """`objects` with TFK8S_PLATFORM in every task container (render is pure and knows no
+    cluster; a Helm install has none, like a user who may not read kube-system)."""
+    if platform_id is None:
+        return objects
+    for obj in objects:
+        if obj["kind"] == "Job":
+            templates = [obj["spec"]["template"]]
+        elif obj["kind"] == "JobSet":
+            templates = [job["template"]["spec"]["template"] for job in obj["spec"]["replicatedJobs"]]
+        else:
+            continue
+        for template in templates:
+            for container in template["spec"]["containers"]:
+                if container["name"] == k8s_contract.CONTAINER:
+                    container["env"].append({"name": contract.PLATFORM, "value": platform_id})
+    return objects
 
 
 # The versions the kind tier installs (tests/kind/toolchain.sh; a unit test keeps them equal).

@@ -65,6 +65,7 @@ def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
         env = {
             **os.environ,
             **gpu_env(plan.strategy, role),  # the spec's env may still override it
+            contract.PLATFORM: platform(),
             **role_plan.env,
             contract.TF_CONFIG: json.dumps(plan.tf_config(role, index, address)),
             contract.TASK_INDEX: str(index),
@@ -74,6 +75,11 @@ def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
         }
         tasks.append(Task(role=role, index=index, argv=argv, env=env, cwd=role_plan.workdir))
     return tasks
+
+
+def platform() -> str:
+    """This machine, as OWNER.json names where a cluster ran (worker/model_dir/ownership.py)."""
+    return f"local:{socket.gethostname()}"
 
 
 def free_ports(count: int) -> list[int]:

@@ -17,6 +17,7 @@ from launcher.backends.kubernetes.api import JOBSET
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.render import render
 from launcher.spec.loader import load_data
+from worker import contract
 
 from .fake_api import FakeApi
 
@@ -187,3 +188,30 @@ def test_a_queued_jobset_is_submitted_with_the_jobset_as_root():
     assert applied[0][:3] == ("apply", "JobSet", spec.name)
     jobset = api.get(*JOBSET, "default", spec.name)
     assert jobset["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == render.spec_hash(spec)
+
+
+@pytest.mark.parametrize("workload", ["jobs", "jobset"])
+def test_every_task_is_told_which_kubernetes_cluster_runs_it(workload):
+    """OWNER.json names the platform (worker/model_dir/ownership.py): the kube-system namespace's
+    UID, in every task container and no other; none when it cannot be read."""
+    api = FakeApi(namespaces=("default", "kube-system"))
+    api.unserved.clear()
+    uid = api.get("v1", "Namespace", None, "kube-system")["metadata"]["uid"]
+    spec = spec_of(workload=workload)
+    backend(api)[0].submit(spec)
+    if workload == "jobs":
+        templates = [job["spec"]["template"] for job in api.stored("Job")]
+    else:
+        [jobset] = api.stored("JobSet")
+        templates = [job["template"]["spec"]["template"] for job in jobset["spec"]["replicatedJobs"]]
+    assert len(templates) == 4
+    for template in templates:
+        for container in template["spec"]["containers"]:
+            platforms = [e["value"] for e in container.get("env", []) if e["name"] == contract.PLATFORM]
+            assert platforms == ([f"kubernetes:{uid}"] if container["name"] == k8s_contract.CONTAINER else [])
+
+    unknown = FakeApi()  # no kube-system to read (as for a user it is forbidden to)
+    backend(unknown)[0].submit(spec_of())
+    for job in unknown.stored("Job"):
+        env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert contract.PLATFORM not in {e["name"] for e in env}
