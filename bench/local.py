@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig  # noqa: E402
 from launcher.backends.local.files import RunFiles  # noqa: E402
-from launcher.spec.spec import ClusterSpec  # noqa: E402
+from launcher.cluster_spec.spec import ClusterSpec  # noqa: E402
 from worker.progress import parse_line  # noqa: E402
 
 SAMPLE_SECONDS = 0.25

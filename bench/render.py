@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from launcher import k8s_contract  # noqa: E402
+from launcher.cluster_spec import names
+from launcher.cluster_spec.loader import load_text  # noqa: E402
 from launcher.plan import plan, tfconfig
 from launcher.render import render
-from launcher.spec import names
-from launcher.spec.loader import load_text  # noqa: E402
 from worker import contract  # noqa: E402
 
 SPEC = """\

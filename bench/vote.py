@@ -26,7 +26,7 @@ RUN = r"""
 import json, sys, tempfile
 from pathlib import Path
 from launcher.backends.local import LocalBackend
-from launcher.spec.spec import ClusterSpec
+from launcher.cluster_spec.spec import ClusterSpec
 steps, every = int(sys.argv[1]), int(sys.argv[2])
 work = Path(tempfile.mkdtemp(prefix="tfk8s-vote-"))
 spec = ClusterSpec.model_validate({

@@ -9,6 +9,7 @@ Python API (launcher.api.TFK8sClient); printing and exit codes are what is left 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import signal
 import sys
@@ -25,11 +26,11 @@ from launcher.api.config import (
     LocalProcessBackendConfig,
 )
 from launcher.chart import chart_values
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import LauncherError, SpecError
 from launcher.plan import storage
 from launcher.render import render
-from launcher.spec.spec import ClusterSpec
 from launcher.status.node_loss import EXIT_NODE_LOST
 from launcher.status.view import DEFAULT_LINE_SECONDS, LineView, make_view
 from worker.contract import ROLES
@@ -154,6 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     _add_cluster_flags(p)
     p.add_argument("--port", type=int, default=6006, help="local port (default: 6006)")
+
+    p = sub.add_parser(
+        "code-archive",
+        help="print a code dir's archive in base64, for helm install --set-file codeArchive= "
+        "(refused when Helm could not keep it)",
+    )
+    p.add_argument("dir")
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help=".gitignore-style; repeatable")
 
     p = sub.add_parser(
         "completion", help='print a shell completion script: eval "$(tfk8s completion bash)" (in ~/.bashrc), or zsh'
@@ -311,12 +320,24 @@ def cmd_tensorboard(args) -> int:
     return 0
 
 
+def cmd_code_archive(args) -> int:
+    try:
+        bundle = chart_values.code_archive(args.dir, args.exclude)
+    except chart_values.ArchiveRefused as exc:
+        print(f"code: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.dir}: {bundle.summary()}", file=sys.stderr)
+    sys.stdout.write(base64.b64encode(bundle.archive).decode() + "\n")
+    return 0
+
+
 def cmd_completion(args) -> int:
     sys.stdout.write(completion.script(build_parser(), args.shell))
     return 0
 
 
 COMMANDS = {
+    "code-archive": cmd_code_archive,
     "completion": cmd_completion,
     "render": cmd_render,
     "submit": cmd_submit,

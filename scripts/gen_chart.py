@@ -42,11 +42,11 @@ if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywh
 
 from launcher import k8s_contract  # noqa: E402
 from launcher.chart import chart_schema
+from launcher.cluster_spec import role_spec, spec
 from launcher.code_shipping import code_bundle
 from launcher.k8s_contract import Workload  # noqa: E402
 from launcher.plan import job_failure, plan
 from launcher.render import supervised_pod
-from launcher.spec import role_spec, spec
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 

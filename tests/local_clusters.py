@@ -21,7 +21,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig  # noqa: E402,F401
 from launcher.backends.local.files import RunFiles  # noqa: E402
-from launcher.spec.spec import ClusterSpec  # noqa: E402
+from launcher.cluster_spec.spec import ClusterSpec  # noqa: E402
 from worker.progress import parse_line  # noqa: E402
 
 # Measurements the tests print at the end of the session (fault recovery times etc.).

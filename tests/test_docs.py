@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.spec.loader import load_text
+from launcher.cluster_spec.loader import load_text
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "charts/tfk8s/README.md"]

@@ -22,7 +22,7 @@ LAYERS = {
     "launcher.errors": 1,
     "launcher.k8s_contract": 1,
     "launcher.code_shipping": 2,
-    "launcher.spec": 3,
+    "launcher.cluster_spec": 3,
     "launcher.plan": 4,
     "launcher.render": 5,
     "launcher.status": 5,
@@ -65,7 +65,7 @@ def layer_of(module: str) -> tuple[str, int] | None:
 def imported_modules(path: Path):
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from launcher.spec import names` imports launcher.spec.names
+            # `from launcher.cluster_spec import names` imports launcher.cluster_spec.names
             for alias in node.names:
                 yield node.lineno, f"{node.module}.{alias.name}"
         elif isinstance(node, ast.Import):
@@ -106,15 +106,16 @@ def test_worker_imports_only_go_down():
 def test_an_upward_import_is_caught(tmp_path, monkeypatch):
     """The rule can fail: a spec module importing the plan is reported with file:line."""
     fake_repo = tmp_path
-    (fake_repo / "launcher" / "spec").mkdir(parents=True)
-    (fake_repo / "launcher" / "spec" / "bad.py").write_text(
+    (fake_repo / "launcher" / "cluster_spec").mkdir(parents=True)
+    (fake_repo / "launcher" / "cluster_spec" / "bad.py").write_text(
         "from launcher.plan import plan\nfrom launcher.pod.supervise import STATE_DIR\n"
     )
     monkeypatch.setattr(sys.modules[__name__], "REPO", fake_repo)
     problems = import_problems("launcher")
     assert problems == [
-        "launcher/spec/bad.py:1: launcher.spec.bad imports launcher.plan.plan, a higher layer (launcher.plan)",
-        "launcher/spec/bad.py:2: launcher.spec.bad imports launcher.pod.supervise.STATE_DIR: pod "
+        "launcher/cluster_spec/bad.py:1: launcher.cluster_spec.bad imports launcher.plan.plan, a higher layer "
+        "(launcher.plan)",
+        "launcher/cluster_spec/bad.py:2: launcher.cluster_spec.bad imports launcher.pod.supervise.STATE_DIR: pod "
         "code, read it through launcher.k8s_contract",
     ]
 

@@ -7,6 +7,7 @@ client first uses it.
 from launcher.api.client import TFK8sClient, load_spec
 from launcher.api.config import KubernetesBackendConfig, LocalProcessBackendConfig
 from launcher.api.events import JobEvent
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import (
     ClusterNotFound,
     ClusterUnreachable,
@@ -17,7 +18,6 @@ from launcher.errors import (
     SpecError,
     SubmitRefused,
 )
-from launcher.spec.spec import ClusterSpec
 from launcher.status.progress import Evaluation, TrainingProgress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 

@@ -22,9 +22,9 @@ from launcher.api.config import (
 )
 from launcher.api.events import JobEvent
 from launcher.backends.base import Backend, exit_code
+from launcher.cluster_spec import loader
+from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
 from launcher.errors import JobFailed, JobTimeout
-from launcher.spec import loader
-from launcher.spec.spec import SHARED_DISK, ClusterSpec
 from launcher.status.status import ClusterStatus, Phase
 from launcher.status.view import View, status_line
 
@@ -35,7 +35,7 @@ EMBEDDED_DEFAULT = "<embedded default>"  # launcher/default-cluster.yaml
 def load_spec(spec: SpecSource = None, namespace: str | None = None, *, shared_disk: bool = False) -> ClusterSpec:
     """A validated spec from a file path, a mapping, a ClusterSpec, or None (the embedded
     default spec); `namespace` replaces its own. Raises SpecError with every problem found.
-    shared_disk: it will run as local processes (see launcher.spec.spec.SHARED_DISK)."""
+    shared_disk: it will run as local processes (see launcher.cluster_spec.spec.SHARED_DISK)."""
     if spec is None:
         text = resources.files("launcher").joinpath("default-cluster.yaml").read_text()
         spec = loader.load_text(text, filename=EMBEDDED_DEFAULT, shared_disk=shared_disk)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 from typing import ContextManager, Iterator
 
-from launcher.spec.spec import ClusterSpec
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.status.status import ClusterStatus, Phase
 
 

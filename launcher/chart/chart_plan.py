@@ -26,14 +26,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from launcher import k8s_contract
+from launcher.cluster_spec import names
+from launcher.cluster_spec.role_spec import GPU
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.k8s_contract import Workload
 from launcher.plan import tfconfig
 from launcher.plan.plan import plan
 from launcher.render import render
-from launcher.spec import names
-from launcher.spec.role_spec import GPU
-from launcher.spec.spec import ClusterSpec
 from worker import contract
 from worker.contract import Role, Strategy
 

@@ -14,8 +14,8 @@ import string
 from typing import Any
 
 from launcher import k8s_contract
+from launcher.cluster_spec import checkpoints, names, role_spec, spec
 from launcher.k8s_contract import Workload
-from launcher.spec import checkpoints, names, role_spec, spec
 from worker import contract
 from worker.contract import Role, Strategy
 
@@ -35,7 +35,7 @@ NAMESPACE_MISMATCH = (
 )
 CODE_NEEDS_ARCHIVE = (
     "the chart cannot read a local directory; set codeArchive to its archive in "
-    "base64 (python -m launcher.code_shipping DIR > code.b64, then --set-file "
+    "base64 (python -m launcher code-archive DIR > code.b64, then --set-file "
     "codeArchive=code.b64), or use the values of `python -m launcher render "
     "--helm-values SPEC`"
 )
@@ -214,7 +214,7 @@ def generate_schema() -> dict:
     props["codeArchive"] = {
         "type": "string",
         "contentEncoding": "base64",
-        "description": "code: the archive of `python -m launcher.code_shipping DIR` (base64), e.g. "
+        "description": "code: the archive of `python -m launcher code-archive DIR` (base64), e.g. "
         "--set-file codeArchive=code.b64; `render --helm-values` includes it",
     }
     props["code"]["anyOf"].insert(0, {"type": "string"})  # code: ./src, the short form
@@ -297,7 +297,7 @@ def generate_schema() -> dict:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "tfk8s cluster spec (Helm values)",
-        "description": f"Generated from launcher.spec.spec.ClusterSpec and worker/contract.py by "
+        "description": f"Generated from launcher.cluster_spec.spec.ClusterSpec and worker/contract.py by "
         f"`{COMMAND}`; do not edit by hand.",
         **schema,
     }

@@ -1,14 +1,16 @@
-"""`render --helm-values`: a spec as charts/tfk8s's values, refused when Helm could not keep the
-release (launcher/chart/helm_release.py)."""
+"""`render --helm-values`: a spec as charts/tfk8s's values; `code-archive`: a code dir's archive
+for `--set-file codeArchive=`. Both refused when Helm could not keep the release
+(launcher/chart/helm_release.py)."""
 
 from __future__ import annotations
 
 import yaml
 
 from launcher.chart import helm_release
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
+from launcher.code_shipping.code_files import Unshippable
 from launcher.render import code_render, render
-from launcher.spec.spec import ClusterSpec
 
 
 def helm_values(spec: ClusterSpec) -> dict:
@@ -38,3 +40,19 @@ def helm_values_yaml(spec: ClusterSpec) -> str:
             f"code: {spec.code.path} ({code_bundle.human(bundle.size)} packed)",
         )
     return yaml.dump(values, Dumper=_QuotedDumper, sort_keys=False, allow_unicode=True, width=1 << 20)
+
+
+class ArchiveRefused(ValueError):
+    """A code dir that cannot ship through Helm, in one line."""
+
+
+def code_archive(directory: str, excludes: list[str]) -> code_bundle.Bundle:
+    """The archive of `directory` for `--set-file codeArchive=`, or ArchiveRefused."""
+    try:
+        bundle = code_bundle.pack_checked(directory, excludes, directory)
+        helm_release.check_archive(bundle.archive, f"{directory} ({code_bundle.human(bundle.size)} packed)")
+    except code_bundle.TooLarge as exc:
+        raise ArchiveRefused(f"{exc} ({exc.hint})") from None
+    except (Unshippable, ValueError, OSError, helm_release.TooLargeForHelm) as exc:
+        raise ArchiveRefused(str(exc)) from None
+    return bundle

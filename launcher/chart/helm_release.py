@@ -1,5 +1,5 @@
 """How big a Helm release of charts/tfk8s gets, so `render --helm-values` and
-`python -m launcher.code_shipping` refuse in one line what Helm would refuse with a Secret error.
+`python -m launcher code-archive` refuse in one line what Helm would refuse with a Secret error.
 
 Helm keeps every release in a Secret `sh.helm.release.v1.<name>.v<N>` whose one value is
 base64(gzip(JSON of the release)): the chart's files, the user's values and the rendered
@@ -58,7 +58,7 @@ def check(values: dict, manifest: str, what: str) -> int:
 
 
 def check_archive(archive: bytes, what: str) -> int:
-    """For `python -m launcher.code_shipping` (an archive for `--set-file codeArchive=`): the
+    """For `python -m launcher code-archive` (an archive for `--set-file codeArchive=`): the
     chart's release with that archive in its values and in its ConfigMap."""
     encoded = base64.b64encode(archive).decode()
     return check({"codeArchive": encoded}, f"binaryData:\n  code.tar.gz: {encoded}\n", what)

@@ -8,7 +8,7 @@ and attaches the Bundle to the spec (ClusterSpec.code_bundle); plan and render o
 
 Which files are shipped (excludes, links, special files): launcher/code_shipping/code_files.py.
 
-Run as `python -m launcher.code_shipping DIR [--exclude PATTERN ...]` it prints the archive in
+`python -m launcher code-archive DIR [--exclude PATTERN ...]` prints the archive in
 base64, for the Helm chart (`helm install ... --set-file codeArchive=code.b64`).
 """
 

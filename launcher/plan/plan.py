@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from launcher import k8s_contract
+from launcher.cluster_spec import names
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.plan.job_failure import FailurePolicy, restart_rules  # noqa: F401 (re-exported)
 from launcher.plan.storage import StoragePlan, storage_plan
-from launcher.spec import names
-from launcher.spec.spec import ClusterSpec
 from worker import contract
 from worker.contract import Role, Strategy
 

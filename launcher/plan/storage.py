@@ -3,15 +3,15 @@
 
 render lays the volume out, `status` reads it back from the Jobs (storage_notes), and the CLI
 warns from it (ephemeral_warning). The spec-level rules (the default dir, MWMS workers must
-share it) are checked at load: launcher/spec/checkpoints.py.
+share it) are checked at load: launcher/cluster_spec/checkpoints.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.spec.checkpoints import FIX
-from launcher.spec.spec import ClusterSpec
+from launcher.cluster_spec.checkpoints import FIX
+from launcher.cluster_spec.spec import ClusterSpec
 
 VOLUME_NAME = "checkpoint"  # the model dir's volume in every pod (tensorboard and status read it back)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
+from launcher.cluster_spec import names
 from launcher.plan.plan import AddressFn, ClusterPlan
-from launcher.spec import names
 from worker import contract
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from launcher import k8s_contract
+from launcher.cluster_spec import names
 from launcher.plan.plan import ClusterPlan, RolePlan
-from launcher.spec import names
 
 
 def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | None:

@@ -19,6 +19,8 @@ from importlib import resources
 import yaml
 
 from launcher import k8s_contract
+from launcher.cluster_spec import names
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.k8s_contract import (
     GRACE_ENV,
     NAMESPACE_ENV,
@@ -33,8 +35,6 @@ from launcher.plan.job_failure import backoff, pod_failure_policy
 from launcher.plan.plan import ClusterPlan, RolePlan, Supervision, plan
 from launcher.render import code_render, supervised_pod, templating
 from launcher.render.network_policy import network_policies
-from launcher.spec import names
-from launcher.spec.spec import ClusterSpec
 from worker import contract
 
 INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"

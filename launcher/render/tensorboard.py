@@ -22,9 +22,9 @@ from __future__ import annotations
 import socket
 
 from launcher import k8s_contract
+from launcher.cluster_spec import names
 from launcher.errors import LauncherError
 from launcher.plan import storage
-from launcher.spec import names
 from worker import contract
 
 TENSORBOARD_PORT = 6006  # inside the pod; the local port is the CLI's --port

@@ -47,7 +47,7 @@ class ClusterStatus:
     exit_code: int | None = None  # the chief's (MWMS: worker 0's) exit code, once known
     roles: list[RoleStatus] = field(default_factory=list)
     training: TrainingProgress | None = None  # from the tasks' progress lines, once reported
-    notes: list[str] = field(default_factory=list)  # standing remarks (launcher/spec/checkpoints.py)
+    notes: list[str] = field(default_factory=list)  # standing remarks (launcher/cluster_spec/checkpoints.py)
     lost_nodes: list[dict] = field(default_factory=list)  # tasks on lost nodes (node_loss.py)
 
     def __post_init__(self):

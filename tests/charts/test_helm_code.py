@@ -1,5 +1,5 @@
 """The chart ships `code:` like the launcher: codeArchive through --set-file (a base64 file with
-its trailing newline, as `python -m launcher.code_shipping` prints it) gives the same objects as
+its trailing newline, as `python -m launcher code-archive` prints it) gives the same objects as
 render, and `code:` without codeArchive is refused with the fix."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from support import REPO
 from test_helm_parity import CHART, SPECS_DIR, assert_same_objects, chart_refusal, helm  # noqa: F401 (helm: the fixture)
 
 from launcher.chart import chart_schema, chart_values
+from launcher.cluster_spec.loader import load_file
 from launcher.render import render
-from launcher.spec.loader import load_file
 
 
 def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
@@ -21,7 +21,7 @@ def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
     values = chart_values.helm_values(spec)
     values.pop("codeArchive")
     b64 = subprocess.run(
-        [sys.executable, "-m", "launcher.code_shipping", str(SPECS_DIR / "code-src"), "--exclude", "*.md"],
+        [sys.executable, "-m", "launcher", "code-archive", str(SPECS_DIR / "code-src"), "--exclude", "*.md"],
         capture_output=True,
         text=True,
         check=True,

@@ -37,11 +37,11 @@ from support import REPO, example_specs, find_helm, in_ci
 
 from launcher import k8s_contract
 from launcher.chart import chart_plan, chart_schema, chart_values
+from launcher.cluster_spec import names
+from launcher.cluster_spec.loader import load_data, load_file
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import SpecError
 from launcher.render import render
-from launcher.spec import names
-from launcher.spec.loader import load_data, load_file
-from launcher.spec.spec import ClusterSpec
 from worker import contract
 
 CHART = REPO / "charts" / "tfk8s"
@@ -698,7 +698,7 @@ def _notes(helm, tmp_path, spec) -> str:
 
 @pytest.mark.helm
 def test_notes_warn_about_an_emptydir_model_dir(helm, tmp_path):
-    """The chart's counterpart of `render`'s warning (launcher/spec/checkpoints.py)."""
+    """The chart's counterpart of `render`'s warning (launcher/cluster_spec/checkpoints.py)."""
     durable = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml")
     assert "emptyDir" not in _notes(helm, tmp_path, durable)
     bare = load_file(SPECS_DIR / "mirrored.yaml")

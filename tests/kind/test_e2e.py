@@ -533,8 +533,8 @@ def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_sa
     """Default-deny egress: the API server never answers the job-watch (here its address is one
     nothing answers at, TEST-NET-1). Within TFK8S_API_GIVE_UP_SECONDS the ps ends, exit 7, and
     `status` says what to open."""
+    from launcher.cluster_spec.spec import ClusterSpec
     from launcher.render import render
-    from launcher.spec.spec import ClusterSpec
 
     name, give_up, api = "noapi", 20, "192.0.2.1"
     objects = render.render(ClusterSpec.model_validate(sleeper_spec(name, namespace, worker_image, chief_seconds=3600)))

@@ -26,9 +26,9 @@ import yaml
 from support import in_ci
 
 from launcher.chart import chart_values
+from launcher.cluster_spec.loader import load_file
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.render import render
-from launcher.spec.loader import load_file
-from launcher.spec.spec import ClusterSpec
 from worker import progress
 
 pytestmark = pytest.mark.kind

@@ -33,8 +33,8 @@ from local_clusters import MEASUREMENTS
 
 from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from launcher.backends.kubernetes.api import instance_selector
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.pod import job_watch, supervise
-from launcher.spec.spec import ClusterSpec
 
 pytestmark = pytest.mark.scale
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from local_clusters import Submission, attempts, events, make_spec, run_files
 
-from launcher.spec.loader import load_text
+from launcher.cluster_spec.loader import load_text
 from worker.errors import EXIT_CONFIG
 
 pytestmark = pytest.mark.process

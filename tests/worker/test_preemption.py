@@ -210,8 +210,8 @@ def _start_ps_as_pid_1(tmp_path, chief_address: str, **env_extra):
 
     import psutil
 
+    from launcher.cluster_spec.loader import load_text
     from launcher.plan.plan import task_env
-    from launcher.spec.loader import load_text
 
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) for a PID namespace")

@@ -418,7 +418,7 @@ Numbers come back as floats: compare them with `int`.
     "mwmsEmptyDir": "without a volume each pod gets its own emptyDir",
     "releaseName": "empty, so the release name \"@release@\" is the cluster name, but it is @problem@; set name in the values or choose another release name",
     "namespaceMismatch": "the values say \"@namespace@\" but the release namespace is \"@release@\"; the pods' TF_CONFIG addresses contain it: install with --namespace @namespace@, or set namespace to \"\" (the release namespace)",
-    "codeNeedsArchive": "the chart cannot read a local directory; set codeArchive to its archive in base64 (python -m launcher.code_shipping DIR > code.b64, then --set-file codeArchive=code.b64), or use the values of `python -m launcher render --helm-values SPEC`"
+    "codeNeedsArchive": "the chart cannot read a local directory; set codeArchive to its archive in base64 (python -m launcher code-archive DIR > code.b64, then --set-file codeArchive=code.b64), or use the values of `python -m launcher render --helm-values SPEC`"
   }
 }
 {{- end }}

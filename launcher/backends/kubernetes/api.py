@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from launcher import k8s_contract
+from launcher.cluster_spec import names
 from launcher.errors import ClusterUnreachable
-from launcher.spec import names
 from launcher.status import admission
 
 FIELD_MANAGER = "tfk8s"

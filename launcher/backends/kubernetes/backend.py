@@ -22,9 +22,9 @@ from launcher.backends.kubernetes.api import (
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.backends.kubernetes.logs import follow_logs, log_time, newest_pod, task_of
 from launcher.backends.kubernetes.types import KubernetesBackendConfig
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import ClusterNotFound, LauncherError
 from launcher.plan import storage
-from launcher.spec.spec import ClusterSpec
 from launcher.status import admission, lifecycle, node_loss
 from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase

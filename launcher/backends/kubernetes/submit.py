@@ -16,11 +16,11 @@ from typing import Callable
 from launcher import k8s_contract
 from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.k8s_contract import Workload
 from launcher.render import render
 from launcher.render.code_render import SHA256_ANNOTATION
-from launcher.spec.spec import ClusterSpec
 from worker import contract
 
 

@@ -18,10 +18,10 @@ from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_worker_environment
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
 from launcher.backends.local.types import LocalProcessBackendConfig
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
 from launcher.render import render
-from launcher.spec.spec import ClusterSpec
 from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 from launcher.status.view import LineView, NoteStream, View

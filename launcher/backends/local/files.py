@@ -6,8 +6,8 @@ import json
 import os
 from pathlib import Path
 
+from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
 from launcher.errors import ClusterNotFound
-from launcher.spec.spec import SHARED_DISK, ClusterSpec
 from worker.contract import task_name
 
 # Each attempt's output in a task's log starts behind a line that begins so.

@@ -14,9 +14,8 @@ import subprocess
 import sys
 from typing import IO
 
+from launcher.cluster_spec.spec import ClusterSpec, Workload
 from launcher.errors import LauncherError
-from launcher.spec import checkpoints
-from launcher.spec.spec import ClusterSpec, Workload
 from worker import args as worker_args
 from worker import contract
 
@@ -82,7 +81,7 @@ def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:
         "priorityClassName": spec.priority_class_name,
     }
     ignored = {k: v for k, v in ignored.items() if v is not None}
-    if checkpoints.mwms_storage_problem(spec):  # accepted here: loader's shared_disk
+    if spec.mwms_storage_problem():  # accepted here: loader's shared_disk
         print(
             f"note: --local: the {spec.replicas(contract.Role.WORKER)} workers share this "
             "machine's disk, so they need no claim; on Kubernetes set checkpoint.volume."

@@ -20,10 +20,10 @@ from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.tasks import Task, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
 from launcher.errors import ClusterNotFound
 from launcher.plan.plan import plan as make_plan
-from launcher.spec.spec import ClusterSpec
 from launcher.status.status import Phase, RoleStatus
 from worker import contract
 from worker.contract import SUCCESS_INDEX, Role

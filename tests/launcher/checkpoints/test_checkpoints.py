@@ -1,4 +1,4 @@
-"""Where model dirs go by default (launcher/spec/checkpoints.py), the storage every pod gets, and
+"""Where model dirs go by default (launcher/cluster_spec/checkpoints.py), the storage every pod gets, and
 what an emptyDir model dir is told (launcher/plan/storage.py)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from launcher import cli, k8s_contract
+from launcher.cluster_spec import loader
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.plan import storage
 from launcher.plan.plan import task_env
 from launcher.pod import supervise
 from launcher.render import render
-from launcher.spec import loader
-from launcher.spec.spec import ClusterSpec
 from worker import contract
 
 EXAMPLES = sorted((Path(__file__).parents[3] / "examples").glob("*.yaml"))

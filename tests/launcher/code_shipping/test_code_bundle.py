@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from launcher.cluster_spec.loader import load_file
 from launcher.code_shipping import code_bundle, code_files
 from launcher.code_shipping.code_bundle import CODE_DIR, LIMIT
 from launcher.errors import SpecError
 from launcher.plan.plan import plan
 from launcher.render import render
-from launcher.spec.loader import load_file
 
 
 def _tree(root, files: dict[str, str | bytes]):
@@ -261,13 +261,13 @@ def test_the_helm_release_limit_is_said_before_helm_says_it(tmp_path, capsys):
     """Helm's release Secret (1 MiB) holds codeArchive twice: measured on kind, 300 kB of
     incompressible code installed, 450 kB and 600 kB failed inside Helm. Both ways to make
     Helm values (the archive for --set-file, `render --helm-values`) refuse it first."""
+    from launcher import cli
     from launcher.chart import chart_values, helm_release
-    from launcher.code_shipping import __main__ as cli
 
     for size, fits in ((300_000, True), (450_000, False), (600_000, False)):
         root = tmp_path / f"src{size}"
         _tree(root, {"train.py": "from worker.examples.digits import *\n", "blob.bin": os.urandom(size)})
-        assert (cli.main([str(root)]) == 0) is fits, size
+        assert (cli.main(["code-archive", str(root)]) == 0) is fits, size
         err = capsys.readouterr().err
         if not fits:
             assert f"code: {root} (0." in err and "over the 1024 KiB a Secret holds" in err, err

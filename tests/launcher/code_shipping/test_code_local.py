@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.spec.loader import load_file
+from launcher.cluster_spec.loader import load_file
 
 DEMO = Path(__file__).resolve().parents[2] / "code_demo" / "v1"
 

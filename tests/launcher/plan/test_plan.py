@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from launcher import k8s_contract
+from launcher.cluster_spec.loader import load_text
 from launcher.plan.plan import plan
 from launcher.pod import job_watch
-from launcher.spec.loader import load_text
 from worker import contract
 from worker.contract import Role, Strategy
 

@@ -10,9 +10,9 @@ import pytest
 from support import REPO, example_specs
 
 from launcher import k8s_contract
+from launcher.cluster_spec.loader import load_file, load_text
 from launcher.errors import SpecError
 from launcher.render import render
-from launcher.spec.loader import load_file, load_text
 from worker import contract
 
 QUEUED = REPO / "examples" / "ps-queued.yaml"

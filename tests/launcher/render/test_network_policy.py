@@ -7,8 +7,8 @@ import pytest
 from support import example_specs
 
 from launcher import k8s_contract
+from launcher.cluster_spec.loader import load_text
 from launcher.render import render
-from launcher.spec.loader import load_text
 from worker import contract
 
 PS = (

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from launcher.backends.kubernetes import submit
+from launcher.cluster_spec.loader import load_file
 from launcher.render import render
-from launcher.spec.loader import load_file
 
 jsonschema = pytest.importorskip("jsonschema")
 K8S_MODULE = "k8s.io/kubernetes@v1.34.4"

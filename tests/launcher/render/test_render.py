@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from launcher.cluster_spec.loader import load_file, load_text
 from launcher.render import render
-from launcher.spec.loader import load_file, load_text
 from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 GOLDEN = Path(__file__).parent / "golden"

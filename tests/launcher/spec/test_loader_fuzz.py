@@ -4,8 +4,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from launcher.cluster_spec.loader import load_text
 from launcher.errors import SpecError
-from launcher.spec.loader import load_text
 
 KEYS = [
     "name",

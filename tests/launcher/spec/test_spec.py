@@ -2,9 +2,9 @@
 
 import pytest
 
+from launcher.cluster_spec.loader import load_text
 from launcher.errors import SpecError
 from launcher.plan.plan import plan
-from launcher.spec.loader import load_text
 
 PS = """\
 name: demo
@@ -209,8 +209,8 @@ def test_network_policy_is_a_strict_boolean():
 def test_a_huge_spec_or_env_value_is_refused_at_load_in_one_line(tmp_path):
     """A 10 MB spec rendered 13 MB of YAML (22 s) and crashed `submit --local` with "Argument
     list too long"; an env value over 128 KiB did the same to a local task."""
+    from launcher.cluster_spec.loader import load_file
     from launcher.errors import SpecError
-    from launcher.spec.loader import load_file
 
     path = tmp_path / "cluster.yaml"
     path.write_text(

@@ -14,9 +14,9 @@ import yaml
 from launcher import k8s_contract
 from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from launcher.backends.kubernetes.api import JOBSET
+from launcher.cluster_spec.loader import load_data
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.render import render
-from launcher.spec.loader import load_data
 from worker import contract
 
 from .fake_api import FakeApi

@@ -11,9 +11,9 @@ from status.test_lifecycle import job, jobset, pod
 
 from launcher import k8s_contract
 from launcher.backends.kubernetes.tensorboard import success_template
+from launcher.cluster_spec.loader import load_file, load_text
 from launcher.errors import LauncherError
 from launcher.render import render, tensorboard
-from launcher.spec.loader import load_file, load_text
 from launcher.status.lifecycle import compute_jobset_status, compute_status
 
 PS_EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "ps.yaml"

@@ -426,8 +426,8 @@ def test_local_run_says_it_ignores_the_kubernetes_workload(tmp_path):
     from support import REPO
 
     from launcher.backends.local.preflight import as_processes
+    from launcher.cluster_spec.loader import load_file
     from launcher.plan.plan import plan
-    from launcher.spec.loader import load_file
 
     out = io.StringIO()
     spec = as_processes(load_file(REPO / "examples" / "ps-queued.yaml"), out)

@@ -20,9 +20,9 @@ from launcher.backends.local.policy import (
     evaluator_outcome,
     interrupted,
 )
+from launcher.cluster_spec.loader import load_text
 from launcher.plan import plan
 from launcher.render import render
-from launcher.spec.loader import load_text
 from launcher.status.status import Phase
 from worker.contract import Role
 from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED

@@ -1,5 +1,5 @@
 """A role's part of cluster.yaml (roles.<role>): replicas, resources, env, nodeSelector and
-tolerations of its pods; launcher/spec/spec.py holds the rest of the spec."""
+tolerations of its pods; launcher/cluster_spec/spec.py holds the rest of the spec."""
 
 from __future__ import annotations
 

@@ -11,12 +11,7 @@ in launcher/plan/storage.py.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from worker.contract import Role, Strategy
-
-if TYPE_CHECKING:  # launcher.spec.spec imports this module
-    from launcher.spec.spec import ClusterSpec
+from worker.contract import Strategy
 
 DEFAULT_MOUNT_PATH = "/ckpt"
 FIX = "set checkpoint.volume.persistentVolumeClaim.claimName (or hostPath) or a gs:// checkpoint.dir"
@@ -36,20 +31,3 @@ EMPTYDIR_PER_POD = "without a volume each pod gets its own emptyDir"
 def default_model_dir(mount_path: str, namespace: str, name: str) -> str:
     """A cluster's model dir when checkpoint.dir is not set: unique per namespace and name."""
     return f"{mount_path.rstrip('/')}/{namespace}/{name}"
-
-
-def mwms_storage_problem(spec: ClusterSpec) -> str | None:
-    """Why this multi_worker_mirrored spec's checkpoints are not shared by its workers, or None.
-
-    Every MWMS worker restores the latest checkpoint it sees when it (re)starts. Workers that
-    see different directories restore different steps and then all-reduce their gradients into
-    different weights, silently. One worker, a PVC (ReadWriteMany when the pods may land on
-    different nodes) and gs:// are safe; an emptyDir (no volume) is per pod, a hostPath per node.
-    """
-    workers = spec.replicas(Role.WORKER)
-    if spec.strategy is not Strategy.MULTI_WORKER_MIRRORED or workers < 2:
-        return None
-    volume = spec.checkpoint.volume
-    if spec.checkpoint.is_remote or (volume is not None and volume.persistent_volume_claim):
-        return None
-    return MWMS_UNSHARED.format(workers=workers, where=HOSTPATH_PER_NODE if volume is not None else EMPTYDIR_PER_POD)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import posixpath
 import re
 
+from launcher.cluster_spec.spec import DEFAULT_IMAGE, ClusterSpec
 from launcher.code_shipping import code_bundle
-from launcher.spec.spec import DEFAULT_IMAGE, ClusterSpec
 
 
 def problems(spec: ClusterSpec, bundle: code_bundle.Bundle) -> list[tuple[str, tuple[str, str]]]:

@@ -14,17 +14,17 @@ from typing import Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from launcher.code_shipping import code_bundle
-from launcher.errors import Problem, SpecError
-from launcher.k8s_contract import role_count_problems
-from launcher.spec import code_entry
-from launcher.spec.spec import (
+from launcher.cluster_spec import code_entry
+from launcher.cluster_spec.spec import (
     ROLES,
     SHARED_DISK,
     ClusterSpec,
     CrossFieldProblems,
     Strategy,
 )
+from launcher.code_shipping import code_bundle
+from launcher.errors import Problem, SpecError
+from launcher.k8s_contract import role_count_problems
 
 Path_ = tuple[Union[str, int], ...]
 

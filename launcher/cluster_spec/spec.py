@@ -1,7 +1,7 @@
 """The cluster spec (cluster.yaml): one pydantic model, camelCase keys like Kubernetes objects.
 
 Validation here is structural and cross-field; where a problem sits in the YAML file is added by
-`launcher.spec.loader`, which maps pydantic's field paths back to line numbers.
+`launcher.cluster_spec.loader`, which maps pydantic's field paths back to line numbers.
 """
 
 from __future__ import annotations
@@ -12,11 +12,17 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from launcher import k8s_contract
+from launcher.cluster_spec import names
+from launcher.cluster_spec.checkpoints import (
+    DEFAULT_MOUNT_PATH,
+    EMPTYDIR_PER_POD,
+    HOSTPATH_PER_NODE,
+    MWMS_UNSHARED,
+    default_model_dir,
+)
+from launcher.cluster_spec.role_spec import Roles, SpecModel, check_env
 from launcher.code_shipping.code_bundle import Bundle, CodeSpec
 from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
-from launcher.spec import names
-from launcher.spec.checkpoints import DEFAULT_MOUNT_PATH, default_model_dir, mwms_storage_problem
-from launcher.spec.role_spec import Roles, SpecModel, check_env
 from worker import contract
 from worker.contract import ROLES, Role, Strategy  # noqa: F401 (re-exported)
 
@@ -202,7 +208,7 @@ class ClusterSpec(SpecModel):
                     "(persistentVolumeClaim or hostPath) or a gs:// checkpoint.dir",
                 )
             )
-        problem = None if shared_disk else mwms_storage_problem(self)
+        problem = None if shared_disk else self.mwms_storage_problem()
         if problem:
             problems.append(("checkpoint.volume", problem))
         if problems:
@@ -213,6 +219,25 @@ class ClusterSpec(SpecModel):
     def builtin(self) -> bool:
         """True when pods run the built-in `python -m worker` (not a user's command)."""
         return self.command is None
+
+    def mwms_storage_problem(self) -> str | None:
+        """Why this multi_worker_mirrored spec's checkpoints are not shared by its workers, or None.
+
+        Every MWMS worker restores the latest checkpoint it sees when it (re)starts. Workers that
+        see different directories restore different steps and then all-reduce their gradients
+        into different weights, silently. One worker, a PVC (ReadWriteMany when the pods may land
+        on different nodes) and gs:// are safe; an emptyDir (no volume) is per pod, a hostPath
+        per node.
+        """
+        workers = self.replicas(Role.WORKER)
+        if self.strategy is not Strategy.MULTI_WORKER_MIRRORED or workers < 2:
+            return None
+        volume = self.checkpoint.volume
+        if self.checkpoint.is_remote or (volume is not None and volume.persistent_volume_claim):
+            return None
+        return MWMS_UNSHARED.format(
+            workers=workers, where=HOSTPATH_PER_NODE if volume is not None else EMPTYDIR_PER_POD
+        )
 
     @property
     def model_dir(self) -> str:
@@ -240,7 +265,7 @@ class ClusterSpec(SpecModel):
         return [r for r in ROLES if self.replicas(r) > 0]
 
 
-# Validation context key: the spec runs as local processes on one disk (launcher.spec.loader).
+# Validation context key: the spec runs as local processes on one disk (launcher.cluster_spec.loader).
 SHARED_DISK = "shared_disk"
 
 QUEUE_NEEDS_JOBSET = (
