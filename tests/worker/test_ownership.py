@@ -168,7 +168,7 @@ def test_two_writers_claiming_at_once_one_wins_whichever_links_first(tmp_path, m
 
     def interleaved_link(source, target):
         both_written.wait(timeout=30)
-        me = "a" if "OWNER.json.tmp-" in source and claims[source.rsplit("-", 1)[1]] == "a" else "b"
+        me = claims[source.rsplit("-", 1)[1]]  # the cluster whose temporary record this is
         if me != first:
             turn[first].wait(timeout=30)  # the other links first
         try:
