@@ -51,6 +51,15 @@ def kill_task(backend: LocalBackend, name: str, role: str, index: int, sig: int 
     return pid
 
 
+def free_port() -> int:
+    """A localhost port nothing listens on now (for a task started by hand)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def measure(text: str) -> None:
     MEASUREMENTS.append(text)
     print(text)

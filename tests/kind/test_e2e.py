@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from local_clusters import measure
-from support import REPO, wait_until
+from support import REPO, skip_unless_ci, wait_until
 from tensorboard_check import check_tensorboard_serves_the_evaluation
 
 from launcher import k8s_contract
@@ -592,7 +592,7 @@ def test_server_dry_run_of_every_example(kind_cluster, namespace):
 
 def test_jobset_without_the_jobset_api_is_one_clear_line(kind_cluster, worker_image, namespace, tmp_path):
     if kind_cluster.kubectl("get", "crd", "jobsets.jobset.x-k8s.io", check=False).returncode == 0:
-        pytest.skip("JobSet is installed on this reused cluster (a fresh one has none)")
+        skip_unless_ci("JobSet is installed on this reused cluster (a fresh one has none)")
     spec = write_spec(tmp_path, "nojs", namespace, None, worker_image, workload="jobset")
     result = cli(kind_cluster, "submit", str(spec))
     assert result.returncode == 1

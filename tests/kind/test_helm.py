@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import in_ci
+from support import skip_unless_ci
 
 from launcher.chart import chart_values
 from launcher.cluster_spec.loader import load_file
@@ -77,9 +77,7 @@ def helm(kind_cluster, tmp_path) -> Helm:
     )
     if not binary:
         why = "no helm binary (env HELM, PATH, or $TFK8S_CACHE/bin/helm from tests/kind/toolchain.sh)"
-        if in_ci():
-            pytest.fail(f"{why}, and CI is set", pytrace=False)
-        pytest.skip(why)
+        skip_unless_ci(why)
     return Helm(binary, kind_cluster, tmp_path / "helm-home")
 
 
@@ -303,7 +301,7 @@ def test_helm_install_without_values_trains_one_mirrored_pod(kind_cluster, names
     image's filesystem is not writable by the non-root user)."""
     name = "helm-bare"
     if worker_image != "tfk8s/worker:dev":
-        pytest.skip(f"the chart's default image is tfk8s/worker:dev, the tests use {worker_image}")
+        skip_unless_ci(f"the chart's default image is tfk8s/worker:dev, the tests use {worker_image}")
     helm("install", name, str(CHART), "-n", namespace, "--timeout", "2m")
     wait_for_jobs(kind_cluster, namespace, name, {f"{name}-chief"})
     chief = progress_events(role_log(kind_cluster, namespace, name, "chief"))

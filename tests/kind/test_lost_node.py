@@ -20,6 +20,7 @@ from datetime import datetime
 
 import pytest
 from conftest import _restart_kube_router, run
+from support import skip_unless_ci
 from test_e2e import (
     LABEL,
     checkpointed_step,
@@ -97,7 +98,7 @@ def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
     control = kind_cluster.node
     others = [n for n in nodes if n != control]
     if not others:
-        pytest.skip("needs a second (worker) node to kill")
+        skip_unless_ci("needs a second (worker) node to kill")
     victim_node = others[0]
     name, steps = "nodekill", 800  # killed after the first checkpoint (200), 600 before the end
     pinned = {

@@ -38,6 +38,11 @@ from support import TierResource, in_ci
 HERE = Path(__file__).resolve().parent
 CLUSTER = "tfk8s-scale"
 FAKE_NODES = 4
+# KWOK renews each simulated node's Lease every quarter of this, as a kubelet does. Said
+# explicitly: with only Stages in --config, KWOK 0.7 runs with 0 (no leases) and heartbeats a
+# node's status once in 10-20 min, so every node went Unknown 5 min after it was created and a
+# test still running then saw NodeLost (clean-clone CI, 2026-11-27).
+NODE_LEASE_SECONDS = 40
 FAKE_NODE_KEY = "kwok.x-k8s.io/node"  # annotation KWOK selects its nodes by; label and taint too
 FAKE_NODE_VALUE = "fake"
 
@@ -116,8 +121,23 @@ def fake_node(index: int) -> dict:
     }
 
 
+def _renewed_leases(cluster: KindCluster, since: float) -> set[str]:
+    """The simulated nodes whose Lease KWOK renewed after `since` (epoch seconds)."""
+    leases = cluster.get_json("leases", "-n", "kube-node-lease")["items"]
+    return {
+        lease["metadata"]["name"]
+        for lease in leases
+        if lease["metadata"]["name"].startswith("kwok-node-")
+        and _epoch((lease.get("spec") or {}).get("renewTime") or "1970-01-01T00:00:00Z") > since
+    }
+
+
 def _wait_nodes_ready(cluster: KindCluster, kwok_log: str, timeout: float = 120) -> None:
+    """Every simulated node Ready and its Lease renewed twice by KWOK: a node whose heartbeat
+    stops goes Unknown after the node monitor's grace, and `status` rightly says NodeLost."""
+    started = time.time()
     deadline = time.monotonic() + timeout
+    first_renewal: dict[str, float] = {}
     while True:
         nodes = cluster.get_json("nodes", "-l", f"{FAKE_NODE_KEY}={FAKE_NODE_VALUE}")["items"]
         ready = [
@@ -127,12 +147,17 @@ def _wait_nodes_ready(cluster: KindCluster, kwok_log: str, timeout: float = 120)
                 c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions") or []
             )
         ]
-        if len(ready) == FAKE_NODES:
+        now = time.time()
+        for name in _renewed_leases(cluster, started):
+            first_renewal.setdefault(name, now)
+        renewed_again = _renewed_leases(cluster, min(first_renewal.values(), default=now))
+        if len(ready) == FAKE_NODES and len(renewed_again) == FAKE_NODES:
             return
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"{len(ready)}/{FAKE_NODES} KWOK nodes Ready after {timeout:.0f}s: "
-                f"is the kwok process running? Its log: {kwok_log}"
+                f"after {timeout:.0f}s {len(ready)}/{FAKE_NODES} KWOK nodes Ready, "
+                f"{len(renewed_again)}/{FAKE_NODES} with a Lease KWOK keeps renewing "
+                f"(every {NODE_LEASE_SECONDS / 4:.0f}s): is the kwok process running? Its log: {kwok_log}"
             )
         time.sleep(1)
 
@@ -187,6 +212,7 @@ def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             "--config",
             str(HERE / "kwok-stages.yaml"),
             "--manage-all-nodes=false",
+            f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_KEY}={FAKE_NODE_VALUE}",
         ],
         stdout=kwok_log,

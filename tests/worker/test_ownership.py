@@ -236,3 +236,27 @@ def test_a_filesystem_without_hard_links_claims_by_rename_and_says_so(tmp_path, 
     assert "this filesystem has no hard links (Operation not permitted); claiming by rename" in capsys.readouterr().out
     assert json.loads((tmp_path / "OWNER.json").read_text())["cluster"] == "a"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["OWNER.json"]
+
+
+def test_without_hard_links_a_rival_renaming_after_us_wins_and_we_are_refused(tmp_path, monkeypatch):
+    """A rename claim (gs://, or a filesystem without hard links) cannot refuse a rival that
+    renames its record over ours a moment later; the read-back after the claim is what finds it:
+    the first writer stops instead of training into the rival's dir."""
+    replace = os.replace
+    rival = record(name="b")
+
+    def rival_renames_after_us(source, target):
+        replace(source, target)
+        if Path(target).name == "OWNER.json" and json.loads(Path(target).read_text())["cluster"] == "a":
+            Path(f"{target}.rival").write_text(json.dumps(rival))
+            replace(f"{target}.rival", target)
+
+    def no_links(source, target):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(ownership.os, "link", no_links)
+    monkeypatch.setattr(ownership.os, "replace", rival_renames_after_us)
+    with pytest.raises(errors.ConfigError) as refused:
+        ownership.check(task(str(tmp_path), "a"), args.parse(ARGS))
+    assert str(refused.value).startswith(f"model dir {tmp_path} belongs to cluster default/b "), refused.value
+    assert json.loads((tmp_path / "OWNER.json").read_text())["claim"] == rival["claim"]

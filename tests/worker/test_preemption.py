@@ -18,6 +18,7 @@ from local_clusters import (
     assert_no_task_processes,
     attempts,
     final_marker,
+    free_port,
     kill_task,
     make_spec,
     measure,
@@ -191,14 +192,6 @@ def test_fit_resumes_and_never_retrains(backend, workdir):
     )
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_ps_as_pid_1(tmp_path, chief_address: str, **env_extra):
     """`python -m worker` as a ps, PID 1 of a new PID namespace (as in a container), after it
     reports serving: (unshare process, the server's psutil.Process, output so far)."""
@@ -225,7 +218,7 @@ def _start_ps_as_pid_1(tmp_path, chief_address: str, **env_extra):
         **env_extra,
         "TF_CONFIG": json.dumps(
             {
-                "cluster": {"chief": [chief_address], "worker": ["127.0.0.1:2"], "ps": [f"127.0.0.1:{_free_port()}"]},
+                "cluster": {"chief": [chief_address], "worker": ["127.0.0.1:2"], "ps": [f"127.0.0.1:{free_port()}"]},
                 "task": {"type": "ps", "index": 0},
             }
         ),
@@ -344,7 +337,7 @@ def test_mwms_sigterm_while_the_strategy_waits_for_a_late_peer_exits_143(tmp_pat
     import threading
 
     held = socket.create_server(("127.0.0.1", 0))  # worker 1's pod: up, TF not yet
-    ports = [_free_port(), held.getsockname()[1]]
+    ports = [free_port(), held.getsockname()[1]]
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
 
     def start(index: int) -> tuple[subprocess.Popen, list[str], threading.Event]:

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.process
 # The lease is taken at the first save (step EVERY); the old chief must stop at the second.
 STEPS, EVERY, TIMEOUT = 1200, 400, 420
 CASES = {  # name: (strategy, loop)
-    "ps-custom": ("parameter_server", "custom"),
-    "mirrored-fit": ("mirrored", "fit"),
+    "ps-custom": ("parameter_server", "custom"),  # roles/coordinator.py's check
+    "mirrored-fit": ("mirrored", "fit"),  # roles/fit_loop.py's callback
+    "mirrored-custom": ("mirrored", "custom"),  # roles/synchronous.py's (MWMS and mirrored)
 }
 
 
@@ -88,3 +89,30 @@ def test_a_replaced_writer_stops_at_its_next_save(backend, case):
         f"writer lease, {case}: lease taken over at step {taken_at_step}; old chief exit "
         f"{EXIT_SUPERSEDED}, last save step {max(saved)}: {reason}"
     )
+
+
+def test_a_writer_replaced_during_its_last_save_exports_nothing(backend, probe_programs_importable):
+    """The takeover lands while the last checkpoint is written (tests/worker/probes/
+    takeover_at_last_save.py): the saves' checks all passed, so only the check before the final
+    SavedModel keeps the old writer from exporting and marking FINAL.json over its replacement."""
+    steps, every = 60, 30
+    program_args = ["--loop", "custom", "--steps", str(steps), "--checkpoint-every", str(every), "--data", "digits"]
+    spec = make_spec(
+        "lease-final",
+        "mirrored",
+        program_args,
+        evaluator=False,
+        backoffLimit=0,
+        program={"module": "takeover_at_last_save", "args": program_args},
+        env={"PROBE_TAKEOVER_STEP": str(steps)},
+    )
+    code = Submission(backend, spec).wait(TIMEOUT)
+    model_dir = run_files(backend, "lease-final").dir / "model"
+    saved = [r["step"] for r in events(backend, "lease-final", "chief", 0, "checkpoint")]
+    reason = next(r for r in backend.status("lease-final").roles if r.role == "chief").reason
+    assert code == EXIT_SUPERSEDED, backend.status("lease-final")
+    assert saved[-1] == steps, saved  # the last save was written: the takeover came during it
+    assert "not saving the final SavedModel" in reason, reason
+    assert not (model_dir / "FINAL.json").exists()
+    assert not (model_dir / "saved_model").exists()
+    measure(f"writer lease, taken during the last save (step {steps}): exit {code}, no export: {reason}")
