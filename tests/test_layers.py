@@ -33,6 +33,7 @@ LAYERS = {
     "launcher.completion": 9,
     "worker.contract": 0,
     "worker.progress": 1,
+    "worker.metrics": 1,
     "worker.errors": 1,
     "worker.args": 1,
     "worker.context": 1,

@@ -46,6 +46,7 @@ from worker import (
     context,
     contract,
     errors,
+    metrics,
     progress,  # first: its import time is the process start for timings
 )
 from worker.contract import Role, Strategy
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None):
     try:
         task = context.from_environment()
         where = task.name
+        _serve_metrics(task, options)
         os.environ[contract.GRPC_FAIL_FAST] = contract.GRPC_FAIL_FAST_VALUE
         if options.uses_legacy_keras(task.strategy):
             os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -105,6 +107,23 @@ def _fail_unexpected(where: str, exc: BaseException):
 def _say_cause(where: str, message: str) -> None:
     print(contract.ERROR_LINE.format(task=where, message=message), file=sys.stderr, flush=True)
     errors.write_termination_message(message)
+
+
+def _serve_metrics(task: context.TaskContext, options: args.Options) -> None:
+    """Prometheus metrics on TFK8S_METRICS_PORT (worker/metrics.py), from before the peers'
+    wait, so the start-up phases are seen as they pass. A port it cannot bind costs the
+    metrics, said in one line, never the training."""
+    try:
+        address = metrics.start(task, options.global_batch_size)
+    except OSError as exc:
+        print(
+            f"tfk8s {task.name}: no Prometheus metrics: cannot serve on {contract.METRICS_PORT}="
+            f"{os.environ.get(contract.METRICS_PORT)} ({exc.strerror or exc}); training goes on without them",
+            flush=True,
+        )
+        return
+    if address:
+        print(f"tfk8s {task.name}: Prometheus metrics on {address}", flush=True)
 
 
 def _wait_for_peers(task: context.TaskContext) -> None:

@@ -95,6 +95,11 @@ EVENT_FINAL = "final"
 EVALUATION_META_FIELDS = ("event", "t", "wall", "step", "checkpoint", "final", "examples", "evaluated_at", "seconds")
 PROGRESS_SECONDS = "TFK8S_PROGRESS_SECONDS"
 DEFAULT_PROGRESS_SECONDS = 5.0
+# Prometheus metrics of the built-in worker (worker/metrics.py): the port each task serves them
+# on (unset or 0: none) and the address it binds (the pod's every address unless set; the local
+# backend sets 127.0.0.1). The same progress events feed them.
+METRICS_PORT = "TFK8S_METRICS_PORT"
+METRICS_HOST = "TFK8S_METRICS_HOST"
 
 
 def parse_progress_line(line: str) -> dict | None:

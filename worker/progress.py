@@ -11,6 +11,7 @@ import json
 import os
 import time
 
+from worker import metrics
 from worker.contract import (
     DEFAULT_PROGRESS_SECONDS,
     EVENT_STEP,
@@ -42,6 +43,7 @@ def report(event: str, **fields) -> None:
     # t: seconds since this process started; wall: Unix time, to line up events of tasks.
     record = {"event": event, "t": seconds_since_start(), "wall": round(time.time(), 3), **fields}
     print(PREFIX + json.dumps(record, sort_keys=True), flush=True)
+    metrics.observe(record)
     if event in SAVED_EVENTS:
         _saved["step"] = int(fields.get("step") or 0)
     elif event == "start":

@@ -770,6 +770,22 @@ step_kwok() {
   STATUS="built $KWOK_BIN ($(du -h "$KWOK_BIN" | cut -f1))"
 }
 
+# Prometheus: the real server the metrics tests query (tests/metrics): the dashboard's and the
+# alerts' PromQL run against it. A host binary, like KWOK; the module's Go version is Prometheus
+# 3.x's (v0.3xx.y = Prometheus 3.xx.y). Built without the web UI's assets (the API is all the
+# tests read).
+PROMETHEUS_VERSION=${TFK8S_PROMETHEUS_VERSION:-v0.316.0}
+PROMETHEUS_BIN=$CACHE/tools/prometheus-$PROMETHEUS_VERSION/prometheus
+
+step_prometheus() {
+  if manager_current github.com/prometheus/prometheus "$PROMETHEUS_VERSION" "$PROMETHEUS_BIN"; then
+    STATUS="cached"
+    return
+  fi
+  go_manager prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus "$PROMETHEUS_BIN" ""
+  STATUS="built $PROMETHEUS_BIN ($(du -h "$PROMETHEUS_BIN" | cut -f1))"
+}
+
 step_cni_base() {
   # kube-router runs iptables, ipset, ip and modprobe from its image
   if [ "$(image_label "$CNI_BASE_IMAGE" tfk8s.rev)" = "$CNI_BASE_REV" ]; then STATUS="cached $CNI_BASE_IMAGE"; return; fi
@@ -929,6 +945,7 @@ export TFK8S_JOBSET_MANIFEST="$ADDONS/jobset-$JOBSET_VERSION.yaml"
 export TFK8S_KUEUE_IMAGE="$KUEUE_IMAGE"
 export TFK8S_KUEUE_MANIFEST="$ADDONS/kueue-$KUEUE_VERSION.yaml"
 export TFK8S_KWOK="$KWOK_BIN"
+export TFK8S_PROMETHEUS="$PROMETHEUS_BIN"
 EOF
   STATUS="wrote $CACHE/env.sh"
 }
@@ -952,6 +969,7 @@ main() {
     step "crictl $CRICTL_VERSION" step_crictl
     step "helm $HELM_VERSION, jobset $JOBSET_VERSION, kueue $KUEUE_VERSION, kube-router $KUBE_ROUTER_VERSION" step_shared_tools
     step "kwok $KWOK_VERSION" step_kwok
+    step "prometheus $PROMETHEUS_VERSION" step_prometheus
   ) &
   GO_LANE_PID=$!
   step "component base image" step_component_base

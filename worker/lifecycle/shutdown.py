@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import sys
 
-from worker import progress
+from worker import errors, metrics, progress
 
 
 def exit_now(code: int):
     progress.report("exit", code=code)
+    if code != errors.EXIT_PREEMPTED:  # a preempted task's grace is for its save, not a scrape
+        metrics.wait_for_last_scrape()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -28,6 +28,7 @@ from launcher.status.view import LineView, NoteStream, View
 from worker.contract import SUCCESS_INDEX, Role, success_role
 
 VIEW_SECONDS = 1.0  # how often wait() re-reads a run's status (and logs) for the view
+METRICS_NOTE_WAIT_SECONDS = 10.0  # for a detached supervisor to write the metrics ports it chose
 _LIVE = (Phase.PENDING, Phase.RUNNING, Phase.FINISHING)
 # An ended run's supervisor exits after its last status write: seconds (it joins the tasks'
 # output readers for up to 5 s each).
@@ -92,6 +93,17 @@ class LocalBackend(Backend):
             self._start_here(files, spec)
         else:
             self._start_detached_supervisor(files, spec)
+        self._note_metrics(files)
+
+    def _note_metrics(self, files: RunFiles) -> None:
+        """Where each task serves its Prometheus metrics, once the supervisor chose the ports
+        (a detached one within a few seconds of its start)."""
+        deadline = time.monotonic() + METRICS_NOTE_WAIT_SECONDS
+        while (addresses := files.read_metrics()) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if addresses:
+            listed = ", ".join(f"{task} {address}" for task, address in addresses.items())
+            self._view.note(f"Prometheus metrics: {listed}")
 
     def wait(self, name: str) -> int:
         """Until the run ends, showing it in the view (a foreground run with echo_tasks: its

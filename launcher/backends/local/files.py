@@ -64,6 +64,17 @@ class RunFiles:
     def pid_path(self, role: str, index: int) -> Path:
         return self.dir / "pids" / f"{task_name(role, index)}.pid"
 
+    @property
+    def metrics_path(self) -> Path:
+        """{task: its Prometheus endpoint}, written by the supervisor once it chose the ports."""
+        return self.dir / "metrics.json"
+
+    def read_metrics(self) -> dict[str, str] | None:
+        try:
+            return json.loads(self.metrics_path.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
     # --- spec ------------------------------------------------------------------------------
 
     @property
@@ -82,6 +93,7 @@ class RunFiles:
         archive's digest included, which spec.json does not hold)."""
         for sub in ("logs", "pids"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self.metrics_path.unlink(missing_ok=True)  # the ports of an earlier run
         self.spec_path.write_text(json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2) + "\n")
         (self.dir / SPEC_HASH_FILE).write_text(spec_hash + "\n")
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO
 
 from launcher.backends.local import policy, runner
-from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles
+from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, write_json
 from launcher.backends.local.policy import Decision, TaskState
-from launcher.backends.local.tasks import Task, plan_tasks
+from launcher.backends.local.tasks import Task, metrics_addresses, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
@@ -73,6 +73,7 @@ class Supervisor:
         if not spec.checkpoint.is_remote:
             Path(self.model_dir).mkdir(parents=True, exist_ok=True)
         self.tasks = plan_tasks(self.plan, options.task_python)
+        write_json(files.metrics_path, metrics_addresses(self.tasks))
         self.chief = next(t for t in self.tasks if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
 
     # --- main loop -------------------------------------------------------------------------

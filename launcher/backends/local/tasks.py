@@ -50,14 +50,18 @@ def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
     """One Task per (role, index) of the plan, in creation order; the built-in worker's run by
     `python`. The plan's env carries the model dir it was planned with (the run's model/
     unless checkpoint.dir is remote)."""
-    ports = free_ports(sum(r.replicas for r in plan.training_roles))
+    tasks_planned = list(plan.tasks())
+    # The built-in worker serves Prometheus metrics (worker/metrics.py): a port of its own for
+    # every task, as each pod has. A program of the user's gets none to ignore.
+    with_metrics = plan.spec.builtin
+    ports = free_ports(sum(r.replicas for r in plan.training_roles) + (len(tasks_planned) if with_metrics else 0))
     port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles for i in range(r.replicas)}
 
     def address(role: str, index: int) -> str:
         return f"127.0.0.1:{port_of[(Role(role).value, index)]}"
 
     tasks = []
-    for role, index in plan.tasks():
+    for role, index in tasks_planned:
         role_plan = plan.role(role)
         argv = list(role_plan.command)
         if plan.spec.builtin:
@@ -73,8 +77,23 @@ def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
             # the code dir (code:) first, like /opt/tfk8s/code in a pod
             "PYTHONPATH": os.pathsep.join(filter(None, [role_plan.workdir, runner.pythonpath()])),
         }
+        port = ports.pop() if with_metrics else None
+        if port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
+            env[contract.METRICS_PORT], env[contract.METRICS_HOST] = str(port), LOCALHOST
         tasks.append(Task(role=role, index=index, argv=argv, env=env, cwd=role_plan.workdir))
     return tasks
+
+
+LOCALHOST = "127.0.0.1"
+
+
+def metrics_addresses(tasks: list[Task]) -> dict[str, str]:
+    """{task: its Prometheus endpoint} of the tasks that serve one."""
+    return {
+        t.name: f"http://{t.env[contract.METRICS_HOST]}:{t.env[contract.METRICS_PORT]}/metrics"
+        for t in tasks
+        if t.env.get(contract.METRICS_PORT, "0") != "0"
+    }
 
 
 def platform() -> str:

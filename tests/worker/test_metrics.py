@@ -1,0 +1,227 @@
+"""worker/metrics.py: the progress events as Prometheus series, served by the official client
+and read back with its official parser (no TensorFlow: the events are fed as the worker emits
+them)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+
+import pytest
+from local_clusters import free_port, wait_until
+from prometheus_client.parser import text_string_to_metric_families
+
+from worker import contract, metrics, progress
+from worker.context import TaskContext
+from worker.contract import Role, Strategy
+
+TASK_LABELS = {"training": "demo", "training_namespace": "team-a", "role": "chief", "index": "0"}
+
+
+def chief() -> TaskContext:
+    return TaskContext(
+        strategy=Strategy.PARAMETER_SERVER,
+        role=Role.CHIEF,
+        index=0,
+        cluster={},
+        model_dir="/m",
+        program_module="worker.examples.digits",
+        peer_timeout_seconds=1.0,
+        cluster_name="demo",
+        namespace="team-a",
+    )
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """The chief's endpoint on a free localhost port; the module's state reset afterwards."""
+    monkeypatch.setattr(metrics, "_metrics", None)
+    port = free_port()
+    address = metrics.start(
+        chief(), global_batch_size=64, environ={contract.METRICS_PORT: str(port), contract.METRICS_HOST: "127.0.0.1"}
+    )
+    assert address == f"http://127.0.0.1:{port}/metrics"
+    return address
+
+
+def scrape(address: str, task_labels: dict | None = TASK_LABELS) -> dict[tuple[str, tuple], float]:
+    """(sample name, its labels other than the task's) -> value, from one scrape; every tfk8s
+    series must carry task_labels, when given."""
+    text = urllib.request.urlopen(address, timeout=10).read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if task_labels and sample.name.startswith("tfk8s_"):
+                assert {k: sample.labels[k] for k in task_labels} == task_labels, sample
+            extra = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in TASK_LABELS))
+            samples[(sample.name, extra)] = sample.value
+    return samples
+
+
+def test_the_events_of_a_training_become_its_series(served):
+    events = [
+        ("tensorflow_imported", {}),
+        ("peers_ready", {}),
+        ("start", {"step": 100, "target": 400, "restored_from": "/m/checkpoints/ckpt-100"}),
+        ("first_step", {"step": 110, "loss": 0.9}),
+        ("block", {"step": 150, "steps": 40, "steps_per_s": 20.0, "loss": 0.5}),
+        ("checkpoint", {"step": 150, "path": "/m/checkpoints/ckpt-150"}),
+        ("step", {"step": 180, "target": 400, "loss": 0.4, "steps_per_s": 25.0}),
+        ("preempted", {"step": 180, "checkpoint": "/m/checkpoints/ckpt-180"}),
+    ]
+    before = time.time()
+    for event, fields in events:
+        progress.report(event, **fields)
+    got = scrape(served)
+
+    assert got[("tfk8s_task_info", (("program", "worker.examples.digits"), ("strategy", "parameter_server")))] == 1
+    assert got[("tfk8s_task_start_timestamp_seconds", ())] == pytest.approx(progress.PROCESS_START)
+    phases = {dict(k[1])["phase"] for k in got if k[0] == "tfk8s_startup_seconds"}
+    assert phases == {"tensorflow_imported", "peers_ready", "restored", "first_step"}
+    assert got[("tfk8s_global_step", ())] == 180
+    assert got[("tfk8s_target_steps", ())] == 400
+    assert got[("tfk8s_restored_step", ())] == 100
+    assert got[("tfk8s_loss", ())] == 0.4
+    assert got[("tfk8s_steps_per_second", ())] == 25.0
+    assert got[("tfk8s_examples_per_second", ())] == 25.0 * 64
+    assert got[("tfk8s_checkpoint_step", ())] == 180  # the preemption's save
+    assert got[("tfk8s_checkpoint_timestamp_seconds", ())] >= before
+    assert got[("tfk8s_progress_timestamp_seconds", ())] >= before
+    assert got[("tfk8s_preemption_saves_total", ())] == 1
+    assert got[("tfk8s_training_finished", ())] == 0
+    assert got[("process_resident_memory_bytes", ())] > 0
+
+
+def test_an_evaluation_reports_every_metric_it_measured(served):
+    progress.report(
+        contract.EVENT_EVALUATED,
+        checkpoint="ckpt-400",
+        step=400,
+        loss=0.25,
+        accuracy=0.93,
+        examples=360,
+        final=True,
+        evaluated_at=1234.5,
+        seconds=0.4,
+    )
+    progress.report("evaluator_done", final="ckpt-400", step=400)
+    got = scrape(served)
+    evaluation = {dict(k[1])["metric"]: v for k, v in got.items() if k[0] == "tfk8s_evaluation"}
+    assert evaluation == {"loss": 0.25, "accuracy": 0.93}  # not its step, examples or timing
+    assert got[("tfk8s_evaluation_step", ())] == 400
+    assert got[("tfk8s_evaluation_timestamp_seconds", ())] == 1234.5
+    assert got[("tfk8s_evaluation_final", ())] == 1
+    assert ("tfk8s_global_step", ()) not in got  # an evaluated step is not the training's step
+
+
+def test_no_port_no_server_and_nothing_to_wait_for(monkeypatch):
+    monkeypatch.setattr(metrics, "_metrics", None)
+    assert metrics.start(chief(), environ={}) is None
+    assert metrics.start(chief(), environ={contract.METRICS_PORT: "0"}) is None
+    progress.report("step", step=1, target=2)  # observed by nobody, no error
+    assert metrics.wait_for_last_scrape() == 0.0
+
+
+def test_an_ending_task_waits_for_one_more_scrape_only_if_it_is_scraped(served):
+    assert metrics.wait_for_last_scrape(cap_seconds=5) == 0.0  # never scraped: no wait
+    scrape(served)
+    time.sleep(0.5)
+    scrape(served)  # Prometheus scrapes every 0.5 s
+    progress.report("final", step=400, checkpoint="/m/checkpoints/ckpt-400")
+    scraped_final = {}
+
+    def prometheus_scrapes_again():
+        time.sleep(0.5)
+        scraped_final.update(scrape(served))
+
+    prometheus = threading.Thread(target=prometheus_scrapes_again)
+    prometheus.start()
+    waited = metrics.wait_for_last_scrape(cap_seconds=5)
+    assert 0.3 < waited < 4.5, waited
+    prometheus.join(5)
+    assert scraped_final[("tfk8s_training_finished", ())] == 1
+    # Nobody scrapes again: bounded by twice the interval seen (0.5 s).
+    waited = metrics.wait_for_last_scrape(cap_seconds=5)
+    assert waited < 2.5, waited
+
+
+@pytest.mark.process
+def test_a_local_ps_training_is_scraped_from_start_to_its_final_evaluation(backend, tmp_path):
+    """A real PS cluster (chief, 2 workers, ps, evaluator) under LocalBackend: every task serves
+    its metrics on the localhost port submit printed, scraped every 0.5 s as Prometheus would,
+    and parsed with the official parser, up to the chief's final step and the evaluator's final
+    evaluation (each waits for its last scrape before it exits)."""
+    from local_clusters import Submission, make_spec, measure, run_files
+
+    steps = 300
+    program_args = ["--steps", str(steps), "--checkpoint-every", "100", "--data", "digits"]
+    spec = make_spec(
+        "scraped",
+        "parameter_server",
+        program_args,
+        roles={"chief": 1, "worker": 2, "ps": 1},
+        env={"TFK8S_PROGRESS_SECONDS": "1"},
+    )
+    run = Submission(backend, spec)
+    addresses = wait_until(lambda: run_files(backend, "scraped").read_metrics(), 60, "metrics.json")
+    assert sorted(addresses) == ["chief-0", "evaluator-0", "ps-0", "worker-0", "worker-1"], addresses
+    seen: dict[str, list[dict]] = {task: [] for task in addresses}
+    stop = threading.Event()
+
+    def prometheus():
+        while not stop.is_set():
+            for task, address in addresses.items():
+                try:
+                    seen[task].append(scrape(address, task_labels=None))
+                except OSError:
+                    pass  # not serving yet, or ended
+            stop.wait(0.5)
+
+    scraper = threading.Thread(target=prometheus, daemon=True)
+    scraper.start()
+    code = run.wait(420)
+    stop.set()
+    scraper.join(10)
+    assert code == 0, backend.status("scraped")
+
+    chief_steps = [s[("tfk8s_global_step", ())] for s in seen["chief-0"] if ("tfk8s_global_step", ()) in s]
+    assert chief_steps == sorted(chief_steps) and chief_steps[-1] == steps, chief_steps
+    assert len(set(chief_steps)) >= 3, chief_steps  # seen rising, not only at the end
+    last = seen["chief-0"][-1]
+    assert last[("tfk8s_target_steps", ())] == steps
+    assert last[("tfk8s_training_finished", ())] == 1
+    assert last[("tfk8s_checkpoint_step", ())] == steps
+    assert last[("tfk8s_loss", ())] > 0
+    assert any(s.get(("tfk8s_steps_per_second", ()), 0) > 0 for s in seen["chief-0"])
+    evaluator = seen["evaluator-0"][-1]
+    assert evaluator[("tfk8s_evaluation_final", ())] == 1
+    assert evaluator[("tfk8s_evaluation_step", ())] == steps
+    assert evaluator[("tfk8s_evaluation", (("metric", "accuracy"),))] > 0.8
+    for task in ("ps-0", "worker-0", "worker-1"):
+        assert any(("process_cpu_seconds_total", ()) in s for s in seen[task]), task
+    said = (tmp_path / "cluster-output.log").read_text()
+    assert f"Prometheus metrics: chief-0 {addresses['chief-0']}" in said, said[-2000:]
+    measure(
+        f"local PS training scraped every 0.5 s: chief step seen at {len(set(chief_steps))} values up to "
+        f"{chief_steps[-1]}, final accuracy {evaluator[('tfk8s_evaluation', (('metric', 'accuracy'),))]:.3f} "
+        f"from the evaluator's endpoint"
+    )
+
+
+def test_a_port_in_use_costs_the_metrics_not_the_training(monkeypatch, capsys):
+    """Served by `python -m worker`'s start-up (worker/__main__.py): a bind failure is one line."""
+    import socket
+
+    from worker import __main__ as worker_main
+    from worker import args
+
+    monkeypatch.setattr(metrics, "_metrics", None)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        monkeypatch.setenv(contract.METRICS_PORT, str(port))
+        monkeypatch.setenv(contract.METRICS_HOST, "127.0.0.1")
+        worker_main._serve_metrics(chief(), args.parse(["--steps", "10"]))
+    out = capsys.readouterr().out
+    assert f"tfk8s chief-0: no Prometheus metrics: cannot serve on TFK8S_METRICS_PORT={port} (" in out, out
+    assert "training goes on without them" in out
