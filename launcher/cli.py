@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
 import signal
 import sys
@@ -29,6 +30,7 @@ from launcher.chart import chart_values
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import LauncherError, SpecError
+from launcher.monitoring import alerts, dashboard
 from launcher.plan import storage
 from launcher.render import render
 from launcher.status.node_loss import EXIT_NODE_LOST
@@ -163,6 +165,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir")
     p.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help=".gitignore-style; repeatable")
+
+    p = sub.add_parser(
+        "monitoring",
+        help="print Prometheus alerting rules (alerts) or a Grafana dashboard (dashboard) for trainings",
+    )
+    p.add_argument("what", choices=("alerts", "dashboard"))
+    defaults = alerts.Thresholds()
+    p.add_argument(
+        "--stalled-seconds", type=int, default=defaults.stalled_seconds, help="no step or save for this long"
+    )
+    p.add_argument(
+        "--checkpoint-age-seconds", type=int, default=defaults.checkpoint_age_seconds, help="last checkpoint older"
+    )
+    p.add_argument("--restarts", type=int, default=defaults.restarts, help="more restarts than this in the window")
+    p.add_argument("--restarts-window", default=defaults.restarts_window, help="PromQL duration (default: 1h)")
+    p.add_argument(
+        "--evaluation-lag-seconds", type=int, default=defaults.evaluation_lag_seconds, help="evaluator behind by"
+    )
+    p.add_argument("--for", dest="hold", default=defaults.hold, help="how long a condition holds first (default 2m)")
 
     p = sub.add_parser(
         "completion", help='print a shell completion script: eval "$(tfk8s completion bash)" (in ~/.bashrc), or zsh'
@@ -331,6 +352,16 @@ def cmd_code_archive(args) -> int:
     return 0
 
 
+def cmd_monitoring(args) -> int:
+    if args.what == "dashboard":
+        sys.stdout.write(dashboard.dashboard_json())
+        return 0
+    # every option is a Thresholds field of the same name (build_parser)
+    thresholds = {field.name: getattr(args, field.name) for field in dataclasses.fields(alerts.Thresholds)}
+    sys.stdout.write(alerts.rules_yaml(alerts.Thresholds(**thresholds)))
+    return 0
+
+
 def cmd_completion(args) -> int:
     sys.stdout.write(completion.script(build_parser(), args.shell))
     return 0
@@ -339,6 +370,7 @@ def cmd_completion(args) -> int:
 COMMANDS = {
     "code-archive": cmd_code_archive,
     "completion": cmd_completion,
+    "monitoring": cmd_monitoring,
     "render": cmd_render,
     "submit": cmd_submit,
     "status": cmd_status,

@@ -11,7 +11,16 @@ from __future__ import annotations
 from enum import Enum
 
 from launcher.pod import job_watch, supervise
-from worker.contract import GRPC_FAIL_FAST, ROLE_COUNTS, TASK_INDEX, TF_CONFIG, Role, Strategy, success_role
+from worker.contract import (
+    GRPC_FAIL_FAST,
+    ROLE_COUNTS,
+    TASK_INDEX,
+    TF_CONFIG,
+    Role,
+    Strategy,
+    success_role,
+    traits,
+)
 
 # The pod scripts run stdlib-only from a ConfigMap, so they define these; the launcher's layers
 # read them here, the one door into launcher/pod (tests/test_layers.py).
@@ -43,8 +52,7 @@ class Workload(str, Enum):
 def computes(strategy: Strategy, role: Role) -> bool:
     """Tasks that run the model's computation (and so want the GPUs): workers, and the chief
     unless it only coordinates (parameter_server)."""
-    role = Role(role)
-    return role is Role.WORKER or (role is Role.CHIEF and Strategy(strategy) is not Strategy.PARAMETER_SERVER)
+    return Role(role) in traits(strategy).computes
 
 
 # --- labels and names on Kubernetes objects -------------------------------------------------
@@ -124,9 +132,7 @@ def supervised_roles(strategy: Strategy, has_evaluator: bool, workload: Workload
     training never writes. After a success the evaluator gets evaluatorGraceSeconds; after a
     failure none. Under a JobSet the evaluator stays supervised: the set's success waits for it.
     """
-    roles: tuple[Role, ...] = ()
-    if Strategy(strategy) is Strategy.PARAMETER_SERVER and Workload(workload) is Workload.JOBS:
-        roles = (Role.WORKER, Role.PS)
+    roles = traits(strategy).servers if Workload(workload) is Workload.JOBS else ()
     return roles + ((Role.EVALUATOR,) if has_evaluator else ())
 
 
@@ -145,7 +151,7 @@ def set_max_restarts(strategy: Strategy) -> int:
     checkpoint) is the recovery. Under parameter_server the coordinator already survives lost
     workers and restarts after a lost ps; a role that exhausted its backoffLimit ends the set.
     """
-    return 1 if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else 0
+    return 1 if traits(strategy).lockstep else 0
 
 
 def nccl_roles(strategy: Strategy) -> tuple[Role, ...]:
@@ -156,7 +162,7 @@ def nccl_roles(strategy: Strategy) -> tuple[Role, ...]:
     no NCCL setting pins them (NVIDIA/nccl#388; NCCL_SOCKET_IFNAME picks the interface only):
     between these pods the NetworkPolicy must admit every TCP port, not only the gRPC port.
     """
-    return (Role.WORKER,) if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else ()
+    return traits(strategy).lockstep
 
 
 # A per-index role fails with its first index out of retries: the others cannot go on without it.
@@ -173,4 +179,4 @@ def per_index_roles(strategy: Strategy) -> tuple[Role, ...]:
     most one retry (the peers' own exits are not counted at all once they had saved, exit
     EXIT_PEER_LOST), and one worker crashing again and again still fails the run at its limit.
     """
-    return (Role.WORKER,) if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else ()
+    return traits(strategy).lockstep

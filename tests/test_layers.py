@@ -27,6 +27,7 @@ LAYERS = {
     "launcher.render": 5,
     "launcher.status": 5,
     "launcher.chart": 6,
+    "launcher.monitoring": 6,
     "launcher.backends": 7,
     "launcher.api": 8,
     "launcher.cli": 9,

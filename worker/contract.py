@@ -209,31 +209,69 @@ class Count:
 
 
 _ONE_EVALUATOR = Count(0, 1, "at most one evaluator is supported, got {n}")
-ROLE_COUNTS: dict[Strategy, dict[Role, Count]] = {
-    Strategy.PARAMETER_SERVER: {
-        Role.EVALUATOR: _ONE_EVALUATOR,
-        Role.CHIEF: Count(1, 1, "parameter_server needs exactly 1 chief (the coordinator), got {n}"),
-        Role.WORKER: Count(1, None, "parameter_server needs at least 1 worker, got 0"),
-        Role.PS: Count(1, None, "parameter_server needs at least 1 ps, got 0"),
-    },
-    Strategy.MULTI_WORKER_MIRRORED: {
-        Role.EVALUATOR: _ONE_EVALUATOR,
-        Role.PS: Count(0, 0, "multi_worker_mirrored has no ps; set 0"),
-        Role.CHIEF: Count(
-            0,
-            0,
-            "multi_worker_mirrored uses worker 0 as chief (an explicit chief "
-            "breaks checkpointing, tensorflow#35705); set 0 and add a worker",
-        ),
-        Role.WORKER: Count(1, None, "multi_worker_mirrored needs at least 1 worker"),
-    },
-    Strategy.MIRRORED: {
-        Role.EVALUATOR: _ONE_EVALUATOR,
-        Role.CHIEF: Count(1, 1, "mirrored runs in one pod: set 1, got {n}"),
-        Role.WORKER: Count(0, 0, "mirrored runs in one pod: set 0"),
-        Role.PS: Count(0, 0, "mirrored runs in one pod: set 0"),
-    },
+
+
+@dataclass(frozen=True)
+class StrategyTraits:
+    """What a strategy means for its tasks, in one place: the launcher (k8s_contract, plan,
+    local policy) and the worker read these instead of asking `strategy is X`."""
+
+    counts: dict[Role, Count]  # how many replicas of each role it allows
+    success_role: Role  # whose index 0 decides success and writes the model dir
+    awaits: dict[Role, tuple[Role, ...]]  # role -> the roles its tasks wait for before TensorFlow
+    servers: tuple[Role, ...] = ()  # only serve the PS coordinator: tf.distribute.Server().join()
+    computes: tuple[Role, ...] = (Role.CHIEF, Role.WORKER)  # run the model (want the GPUs)
+    # All-reduce in lockstep: one crashed task fails every peer's collective, so retries are
+    # counted per index, the JobSet restarts as a whole, and with GPUs NCCL's ephemeral ports
+    # are admitted between them (launcher/k8s_contract.py).
+    lockstep: tuple[Role, ...] = ()
+
+
+TRAITS: dict[Strategy, StrategyTraits] = {
+    Strategy.PARAMETER_SERVER: StrategyTraits(
+        counts={
+            Role.EVALUATOR: _ONE_EVALUATOR,
+            Role.CHIEF: Count(1, 1, "parameter_server needs exactly 1 chief (the coordinator), got {n}"),
+            Role.WORKER: Count(1, None, "parameter_server needs at least 1 worker, got 0"),
+            Role.PS: Count(1, None, "parameter_server needs at least 1 ps, got 0"),
+        },
+        success_role=Role.CHIEF,
+        awaits={Role.CHIEF: (Role.WORKER, Role.PS)},
+        servers=(Role.WORKER, Role.PS),
+        computes=(Role.WORKER,),  # the chief only coordinates
+    ),
+    Strategy.MULTI_WORKER_MIRRORED: StrategyTraits(
+        counts={
+            Role.EVALUATOR: _ONE_EVALUATOR,
+            Role.PS: Count(0, 0, "multi_worker_mirrored has no ps; set 0"),
+            Role.CHIEF: Count(
+                0,
+                0,
+                "multi_worker_mirrored uses worker 0 as chief (an explicit chief "
+                "breaks checkpointing, tensorflow#35705); set 0 and add a worker",
+            ),
+            Role.WORKER: Count(1, None, "multi_worker_mirrored needs at least 1 worker"),
+        },
+        success_role=Role.WORKER,  # worker 0 is the chief
+        awaits={Role.WORKER: (Role.WORKER,)},
+        lockstep=(Role.WORKER,),
+    ),
+    Strategy.MIRRORED: StrategyTraits(
+        counts={
+            Role.EVALUATOR: _ONE_EVALUATOR,
+            Role.CHIEF: Count(1, 1, "mirrored runs in one pod: set 1, got {n}"),
+            Role.WORKER: Count(0, 0, "mirrored runs in one pod: set 0"),
+            Role.PS: Count(0, 0, "mirrored runs in one pod: set 0"),
+        },
+        success_role=Role.CHIEF,
+        awaits={},
+    ),
 }
+ROLE_COUNTS: dict[Strategy, dict[Role, Count]] = {strategy: traits.counts for strategy, traits in TRAITS.items()}
+
+
+def traits(strategy: Strategy) -> StrategyTraits:
+    return TRAITS[Strategy(strategy)]
 
 
 def allowed_roles(strategy: Strategy) -> tuple[Role, ...]:
@@ -249,7 +287,7 @@ SUCCESS_INDEX = 0
 
 def success_role(strategy: Strategy) -> Role:
     """The role whose index-0 exit decides success: chief, or worker 0 under MWMS."""
-    return Role.WORKER if Strategy(strategy) is Strategy.MULTI_WORKER_MIRRORED else Role.CHIEF
+    return traits(strategy).success_role
 
 
 def is_writer(strategy: Strategy, role: Role, index: int) -> bool:
@@ -259,17 +297,12 @@ def is_writer(strategy: Strategy, role: Role, index: int) -> bool:
 
 def is_server(strategy: Strategy, role: Role) -> bool:
     """Tasks that only serve variables/ops to the PS coordinator: tf.distribute.Server().join()."""
-    return Strategy(strategy) is Strategy.PARAMETER_SERVER and Role(role) in (Role.WORKER, Role.PS)
+    return Role(role) in traits(strategy).servers
 
 
 def awaited_peers(strategy: Strategy, role: Role) -> tuple[Role, ...]:
     """Roles whose tasks this one waits for before starting TensorFlow."""
-    strategy, role = Strategy(strategy), Role(role)
-    if strategy is Strategy.PARAMETER_SERVER and role is Role.CHIEF:
-        return (Role.WORKER, Role.PS)
-    if strategy is Strategy.MULTI_WORKER_MIRRORED and role is Role.WORKER:
-        return (Role.WORKER,)
-    return ()
+    return traits(strategy).awaits.get(Role(role), ())
 
 
 def task_name(role: str, index: int) -> str:

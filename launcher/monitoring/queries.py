@@ -1,0 +1,64 @@
+"""The PromQL the dashboard and the alerts are built from, over the built-in worker's series
+(worker/metrics.py, docs/metrics.md). One training is one (training_namespace, training) pair;
+`selector` ({...} or "") narrows the series, as the dashboard's variables do.
+
+The series of a task that ended (or stopped answering) go stale in Prometheus within 5 min, so
+what must outlive a task reads its last value through max_over_time over a window.
+"""
+
+from __future__ import annotations
+
+TRAINING = "training_namespace, training"  # the labels one training's series share
+
+
+def by_training(expr: str) -> str:
+    return f"max by ({TRAINING}) ({expr})"
+
+
+def step(selector: str = "") -> str:
+    return by_training(f"tfk8s_global_step{selector}")
+
+
+def target(selector: str = "") -> str:
+    return by_training(f"tfk8s_target_steps{selector}")
+
+
+def steps_per_second(selector: str = "") -> str:
+    return by_training(f"tfk8s_steps_per_second{selector}")
+
+
+def examples_per_second(selector: str = "") -> str:
+    return by_training(f"tfk8s_examples_per_second{selector}")
+
+
+def eta_seconds(selector: str = "") -> str:
+    return f"({target(selector)} - {step(selector)}) / {steps_per_second(selector)}"
+
+
+def finished(window: str, selector: str = "") -> str:
+    """1 for a training whose final checkpoint was written within `window`."""
+    return by_training(f"max_over_time(tfk8s_training_finished{selector}[{window}])") + " == 1"
+
+
+def last_progress(window: str, selector: str = "") -> str:
+    return by_training(f"max_over_time(tfk8s_progress_timestamp_seconds{selector}[{window}])")
+
+
+def last_checkpoint(window: str, selector: str = "") -> str:
+    return by_training(f"max_over_time(tfk8s_checkpoint_timestamp_seconds{selector}[{window}])")
+
+
+def last_evaluation(window: str, selector: str = "") -> str:
+    return by_training(f"max_over_time(tfk8s_evaluation_timestamp_seconds{selector}[{window}])")
+
+
+def evaluation(metric: str = "", selector: str = "") -> str:
+    """The evaluator's last value of `metric` (every metric: "")."""
+    inner = selector[1:-1] if selector else ""
+    matchers = ", ".join(filter(None, [inner, f'metric="{metric}"' if metric else ""]))
+    return f"max by ({TRAINING}, metric) (tfk8s_evaluation{{{matchers}}})"
+
+
+def restarts(window: str, selector: str = "") -> str:
+    """Process starts after the first within `window`, over all of a training's tasks."""
+    return f"sum by ({TRAINING}) (changes(tfk8s_task_start_timestamp_seconds{selector}[{window}]))"

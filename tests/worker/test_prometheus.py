@@ -1,0 +1,165 @@
+"""The dashboard's and the alerts' PromQL (launcher/monitoring) against a real Prometheus that
+scrapes a real training: a `--local` run's tasks, found through the run's metrics.json as a
+file_sd target list. Every panel query returns data while the training runs; the "stalled"
+alert stays quiet while it trains and fires once the chief is SIGSTOPped (its endpoint stops
+answering with it), and the last values stay queryable after the run is deleted.
+
+The Prometheus binary is built by tests/kind/toolchain.sh (step `prometheus`; env.sh names it
+TFK8S_PROMETHEUS)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+import yaml
+from local_clusters import (
+    LocalBackend,
+    LocalProcessBackendConfig,
+    assert_no_task_processes,
+    free_port,
+    make_spec,
+    measure,
+    run_files,
+    wait_until,
+)
+from support import CACHE, skip_unless_ci
+
+from launcher.monitoring import alerts, dashboard
+
+pytestmark = pytest.mark.process
+
+SCRAPE = "1s"
+STALLED_SECONDS = 6  # the test's threshold; the shipped default is 600
+TIMEOUT = 180
+
+
+def prometheus_binary() -> str:
+    found = os.environ.get("TFK8S_PROMETHEUS")
+    env_sh = CACHE / "env.sh"
+    if not found and env_sh.is_file():
+        match = re.search(r'^export TFK8S_PROMETHEUS="([^"]+)"', env_sh.read_text(), re.M)
+        found = match.group(1) if match else None
+    if not found or not os.access(found, os.X_OK):
+        why = f"no Prometheus binary ({found or 'TFK8S_PROMETHEUS unset'})"
+        skip_unless_ci(f"{why}: run tests/kind/toolchain.sh prometheus")
+    return found
+
+
+class Prometheus:
+    def __init__(self, binary: str, workdir, targets_file, rules_file):
+        self.port = free_port()
+        config = {
+            "global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE, "scrape_timeout": "900ms"},
+            "rule_files": [str(rules_file)],
+            "scrape_configs": [
+                {"job_name": "tfk8s", "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "1s"}]}
+            ],
+        }
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.log = (workdir / "prometheus.log").open("w")
+        self.process = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until(lambda: self._ready(), 60, f"Prometheus ready (log: {self.log.name})", interval=0.5)
+
+    def _ready(self) -> bool:
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2).status == 200
+        except OSError:
+            return False
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        answer = json.load(urllib.request.urlopen(url, timeout=10))
+        assert answer["status"] == "success", (expr, answer)
+        return answer["data"]["result"]
+
+    def firing(self, alert: str, training: str) -> list[dict]:
+        return self.query(f'ALERTS{{alertname="{alert}", alertstate="firing", training="{training}"}}')
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+        self.log.close()
+
+
+def panel_queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every dashboard target, the variables set to match everything."""
+    return [
+        (panel["title"], target["expr"].replace("$namespace", ".*").replace("$training", ".*"))
+        for panel in dashboard.dashboard()["panels"]
+        for target in panel["targets"]
+    ]
+
+
+def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_path):
+    binary = prometheus_binary()
+    name = "watched"
+    # Detached, as `submit --local` runs it: `delete` ends it whenever the test is done.
+    backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=False, python=backend.config.python))
+    # A mirrored chief and an evaluator, training long enough for the stall to be staged in it.
+    args = ["--steps", "100000", "--checkpoint-every", "200", "--data", "digits"]
+    backend.submit(make_spec(name, "mirrored", args, env={"TFK8S_PROGRESS_SECONDS": "1"}))
+    addresses = wait_until(lambda: run_files(backend, name).read_metrics(), 60, "metrics.json")
+    targets = tmp_path / "targets.json"
+    targets.write_text(json.dumps([{"targets": [a.split("/")[2] for a in addresses.values()]}]))
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(alerts.rules_yaml(alerts.Thresholds(stalled_seconds=STALLED_SECONDS, hold="0s")))
+    prometheus = Prometheus(binary, tmp_path, targets, rules)
+    try:
+        wait_until(lambda: prometheus.query('tfk8s_evaluation{metric="accuracy"}'), TIMEOUT, "a first evaluation")
+        # Rates and changes need a second sample: up to a minute for every panel to answer.
+        deadline = time.monotonic() + 60
+        while (silent := [title for title, expr in panel_queries() if not prometheus.query(expr)]) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(1)
+        assert not silent, f"panels with no data: {silent}"
+        assert prometheus.query('ALERTS{alertname="TFK8sTrainingStalled"}') == []
+
+        # The rule file itself loaded, every alert in it (Prometheus's own view of it).
+        loaded = json.load(urllib.request.urlopen(f"http://127.0.0.1:{prometheus.port}/api/v1/rules", timeout=10))
+        names = {r["name"] for g in loaded["data"]["groups"] for r in g["rules"]}
+        assert names == {r["alert"] for r in alerts.rules()["groups"][0]["rules"]}
+        assert all(r["health"] == "ok" for g in loaded["data"]["groups"] for r in g["rules"]), loaded
+
+        chief = run_files(backend, name).read_pid("chief", 0)
+        os.kill(chief, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            fired = wait_until(lambda: prometheus.firing("TFK8sTrainingStalled", name), 60, "the stalled alert")
+            fired_after = time.monotonic() - stopped
+        finally:
+            os.kill(chief, signal.SIGCONT)
+        step = float(prometheus.query(f'max_over_time(tfk8s_global_step{{training="{name}"}}[10m])')[0]["value"][1])
+        wait_until(lambda: not prometheus.firing("TFK8sTrainingStalled", name), 60, "the alert resolved after SIGCONT")
+    finally:
+        backend.delete(name)
+        assert_no_task_processes(workdir)
+    try:
+        # Ended: its last values are still there to read, through the window the dashboard uses.
+        last = prometheus.query(f'max_over_time(tfk8s_global_step{{training="{name}"}}[10m])')
+        assert last and float(last[0]["value"][1]) >= step
+    finally:
+        prometheus.stop()
+    measure(
+        f"real Prometheus ({binary.rsplit('/', 2)[-2]}) scraping a local mirrored training every {SCRAPE}: "
+        f"{len(panel_queries())} panel queries all answered; TFK8sTrainingStalled (threshold "
+        f"{STALLED_SECONDS} s) fired {fired_after:.1f} s after SIGSTOP of the chief at step {step:.0f}, "
+        f"with labels {fired[0]['metric'].get('training_namespace')}/{fired[0]['metric'].get('training')}"
+    )
