@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from launcher.cluster_spec import reference
 from launcher.cluster_spec.loader import load_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,6 +94,16 @@ def test_the_marker_rule_can_fail(tmp_path, monkeypatch):
     assert "page.md:1: a sh block with no" in str(failed.value)
     assert "page.md:5: tests/test_docs.py::no_such_test: no such test" in str(failed.value)
     assert "page.md:9" not in str(failed.value)
+
+
+def test_the_spec_reference_is_the_models_descriptions():
+    """docs/spec.md's key table is generated from the model (scripts/gen_spec_reference.py),
+    and every key has its meaning written down."""
+    doc = (REPO / "docs" / "spec.md").read_text()
+    assert reference.BEGIN in doc and reference.END in doc
+    assert reference.replace_in(doc) == doc, "stale: python scripts/gen_spec_reference.py --write"
+    undescribed = [key for key, _, meaning in reference.rows() if not meaning]
+    assert undescribed == [], f"give these fields a description: {undescribed}"
 
 
 def test_every_whole_spec_in_the_docs_loads():

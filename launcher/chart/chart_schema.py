@@ -299,7 +299,8 @@ def generate_schema() -> dict:
         "title": "tfk8s cluster spec (Helm values)",
         "description": f"Generated from launcher.cluster_spec.spec.ClusterSpec and worker/contract.py by "
         f"`{COMMAND}`; do not edit by hand.",
-        **schema,
+        # not the model's own description: its docstring is for developers
+        **{key: value for key, value in schema.items() if key != "description"},
     }
 
 

@@ -69,11 +69,16 @@ class Toleration(SpecModel):
 
 
 class RoleSpec(SpecModel):
-    replicas: int = Field(default=0, ge=0, le=10000)
-    resources: Resources = Field(default_factory=Resources)
-    env: dict[str, str] = Field(default_factory=dict)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    replicas: int = Field(default=0, ge=0, le=10000, description="how many tasks of this role (rules below)")
+    resources: Resources = Field(
+        default_factory=Resources,
+        description="`requests`/`limits` of cpu, memory, ephemeral-storage, `nvidia.com/gpu` (GPUs under limits)",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="this role's environment, over the spec's `env`")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="this role's pods' nodeSelector")
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Kubernetes tolerations of this role's pods"
+    )
 
     @field_validator("env")
     @classmethod

@@ -33,8 +33,11 @@ _MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)
 class Program(SpecModel):
     """The built-in worker's training program: a module with builders (see worker/program.py)."""
 
-    module: str = contract.BUILTIN_PROGRAM
-    args: list[str] = Field(default_factory=list)
+    module: str = Field(
+        contract.BUILTIN_PROGRAM,
+        description="the built-in worker's training program: a module with builders (docs/worker.md)",
+    )
+    args: list[str] = Field(default_factory=list, description="its arguments (`python -m worker --help`)")
 
     @field_validator("module")
     @classmethod
@@ -45,19 +48,19 @@ class Program(SpecModel):
 
 
 class PVCSource(SpecModel):
-    claim_name: str
+    claim_name: str = Field(description="a PersistentVolumeClaim in the cluster's namespace")
 
 
 class HostPathSource(SpecModel):
-    path: str
+    path: str = Field(description="a directory on each node (one per node: not shared between nodes)")
 
 
 class Volume(SpecModel):
     """Where the checkpoint directory lives: exactly one source."""
 
-    persistent_volume_claim: PVCSource | None = None
-    host_path: HostPathSource | None = None
-    mount_path: str = DEFAULT_MOUNT_PATH
+    persistent_volume_claim: PVCSource | None = Field(None, description="the volume is this claim")
+    host_path: HostPathSource | None = Field(None, description="the volume is a node's directory")
+    mount_path: str = Field(DEFAULT_MOUNT_PATH, description="where every pod mounts the volume")
 
     @model_validator(mode="after")
     def _one_source(self) -> "Volume":
@@ -73,8 +76,18 @@ DIR_NOT_UNDER_MOUNT = "dir '{dir}' is not under the volume's mountPath '{mount_p
 class Checkpoint(SpecModel):
     # None: <mountPath>/<namespace>/<name> (ClusterSpec.model_dir), one dir per cluster, so
     # clusters sharing a volume never share a model dir by default.
-    dir: str | None = None
-    volume: Volume | None = None
+    dir: str | None = Field(
+        None,
+        description="the model dir: a path on `checkpoint.volume`, or a `gs://` URL. Unset: "
+        "`<mountPath>/<namespace>/<name>`, so clusters sharing a volume never share a model dir; one "
+        "cluster's model dir is refused to any other (docs/worker.md#model-dir-ownership)",
+    )
+    volume: Volume | None = Field(
+        None,
+        description="set exactly one of `persistentVolumeClaim` and `hostPath`. Without a volume (and no "
+        "`gs://` dir) the model dir is an emptyDir, deleted with its pod: every replaced pod trains from "
+        "step 0 (`render` and `submit` warn); use a PVC or `gs://` for real work",
+    )
 
     @property
     def is_remote(self) -> bool:
@@ -99,61 +112,96 @@ class Checkpoint(SpecModel):
 
 
 class SecurityContext(SpecModel):
-    run_as_user: int = Field(default=1000, ge=1)
-    run_as_group: int = Field(default=1000, ge=1)
-    fs_group: int = Field(default=1000, ge=1)
+    run_as_user: int = Field(default=1000, ge=1, description="every pod's uid (never root: Pod Security `restricted`)")
+    run_as_group: int = Field(default=1000, ge=1, description="every pod's gid")
+    fs_group: int = Field(default=1000, ge=1, description="the group that owns the mounted volumes")
 
 
 class ClusterSpec(SpecModel):
-    name: str
-    namespace: str = "default"
-    image: str = DEFAULT_IMAGE
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    strategy: Strategy
-    # jobs: one Indexed Job per role (nothing to install). jobset: one JobSet (needs JobSet in the
-    # cluster), which Kueue admits as one unit: required for `queue`.
-    workload: Workload = Workload.JOBS
-    queue: str | None = None  # a Kueue LocalQueue in the cluster's namespace
-    priority_class_name: str | None = None  # every pod's PriorityClass (Kueue reads it too)
-    # Built-in worker program, or bring-your-own: command (+ args) run in `image` instead.
-    program: Program | None = None
-    command: list[str] | None = None
-    args: list[str] | None = None
-    # Your own code, shipped to every pod without an image build (launcher/code_shipping/code_bundle.py).
-    code: CodeSpec | None = None
+    """cluster.yaml. Each field's description is its entry in docs/spec.md (generated:
+    scripts/gen_spec_reference.py) and in the chart's values.schema.json."""
+
+    name: str = Field(
+        description="DNS-1035 label; every generated name (`<name>-<role>-<index>`) must fit 63 characters"
+    )
+    namespace: str = Field("default", description="where every object is created")
+    image: str = Field(DEFAULT_IMAGE, description="one image for every role")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        "IfNotPresent", description="every container's"
+    )
+    strategy: Strategy = Field(description="`parameter_server`, `multi_worker_mirrored` or `mirrored`")
+    workload: Workload = Field(
+        Workload.JOBS,
+        description="`jobs`: one Indexed Job per role, nothing to install. `jobset`: one JobSet (JobSet must "
+        "be installed), which Kueue admits as one unit (docs/shared-clusters.md)",
+    )
+    queue: str | None = Field(
+        None, description="a Kueue LocalQueue that admits the whole cluster at once (needs `workload: jobset`)"
+    )
+    priority_class_name: str | None = Field(
+        None, description="every pod's PriorityClass (Kueue orders and preempts by it)"
+    )
+    program: Program | None = Field(None, description="the built-in worker (the default when `command` is unset)")
+    command: list[str] | None = Field(None, description="bring your own script instead of `program`, run in `image`")
+    args: list[str] | None = Field(None, description="the arguments of `command`")
+    code: CodeSpec | None = Field(
+        None,
+        description="a local dir (relative to the spec file) shipped to every pod without an image build, "
+        "first on `PYTHONPATH` (docs/code.md); a string is its `path`",
+    )
     _code_bundle: Bundle | None = PrivateAttr(default=None)  # the packed code (the loader's)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, description="environment for every role")
     roles: Roles = Field(default_factory=Roles)
-    port: int = Field(default=2222, ge=1024, le=65535)
-    # TF's gRPC servers accept any caller, unauthenticated and in plaintext: NetworkPolicies
-    # admit ingress to the training pods (chief, workers, ps) only from each other, on `port`,
-    # and none to the evaluator. Needs a CNI that enforces NetworkPolicy; false: no policies.
-    network_policy: bool = Field(default=True, strict=True)
+    port: int = Field(default=2222, ge=1024, le=65535, description="the gRPC port of every task")
+    network_policy: bool = Field(
+        default=True,
+        strict=True,
+        description="NetworkPolicies that admit ingress to the gRPC port only from the cluster's own training "
+        "pods, and none to the evaluator: TF's gRPC servers accept any caller, unauthenticated and in "
+        "plaintext (docs/security.md). Needs a CNI that enforces them; `false`: none",
+    )
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    # Never: a failed task's pod is replaced (same hostname, Indexed Job), counted against
-    # backoffLimit, and the Jobs get a podFailurePolicy that does not count preemptions.
-    # OnFailure: restarts in place; Kubernetes allows no podFailurePolicy with it.
-    restart_policy: Literal["OnFailure", "Never"] = "Never"
-    backoff_limit: int = Field(default=6, ge=0, le=1000)
-    active_deadline_seconds: int | None = Field(default=None, ge=1)
-    ttl_seconds_after_finished: int | None = Field(default=3600, ge=0)
-    # Seconds between SIGTERM and SIGKILL for every pod: longer than a checkpoint save (the
-    # built-in worker saves on SIGTERM and exits as soon as the save is done).
-    termination_grace_period_seconds: int = Field(default=120, ge=1)
-    # Seconds the evaluator may run after training succeeded before it is stopped (the
-    # built-in one exits by itself once it has evaluated the final checkpoint). When training
-    # fails the evaluator is stopped at once.
-    evaluator_grace_seconds: int = Field(default=600, ge=0)
-    # Seconds every pod stays bound to a node that stopped reporting (tolerationSeconds of the
-    # not-ready/unreachable NoExecute taints) before Kubernetes evicts it. Unset: the cluster's
-    # default (300). Shorter: a lost node's tasks are marked for deletion sooner; a node back
-    # within it (a kubelet restart, a brief partition) keeps its tasks. docs/lifecycle.md, "Lost nodes".
-    node_loss_toleration_seconds: int | None = Field(default=None, ge=0, le=86400)
-    # Seconds the built-in chief waits for every peer's DNS name and port before failing.
-    peer_timeout_seconds: int = Field(default=300, ge=1)
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    service_account_name: str | None = Field(default=None, min_length=1)
+    restart_policy: Literal["OnFailure", "Never"] = Field(
+        "Never",
+        description="`Never`: a failed pod is replaced, counted against `backoffLimit`, except preemptions and "
+        "a built-in task's loss of a peer after it saved (docs/lifecycle.md). `OnFailure`: restarts in place, "
+        "and preemptions count too (Kubernetes allows no `podFailurePolicy` with it)",
+    )
+    backoff_limit: int = Field(
+        default=6, ge=0, le=1000, description="per Job (MWMS workers under `Never`: per worker, `backoffLimitPerIndex`)"
+    )
+    active_deadline_seconds: int | None = Field(default=None, ge=1, description="per Job")
+    ttl_seconds_after_finished: int | None = Field(default=3600, ge=0, description="per Job")
+    termination_grace_period_seconds: int = Field(
+        default=120,
+        ge=1,
+        description="every pod: seconds between SIGTERM and SIGKILL. Longer than a checkpoint save: on SIGTERM "
+        "the built-in worker saves the current step and exits as soon as the save is done",
+    )
+    evaluator_grace_seconds: int = Field(
+        default=600,
+        ge=0,
+        description="how long the evaluator may run after training succeeded (the built-in one exits by itself "
+        "after the final checkpoint); after a failure it is stopped at once",
+    )
+    node_loss_toleration_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=86400,
+        description="every pod's `tolerationSeconds` for the `not-ready`/`unreachable` NoExecute taints of a node "
+        "that stopped reporting; unset: the cluster's 300; a role's own toleration wins "
+        "(docs/lifecycle.md#lost-nodes)",
+    )
+    peer_timeout_seconds: int = Field(
+        default=300, ge=1, description="how long the built-in chief waits for every peer's DNS name and port"
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="added to every object")
+    annotations: dict[str, str] = Field(default_factory=dict, description="added to every object")
+    service_account_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="every pod's service account (its token only in a supervised pod's job-watch container)",
+    )
     security_context: SecurityContext = Field(default_factory=SecurityContext)
 
     @field_validator("env")

@@ -60,8 +60,8 @@ class CodeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
 
-    path: str = Field(min_length=1)
-    exclude: list[str] = Field(default_factory=list)
+    path: str = Field(min_length=1, description="the code dir, relative to the spec file")
+    exclude: list[str] = Field(default_factory=list, description=".gitignore-style patterns left out of the archive")
 
     @model_validator(mode="before")
     @classmethod
