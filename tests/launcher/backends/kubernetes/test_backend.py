@@ -288,7 +288,7 @@ def test_delete_stops_at_pods_on_lost_nodes_at_once_with_the_commands_to_finish(
     from launcher.backends.kubernetes.cleanup import PodsOnLostNodes
 
     api = PodsStayTerminating()
-    tfk8s, _ = submitted(api, delete_timeout=600)
+    tfk8s, _ = submitted(api, delete_timeout=20)  # without the check: a timeout after 20 s, not 600
     pod = on_lost_node(api, "chief")
     pod["metadata"]["ownerReferences"] = []  # the Job's deletion does not take it along
     started = time.monotonic()
