@@ -56,16 +56,14 @@ def spec_for(name: str, strategy: str, roles: dict[str, int], program_args: list
     )
 
 
-class MemorySampler:
-    """Largest RSS per role while a cluster runs, from the backend's pid files."""
+class Every:
+    """Calls tick() every `seconds` in a thread while the `with` block runs."""
 
-    def __init__(self, backend: LocalBackend, spec: ClusterSpec):
-        self.backend, self.spec = backend, spec
-        self.peak_mb: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    seconds = SAMPLE_SECONDS
 
     def __enter__(self):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
 
@@ -75,17 +73,31 @@ class MemorySampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for role in self.spec.active_roles():
-                for index in range(self.spec.replicas(role)):
-                    pid = run_files(self.backend, self.spec.name).read_pid(role, index)
-                    if pid is None:
-                        continue
-                    try:
-                        rss = psutil.Process(pid).memory_info().rss / 2**20
-                    except psutil.Error:
-                        continue
-                    self.peak_mb[role] = max(self.peak_mb.get(role, 0.0), rss)
-            self._stop.wait(SAMPLE_SECONDS)
+            self.tick()
+            self._stop.wait(self.seconds)
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+
+class MemorySampler(Every):
+    """Largest RSS per role while a cluster runs, from the backend's pid files."""
+
+    def __init__(self, backend: LocalBackend, spec: ClusterSpec):
+        self.backend, self.spec = backend, spec
+        self.peak_mb: dict[str, float] = {}
+
+    def tick(self) -> None:
+        for role in self.spec.active_roles():
+            for index in range(self.spec.replicas(role)):
+                pid = run_files(self.backend, self.spec.name).read_pid(role, index)
+                if pid is None:
+                    continue
+                try:
+                    rss = psutil.Process(pid).memory_info().rss / 2**20
+                except psutil.Error:
+                    continue
+                self.peak_mb[role] = max(self.peak_mb.get(role, 0.0), rss)
 
 
 def run_files(backend: LocalBackend, name: str) -> RunFiles:

@@ -16,42 +16,32 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from local import LocalBackend, LocalProcessBackendConfig, run_files, run_once, spec_for  # noqa: E402
+from local import Every, LocalBackend, LocalProcessBackendConfig, run_files, run_once, spec_for  # noqa: E402
 
 SCRAPE_SECONDS = 1.0
 
 
-class Scraper:
+class Scraper(Every):
     """Reads every task's endpoint once a second while a run lasts, as Prometheus would."""
+
+    seconds = SCRAPE_SECONDS
 
     def __init__(self, backend: LocalBackend, name: str):
         self.backend, self.name = backend, name
         self.scrapes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(SCRAPE_SECONDS):
-            for address in (run_files(self.backend, self.name).read_metrics() or {}).values():
-                try:
-                    urllib.request.urlopen(address, timeout=2).read()
-                    self.scrapes += 1
-                except OSError:
-                    pass  # not serving yet, or ended
+    def tick(self) -> None:
+        for address in (run_files(self.backend, self.name).read_metrics() or {}).values():
+            try:
+                urllib.request.urlopen(address, timeout=2).read()
+                self.scrapes += 1
+            except OSError:
+                pass  # not serving yet, or ended
 
 
 def main(argv: list[str] | None = None) -> int:
