@@ -51,6 +51,14 @@ def kill_task(backend: LocalBackend, name: str, role: str, index: int, sig: int 
     return pid
 
 
+def worker_args(steps: int, every: int, loop: str = "custom", batch: int = 64, data: str = "digits") -> list[str]:
+    """The built-in worker's program arguments most process tests train with."""
+    return [
+        *("--loop", loop, "--steps", str(steps), "--checkpoint-every", str(every)),
+        *("--global-batch-size", str(batch), "--data", data),
+    ]
+
+
 def free_port() -> int:
     """A localhost port nothing listens on now (for a task started by hand)."""
     import socket

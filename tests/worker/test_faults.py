@@ -17,38 +17,17 @@ from local_clusters import (
     metrics,
     run_files,
     wait_until,
+    worker_args,
 )
 
 pytestmark = pytest.mark.process
 
 STEPS = 300
 EVERY = 50
-ARGS = [
-    "--loop",
-    "custom",
-    "--steps",
-    str(STEPS),
-    "--checkpoint-every",
-    str(EVERY),
-    "--global-batch-size",
-    "64",
-    "--data",
-    "digits",
-]
+ARGS = worker_args(STEPS, EVERY)
 # The killed worker must be back before training ends, and the chief's blocks must be short
 # enough to show progress while it is down, even on a loaded machine (restart measured 5-15 s).
-LONG_ARGS = [
-    "--loop",
-    "custom",
-    "--steps",
-    "500",
-    "--checkpoint-every",
-    "25",
-    "--global-batch-size",
-    "64",
-    "--data",
-    "digits",
-]
+LONG_ARGS = worker_args(500, 25)
 TIMEOUT = 420
 
 

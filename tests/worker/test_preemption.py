@@ -24,6 +24,7 @@ from local_clusters import (
     measure,
     run_files,
     wait_until,
+    worker_args,
 )
 
 from worker.errors import EXIT_PREEMPTED
@@ -36,18 +37,7 @@ TIMEOUT = 420
 
 
 def args(loop: str) -> list[str]:
-    return [
-        "--loop",
-        loop,
-        "--steps",
-        str(STEPS),
-        "--checkpoint-every",
-        str(EVERY),
-        "--global-batch-size",
-        "64",
-        "--data",
-        "digits",
-    ]
+    return worker_args(STEPS, EVERY, loop)
 
 
 def progress_step(backend, name, role, index) -> int:

@@ -8,7 +8,7 @@ lease the way a new writer does (Lease.take in this process) while the old chief
 from __future__ import annotations
 
 import pytest
-from local_clusters import Submission, attempts, events, make_spec, measure, run_files, wait_until
+from local_clusters import Submission, attempts, events, make_spec, measure, run_files, wait_until, worker_args
 
 from worker.context import TaskContext
 from worker.contract import Role, Strategy
@@ -42,24 +42,7 @@ def _step(backend, name) -> int:
 def test_a_replaced_writer_stops_at_its_next_save(backend, case):
     strategy, loop = CASES[case]
     name = f"lease-{case}"
-    spec = make_spec(
-        name,
-        strategy,
-        [
-            "--loop",
-            loop,
-            "--steps",
-            str(STEPS),
-            "--checkpoint-every",
-            str(EVERY),
-            "--global-batch-size",
-            "64",
-            "--data",
-            "digits",
-        ],
-        evaluator=False,
-        backoffLimit=0,
-    )
+    spec = make_spec(name, strategy, worker_args(STEPS, EVERY, loop), evaluator=False, backoffLimit=0)
     run = Submission(backend, spec)
     wait_until(lambda: run.still_running() and _step(backend, name) >= EVERY, TIMEOUT, f"{name} at step {EVERY}")
     model_dir = run_files(backend, name).dir / "model"
@@ -96,7 +79,7 @@ def test_a_writer_replaced_during_its_last_save_exports_nothing(backend, probe_p
     takeover_at_last_save.py): the saves' checks all passed, so only the check before the final
     SavedModel keeps the old writer from exporting and marking FINAL.json over its replacement."""
     steps, every = 60, 30
-    program_args = ["--loop", "custom", "--steps", str(steps), "--checkpoint-every", str(every), "--data", "digits"]
+    program_args = worker_args(steps, every)
     spec = make_spec(
         "lease-final",
         "mirrored",
