@@ -33,6 +33,23 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+def assert_pod_security_restricted(pod_spec: dict) -> None:
+    """What Pod Security `restricted` checks of a pod: non-root, RuntimeDefault seccomp, no
+    privilege escalation, every capability dropped, and only its allowed volume types."""
+    allowed_volumes = {
+        *("configMap", "emptyDir", "persistentVolumeClaim", "secret"),
+        *("projected", "downwardAPI", "csi", "ephemeral"),
+    }
+    assert pod_spec["securityContext"]["runAsNonRoot"] is True
+    assert pod_spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod_spec["containers"] + pod_spec.get("initContainers", []):
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False, container["name"]
+        assert sc["capabilities"]["drop"] == ["ALL"], container["name"]
+    for volume in pod_spec.get("volumes", []):
+        assert set(volume) - {"name"} <= allowed_volumes, volume
+
+
 def skip_unless_ci(why: str) -> None:
     """Skip for a precondition a developer's cluster may lack (a reused cluster, another image);
     in CI, whose cluster is fresh and built here, the same precondition missing is a failure,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import assert_pod_security_restricted
 
 from launcher.cluster_spec.loader import load_file, load_text
 from launcher.render import render
@@ -35,25 +36,7 @@ def _pods(objects):
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_pods_pass_pod_security_restricted(example):
     for pod in _pods(render.render(load_file(example))):
-        assert pod["securityContext"]["runAsNonRoot"] is True
-        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        for c in pod["containers"]:
-            sc = c["securityContext"]
-            assert sc["allowPrivilegeEscalation"] is False
-            assert sc["capabilities"]["drop"] == ["ALL"]
-        # restricted allows only these volume types
-        allowed = {
-            "configMap",
-            "emptyDir",
-            "persistentVolumeClaim",
-            "secret",
-            "projected",
-            "downwardAPI",
-            "csi",
-            "ephemeral",
-        }
-        for v in pod["volumes"]:
-            assert set(v) - {"name"} <= allowed, v
+        assert_pod_security_restricted(pod)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
