@@ -59,12 +59,7 @@ def _custom_loop(task: TaskContext, options: Options, program: Program, strategy
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     model, optimizer = training.build_model_and_optimizer(program, strategy)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    manager = tf.train.CheckpointManager(
-        checkpoint,
-        layout.checkpoint_dir(task.model_dir),
-        max_to_keep=options.max_checkpoints,
-        checkpoint_name=layout.CHECKPOINT_PREFIX,
-    )
+    manager = training.checkpoint_manager(checkpoint, layout.checkpoint_dir(task.model_dir), options)
     reached = {"step": 0}  # the last step read from the ps: it cannot be read once it is lost
     try:  # the restore already reads the ps: a ps lost here is exit 4 like any other
         checkpoint_match.check(checkpoint, manager.latest_checkpoint, task.model_dir)

@@ -36,22 +36,8 @@ def custom_loop(task: TaskContext, options: Options, program: Program, strategy,
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     # Every worker restores the writer's latest checkpoint (shared storage, required for more
     # than one MWMS worker); non-writers' own saves are temporary.
-    shared = tf.train.CheckpointManager(
-        checkpoint,
-        layout.checkpoint_dir(task.model_dir),
-        max_to_keep=options.max_checkpoints,
-        checkpoint_name=layout.CHECKPOINT_PREFIX,
-    )
-    manager = (
-        shared
-        if task.is_writer
-        else tf.train.CheckpointManager(
-            checkpoint,
-            write_dir,
-            max_to_keep=options.max_checkpoints,
-            checkpoint_name=layout.CHECKPOINT_PREFIX,
-        )
-    )
+    shared = training.checkpoint_manager(checkpoint, layout.checkpoint_dir(task.model_dir), options)
+    manager = shared if task.is_writer else training.checkpoint_manager(checkpoint, write_dir, options)
     saved = {"path": None, "step": None}  # the last save, for the preemption exit's report
 
     def save_current_step() -> None:

@@ -180,6 +180,13 @@ class BlockProgress:
         )
 
 
+def checkpoint_manager(checkpoint, directory: str, options: Options) -> tf.train.CheckpointManager:
+    """The manager of our checkpoints in `directory`: the layout's name, --max-checkpoints kept."""
+    return tf.train.CheckpointManager(
+        checkpoint, directory, max_to_keep=options.max_checkpoints, checkpoint_name=layout.CHECKPOINT_PREFIX
+    )
+
+
 def next_checkpoint_step(step: int, every: int) -> int:
     return (step // every + 1) * every
 
