@@ -9,6 +9,7 @@ TFK8S_PROMETHEUS)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from local_clusters import (
 )
 from support import CACHE, skip_unless_ci
 
+from launcher.errors import ClusterNotFound
 from launcher.monitoring import alerts, dashboard
 
 pytestmark = pytest.mark.process
@@ -75,7 +77,11 @@ class Prometheus:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        wait_until(lambda: self._ready(), 60, f"Prometheus ready (log: {self.log.name})", interval=0.5)
+        try:
+            wait_until(lambda: self._ready(), 60, f"Prometheus ready (log: {self.log.name})", interval=0.5)
+        except BaseException:
+            self.stop()
+            raise
 
     def _ready(self) -> bool:
         try:
@@ -93,8 +99,12 @@ class Prometheus:
         return self.query(f'ALERTS{{alertname="{alert}", alertstate="firing", training="{training}"}}')
 
     def stop(self) -> None:
+        """Always called (a Prometheus left behind scrapes and evaluates every second)."""
         self.process.terminate()
-        self.process.wait(30)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
         self.log.close()
 
 
@@ -112,16 +122,19 @@ def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_p
     name = "watched"
     # Detached, as `submit --local` runs it: `delete` ends it whenever the test is done.
     backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=False, python=backend.config.python))
-    # A mirrored chief and an evaluator, training long enough for the stall to be staged in it.
-    args = ["--steps", "100000", "--checkpoint-every", "200", "--data", "digits"]
-    backend.submit(make_spec(name, "mirrored", args, env={"TFK8S_PROGRESS_SECONDS": "1"}))
-    addresses = wait_until(lambda: run_files(backend, name).read_metrics(), 60, "metrics.json")
-    targets = tmp_path / "targets.json"
-    targets.write_text(json.dumps([{"targets": [a.split("/")[2] for a in addresses.values()]}]))
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(alerts.rules_yaml(alerts.Thresholds(stalled_seconds=STALLED_SECONDS, hold="0s")))
-    prometheus = Prometheus(binary, tmp_path, targets, rules)
-    try:
+    with contextlib.ExitStack() as cleanup:
+        # A mirrored chief and an evaluator, training long enough for the stall to be staged in it.
+        args = ["--steps", "100000", "--checkpoint-every", "200", "--data", "digits"]
+        backend.submit(make_spec(name, "mirrored", args, env={"TFK8S_PROGRESS_SECONDS": "1"}))
+        cleanup.callback(delete_if_there, backend, name)
+        addresses = wait_until(lambda: run_files(backend, name).read_metrics(), 60, "metrics.json")
+        targets = tmp_path / "targets.json"
+        targets.write_text(json.dumps([{"targets": [a.split("/")[2] for a in addresses.values()]}]))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(alerts.rules_yaml(alerts.Thresholds(stalled_seconds=STALLED_SECONDS, hold="0s")))
+        prometheus = Prometheus(binary, tmp_path, targets, rules)
+        cleanup.callback(prometheus.stop)
+
         wait_until(lambda: prometheus.query('tfk8s_evaluation{metric="accuracy"}'), TIMEOUT, "a first evaluation")
         # Rates and changes need a second sample: up to a minute for every panel to answer.
         deadline = time.monotonic() + 60
@@ -148,18 +161,23 @@ def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_p
             os.kill(chief, signal.SIGCONT)
         step = float(prometheus.query(f'max_over_time(tfk8s_global_step{{training="{name}"}}[10m])')[0]["value"][1])
         wait_until(lambda: not prometheus.firing("TFK8sTrainingStalled", name), 60, "the alert resolved after SIGCONT")
-    finally:
+
         backend.delete(name)
         assert_no_task_processes(workdir)
-    try:
         # Ended: its last values are still there to read, through the window the dashboard uses.
         last = prometheus.query(f'max_over_time(tfk8s_global_step{{training="{name}"}}[10m])')
         assert last and float(last[0]["value"][1]) >= step
-    finally:
-        prometheus.stop()
     measure(
         f"real Prometheus ({binary.rsplit('/', 2)[-2]}) scraping a local mirrored training every {SCRAPE}: "
         f"{len(panel_queries())} panel queries all answered; TFK8sTrainingStalled (threshold "
         f"{STALLED_SECONDS} s) fired {fired_after:.1f} s after SIGSTOP of the chief at step {step:.0f}, "
         f"with labels {fired[0]['metric'].get('training_namespace')}/{fired[0]['metric'].get('training')}"
     )
+
+
+def delete_if_there(backend: LocalBackend, name: str) -> None:
+    """The test's cleanup: the run deleted, unless the test already did."""
+    try:
+        backend.delete(name)
+    except ClusterNotFound:
+        pass
