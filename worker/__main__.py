@@ -114,7 +114,7 @@ def _serve_metrics(task: context.TaskContext, options: args.Options) -> None:
     wait, so the start-up phases are seen as they pass. A port it cannot bind costs the
     metrics, said in one line, never the training."""
     try:
-        address = metrics.start(task, options.global_batch_size)
+        address = metrics.start(task, progress.PROCESS_START, options.global_batch_size)
     except OSError as exc:
         print(
             f"tfk8s {task.name}: no Prometheus metrics: cannot serve on {contract.METRICS_PORT}="

@@ -129,8 +129,9 @@ class _ScrapeClock:
         return []  # nothing to describe; keeps auto_describe from calling collect() at register
 
 
-def start(task, global_batch_size: int | None = None, environ=None) -> str | None:
-    """Serve this task's metrics if TFK8S_METRICS_PORT is set; returns the address served."""
+def start(task, process_start: float, global_batch_size: int | None = None, environ=None) -> str | None:
+    """Serve this task's metrics if TFK8S_METRICS_PORT is set; returns the address served.
+    process_start: when the process started (progress.PROCESS_START)."""
     global _metrics
     env = os.environ if environ is None else environ
     port_text = env.get(contract.METRICS_PORT, "").strip()
@@ -147,9 +148,7 @@ def start(task, global_batch_size: int | None = None, environ=None) -> str | Non
     }
     metrics = _TaskMetrics(labels, global_batch_size)
     metrics.labelled(metrics.info, strategy=str(task.strategy), program=task.program_module).set(1)
-    from worker import progress
-
-    metrics.labelled(metrics.started).set(progress.PROCESS_START)
+    metrics.labelled(metrics.started).set(process_start)
     # Present from the start, so a query tells "not yet" (0) from "no such task" (no series).
     metrics.labelled(metrics.finished).set(0)
     metrics.labelled(metrics.preemption_saves)

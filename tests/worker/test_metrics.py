@@ -39,7 +39,10 @@ def served(monkeypatch):
     monkeypatch.setattr(metrics, "_metrics", None)
     port = free_port()
     address = metrics.start(
-        chief(), global_batch_size=64, environ={contract.METRICS_PORT: str(port), contract.METRICS_HOST: "127.0.0.1"}
+        chief(),
+        progress.PROCESS_START,
+        global_batch_size=64,
+        environ={contract.METRICS_PORT: str(port), contract.METRICS_HOST: "127.0.0.1"},
     )
     assert address == f"http://127.0.0.1:{port}/metrics"
     return address
@@ -117,8 +120,8 @@ def test_an_evaluation_reports_every_metric_it_measured(served):
 
 def test_no_port_no_server_and_nothing_to_wait_for(monkeypatch):
     monkeypatch.setattr(metrics, "_metrics", None)
-    assert metrics.start(chief(), environ={}) is None
-    assert metrics.start(chief(), environ={contract.METRICS_PORT: "0"}) is None
+    assert metrics.start(chief(), progress.PROCESS_START, environ={}) is None
+    assert metrics.start(chief(), progress.PROCESS_START, environ={contract.METRICS_PORT: "0"}) is None
     progress.report("step", step=1, target=2)  # observed by nobody, no error
     assert metrics.wait_for_last_scrape() == 0.0
 
