@@ -10,7 +10,7 @@ import os
 
 # Exit codes of `python -m worker` (documented in `python -m worker --help`); the numbers live
 # in the contract, which the launcher reads them from too.
-from worker import contract, progress
+from worker import contract
 from worker.contract import (  # noqa: F401  (re-exported: the worker raises by these names)
     EXIT_CONFIG,
     EXIT_DIVERGED_RESTORE,
@@ -57,19 +57,18 @@ class PeerLost(WorkerError):
     exit_code = EXIT_PEER_LOST
 
 
-def after_peer_loss(message: str, counted: WorkerError | None) -> WorkerError | None:
+def after_peer_loss(message: str, counted: WorkerError | None, saved_step: int | None) -> WorkerError | None:
     """What a task that lost a peer exits with: PeerLost (not counted against backoffLimit) when
-    this attempt saved a checkpoint beyond the step it restored, else `counted` (None: let the
-    original error go on).
+    this attempt saved a checkpoint beyond the step it restored (`saved_step`:
+    progress.saved_step()), else `counted` (None: let the original error go on).
 
     Only saved progress earns an uncounted restart, so restarts that save nothing (a peer that
     is never back, a network that fails every time) still end at backoffLimit.
     """
-    step = progress.saved_step()
-    if step is None:
+    if saved_step is None:
         return counted
     return PeerLost(
-        f"{message}; this attempt had saved step {step}, so this restart is not "
+        f"{message}; this attempt had saved step {saved_step}, so this restart is not "
         f"counted against backoffLimit (exit {EXIT_PEER_LOST})"
     )
 

@@ -186,7 +186,7 @@ def _lost_parameter_server(exc: Exception, task: TaskContext, where: str, resume
             "variables, so training cannot go on. Restart the chief once the ps is back "
             f"(restartPolicy OnFailure does this, or resubmit the cluster) to {resume}"
         )
-    return errors.after_peer_loss(str(lost), lost)
+    return errors.after_peer_loss(str(lost), lost, progress.saved_step())
 
 
 def _tasks(named: list[tuple[str, int]], task: TaskContext) -> str:

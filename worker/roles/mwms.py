@@ -52,6 +52,7 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
             f"{errors.first_informative_line(str(exc))}): a peer worker was lost; "
             "every worker restarts from worker 0's latest checkpoint",
             None,
+            progress.saved_step(),
         )
         if lost is None:
             raise  # nothing saved yet: a counted failure, with its traceback
