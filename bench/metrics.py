@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             pair = {}
             # alternate which goes first, so a drift in the machine's load hits both alike
             for config in ("scraped", "not scraped") if repeat % 2 == 0 else ("not scraped", "scraped"):
-                spec = spec_for(f"metrics-{repeat}", "parameter_server", roles, program_args)
+                # a name (and so a model dir) per run: a finished dir would not train again
+                spec = spec_for(f"metrics-{repeat}-{config.replace(' ', '-')}", "parameter_server", roles, program_args)
                 if config == "scraped":
                     with Scraper(backend, spec.name) as scraper:
                         result = run_once(backend, spec)
