@@ -17,7 +17,6 @@ it waits for one more scrape, bounded (wait_for_last_scrape), if anything has sc
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 from worker import contract
@@ -174,7 +173,7 @@ def wait_for_last_scrape(cap_seconds: float = LAST_SCRAPE_CAP_SECONDS) -> float:
     interval = metrics.scrapes[-1] - metrics.scrapes[0] if len(metrics.scrapes) == 2 else cap_seconds
     deadline = started + min(cap_seconds, 2 * interval if interval > 0 else cap_seconds)
     while time.monotonic() < deadline and metrics.scrapes[-1] == last:
-        threading.Event().wait(0.05)
+        time.sleep(0.05)
     if metrics.scrapes[-1] != last:
-        threading.Event().wait(RESPONSE_SECONDS)
+        time.sleep(RESPONSE_SECONDS)
     return time.monotonic() - started

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -21,6 +20,7 @@ import urllib.request
 
 import pytest
 import yaml
+from kind.conftest import _env_file_vars
 from local_clusters import (
     LocalBackend,
     LocalProcessBackendConfig,
@@ -31,7 +31,7 @@ from local_clusters import (
     run_files,
     wait_until,
 )
-from support import CACHE, skip_unless_ci
+from support import skip_unless_ci
 
 from launcher.errors import ClusterNotFound
 from launcher.monitoring import alerts, dashboard
@@ -44,11 +44,7 @@ TIMEOUT = 180
 
 
 def prometheus_binary() -> str:
-    found = os.environ.get("TFK8S_PROMETHEUS")
-    env_sh = CACHE / "env.sh"
-    if not found and env_sh.is_file():
-        match = re.search(r'^export TFK8S_PROMETHEUS="([^"]+)"', env_sh.read_text(), re.M)
-        found = match.group(1) if match else None
+    found = os.environ.get("TFK8S_PROMETHEUS") or _env_file_vars().get("TFK8S_PROMETHEUS")
     if not found or not os.access(found, os.X_OK):
         why = f"no Prometheus binary ({found or 'TFK8S_PROMETHEUS unset'})"
         skip_unless_ci(f"{why}: run tests/kind/toolchain.sh prometheus")
