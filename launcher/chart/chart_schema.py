@@ -4,7 +4,7 @@ The pydantic ClusterSpec's own JSON Schema plus what its validators check and JS
 say: patterns, known resources, one volume source, checkpoint dir rules, role counts per
 strategy (worker.contract.ROLE_COUNTS), args need command. Helm checks values against it before
 rendering anything. What it cannot say, templates/_validate.tpl checks with the messages of
-`messages()`. A developer-time module like chart_plan.py: nothing at run time imports it.
+`messages()`. A developer-time module: nothing at run time imports it.
 """
 
 from __future__ import annotations
@@ -39,6 +39,19 @@ CODE_NEEDS_ARCHIVE = (
     "codeArchive=code.b64), or use the values of `python -m launcher render "
     "--helm-values SPEC`"
 )
+
+
+# The chart's values that the spec does not have: pod extras for Helm users (templates/_job.tpl).
+CHART_ONLY = {
+    "affinity": ("object", "every pod's affinity (Kubernetes Affinity), e.g. nodeAffinity"),
+    "sidecars": (
+        "array",
+        "containers run beside the task in every pod (native sidecars: initContainers "
+        "with restartPolicy Always, which never keep a Job from completing; Kubernetes >= 1.29)",
+    ),
+    "extraVolumes": ("array", "volumes added to every pod"),
+    "extraVolumeMounts": ("array", "volumeMounts added to the task's container"),
+}
 
 
 def messages() -> dict[str, str]:
@@ -217,6 +230,12 @@ def generate_schema() -> dict:
         "description": "code: the archive of `python -m launcher code-archive DIR` (base64), e.g. "
         "--set-file codeArchive=code.b64; `render --helm-values` includes it",
     }
+    # Chart only: added to every pod as given, for what the spec does not cover (the launcher
+    # renders none of them; Kubernetes checks them when the objects are created).
+    for key, (kind, what) in CHART_ONLY.items():
+        props[key] = {"type": kind, "description": what}
+        if kind == "array":
+            props[key]["items"] = {"type": "object"}
     props["code"]["anyOf"].insert(0, {"type": "string"})  # code: ./src, the short form
     props["code"]["description"] = "the launcher's local code dir; the chart needs codeArchive instead"
     props["env"] = env

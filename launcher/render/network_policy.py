@@ -6,7 +6,7 @@ TRAINING_ROLES present in the cluster) admit ingress only from each other, on th
 the evaluator, outside the training cluster and listening on nothing, admits none. MWMS workers
 that get GPUs also admit every TCP port from each other, and from nothing else: NCCL listens on
 ephemeral ports (k8s_contract.nccl_roles). Egress stays open (DNS, the API server, gs://). The
-chart gets the same objects (launcher/chart/chart_plan.py); local runs (--local) have none.
+chart writes the same objects (charts/tfk8s/templates/networkpolicy.yaml); local runs have none.
 """
 
 from __future__ import annotations

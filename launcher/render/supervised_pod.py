@@ -10,8 +10,8 @@ would have mounted at the same path. The two containers share only an emptyDir, 
 (launcher/pod/supervise.py). Not shareProcessNamespace: with it the task's container could read the
 token through /proc/<the watcher's pid>/root, as the same user.
 
-render.py adds image, pull policy and env; the chart gets the rendered pods
-(launcher/chart/chart_plan.py).
+render.py adds image, pull policy and env; the chart's templates/_job.tpl writes the same
+(tests/charts keep them equal).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from support import REPO, example_specs, find_helm, in_ci
 
 from launcher import k8s_contract
-from launcher.chart import chart_plan, chart_schema, chart_values
+from launcher.chart import chart_schema, chart_values
 from launcher.cluster_spec import names
 from launcher.cluster_spec.loader import load_data, load_file
 from launcher.cluster_spec.spec import ClusterSpec
@@ -443,6 +443,52 @@ def test_random_specs_render_the_same(helm):
     check()
 
 
+@pytest.mark.helm
+@pytest.mark.parametrize("workload", ["jobs", "jobset"])
+def test_values_add_an_affinity_a_sidecar_and_a_volume_to_every_pod(helm, workload):
+    """A Helm user places pods and adds a sidecar through values, without forking the chart;
+    everything else stays the launcher's objects (with shipped code, the sidecar follows the
+    code's init container)."""
+    spec = load_file(SPECS_DIR / "code-ps-jobset.yaml").model_copy(update={"workload": k8s_contract.Workload(workload)})
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["train"]}]}]
+            }
+        }
+    }
+    sidecar = {
+        "name": "log-shipper",
+        "image": "fluent/fluent-bit:3.0",
+        "volumeMounts": [{"name": "logs", "mountPath": "/logs"}],
+    }
+    volume, mount = {"name": "logs", "emptyDir": {}}, {"name": "logs", "mountPath": "/logs"}
+    values = chart_values.helm_values(spec) | {
+        "affinity": affinity,
+        "sidecars": [sidecar],
+        "extraVolumes": [volume],
+        "extraVolumeMounts": [mount],
+    }
+    objects = helm.objects(spec.name, spec.namespace, values)
+    pods = {name: job["template"]["spec"] for name, job in render.job_specs(objects)}
+    assert len(pods) == 4
+    for name, pod in pods.items():
+        assert pod["affinity"] == affinity, name
+        # A native sidecar: it never keeps the Job from completing.
+        assert pod["initContainers"][-1] == {**sidecar, "restartPolicy": "Always"}, name
+        assert pod["volumes"][-1] == volume, name
+        assert pod["containers"][0]["volumeMounts"][-1] == mount, name
+    # Without the extras, the very same objects as the launcher's.
+    for pod in pods.values():
+        del pod["affinity"]
+        pod["initContainers"].pop()
+        if not pod["initContainers"]:
+            del pod["initContainers"]
+        pod["volumes"].pop()
+        pod["containers"][0]["volumeMounts"].pop()
+    assert_same_objects(render.render(spec), objects)
+
+
 # ------------------------------------------------------------------------------ lint
 @pytest.mark.helm
 @pytest.mark.parametrize("spec_file", SPECS, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -726,7 +772,6 @@ def test_generated_chart_files_are_current():
     assert generated == {
         CHART / "values.schema.json",
         CHART / "templates" / "_contract.tpl",
-        CHART / "templates" / "_plan.tpl",
         CHART / "values.yaml",
     }
     stale = [str(p.relative_to(REPO)) for p in gen_chart.stale_files()]
@@ -752,56 +797,13 @@ def _template_code(path: Path) -> str:
     return re.sub(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", "", path.read_text(), flags=re.DOTALL)
 
 
-def test_templates_take_the_contracts_constants_from_contract_tpl():
-    """The templates read the launcher's constants from the generated _contract.tpl: none is
-    written out again (prose in messages and NOTES may name roles and strategies)."""
-    constants = [
-        "TFK8S_",
-        '"chief" "worker"',
-        f'"{contract.GRPC_FAIL_FAST_VALUE}"',
-        contract.BUILTIN_PROGRAM,
-        k8s_contract.LABEL_NAME,
-        k8s_contract.LABEL_INSTANCE,
-        k8s_contract.LABEL_COMPONENT,
-        k8s_contract.LABEL_MANAGED_BY,
-        k8s_contract.LABEL_STRATEGY,
-        k8s_contract.INDEX_ANNOTATION,
-        k8s_contract.SUPERVISOR_DIR,
-        k8s_contract.DNS1035_PATTERN,
-        f'"{k8s_contract.CONTAINER}"',
-        f": {k8s_contract.CONTAINER}",
-        f"[{contract.EXIT_PREEMPTED}]",
-        f"[{contract.EXIT_CONFIG}]",
-        f" {k8s_contract.MAX_LABEL}",
-        chart_schema.GPU,
-        # Name formats and objects' layout come from _plan.tpl (launcher/chart/chart_plan.py).
-        "-supervisor",
-        '"%s-',
-        "%s-%s",
-        "-grpc",
-        "-collective",
-        "-no-ingress",
-        ".svc:",
-        "kind: Job",
-        "apiVersion:",
-        "podFailurePolicy",
-        "backoffLimitPerIndex",
-        '"HOME"',
-    ]
-    templates = [p for p in (CHART / "templates").iterdir() if p not in gen_chart.expected_files()]
-    assert templates
-    found = [(p.name, c) for p in templates for c in constants if c in _template_code(p)]
-    assert not found, f"constants written out in templates (use $c from tfk8s.contract): {found}"
-
-
 def test_templates_spell_out_no_message():
     """A refusal's text is the launcher's ($c.messages: launcher/chart_schema.messages, from the
     str.format strings its validators use) and the generated names' kinds come from
-    names.generated_names (_plan.tpl): no template writes a part of one, and no template action
-    holds prose of its own (a string literal of three words or more)."""
-    texts = list(chart_schema.messages().values()) + [
-        kind for formats in chart_plan.name_formats()["names"]["generated"].values() for _, kind, _ in formats
-    ]
+    names.generated_names ($c.generatedKinds): no template writes a part of one, and no template
+    action holds prose of its own (a string literal of three words or more)."""
+    kinds = [kind for _, kind, _ in names.generated_names("x", k8s_contract.Workload.JOBS, {contract.Role.CHIEF: 1})]
+    texts = list(chart_schema.messages().values()) + kinds
     pieces = {p.strip(" '\"") for t in texts for p in re.split(r"@\w+@", t)}
     pieces = {p for p in pieces if " " in p or "/" in p}  # not one word: "name", "Job"
     assert len(pieces) > 20 and "is set by the launcher for every pod; remove it" in pieces
@@ -818,12 +820,38 @@ def test_templates_spell_out_no_message():
     assert not prose, f"prose in template actions (a message: put it in $c.messages): {prose}"
 
 
-def test_hand_written_templates_are_layout_and_values_only():
-    """The objects come from _plan.tpl; what is written by hand stays small (issue 23: at
-    most a third of the 707 lines the chart had when it rebuilt the plan)."""
-    hand = [p for p in (CHART / "templates").iterdir() if p not in gen_chart.expected_files()]
-    lines = sum(len(p.read_text().splitlines()) for p in hand)
-    assert lines <= 707 // 3, f"{lines} hand-written template lines: generate rules instead"
+def test_templates_are_readable_helm():
+    """Ordinary Helm a user can read and patch (issue 37): no line over 120 characters, no JSON
+    document written into a template, one template per kind of object."""
+    templates = sorted((CHART / "templates").iterdir())
+    long_lines = [
+        (p.name, n) for p in templates for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 120
+    ]
+    assert not long_lines, f"template lines over 120 characters: {long_lines}"
+    blobs = [
+        (p.name, line[:60]) for p in templates for line in p.read_text().splitlines() if re.match(r'\s*[\[{]"', line)
+    ]
+    assert not blobs, f"JSON written into templates: {blobs}"
+    objects = {p.name for p in templates if p.suffix == ".yaml"}
+    assert objects == {
+        "configmap.yaml",
+        "code-configmap.yaml",
+        "service.yaml",
+        "rbac.yaml",
+        "networkpolicy.yaml",
+        "jobs.yaml",
+        "jobset.yaml",
+        "validate.yaml",
+    }
+
+
+def test_contract_holds_only_what_templates_read():
+    """Every key of the generated _contract.tpl is read by a template: the rules the chart
+    shares with the launcher, not a second copy of the launcher."""
+    contract_keys = set(gen_chart.generate_contract())
+    code = "".join(_template_code(p) for p in (CHART / "templates").iterdir() if p.name != "_contract.tpl")
+    unread = sorted(k for k in contract_keys if f"$c.{k}" not in code)
+    assert not unread, f"_contract.tpl keys no template reads (drop them from gen_chart): {unread}"
 
 
 def test_schema_role_counts_are_the_contracts():
@@ -859,6 +887,9 @@ def test_values_yaml_has_the_models_defaults():
     # Documented differences: empty means the release's name / namespace.
     defaults["name"] = ""
     defaults["namespace"] = ""
+    # Chart-only pod extras come last, empty: they add nothing unless set.
+    extras = {key: chart.pop(key) for key in chart_schema.CHART_ONLY}
+    assert extras == {"affinity": {}, "sidecars": [], "extraVolumes": [], "extraVolumeMounts": []}
     assert chart == defaults
     assert list(chart) == list(defaults), "keep values.yaml in the model's field order"
 

@@ -1,113 +1,310 @@
-{{/* The launcher's own objects per shape are in _plan.tpl (launcher/chart/chart_plan.py), with
-tokens where the values go. Here: the values, and the filling. */}}
-{{- define "tfk8s.name" -}}{{ default .Release.Name .Values.name }}{{- end }}
-{{- define "tfk8s.namespace" -}}{{ default .Release.Namespace .Values.namespace }}{{- end }}
-{{/* A Kubernetes quantity as text, like the launcher's str(): "500m", 2 -> "2". */}}
+{{/*
+Helpers the object templates share. Each computes one thing of the launcher's plan
+(launcher/plan/plan.py) from the values; tests/charts/test_helm_parity.py keeps every object
+equal to `python -m launcher render` of the same spec. Constants shared with the launcher come
+from _contract.tpl (generated from the contract): include "tfk8s.contract" . | fromYaml.
+*/}}
+
+{{/* The cluster's name and namespace: the release's when the values leave them empty. */}}
+{{- define "tfk8s.name" -}}
+{{- default .Release.Name .Values.name -}}
+{{- end }}
+
+{{- define "tfk8s.namespace" -}}
+{{- default .Release.Namespace .Values.namespace -}}
+{{- end }}
+
+{{- define "tfk8s.workload" -}}
+{{- default "jobs" .Values.workload -}}
+{{- end }}
+
+{{/* What every pod of the cluster carries; selectors match on these. */}}
+{{- define "tfk8s.selectorLabels" -}}
+app.kubernetes.io/name: tfk8s
+app.kubernetes.io/instance: {{ include "tfk8s.name" . | quote }}
+{{- end }}
+
+{{/* Every object's labels: the user's, then ours (ours win). */}}
+{{- define "tfk8s.labels" -}}
+{{- $ours := include "tfk8s.selectorLabels" . | fromYaml -}}
+{{- $_ := set $ours "app.kubernetes.io/managed-by" "tfk8s" -}}
+{{- $_ := set $ours "tfk8s.io/strategy" .Values.strategy -}}
+{{- toYaml (merge $ours (deepCopy (default dict .Values.labels))) -}}
+{{- end }}
+
+{{/* A role's pods and Job: the cluster's labels and the role (dict "root" $ "role" ROLE). */}}
+{{- define "tfk8s.roleLabels" -}}
+{{- $labels := include "tfk8s.labels" .root | fromYaml -}}
+{{- $_ := set $labels "app.kubernetes.io/component" .role -}}
+{{- toYaml $labels -}}
+{{- end }}
+
+{{- define "tfk8s.annotations" -}}
+{{- toYaml (default dict .Values.annotations) -}}
+{{- end }}
+
+{{/* The standard metadata of a cluster-wide object, given its name (dict "root" $ "name" N). */}}
+{{- define "tfk8s.metadata" -}}
+name: {{ .name | quote }}
+namespace: {{ include "tfk8s.namespace" .root | quote }}
+labels:
+  {{- include "tfk8s.labels" .root | nindent 2 }}
+annotations:
+  {{- include "tfk8s.annotations" .root | nindent 2 }}
+{{- end }}
+
+{{/* A role's replicas as a number (dict "root" $ "role" ROLE). */}}
+{{- define "tfk8s.replicas" -}}
+{{- int (dig .role "replicas" 0 (default dict .root.Values.roles)) -}}
+{{- end }}
+
+{{/* The roles with replicas, in the contract's order, as a JSON list. */}}
+{{- define "tfk8s.activeRoles" -}}
+{{- $c := include "tfk8s.contract" . | fromYaml -}}
+{{- $active := list -}}
+{{- range $role := $c.roles -}}
+{{- if gt (int (include "tfk8s.replicas" (dict "root" $ "role" $role))) 0 -}}
+{{- $active = append $active $role -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $active -}}
+{{- end }}
+
+{{/* A role's Job: <name>-<role>; a JobSet names its child Job <name>-<role>-0. */}}
+{{- define "tfk8s.jobName" -}}
+{{- $name := include "tfk8s.name" .root -}}
+{{- if eq (include "tfk8s.workload" .root) "jobset" -}}
+{{- printf "%s-%s-0" $name .role -}}
+{{- else -}}
+{{- printf "%s-%s" $name .role -}}
+{{- end -}}
+{{- end }}
+
+{{/* Whether the supervisor ends this role's tasks (k8s_contract.supervised_roles): "true" or "". */}}
+{{- define "tfk8s.supervised" -}}
+{{- $c := include "tfk8s.contract" .root | fromYaml -}}
+{{- $strategy := get $c.strategies .root.Values.strategy -}}
+{{- $roles := get $strategy.supervisedRoles (include "tfk8s.workload" .root) -}}
+{{- if or (has .role $roles) (eq .role "evaluator") -}}true{{- end -}}
+{{- end }}
+
+{{/* Whether any role with replicas is supervised: "true" or "". */}}
+{{- define "tfk8s.anySupervised" -}}
+{{- $root := . -}}
+{{- range $role := include "tfk8s.activeRoles" . | fromJsonArray -}}
+{{- if include "tfk8s.supervised" (dict "root" $root "role" $role) -}}true{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* The account supervised pods run as: the values' serviceAccountName, or <name>-supervisor. */}}
+{{- define "tfk8s.supervisorAccount" -}}
+{{- default (printf "%s-supervisor" (include "tfk8s.name" .)) .Values.serviceAccountName -}}
+{{- end }}
+
+{{/* The model dir: checkpoint.dir, or <volume mountPath>/<namespace>/<name>. */}}
+{{- define "tfk8s.modelDir" -}}
+{{- $checkpoint := default dict .Values.checkpoint -}}
+{{- if $checkpoint.dir -}}
+{{- $checkpoint.dir -}}
+{{- else -}}
+{{- $mountPath := dig "mountPath" "/ckpt" (default dict $checkpoint.volume) -}}
+{{- printf "%s/%s/%s" (regexReplaceAll "/+$" $mountPath "") (include "tfk8s.namespace" .) (include "tfk8s.name" .) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The model dir's volume and mount (launcher/plan/storage.py), as {"volumes": [...], "mounts": [...]}:
+a claim or a hostPath at the volume's mountPath, nothing for gs://, else an emptyDir at the dir.
+*/}}
+{{- define "tfk8s.checkpointStorage" -}}
+{{- $checkpoint := default dict .Values.checkpoint -}}
+{{- $volume := default dict $checkpoint.volume -}}
+{{- $modelDir := include "tfk8s.modelDir" . -}}
+{{- if $volume.persistentVolumeClaim -}}
+{{- $source := dict "claimName" $volume.persistentVolumeClaim.claimName -}}
+{{- toJson (dict
+    "volumes" (list (dict "name" "checkpoint" "persistentVolumeClaim" $source))
+    "mounts" (list (dict "name" "checkpoint" "mountPath" $volume.mountPath))) -}}
+{{- else if $volume.hostPath -}}
+{{- $source := dict "path" $volume.hostPath.path "type" "DirectoryOrCreate" -}}
+{{- toJson (dict
+    "volumes" (list (dict "name" "checkpoint" "hostPath" $source))
+    "mounts" (list (dict "name" "checkpoint" "mountPath" $volume.mountPath))) -}}
+{{- else if contains "://" $modelDir -}}
+{{- toJson (dict "volumes" list "mounts" list) -}}
+{{- else -}}
+{{- toJson (dict
+    "volumes" (list (dict "name" "checkpoint" "emptyDir" dict))
+    "mounts" (list (dict "name" "checkpoint" "mountPath" $modelDir))) -}}
+{{- end -}}
+{{- end }}
+
+{{/* The shipped code (codeArchive, base64): its sha256 (the ConfigMap's name, TFK8S_CODE_DIGEST). */}}
+{{- define "tfk8s.codeSha" -}}
+{{- sha256sum (b64dec .Values.codeArchive) -}}
+{{- end }}
+
+{{- define "tfk8s.codeObject" -}}
+{{- printf "%s-code-%s" (include "tfk8s.name" .) (trunc 10 (include "tfk8s.codeSha" .)) -}}
+{{- end }}
+
+{{/* A Kubernetes quantity as text, like the launcher's str(): "500m" stays, 2 -> "2". */}}
 {{- define "tfk8s.quantity" -}}
 {{- if kindIs "string" . }}{{ . }}{{ else }}{{ toJson . }}{{ end -}}
 {{- end }}
-{{/* A token string filled: "@k@" -> the value's text (dict "s" TEXT "values" VALUES). */}}
-{{- define "tfk8s.text" -}}{{/* one pass: a value's own text is never read for tokens */}}
-{{- $tokens := regexFindAll "@[A-Za-z0-9_.]+@" .s -1 -}}
-{{- range $i, $part := regexSplit "@[A-Za-z0-9_.]+@" .s -1 }}{{ $part }}{{ if lt $i (len $tokens) }}{{ toString (get $.values (trimAll "@" (index $tokens $i))) }}{{ end }}{{ end -}}
+
+{{/* A role's resources: requests and limits that are set, each quantity as text. */}}
+{{- define "tfk8s.resources" -}}
+{{- $given := dig .role "resources" dict (default dict .root.Values.roles) | default dict -}}
+{{- $resources := dict -}}
+{{- range $kind := list "requests" "limits" -}}
+{{- $quantities := dict -}}
+{{- range $key, $value := (get $given $kind | default dict) -}}
+{{- $_ := set $quantities $key (include "tfk8s.quantity" $value) -}}
+{{- end -}}
+{{- if $quantities }}{{ $_ := set $resources $kind $quantities }}{{ end -}}
+{{- end -}}
+{{- toJson $resources -}}
 {{- end }}
-{{/* Every value the tokens name (launcher/chart/chart_plan.py tokens), as JSON; unset ones absent. */}}
-{{- define "tfk8s.values" -}}
-{{- $c := include "tfk8s.contract" . | fromJson -}}
-{{- $r := include "tfk8s.rules" . | fromJson -}}
-{{- $v := .Values -}}
-{{- $ckpt := default dict $v.checkpoint -}}
-{{- $vol := default dict $ckpt.volume -}}
-{{- $mount := default $c.defaults.mountPath $vol.mountPath -}}
-{{- $program := default dict $v.program -}}
-{{- $grace := int $v.terminationGracePeriodSeconds -}}
-{{- $x := dict "name" (include "tfk8s.name" .) "ns" (include "tfk8s.namespace" .) "image" $v.image "imagePullPolicy" $v.imagePullPolicy "restartPolicy" $v.restartPolicy "port" $v.port "backoffLimit" $v.backoffLimit "terminationGracePeriodSeconds" $v.terminationGracePeriodSeconds "activeDeadlineSeconds" $v.activeDeadlineSeconds "ttlSecondsAfterFinished" $v.ttlSecondsAfterFinished "priorityClassName" $v.priorityClassName "serviceAccountName" $v.serviceAccountName "queue" $v.queue "mountPath" $mount "mountDir" (regexReplaceAll "/+$" $mount "") "claimName" (default dict $vol.persistentVolumeClaim).claimName "hostPath" (default dict $vol.hostPath).path -}}
-{{- $_ := set $x "modelDir" (default (include "tfk8s.text" (dict "s" $r.names.modelDir "values" $x)) $ckpt.dir) -}}
-{{- range $k := list "runAsUser" "runAsGroup" "fsGroup" }}{{ $_ := set $x $k (get $v.securityContext $k) }}{{ end -}}
-{{- $_ := merge $x (dict "podGrace" (toString $grace) "evaluatorGrace" (toJson $v.evaluatorGraceSeconds) "peerTimeout" (toJson (default $c.defaults.peerTimeoutSeconds $v.peerTimeoutSeconds)) "serverLinger" (toString (sub $grace (min (int $c.serverLingerMarginSeconds) (div $grace 2))))) -}}
-{{- $_ := merge $x (dict "programModule" (default $c.defaults.program $program.module) "programArgs" (default list $program.args) "command" (default list $v.command) "args" (default list $v.args) "labels" (default dict $v.labels) "annotations" (default dict $v.annotations)) -}}
-{{- $env := list }}{{ range $k, $val := (default dict $v.env) }}{{ $env = append $env (dict "name" $k "value" $val) }}{{ end -}}
-{{- $_ := set $x "env" $env -}}
-{{- $data := dict }}{{ range $s := $c.supervisedPod.scripts }}{{ $_ := set $data $s ($.Files.Get (printf "files/%s" $s)) }}{{ end -}}
-{{- $_ := set $x "rootData" $data -}}
-{{- if $v.codeArchive -}}
-{{- $archive := b64dec $v.codeArchive }}{{ $sha := sha256sum $archive -}}
-{{- $_ := merge $x (dict "codeArchive" (b64enc $archive) "codeSha" $sha "codeSha10" (trunc 10 $sha) "codeBytes" (toString (len $archive))) -}}
-{{- $_ := set $x "codeObject" (include "tfk8s.text" (dict "s" $r.names.code "values" $x)) -}}
-{{- end -}}
-{{- /* Per role: replicas, env, resources, nodeSelector, tolerations; the TF cluster. */ -}}
-{{- $workload := default $c.workload.jobs $v.workload -}}
-{{- $members := list -}}
-{{- $nccl := false -}}
-{{- range $role := $c.roles -}}
-{{- $cfg := dig $role dict (default dict $v.roles) -}}
-{{- $n := int (default 0 $cfg.replicas) -}}
-{{- $_ := set $x (printf "replicas.%s" $role) $n -}}
-{{- $renv := list }}{{ range $k, $val := (default dict $cfg.env) }}{{ $renv = append $renv (dict "name" $k "value" $val) }}{{ end -}}
-{{- $_ := set $x (printf "env.%s" $role) $renv -}}
-{{- $res := dict -}}
-{{- range $kind, $given := (default dict $cfg.resources) }}{{ if $given -}}
-{{- $q := dict }}{{ range $k, $val := $given }}{{ $_ := set $q $k (include "tfk8s.quantity" $val) }}{{ end }}{{ $_ := set $res $kind $q -}}
-{{- end }}{{ end -}}
-{{- $_ := set $x (printf "resources.%s" $role) $res -}}
-{{- if and (gt $n 0) (has $role (get $c.strategies $v.strategy).ncclRoles) (ne "0" (include "tfk8s.quantity" (dig "limits" $c.gpuResource "0" $res))) }}{{ $nccl = true }}{{ end -}}
-{{- if $cfg.nodeSelector }}{{ $_ := set $x (printf "nodeSelector.%s" $role) $cfg.nodeSelector }}{{ end -}}
-{{- /* plan.role_tolerations: unset fields left out; the lost-node taints unless named. */ -}}
-{{- $tols := list }}{{ $named := list -}}
-{{- range $t := (default list $cfg.tolerations) -}}
-{{- $clean := dict }}{{ range $k, $val := $t }}{{ if not (kindIs "invalid" $val) }}{{ $_ := set $clean $k $val }}{{ end }}{{ end -}}
-{{- $tols = append $tols $clean }}{{ $named = append $named (get $clean "key") -}}
-{{- end -}}
-{{- if not (kindIs "invalid" $v.nodeLossTolerationSeconds) }}{{ range $key := $c.nodeLossTaints }}{{ if not (has $key $named) -}}
-{{- $tols = append $tols (dict "key" $key "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" $v.nodeLossTolerationSeconds) -}}
-{{- end }}{{ end }}{{ end -}}
-{{- if $tols }}{{ $_ := set $x (printf "tolerations.%s" $role) $tols }}{{ end -}}
-{{- if and (gt $n 0) (has $role $c.trainingRoles) -}}
-{{- $addresses := list }}{{ range $i := until $n }}{{ $addresses = append $addresses (printf "%q" (include "tfk8s.text" (dict "s" (get (get $r.names.address $workload) $role) "values" (merge (dict "index" $i) $x)))) }}{{ end -}}
-{{- $members = append $members (printf "%q:[%s]" $role (join "," $addresses)) -}}
-{{- end -}}
-{{- end -}}
-{{- $_ := set $x "tfCluster" (printf "{%s}" (join "," $members)) -}}
-{{- $_ := merge $x (dict "byo" (not (kindIs "invalid" $v.command)) "onFailure" (ne $v.restartPolicy "Never") "noUserSA" (kindIs "invalid" $v.serviceAccountName) "noQueue" (kindIs "invalid" $v.queue) "noNetworkPolicy" (not $v.networkPolicy) "noNccl" (not $nccl) "noCode" (not $v.codeArchive)) -}}
-{{- $storage := ternary "remote" (ternary (ternary "pvc" "hostPath" (not (empty $vol.persistentVolumeClaim))) "emptyDir" (not (empty $vol))) (contains "://" $x.modelDir) -}}
-{{- range $k, $item := (get $r.storage $storage) }}{{ $_ := set $x (printf "ckpt%s" (title $k)) (include "tfk8s.fill" (dict "node" $item "values" $x) | fromJson).v }}{{ end -}}
-{{- range $k, $val := $x }}{{ if or (kindIs "invalid" $val) (and (kindIs "string" $val) (eq $val "") (ne $k "queue")) }}{{ $_ := unset $x $k }}{{ end }}{{ end -}}
-{{- toJson $x -}}
+
+{{/* Whether a role's pods get a GPU (a limit that is not "0"): "true" or "". */}}
+{{- define "tfk8s.hasGpu" -}}
+{{- $resources := include "tfk8s.resources" . | fromJson -}}
+{{- $gpus := dig "limits" "nvidia.com/gpu" "0" $resources -}}
+{{- if ne $gpus "0" -}}true{{- end -}}
 {{- end }}
+
 {{/*
-One node of _plan.tpl filled with the values (dict "node" NODE "values" VALUES), as JSON
-{"v": filled}, or {} when absent (the token forms: launcher/chart/chart_plan.py).
+A role's tolerations (plan.role_tolerations): its own with unset fields left out, then the
+lost-node taints for nodeLossTolerationSeconds, unless the role names that taint itself.
 */}}
-{{- define "tfk8s.fill" -}}
-{{- $n := .node }}{{ $v := .values -}}
-{{- if and (kindIs "map" $n) (hasKey $n "@if") -}}
-{{- $branch := ternary "@then" "@else" (not (empty (get $v (get $n "@if")))) -}}
-{{- if hasKey $n $branch }}{{ include "tfk8s.fill" (dict "node" (get $n $branch) "values" $v) }}{{ else }}{}{{ end -}}
-{{- else if kindIs "map" $n -}}
-{{- $out := dict }}{{ $spliced := dict -}}
-{{- range $k, $x := $n -}}
-{{- if hasPrefix "@+" $k }}{{ $spliced = merge $spliced (deepCopy (get $v (trimPrefix "@+" $k) | default dict)) -}}
-{{- else }}{{ $f := include "tfk8s.fill" (dict "node" $x "values" $v) | fromJson }}{{ if hasKey $f "v" }}{{ $_ := set $out $k $f.v }}{{ end }}{{ end -}}
+{{- define "tfk8s.tolerations" -}}
+{{- $c := include "tfk8s.contract" .root | fromYaml -}}
+{{- $tolerations := list -}}
+{{- $named := list -}}
+{{- range $given := dig .role "tolerations" list (default dict .root.Values.roles) | default list -}}
+{{- $toleration := dict -}}
+{{- range $key, $value := $given -}}
+{{- if not (kindIs "invalid" $value) }}{{ $_ := set $toleration $key $value }}{{ end -}}
 {{- end -}}
-{{- toJson (dict "v" (merge $out $spliced)) -}}
-{{- else if kindIs "slice" $n -}}
-{{- $out := list -}}
-{{- range $x := $n -}}
-{{- /* An item "@if" first: what it chooses may be a splice. */ -}}
-{{- range $_ := until 4 }}{{ if and (kindIs "map" $x) (hasKey $x "@if") -}}
-{{- $x = get $x (ternary "@then" "@else" (not (empty (get $v (get $x "@if"))))) | default dict -}}
-{{- end }}{{ end -}}
-{{- if and (kindIs "string" $x) (hasPrefix "@+" $x) }}{{ $out = concat $out (get $v (trimAll "@+" $x) | default list) -}}
-{{- else if not (and (kindIs "map" $x) (empty $x)) }}{{ $f := include "tfk8s.fill" (dict "node" $x "values" $v) | fromJson }}{{ if hasKey $f "v" }}{{ $out = append $out $f.v }}{{ end }}{{ end -}}
+{{- $tolerations = append $tolerations $toleration -}}
+{{- $named = append $named (get $toleration "key") -}}
 {{- end -}}
-{{- /* Named items (env) like a dict update: a later one keeps the first one's place. */ -}}
-{{- $names := list }}{{ $last := dict }}{{ $named := 0 -}}
-{{- range $x := $out }}{{ if and (kindIs "map" $x) (hasKey $x "name") }}{{ $named = add1 $named }}{{ if not (hasKey $last $x.name) }}{{ $names = append $names $x.name }}{{ end }}{{ $_ := set $last $x.name $x }}{{ end }}{{ end -}}
-{{- if and $names (eq $named (len $out)) }}{{ $out = list }}{{ range $k := $names }}{{ $out = append $out (get $last $k) }}{{ end }}{{ end -}}
-{{- toJson (dict "v" $out) -}}
-{{- else if and (kindIs "string" $n) (regexMatch "^@[A-Za-z0-9_.]+@$" $n) -}}
-{{- if hasKey $v (trimAll "@" $n) }}{{ toJson (dict "v" (get $v (trimAll "@" $n))) }}{{ else }}{}{{ end -}}
-{{- else if kindIs "string" $n -}}
-{{- toJson (dict "v" (include "tfk8s.text" (dict "s" $n "values" $v))) -}}
-{{- else }}{{ toJson (dict "v" $n) }}{{ end -}}
+{{- $seconds := .root.Values.nodeLossTolerationSeconds -}}
+{{- if not (kindIs "invalid" $seconds) -}}
+{{- range $taint := $c.nodeLossTaints -}}
+{{- if not (has $taint $named) -}}
+{{- $toleration := dict "key" $taint "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" $seconds -}}
+{{- $tolerations = append $tolerations $toleration -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $tolerations -}}
+{{- end }}
+
+{{/* A task's TF_CONFIG address: <job>-<index>.<service>.<namespace>.svc:<port> (dict "root" $ "role" R "index" I). */}}
+{{- define "tfk8s.address" -}}
+{{- $job := include "tfk8s.jobName" . -}}
+{{- $name := include "tfk8s.name" .root -}}
+{{- printf "%s-%v.%s.%s.svc:%v" $job .index $name (include "tfk8s.namespace" .root) (int .root.Values.port) -}}
+{{- end }}
+
+{{/*
+A role's TF_CONFIG with the index left as $(TFK8S_TASK_INDEX) for Kubernetes to expand
+(launcher/plan/tfconfig.py). The evaluator's lists no cluster: a PSv2 coordinator that sees an
+evaluator in the cluster waits for it forever (tensorflow#46169).
+*/}}
+{{- define "tfk8s.tfConfig" -}}
+{{- $c := include "tfk8s.contract" .root | fromYaml -}}
+{{- $root := .root -}}
+{{- $members := list -}}
+{{- if has .role $c.trainingRoles -}}
+{{- range $role := $c.trainingRoles -}}
+{{- $replicas := int (include "tfk8s.replicas" (dict "root" $root "role" $role)) -}}
+{{- if gt $replicas 0 -}}
+{{- $addresses := list -}}
+{{- range $index := until $replicas -}}
+{{- $addresses = append $addresses (include "tfk8s.address" (dict "root" $root "role" $role "index" $index)) -}}
+{{- end -}}
+{{- $members = append $members (printf "%s:%s" (toJson $role) (toJson $addresses)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $task := printf "{\"type\":%s,\"index\":$(TFK8S_TASK_INDEX)}" (toJson .role) -}}
+{{- printf "{\"cluster\":{%s},\"task\":%s}" (join "," $members) $task -}}
+{{- end }}
+
+{{/*
+What a role's task container gets besides its index and TF_CONFIG (plan.task_env, then the
+renderer's HOME and supervision), as a JSON list. Like the launcher's dict updates: a name set
+again keeps its first place and takes the later value.
+*/}}
+{{- define "tfk8s.taskEnv" -}}
+{{- $c := include "tfk8s.contract" .root | fromYaml -}}
+{{- $values := .root.Values -}}
+{{- $order := list -}}
+{{- $env := dict -}}
+{{- $pairs := list
+    (list "GRPC_FAIL_FAST" "use_caller")
+    (list "TFK8S_STRATEGY" $values.strategy)
+    (list "TFK8S_MODEL_DIR" (include "tfk8s.modelDir" .root))
+    (list "TFK8S_PEER_TIMEOUT" (toString (int $values.peerTimeoutSeconds)))
+    (list "TFK8S_CLUSTER" (include "tfk8s.name" .root))
+    (list "TFK8S_NAMESPACE" (include "tfk8s.namespace" .root)) -}}
+{{- if kindIs "invalid" $values.command -}}
+{{- $program := dig "module" $c.defaults.program (default dict $values.program) -}}
+{{- $pairs = append $pairs (list "TFK8S_PROGRAM" $program) -}}
+{{- end -}}
+{{- if $values.codeArchive -}}
+{{- $pairs = append $pairs (list "PYTHONPATH" $c.code.dir) -}}
+{{- $pairs = append $pairs (list "TFK8S_CODE_DIGEST" (include "tfk8s.codeSha" .root)) -}}
+{{- end -}}
+{{- $strategy := get $c.strategies $values.strategy -}}
+{{- if has .role $strategy.serverRoles -}}
+{{- /* contract.server_linger_seconds: the grace less a margin, at most half the grace */ -}}
+{{- $grace := int $values.terminationGracePeriodSeconds -}}
+{{- $linger := sub $grace (min (int $c.serverLingerMarginSeconds) (div $grace 2)) -}}
+{{- $pairs = append $pairs (list "TFK8S_SERVER_LINGER_SECONDS" (toString $linger)) -}}
+{{- end -}}
+{{- range $key, $value := default dict $values.env -}}
+{{- $pairs = append $pairs (list $key $value) -}}
+{{- end -}}
+{{- range $key, $value := dig .role "env" dict (default dict $values.roles) | default dict -}}
+{{- $pairs = append $pairs (list $key $value) -}}
+{{- end -}}
+{{- $pairs = append $pairs (list "HOME" "/tmp") -}}
+{{- if include "tfk8s.supervised" . -}}
+{{- $grace := ternary (int $values.evaluatorGraceSeconds) 0 (eq .role "evaluator") -}}
+{{- $pairs = append $pairs (list "TFK8S_GRACE_SECONDS" (toString $grace)) -}}
+{{- $pairs = append $pairs (list "TFK8S_POD_GRACE_SECONDS" (toString (int $values.terminationGracePeriodSeconds))) -}}
+{{- end -}}
+{{- range $pair := $pairs -}}
+{{- if not (hasKey $env (first $pair)) }}{{ $order = append $order (first $pair) }}{{ end -}}
+{{- $_ := set $env (first $pair) (last $pair) -}}
+{{- end -}}
+{{- $list := list -}}
+{{- range $name := $order -}}
+{{- $list = append $list (dict "name" $name "value" (get $env $name)) -}}
+{{- end -}}
+{{- toJson $list -}}
+{{- end }}
+
+{{/* The task's own command line: the built-in worker with the program's args, or the user's. */}}
+{{- define "tfk8s.taskCommand" -}}
+{{- $values := .Values -}}
+{{- if kindIs "invalid" $values.command -}}
+{{- toJson (concat (list "python" "-m" "worker") (dig "args" list (default dict $values.program) | default list)) -}}
+{{- else -}}
+{{- toJson (concat $values.command (default list $values.args)) -}}
+{{- end -}}
+{{- end }}
+
+{{/* The cluster's pods of some roles (dict "root" $ "roles" LIST): every pod carries its role. */}}
+{{- define "tfk8s.podSelector" -}}
+matchLabels:
+  {{- include "tfk8s.selectorLabels" .root | nindent 2 }}
+matchExpressions:
+- key: app.kubernetes.io/component
+  operator: In
+  values: {{ toJson .roles }}
 {{- end }}

@@ -1,57 +1,118 @@
-{{/* What values.schema.json cannot state. The messages are the launcher's ($c.messages, from
-launcher/chart/chart_schema.py): a template picks one and fills it, never spells one out. */}}
-{{- define "tfk8s.refuse" -}}{{/* (list PATH MESSAGE VALUES): fail with "PATH: MESSAGE filled" */}}
-{{- fail (printf "%s: %s" (index . 0) (include "tfk8s.text" (dict "s" (index . 1) "values" (index . 2)))) -}}
+{{/*
+What values.schema.json cannot state, refused before any object is made. The messages are the
+launcher's ($c.messages, from launcher/chart/chart_schema.py, with @field@ where a value goes):
+a template picks one and fills it, never spells one out.
+*/}}
+
+{{/* A message with its @field@s filled in one pass (dict "message" TEXT "fields" DICT). */}}
+{{- define "tfk8s.message" -}}
+{{- $tokens := regexFindAll "@[A-Za-z0-9_]+@" .message -1 -}}
+{{- range $i, $part := regexSplit "@[A-Za-z0-9_]+@" .message -1 -}}
+{{- $part -}}
+{{- if lt $i (len $tokens) }}{{ toString (get $.fields (trimAll "@" (index $tokens $i))) }}{{ end -}}
+{{- end -}}
 {{- end }}
+
+{{/* Fail with "PATH: MESSAGE" (list PATH MESSAGE FIELDS). */}}
+{{- define "tfk8s.refuse" -}}
+{{- fail (printf "%s: %s" (index . 0) (include "tfk8s.message" (dict "message" (index . 1) "fields" (index . 2)))) -}}
+{{- end }}
+
+{{/* Why a name is no DNS-1035 label, or "" (names.dns1035_problem). */}}
 {{- define "tfk8s.dns1035Problem" -}}
-{{- $c := include "tfk8s.contract" . | fromJson -}}
-{{- if gt (len .) (int $c.maxLabel) }}{{ include "tfk8s.text" (dict "s" $c.messages.dns1035TooLong "values" (dict "length" (len .))) }}
-{{- else if not (regexMatch $c.dns1035Pattern .) }}{{ $c.messages.notDns1035 }}{{ end -}}
+{{- $c := include "tfk8s.contract" . | fromYaml -}}
+{{- if gt (len .) (int $c.maxLabel) -}}
+{{- include "tfk8s.message" (dict "message" $c.messages.dns1035TooLong "fields" (dict "length" (len .))) -}}
+{{- else if not (regexMatch $c.dns1035Pattern .) -}}
+{{- $c.messages.notDns1035 -}}
+{{- end -}}
 {{- end }}
+
 {{- define "tfk8s.validate" -}}
-{{- $c := include "tfk8s.contract" . | fromJson }}{{ $m := $c.messages -}}
+{{- $c := include "tfk8s.contract" . | fromYaml -}}
+{{- $m := $c.messages -}}
 {{- $v := .Values -}}
 {{- $name := include "tfk8s.name" . -}}
+
 {{- /* name: the release name stands in when empty, and must make valid object names too. */ -}}
 {{- $problem := include "tfk8s.dns1035Problem" $name -}}
-{{- if $problem }}{{ include "tfk8s.refuse" (list "name" (ternary $problem $m.releaseName (not (empty $v.name))) (dict "release" $name "problem" $problem)) }}{{ end -}}
-{{- if and $v.namespace (ne $v.namespace .Release.Namespace) -}}
-{{- include "tfk8s.refuse" (list "namespace" $m.namespaceMismatch (dict "namespace" $v.namespace "release" .Release.Namespace)) -}}
+{{- if $problem -}}
+{{- $message := ternary $problem $m.releaseName (not (empty $v.name)) -}}
+{{- include "tfk8s.refuse" (list "name" $message (dict "release" $name "problem" $problem)) -}}
 {{- end -}}
-{{- /* Reserved env names. */ -}}
+
+{{- if and $v.namespace (ne $v.namespace .Release.Namespace) -}}
+{{- $fields := dict "namespace" $v.namespace "release" .Release.Namespace -}}
+{{- include "tfk8s.refuse" (list "namespace" $m.namespaceMismatch $fields) -}}
+{{- end -}}
+
+{{- /* Reserved env names, and the GPU resource: requests == limits. */ -}}
 {{- $envs := list (list "env" (default dict $v.env)) -}}
 {{- range $role := $c.roles -}}
 {{- $cfg := get (default dict $v.roles) $role | default dict -}}
 {{- $envs = append $envs (list (printf "roles.%s.env" $role) (default dict $cfg.env)) -}}
-{{- /* the GPU resource: requests == limits */ -}}
-{{- $requests := dig "resources" "requests" dict $cfg | default dict }}{{ $limits := dig "resources" "limits" dict $cfg | default dict }}{{ $gpu := $c.gpuResource -}}
-{{- if and (hasKey $requests $gpu) (or (not (hasKey $limits $gpu)) (ne (include "tfk8s.quantity" (get $requests $gpu)) (include "tfk8s.quantity" (get $limits $gpu)))) -}}
+{{- $requests := dig "resources" "requests" dict $cfg | default dict -}}
+{{- $limits := dig "resources" "limits" dict $cfg | default dict -}}
+{{- $gpu := $c.gpuResource -}}
+{{- if hasKey $requests $gpu -}}
+{{- $requested := include "tfk8s.quantity" (get $requests $gpu) -}}
+{{- if or (not (hasKey $limits $gpu)) (ne $requested (include "tfk8s.quantity" (get $limits $gpu))) -}}
 {{- include "tfk8s.refuse" (list (printf "roles.%s.resources" $role) $m.gpuNotInLimits dict) -}}
 {{- end -}}
 {{- end -}}
-{{- range $pair := $envs }}{{ range $key := $c.reservedEnv }}{{ if hasKey (last $pair) $key -}}
+{{- end -}}
+{{- range $pair := $envs -}}
+{{- range $key := $c.reservedEnv -}}
+{{- if hasKey (last $pair) $key -}}
 {{- include "tfk8s.refuse" (list (first $pair) $m.reservedEnv (dict "key" $key)) -}}
-{{- end }}{{ end }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- /* checkpoint.dir under the volume's mountPath */ -}}
 {{- $checkpoint := default dict $v.checkpoint -}}
 {{- $dir := default "" $checkpoint.dir -}}
-{{- $mountPath := default $c.defaults.mountPath (default dict $checkpoint.volume).mountPath -}}
-{{- if and $dir $checkpoint.volume (not (contains "://" $dir)) (not (hasPrefix (printf "%s/" (regexReplaceAll "/+$" $mountPath "")) (printf "%s/" (regexReplaceAll "/+$" $dir "")))) -}}
+{{- $mountPath := dig "mountPath" $c.defaults.mountPath (default dict $checkpoint.volume) -}}
+{{- if and $dir $checkpoint.volume (not (contains "://" $dir)) -}}
+{{- $under := printf "%s/" (regexReplaceAll "/+$" $mountPath "") -}}
+{{- if not (hasPrefix $under (printf "%s/" (regexReplaceAll "/+$" $dir ""))) -}}
 {{- include "tfk8s.refuse" (list "checkpoint" $m.dirNotUnderMount (dict "dir" $dir "mount_path" $mountPath)) -}}
 {{- end -}}
+{{- end -}}
+
 {{- /* checkpoints.mwms_storage_problem: several MWMS workers share checkpoints: a PVC or gs:// */ -}}
-{{- $workers := int (dig $c.role.worker "replicas" 0 (default dict $v.roles)) -}}
-{{- if and (eq $v.strategy $c.strategy.multiWorkerMirrored) (gt $workers 1) (not (contains "://" $dir)) (not (dig "volume" "persistentVolumeClaim" nil $checkpoint)) -}}
-{{- include "tfk8s.refuse" (list "checkpoint.volume" $m.mwmsUnshared (dict "workers" $workers "where" (ternary $m.mwmsHostPath $m.mwmsEmptyDir (not (empty $checkpoint.volume))))) -}}
+{{- $workers := int (include "tfk8s.replicas" (dict "root" . "role" "worker")) -}}
+{{- $mwms := eq $v.strategy "multi_worker_mirrored" -}}
+{{- $shared := or (contains "://" $dir) (default dict $checkpoint.volume).persistentVolumeClaim -}}
+{{- if and $mwms (gt $workers 1) (not $shared) -}}
+{{- $where := ternary $m.mwmsHostPath $m.mwmsEmptyDir (not (empty $checkpoint.volume)) -}}
+{{- include "tfk8s.refuse" (list "checkpoint.volume" $m.mwmsUnshared (dict "workers" $workers "where" $where)) -}}
 {{- end -}}
-{{- /* names.generated_names: the first one that is not a DNS-1035 label (a role's: with replicas) */ -}}
+
+{{- /* names.generated_names: the first one that is not a DNS-1035 label */ -}}
+{{- $kinds := $c.generatedKinds -}}
+{{- $generated := list (list "-" $kinds.service $name) (list "-" $kinds.account (printf "%s-supervisor" $name)) -}}
+{{- range $role := $c.roles -}}
+{{- $replicas := int (include "tfk8s.replicas" (dict "root" $ "role" $role)) -}}
+{{- if gt $replicas 0 -}}
+{{- $job := include "tfk8s.jobName" (dict "root" $ "role" $role) -}}
+{{- $generated = append $generated (list $role $kinds.job $job) -}}
+{{- $hostname := printf "%s-%d" $job (sub $replicas 1) -}}
+{{- $generated = append $generated (list $role $kinds.hostname $hostname) -}}
+{{- end -}}
+{{- end -}}
 {{- $failed := dict -}}
-{{- range $g := get (include "tfk8s.rules" . | fromJson).names.generated (default $c.workload.jobs $v.workload) -}}
-{{- $count := int (dig (index $g 0) "replicas" 0 (default dict $v.roles)) -}}
-{{- $text := include "tfk8s.text" (dict "s" (index $g 2) "values" (dict "name" $name "index" (sub $count 1))) -}}
-{{- $problem := include "tfk8s.dns1035Problem" $text -}}
-{{- if and $problem (not $failed) (or (gt $count 0) (not (has (index $g 0) $c.roles))) }}{{ $failed = dict "role" (index $g 0) "kind" (index $g 1) "name" $text "problem" $problem }}{{ end -}}
+{{- range $g := $generated -}}
+{{- $problem := include "tfk8s.dns1035Problem" (index $g 2) -}}
+{{- if and $problem (not $failed) -}}
+{{- $failed = dict "role" (index $g 0) "kind" (index $g 1) "name" (index $g 2) "problem" $problem -}}
 {{- end -}}
-{{- if and $v.code (not $v.codeArchive) }}{{ include "tfk8s.refuse" (list "code" $m.codeNeedsArchive dict) }}{{ end -}}
-{{- if $failed }}{{ include "tfk8s.refuse" (list "name" $m.generatedName $failed) }}{{ end -}}
+{{- end -}}
+
+{{- if and $v.code (not $v.codeArchive) -}}
+{{- include "tfk8s.refuse" (list "code" $m.codeNeedsArchive dict) -}}
+{{- end -}}
+{{- if $failed -}}
+{{- include "tfk8s.refuse" (list "name" $m.generatedName $failed) -}}
+{{- end -}}
 {{- end }}

@@ -15,19 +15,17 @@ from worker import contract
 from worker.contract import Role, Strategy
 
 REPO = Path(__file__).resolve().parents[3]
-# Where rules could be copied by hand: the runtime code and the chart's templates.
+# Where rules could be copied by hand: the runtime code. The chart's templates write the objects
+# out as a Helm user reads them; tests/charts/test_helm_parity.py keeps them equal to `render`.
 SOURCES = [
     *(REPO / "launcher").rglob("*.py"),
     *(REPO / "worker").rglob("*.py"),
     *(REPO / "manifests").glob("*.j2"),
-    *(REPO / "charts" / "tfk8s" / "templates").glob("*"),
 ]
 DEFINED_IN = {
     REPO / "worker" / "contract.py",
     REPO / "launcher" / "k8s_contract.py",
     REPO / "launcher" / "pod" / "job_watch.py",  # a Job's terminal conditions (shipped alone)
-    REPO / "charts" / "tfk8s" / "templates" / "_contract.tpl",  # generated from it
-    REPO / "charts" / "tfk8s" / "templates" / "_plan.tpl",
 }
 
 

@@ -1,0 +1,254 @@
+{{/*
+One role's Indexed Job: its metadata and spec (dict "root" $ "role" ROLE). jobs.yaml creates it
+as a Job, jobset.yaml as a replicatedJob's template; manifests/job.yaml.j2 is the launcher's.
+The index reaches TF_CONFIG through $(TFK8S_TASK_INDEX), which Kubernetes expands per pod.
+*/}}
+{{- define "tfk8s.jobMetadata" -}}
+labels:
+  {{- include "tfk8s.roleLabels" . | nindent 2 }}
+annotations:
+  {{- include "tfk8s.annotations" .root | nindent 2 }}
+{{- end }}
+
+{{- define "tfk8s.jobSpec" -}}
+{{- $root := .root -}}
+{{- $values := .root.Values -}}
+{{- $c := include "tfk8s.contract" $root | fromYaml -}}
+{{- $strategy := get $c.strategies $values.strategy -}}
+{{- $name := include "tfk8s.name" $root -}}
+{{- $replicas := include "tfk8s.replicas" . -}}
+{{- $supervised := include "tfk8s.supervised" . -}}
+{{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
+{{- $command := include "tfk8s.taskCommand" $root | fromJsonArray -}}
+{{- if $supervised }}
+{{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
+{{- end -}}
+completionMode: Indexed
+completions: {{ $replicas }}
+parallelism: {{ $replicas }}
+{{- if and (eq $values.restartPolicy "Never") (has .role $strategy.perIndexRoles) }}
+{{- /* A budget per worker; the first one out of it fails the Job (backoffLimit unset). */}}
+backoffLimitPerIndex: {{ int $values.backoffLimit }}
+maxFailedIndexes: 0
+{{- else }}
+backoffLimit: {{ int $values.backoffLimit }}
+{{- end }}
+{{- /* A replacement pod only once the old one has terminated: never two tasks with one hostname. */}}
+podReplacementPolicy: Failed
+{{- if eq $values.restartPolicy "Never" }}
+{{- $builtin := kindIs "invalid" $values.command }}
+podFailurePolicy:
+  {{- toYaml (ternary $c.podFailurePolicy.builtin $c.podFailurePolicy.command $builtin) | nindent 2 }}
+{{- end }}
+{{- if not (kindIs "invalid" $values.activeDeadlineSeconds) }}
+activeDeadlineSeconds: {{ int $values.activeDeadlineSeconds }}
+{{- end }}
+{{- /* In a JobSet the set's TTL governs: a child Job deleted early would be recreated. */}}
+{{- if and (not (kindIs "invalid" $values.ttlSecondsAfterFinished)) (eq (include "tfk8s.workload" $root) "jobs") }}
+ttlSecondsAfterFinished: {{ int $values.ttlSecondsAfterFinished }}
+{{- end }}
+{{- if and $strategy.successPolicy (eq .role $strategy.successRole) }}
+{{- /* MWMS: worker 0 is the chief, its success is the Job's. */}}
+successPolicy:
+  rules:
+  - succeededIndexes: "0"
+{{- end }}
+template:
+  metadata:
+    {{- include "tfk8s.jobMetadata" . | nindent 4 }}
+  spec:
+    restartPolicy: {{ $values.restartPolicy }}
+    terminationGracePeriodSeconds: {{ int $values.terminationGracePeriodSeconds }}
+    subdomain: {{ $name | quote }}
+    {{- if or $supervised $values.serviceAccountName }}
+    serviceAccountName: {{ include "tfk8s.supervisorAccount" $root | quote }}
+    {{- end }}
+    {{- /* No container where TF runs gets a token: its gRPC server would hand it to any caller. */}}
+    automountServiceAccountToken: false
+    {{- with $values.priorityClassName }}
+    priorityClassName: {{ . | quote }}
+    {{- end }}
+    securityContext:
+      runAsNonRoot: true
+      runAsUser: {{ int $values.securityContext.runAsUser }}
+      runAsGroup: {{ int $values.securityContext.runAsGroup }}
+      fsGroup: {{ int $values.securityContext.fsGroup }}
+      seccompProfile:
+        type: RuntimeDefault
+    {{- with dig .role "nodeSelector" dict (default dict $values.roles) }}
+    nodeSelector:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- with include "tfk8s.tolerations" . | fromJsonArray }}
+    tolerations:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- with $values.affinity }}
+    affinity:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- if or $values.codeArchive $values.sidecars }}
+    initContainers:
+    {{- if $values.codeArchive }}
+    - image: {{ $values.image | quote }}
+      imagePullPolicy: {{ $values.imagePullPolicy }}
+      {{- toYaml $c.code.initContainer | nindent 6 }}
+    {{- end }}
+    {{- /* Native sidecars: they run beside the task and never keep the Job from completing. */}}
+    {{- range $sidecar := $values.sidecars }}
+    - {{- toYaml (merge (dict "restartPolicy" "Always") $sidecar) | nindent 6 }}
+    {{- end }}
+    {{- end }}
+    containers:
+    - name: tensorflow
+      image: {{ $values.image | quote }}
+      imagePullPolicy: {{ $values.imagePullPolicy }}
+      terminationMessagePolicy: FallbackToLogsOnError
+      command:
+        {{- toYaml $command | nindent 8 }}
+      {{- if $values.codeArchive }}
+      workingDir: {{ $c.code.dir }}
+      {{- end }}
+      env:
+      - name: TFK8S_TASK_INDEX
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+      - name: TF_CONFIG
+        value: {{ include "tfk8s.tfConfig" . | quote }}
+      {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 6 }}
+      {{- if has .role $c.trainingRoles }}
+      ports:
+      - name: tf-grpc
+        containerPort: {{ int $values.port }}
+        protocol: TCP
+      {{- end }}
+      resources:
+        {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 8 }}
+      securityContext:
+        allowPrivilegeEscalation: false
+        runAsNonRoot: true
+        capabilities:
+          drop: [ALL]
+        seccompProfile:
+          type: RuntimeDefault
+      volumeMounts:
+      - name: tmp
+        mountPath: /tmp
+      {{- with $storage.mounts }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+      {{- if $supervised }}
+      - name: supervisor
+        mountPath: /var/run/tfk8s
+        readOnly: true
+      - name: supervisor-state
+        mountPath: /var/run/tfk8s-state
+      {{- end }}
+      {{- if $values.codeArchive }}
+      - name: code
+        mountPath: {{ $c.code.dir }}
+        readOnly: true
+      {{- end }}
+      {{- with $values.extraVolumeMounts }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+    {{- if $supervised }}
+    {{- include "tfk8s.jobWatchContainer" . | nindent 4 }}
+    {{- end }}
+    volumes:
+    - name: tmp
+      emptyDir: {}
+    {{- with $storage.volumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+    {{- if $supervised }}
+    {{- include "tfk8s.supervisorVolumes" $root | nindent 4 }}
+    {{- end }}
+    {{- if $values.codeArchive }}
+    - name: code
+      emptyDir: {}
+    - name: code-archive
+      configMap:
+        name: {{ include "tfk8s.codeObject" $root }}
+    {{- end }}
+    {{- with $values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
+
+{{/*
+A supervised pod's job-watch container (launcher/render/supervised_pod.py): it alone mounts the
+account's token, follows the Job whose end ends the task, and tells the task's container through
+a shared emptyDir. TF's gRPC server can read any file of its own container: no token there.
+*/}}
+{{- define "tfk8s.jobWatchContainer" -}}
+{{- $c := include "tfk8s.contract" .root | fromYaml -}}
+{{- $strategy := get $c.strategies .root.Values.strategy -}}
+- name: job-watch
+  image: {{ .root.Values.image | quote }}
+  imagePullPolicy: {{ .root.Values.imagePullPolicy }}
+  command: [python3, /var/run/tfk8s/supervise.py, watch]
+  resources:
+    requests: {cpu: 10m, memory: 48Mi}
+    limits: {cpu: 100m, memory: 96Mi}
+  securityContext:
+    allowPrivilegeEscalation: false
+    runAsNonRoot: true
+    capabilities:
+      drop: [ALL]
+    seccompProfile:
+      type: RuntimeDefault
+  volumeMounts:
+  - name: supervisor
+    mountPath: /var/run/tfk8s
+    readOnly: true
+  - name: supervisor-state
+    mountPath: /var/run/tfk8s-state
+  - name: kube-api-access
+    mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+    readOnly: true
+  env:
+  - name: TFK8S_WATCH_JOB
+    value: {{ include "tfk8s.jobName" (dict "root" .root "role" $strategy.successRole) | quote }}
+  - name: TFK8S_NAMESPACE
+    value: {{ include "tfk8s.namespace" .root | quote }}
+  - name: TFK8S_POD_RESTART_POLICY
+    value: {{ .root.Values.restartPolicy }}
+  {{- if eq (include "tfk8s.workload" .root) "jobset" }}
+  {{- /* A JobSet recreates the watched Job on every restart: which attempt this pod is. */}}
+  - name: TFK8S_RESTART_ATTEMPT
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.annotations['jobset.sigs.k8s.io/restart-attempt']
+  {{- end }}
+{{- end }}
+
+{{/* The supervisor's scripts (the root ConfigMap), its shared state, and the job-watch's token. */}}
+{{- define "tfk8s.supervisorVolumes" -}}
+- name: supervisor
+  configMap:
+    name: {{ include "tfk8s.name" . | quote }}
+    items:
+    - {key: supervise.py, path: supervise.py}
+    - {key: job_watch.py, path: job_watch.py}
+- name: supervisor-state
+  emptyDir: {}
+- name: kube-api-access
+  projected:
+    defaultMode: 420
+    sources:
+    - serviceAccountToken:
+        path: token
+        expirationSeconds: 3607
+    - configMap:
+        name: kube-root-ca.crt
+        items:
+        - {key: ca.crt, path: ca.crt}
+    - downwardAPI:
+        items:
+        - path: namespace
+          fieldRef:
+            apiVersion: v1
+            fieldPath: metadata.namespace
+{{- end }}
