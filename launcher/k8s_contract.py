@@ -87,6 +87,14 @@ JOBSET_RESTART_STRATEGY = "BlockingRecreate"
 # podFailurePolicy's FailJob rule) and activeDeadlineSeconds. They fail the set at once.
 FATAL_JOB_FAILURE_REASONS = ("PodFailurePolicy", "DeadlineExceeded")
 SUPERVISOR_DIR = "/var/run/tfk8s"
+# Prometheus' conventional pod annotations (its kubernetes_sd examples, most Helm charts' scrape
+# configs) and the path the built-in worker serves (worker/metrics.py).
+SCRAPE_ANNOTATION = "prometheus.io/scrape"
+SCRAPE_PORT_ANNOTATION = "prometheus.io/port"
+SCRAPE_PATH_ANNOTATION = "prometheus.io/path"
+METRICS_PATH = "/metrics"
+METRICS_PORT_NAME = "metrics"
+POD_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 # The node lifecycle controller's NoExecute taints on a node that stopped reporting: the spec's
 # nodeLossTolerationSeconds is how long the pods tolerate them (launcher/status/node_loss.py reads them).
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

@@ -40,7 +40,6 @@ CODE_NEEDS_ARCHIVE = (
     "--helm-values SPEC`"
 )
 
-
 # The chart's values that the spec does not have: pod extras for Helm users (templates/_job.tpl).
 CHART_ONLY = {
     "affinity": ("object", "every pod's affinity (Kubernetes Affinity), e.g. nodeAffinity"),
@@ -70,6 +69,9 @@ def messages() -> dict[str, str]:
         "releaseName": RELEASE_NAME_PROBLEM,
         "namespaceMismatch": NAMESPACE_MISMATCH,
         "codeNeedsArchive": CODE_NEEDS_ARCHIVE,
+        "metricsOnGrpcPort": spec.METRICS_ON_GRPC_PORT,
+        "podMonitorWithoutPort": spec.POD_MONITOR_WITHOUT_PORT,
+        "podMonitorWithoutCrd": spec.POD_MONITOR_WITHOUT_CRD,
     }
     return {key: tokens(text) for key, text in table.items()}
 

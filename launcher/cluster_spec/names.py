@@ -73,6 +73,11 @@ def collective_policy(name: str) -> str:
     return f"{name}-collective"
 
 
+def metrics_policy(name: str) -> str:
+    """NetworkPolicy: every pod admits the metrics scrapers (metrics.scrapers) on the metrics port."""
+    return f"{name}-metrics"
+
+
 def no_ingress_policy(name: str) -> str:
     """NetworkPolicy: the pods outside the training cluster (the evaluator) admit no ingress."""
     return f"{name}-no-ingress"

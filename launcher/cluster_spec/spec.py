@@ -27,6 +27,15 @@ from worker import contract
 from worker.contract import ROLES, Role, Strategy  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
+DEFAULT_METRICS_PORT = 9401
+MONITORING_NAMESPACE = {"kubernetes.io/metadata.name": "monitoring"}
+METRICS_ON_GRPC_PORT = "{port} is the gRPC port (port): give the metrics another one"
+POD_MONITOR_WITHOUT_PORT = "a PodMonitor needs metrics.port: set one, or podMonitor: false"
+# `submit` and the chart refuse a PodMonitor the cluster cannot store with this.
+POD_MONITOR_WITHOUT_CRD = (
+    "the cluster serves no monitoring.coreos.com/v1 PodMonitor (the Prometheus Operator's CRDs are "
+    "not installed): install them, or set metrics.podMonitor: false and scrape by the pods' annotations"
+)
 _MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)
 
 
@@ -117,6 +126,50 @@ class SecurityContext(SpecModel):
     fs_group: int = Field(default=1000, ge=1, description="the group that owns the mounted volumes")
 
 
+class LabelSelector(SpecModel):
+    match_labels: dict[str, str] = Field(default_factory=dict, description="labels the object must carry")
+
+
+class Scraper(SpecModel):
+    """Who may scrape the metrics port: a NetworkPolicy peer (both selectors: pods with these
+    labels in namespaces with those; only namespaceSelector: every pod there)."""
+
+    namespace_selector: LabelSelector | None = Field(None, description="namespaces, by their labels")
+    pod_selector: LabelSelector | None = Field(None, description="pods in those namespaces, by their labels")
+
+    @model_validator(mode="after")
+    def _some_selector(self) -> "Scraper":
+        if self.namespace_selector is None and self.pod_selector is None:
+            raise ValueError("set namespaceSelector, podSelector or both")
+        return self
+
+
+class Metrics(SpecModel):
+    """Every task's Prometheus metrics (docs/metrics.md): the built-in worker serves them."""
+
+    port: int | None = Field(
+        DEFAULT_METRICS_PORT,
+        ge=1024,
+        le=65535,
+        description="every task's metrics port, named `metrics` (a program of your own may serve there: "
+        "TFK8S_METRICS_PORT); null: no metrics, no port, no annotations",
+    )
+    scrape_annotations: bool = Field(
+        True, strict=True, description="`prometheus.io/scrape`, `/port`, `/path` on every pod"
+    )
+    pod_monitor: bool = Field(
+        False,
+        strict=True,
+        description="a PodMonitor (Prometheus Operator) for the cluster's pods; `submit` refuses it when the "
+        "monitoring.coreos.com CRDs are not installed",
+    )
+    scrapers: list[Scraper] = Field(
+        default_factory=lambda: [Scraper(namespace_selector=LabelSelector(match_labels=dict(MONITORING_NAMESPACE)))],
+        description="who may reach the metrics port through the NetworkPolicy (the gRPC port stays fenced); "
+        "default: every pod in namespace `monitoring`; empty: nobody",
+    )
+
+
 class ClusterSpec(SpecModel):
     """cluster.yaml. Each field's description is its entry in docs/spec.md (generated:
     scripts/gen_spec_reference.py) and in the chart's values.schema.json."""
@@ -161,6 +214,7 @@ class ClusterSpec(SpecModel):
         "plaintext (docs/security.md). Needs a CNI that enforces them; `false`: none",
     )
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    metrics: Metrics = Field(default_factory=Metrics)
     restart_policy: Literal["OnFailure", "Never"] = Field(
         "Never",
         description="`Never`: a failed pod is replaced, counted against `backoffLimit`, except preemptions and "
@@ -259,6 +313,10 @@ class ClusterSpec(SpecModel):
         problem = None if shared_disk else self.mwms_storage_problem()
         if problem:
             problems.append(("checkpoint.volume", problem))
+        if self.metrics.port == self.port:
+            problems.append(("metrics.port", METRICS_ON_GRPC_PORT.format(port=self.port)))
+        if self.metrics.pod_monitor and self.metrics.port is None:
+            problems.append(("metrics.podMonitor", POD_MONITOR_WITHOUT_PORT))
         if problems:
             raise CrossFieldProblems(problems)
         return self

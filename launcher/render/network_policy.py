@@ -5,7 +5,9 @@ ps or worker could read or overwrite the model's variables. The training pods (c
 TRAINING_ROLES present in the cluster) admit ingress only from each other, on the gRPC port;
 the evaluator, outside the training cluster and listening on nothing, admits none. MWMS workers
 that get GPUs also admit every TCP port from each other, and from nothing else: NCCL listens on
-ephemeral ports (k8s_contract.nccl_roles). Egress stays open (DNS, the API server, gs://). The
+ephemeral ports (k8s_contract.nccl_roles). Every pod admits the metrics scrapers
+(metrics.scrapers: the monitoring namespace by default) on the metrics port, and only there:
+policies add up, so the gRPC port stays fenced from them. Egress stays open (DNS, the API server, gs://). The
 chart writes the same objects (charts/tfk8s/templates/networkpolicy.yaml); local runs have none.
 """
 
@@ -20,8 +22,8 @@ from launcher.plan.plan import ClusterPlan, RolePlan
 
 def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | None:
     """{"grpc": {name, pods}, "collective": {name, pods} or None, "no_ingress": {name, pods} or
-    None}; None when the spec says networkPolicy: false. `selector`: the labels every pod of
-    the cluster carries."""
+    None, "metrics": {name, pods, scrapers} or None}; None when the spec says networkPolicy:
+    false. `selector`: the labels every pod of the cluster carries."""
     spec = cluster.spec
     if not spec.network_policy:
         return None
@@ -35,7 +37,19 @@ def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | N
         "no_ingress": {"name": names.no_ingress_policy(spec.name), "pods": pod_selector(selector, outside)}
         if outside
         else None,
+        "metrics": metrics_policy(cluster, selector),
     }
+
+
+def metrics_policy(cluster: ClusterPlan, selector: dict[str, str]) -> dict | None:
+    """Every task's pod admits the scrapers on the metrics port; None without metrics or
+    scrapers (then nothing reaches the port: the other policies select every task's pod)."""
+    spec = cluster.spec
+    scrapers = [s.model_dump(by_alias=True, exclude_none=True) for s in spec.metrics.scrapers]
+    if spec.metrics.port is None or not scrapers:
+        return None
+    pods = pod_selector(selector, cluster.roles)
+    return {"name": names.metrics_policy(spec.name), "pods": pods, "scrapers": scrapers}
 
 
 def pod_selector(selector: dict[str, str], roles: Iterable[RolePlan]) -> dict:

@@ -51,6 +51,23 @@ def spec_hash(spec: ClusterSpec) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def scrape_annotations(spec: ClusterSpec) -> dict[str, str]:
+    """The conventional annotations a Prometheus scrape config keys on (every pod), or none."""
+    metrics = spec.metrics
+    if metrics.port is None or not metrics.scrape_annotations:
+        return {}
+    return {
+        k8s_contract.SCRAPE_ANNOTATION: "true",
+        k8s_contract.SCRAPE_PORT_ANNOTATION: str(metrics.port),
+        k8s_contract.SCRAPE_PATH_ANNOTATION: k8s_contract.METRICS_PATH,
+    }
+
+
+def metrics_env(spec: ClusterSpec) -> dict[str, str]:
+    """Where the task serves its metrics in a pod: the named port, on every interface."""
+    return {} if spec.metrics.port is None else {contract.METRICS_PORT: str(spec.metrics.port)}
+
+
 def selector_labels(name: str) -> dict[str, str]:
     return {k8s_contract.LABEL_NAME: k8s_contract.MANAGED_BY, k8s_contract.LABEL_INSTANCE: name}
 
@@ -61,6 +78,7 @@ def render(spec: ClusterSpec) -> list[dict]:
     context = _context(cluster)
     rbac = [("rbac.yaml.j2", {})] if cluster.watched_jobs else []
     policies = [("networkpolicy.yaml.j2", {})] if context["network_policies"] else []
+    policies += [("podmonitor.yaml.j2", {})] if cluster.spec.metrics.pod_monitor else []
     jobs = [("job.yaml.j2", {"job": _job(cluster, role, context)}) for role in cluster.roles]
     if cluster.jobset is not None:
         replicated = zip((role.role.value for role in cluster.roles), templating.render_all(context, jobs))
@@ -92,6 +110,8 @@ def _context(cluster: ClusterPlan) -> dict:
         "labels": labels,
         "queue_label": k8s_contract.QUEUE_LABEL,
         "annotations": dict(spec.annotations),
+        "pod_annotations": {**spec.annotations, **scrape_annotations(spec)},
+        "metrics_port": spec.metrics.port,
         "root_data": supervisor_sources() if cluster.supervised else {},
         "selector": selector,
         "network_policies": network_policies(cluster, selector),
@@ -100,6 +120,9 @@ def _context(cluster: ClusterPlan) -> dict:
         "create_service_account": cluster.create_service_account,
         "service_account": cluster.supervisor_account,
         "jobset_api_version": k8s_contract.JOBSET_API_VERSION,
+        "pod_monitor_api_version": k8s_contract.POD_MONITOR_API_VERSION,
+        "metrics_port_name": k8s_contract.METRICS_PORT_NAME,
+        "metrics_path": k8s_contract.METRICS_PATH,
         "priority_class_name": spec.priority_class_name,
         "image": spec.image,
         "image_pull_policy": spec.image_pull_policy,
@@ -121,7 +144,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     spec = cluster.spec
     cfg = spec.roles.get(role.role)
     command = list(role.command)
-    env = {**role.env, "HOME": "/tmp"}
+    env = {**role.env, **metrics_env(spec), "HOME": "/tmp"}
     supervision = role.supervision
     watcher = None
     if supervision is not None:

@@ -38,6 +38,7 @@ from support import REPO, example_specs, find_helm, in_ci
 from launcher import k8s_contract
 from launcher.chart import chart_schema, chart_values
 from launcher.cluster_spec import names
+from launcher.cluster_spec import spec as spec_module
 from launcher.cluster_spec.loader import load_data, load_file
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import SpecError
@@ -97,8 +98,13 @@ class Helm:
         path.write_text(values if isinstance(values, str) else quoted_yaml(values))
         return path
 
-    def template(self, release: str, namespace: str, values: dict | str) -> subprocess.CompletedProcess:
-        return self.run("template", release, str(CHART), "--namespace", namespace, "-f", str(self.values_file(values)))
+    def template(
+        self, release: str, namespace: str, values: dict | str, pod_monitor_crd: bool = True
+    ) -> subprocess.CompletedProcess:
+        """`helm template`, as for a cluster that serves the PodMonitor CRD unless told not to."""
+        crd = ["--api-versions", f"{k8s_contract.POD_MONITOR_API_VERSION}/PodMonitor"] if pod_monitor_crd else []
+        values_file = str(self.values_file(values))
+        return self.run("template", release, str(CHART), "--namespace", namespace, "-f", values_file, *crd)
 
     def objects(self, release: str, namespace: str, values: dict | str) -> list[dict]:
         r = self.template(release, namespace, values)
@@ -379,6 +385,21 @@ def _random_specs():
         "evaluatorGraceSeconds": st.integers(0, 10**6),
         "peerTimeoutSeconds": st.integers(1, 10**6),
         "terminationGracePeriodSeconds": st.integers(1, 10**6),
+        "metrics": st.fixed_dictionaries(
+            {},
+            optional={
+                "port": st.one_of(st.none(), st.integers(1024, 65535)),
+                "scrapeAnnotations": st.booleans(),
+                "podMonitor": st.booleans(),
+                "scrapers": st.lists(
+                    st.fixed_dictionaries(
+                        {"namespaceSelector": st.just({"matchLabels": {"team": "ops"}})},
+                        optional={"podSelector": st.just({"matchLabels": {"app": "prometheus"}})},
+                    ),
+                    max_size=2,
+                ),
+            },
+        ),
     }
 
     @st.composite
@@ -393,8 +414,10 @@ def _random_specs():
             **draw(st.fixed_dictionaries({}, optional=optional)),
         }
         volume = data["checkpoint"].get("volume") or {}
-        if data["strategy"] == "multi_worker_mirrored" and r["worker"]["replicas"] > 1 and "hostPath" in volume:
-            # Several MWMS workers need a shared checkpoint dir: a PVC (or gs://), no hostPath.
+        remote = data["checkpoint"].get("dir", "").startswith("gs://")
+        mwms_workers = r["worker"]["replicas"] if data["strategy"] == "multi_worker_mirrored" else 0
+        if mwms_workers > 1 and not remote and "persistentVolumeClaim" not in volume:
+            # Several MWMS workers need a shared checkpoint dir: a PVC (or gs://), no hostPath or emptyDir.
             data["checkpoint"]["volume"] = {"persistentVolumeClaim": {"claimName": "c"}}
         if r["evaluator"]["replicas"] and not data["checkpoint"].get("dir", "").startswith("gs://") and not volume:
             # The evaluator reads the chief's checkpoints: a shared volume, not an emptyDir.
@@ -411,6 +434,11 @@ def _random_specs():
             data.update(draw(byo))
         elif (p := draw(program)) is not None:
             data["program"] = p
+        metrics = data.get("metrics", {})
+        if metrics.get("port", 0) in (data.get("port", 2222), None):
+            metrics.pop("podMonitor", None)  # a PodMonitor needs a metrics port of its own
+            if metrics.get("port") is not None:
+                metrics["port"] += 1 if metrics["port"] < 65535 else -1
         for cfg in r.values():  # a GPU request must equal its limit
             resources = cfg.get("resources", {})
             if "nvidia.com/gpu" in resources.get("limits", {}) and draw(st.booleans()):
@@ -583,6 +611,12 @@ REFUSED = [
 # message is exactly the launcher's for the same values ("PATH: MESSAGE", one of load_data's
 # problems); the fragment pins the rule that refused them.
 REFUSED_LIKE_THE_LAUNCHER = [
+    ("metrics-on-grpc-port", {"port": 2300, "metrics.port": 2300}, "metrics.port: 2300 is the gRPC port (port)"),
+    (
+        "pod-monitor-without-port",
+        {"metrics.port": None, "metrics.podMonitor": True},
+        "metrics.podMonitor: a PodMonitor needs metrics.port",
+    ),
     (
         "reserved-env",
         {"roles.worker.env": {"TF_CONFIG": "{}"}},
@@ -690,6 +724,17 @@ def test_validate_refuses_with_the_launchers_message(helm, changes, fragment):
     message = chart_refusal(helm.template("rel", values.get("namespace") or "team-a", values))
     assert fragment in message
     assert message in launcher, f"the chart's message differs from the launcher's {launcher}"
+
+
+@pytest.mark.helm
+def test_pod_monitor_is_refused_where_its_crd_is_not_served(helm):
+    """Like `submit` (launcher/backends/kubernetes/submit.py preflight), with the same line."""
+    values = _changed({"metrics.podMonitor": True})
+    served = helm.objects("rel", "team-a", values)
+    monitors = [o for o in served if o["kind"] == "PodMonitor"]
+    assert [m["spec"]["podMetricsEndpoints"] for m in monitors] == [[{"port": "metrics", "path": "/metrics"}]]
+    refused = chart_refusal(helm.template("rel", "team-a", values, pod_monitor_crd=False))
+    assert refused == f"metrics.podMonitor: {spec_module.POD_MONITOR_WITHOUT_CRD}"
 
 
 @pytest.mark.helm
@@ -834,6 +879,7 @@ def test_templates_are_readable_helm():
     assert not blobs, f"JSON written into templates: {blobs}"
     objects = {p.name for p in templates if p.suffix == ".yaml"}
     assert objects == {
+        "podmonitor.yaml",
         "configmap.yaml",
         "code-configmap.yaml",
         "service.yaml",

@@ -173,5 +173,9 @@ messages:
   codeNeedsArchive: the chart cannot read a local directory; set codeArchive to its archive in base64
     (python -m launcher code-archive DIR > code.b64, then --set-file codeArchive=code.b64), or use the
     values of `python -m launcher render --helm-values SPEC`
+  metricsOnGrpcPort: '@port@ is the gRPC port (port): give the metrics another one'
+  podMonitorWithoutPort: 'a PodMonitor needs metrics.port: set one, or podMonitor: false'
+  podMonitorWithoutCrd: 'the cluster serves no monitoring.coreos.com/v1 PodMonitor (the Prometheus Operator''s
+    CRDs are not installed): install them, or set metrics.podMonitor: false and scrape by the pods'' annotations'
 
 {{- end }}

@@ -272,6 +272,9 @@ again keeps its first place and takes the later value.
 {{- range $key, $value := dig .role "env" dict (default dict $values.roles) | default dict -}}
 {{- $pairs = append $pairs (list $key $value) -}}
 {{- end -}}
+{{- with include "tfk8s.metricsPort" .root -}}
+{{- $pairs = append $pairs (list "TFK8S_METRICS_PORT" .) -}}
+{{- end -}}
 {{- $pairs = append $pairs (list "HOME" "/tmp") -}}
 {{- if include "tfk8s.supervised" . -}}
 {{- $grace := ternary (int $values.evaluatorGraceSeconds) 0 (eq .role "evaluator") -}}
@@ -307,4 +310,35 @@ matchExpressions:
 - key: app.kubernetes.io/component
   operator: In
   values: {{ toJson .roles }}
+{{- end }}
+
+{{/* The metrics port as a number, or "" when metrics.port is null. */}}
+{{- define "tfk8s.metricsPort" -}}
+{{- $port := dig "port" nil (default dict .Values.metrics) -}}
+{{- if not (kindIs "invalid" $port) }}{{ int $port }}{{ end -}}
+{{- end }}
+
+{{/* Every pod's annotations: the values', then Prometheus' scrape annotations (metrics). */}}
+{{- define "tfk8s.podAnnotations" -}}
+{{- $annotations := deepCopy (default dict .Values.annotations) -}}
+{{- $port := include "tfk8s.metricsPort" . -}}
+{{- if and $port (dig "scrapeAnnotations" true (default dict .Values.metrics)) -}}
+{{- $_ := set $annotations "prometheus.io/scrape" "true" -}}
+{{- $_ := set $annotations "prometheus.io/port" $port -}}
+{{- $_ := set $annotations "prometheus.io/path" "/metrics" -}}
+{{- end -}}
+{{- toYaml $annotations -}}
+{{- end }}
+
+{{/* metrics.scrapers as NetworkPolicy peers, unset selectors left out (a JSON list). */}}
+{{- define "tfk8s.scrapers" -}}
+{{- $peers := list -}}
+{{- range $scraper := dig "scrapers" list (default dict .Values.metrics) | default list -}}
+{{- $peer := dict -}}
+{{- range $key, $selector := $scraper -}}
+{{- if not (kindIs "invalid" $selector) }}{{ $_ := set $peer $key $selector }}{{ end -}}
+{{- end -}}
+{{- $peers = append $peers $peer -}}
+{{- end -}}
+{{- toJson $peers -}}
 {{- end }}

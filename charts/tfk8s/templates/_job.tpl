@@ -20,6 +20,7 @@ annotations:
 {{- $supervised := include "tfk8s.supervised" . -}}
 {{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
 {{- $command := include "tfk8s.taskCommand" $root | fromJsonArray -}}
+{{- $metricsPort := include "tfk8s.metricsPort" $root -}}
 {{- if $supervised }}
 {{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
 {{- end -}}
@@ -55,7 +56,10 @@ successPolicy:
 {{- end }}
 template:
   metadata:
-    {{- include "tfk8s.jobMetadata" . | nindent 4 }}
+    labels:
+      {{- include "tfk8s.roleLabels" . | nindent 6 }}
+    annotations:
+      {{- include "tfk8s.podAnnotations" $root | nindent 6 }}
   spec:
     restartPolicy: {{ $values.restartPolicy }}
     terminationGracePeriodSeconds: {{ int $values.terminationGracePeriodSeconds }}
@@ -117,11 +121,19 @@ template:
       - name: TF_CONFIG
         value: {{ include "tfk8s.tfConfig" . | quote }}
       {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 6 }}
-      {{- if has .role $c.trainingRoles }}
+      {{- $training := has .role $c.trainingRoles }}
+      {{- if or $training $metricsPort }}
       ports:
+      {{- if $training }}
       - name: tf-grpc
         containerPort: {{ int $values.port }}
         protocol: TCP
+      {{- end }}
+      {{- if $metricsPort }}
+      - name: metrics
+        containerPort: {{ $metricsPort }}
+        protocol: TCP
+      {{- end }}
       {{- end }}
       resources:
         {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 8 }}

@@ -109,6 +109,15 @@ a template picks one and fills it, never spells one out.
 {{- end -}}
 {{- end -}}
 
+{{- /* metrics: not on the gRPC port; a PodMonitor needs a port */ -}}
+{{- $metricsPort := include "tfk8s.metricsPort" . -}}
+{{- if and $metricsPort (eq (int $metricsPort) (int $v.port)) -}}
+{{- include "tfk8s.refuse" (list "metrics.port" $m.metricsOnGrpcPort (dict "port" (int $v.port))) -}}
+{{- end -}}
+{{- if and (dig "podMonitor" false (default dict $v.metrics)) (not $metricsPort) -}}
+{{- include "tfk8s.refuse" (list "metrics.podMonitor" $m.podMonitorWithoutPort dict) -}}
+{{- end -}}
+
 {{- if and $v.code (not $v.codeArchive) -}}
 {{- include "tfk8s.refuse" (list "code" $m.codeNeedsArchive dict) -}}
 {{- end -}}

@@ -15,6 +15,7 @@ from launcher.status import admission
 
 FIELD_MANAGER = "tfk8s"
 JOBSET = (k8s_contract.JOBSET_API_VERSION, "JobSet")
+POD_MONITOR = (k8s_contract.POD_MONITOR_API_VERSION, "PodMonitor")
 # Kueue's API (Workload, LocalQueue), newest served version first (v1beta2 from Kueue 0.15).
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 # Kueue labels a Workload with the UID of the job object it admits.
@@ -26,6 +27,7 @@ KINDS = [
     ("batch/v1", "Job"),
     ("v1", "Service"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
+    POD_MONITOR,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("v1", "ServiceAccount"),
@@ -34,7 +36,7 @@ KINDS = [
 ]
 OWNED_KINDS = KINDS[:-1]  # what a cluster's objects are; pods come and go with their Jobs
 # Kinds that exist only where an add-on is installed: absent means "none of them".
-OPTIONAL_KINDS = {JOBSET}
+OPTIONAL_KINDS = {JOBSET, POD_MONITOR}
 # The objects that can be a cluster's root (the one carrying the spec hash, owner of the rest).
 ROOT_KINDS = [JOBSET, ("v1", "ConfigMap")]
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from launcher import k8s_contract
-from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, Api, api_message
+from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, POD_MONITOR, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
-from launcher.cluster_spec.spec import ClusterSpec
+from launcher.cluster_spec.spec import POD_MONITOR_WITHOUT_CRD, ClusterSpec
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.k8s_contract import Workload
 from launcher.render import render
@@ -103,7 +103,8 @@ KUEUE_INSTALL = (
 
 def preflight(sub: Submission) -> None:
     """What must exist before anything is created: the namespace, and for a JobSet the JobSet
-    API, and for a queue Kueue's LocalQueue (else the set would wait suspended forever)."""
+    API, for a PodMonitor the Prometheus Operator's CRD, and for a queue Kueue's LocalQueue (else
+    the set would wait suspended forever)."""
     ns, spec = sub.namespace, sub.spec
     if sub.api.get("v1", "Namespace", None, ns) is None:
         raise LauncherError(f"namespace {ns!r} does not exist (create it: kubectl create namespace {ns})")
@@ -112,6 +113,8 @@ def preflight(sub: Submission) -> None:
             f"workload: jobset, but this cluster has no JobSet API ({k8s_contract.JOBSET_API_VERSION}): "
             f"install JobSet ({JOBSET_INSTALL}), or use workload: jobs"
         )
+    if spec.metrics.pod_monitor and not sub.api.served(*POD_MONITOR):
+        raise LauncherError(f"metrics.podMonitor: {POD_MONITOR_WITHOUT_CRD}")
     if spec.queue is not None:
         version = sub.api.first_served(KUEUE_VERSIONS, "LocalQueue")
         if version is None:

@@ -51,9 +51,10 @@ def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
     `python`. The plan's env carries the model dir it was planned with (the run's model/
     unless checkpoint.dir is remote)."""
     tasks_planned = list(plan.tasks())
-    # The built-in worker serves Prometheus metrics (worker/metrics.py): a port of its own for
-    # every task, as each pod has. A program of the user's gets none to ignore.
-    with_metrics = plan.spec.builtin
+    # The built-in worker serves Prometheus metrics (worker/metrics.py): a free port of its own
+    # for every task (metrics.port is the pods' one), as each pod has. A program of the user's
+    # gets none to ignore; metrics.port null: none at all.
+    with_metrics = plan.spec.builtin and plan.spec.metrics.port is not None
     ports = free_ports(sum(r.replicas for r in plan.training_roles) + (len(tasks_planned) if with_metrics else 0))
     port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles for i in range(r.replicas)}
 

@@ -34,7 +34,15 @@ def test_queued_example_is_one_jobset_with_the_queue_label():
     assert kinds.count("JobSet") == 1 and kinds[0] == "JobSet"
     # No Service (JobSet's own), no Job objects; ConfigMap + RBAC only for the evaluator's
     # supervisor; the gRPC and the evaluator's NetworkPolicy.
-    assert sorted(kinds[1:]) == ["ConfigMap", "NetworkPolicy", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount"]
+    assert sorted(kinds[1:]) == [
+        "ConfigMap",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
     [jobset] = objects[:1]
     assert jobset["metadata"]["labels"][k8s_contract.QUEUE_LABEL] == "tfk8s-queue"
     assert jobset["spec"]["suspend"] is True  # Kueue resumes it once admitted
@@ -45,14 +53,15 @@ def test_queued_example_is_one_jobset_with_the_queue_label():
     }
 
 
-def test_without_evaluator_nothing_but_the_jobset_and_its_grpc_policy():
+def test_without_evaluator_nothing_but_the_jobset_and_its_policies():
     spec = load_text(
         "name: p\nstrategy: parameter_server\nworkload: jobset\n"
         "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n"
     )
-    jobset, policy = render.render(spec)
+    jobset, policy, metrics_policy = render.render(spec)
     assert jobset["kind"] == "JobSet"
     assert (policy["kind"], policy["metadata"]["name"]) == ("NetworkPolicy", "p-grpc")
+    assert (metrics_policy["kind"], metrics_policy["metadata"]["name"]) == ("NetworkPolicy", "p-metrics")
     assert "suspend" not in jobset["spec"]  # not queued: starts at once
     # Servers are ended by the success policy: no supervisor, no token, no RBAC.
     for name, template in _children(jobset).items():

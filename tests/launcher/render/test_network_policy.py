@@ -1,5 +1,7 @@
 """The cluster's NetworkPolicies: TF's gRPC port admits only the cluster's own training pods,
-the evaluator admits nothing, in both projections; networkPolicy: false renders none."""
+the evaluator admits nothing, in both projections; networkPolicy: false renders none. Every pod
+also admits the metrics scrapers on the metrics port, and only there (`<name>-metrics`, whose
+own rules test_metrics_objects.py checks)."""
 
 import json
 
@@ -66,7 +68,7 @@ def _selects(selector: dict, labels: dict) -> bool:
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_grpc_port_admits_only_the_clusters_training_pods(workload):
     policies = _policies(_spec(PS, workload))
-    assert set(policies) == {"c-grpc", "c-no-ingress"}
+    assert set(policies) == {"c-grpc", "c-no-ingress", "c-metrics"}
     grpc = policies["c-grpc"]
     assert grpc["podSelector"] == _pods_of(["chief", "worker", "ps"])
     assert grpc["policyTypes"] == ["Ingress"]  # egress stays open: DNS, API server, gs://
@@ -90,7 +92,8 @@ def test_a_non_default_port_is_the_one_admitted(workload):
     # ... the very port the training pods listen on
     for job_name, job_spec in render.job_specs(objects):
         container = job_spec["template"]["spec"]["containers"][0]
-        assert [p["containerPort"] for p in container.get("ports", [])] in ([40123], []), job_name
+        grpc_ports = [p["containerPort"] for p in container.get("ports", []) if p["name"] == "tf-grpc"]
+        assert grpc_ports in ([40123], []), job_name
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
@@ -104,7 +107,7 @@ def test_mwms_has_workers_only(workload):
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_without_evaluator_no_deny_all_policy(workload):
     policies = _policies(_spec(MIRRORED, workload))
-    assert list(policies) == ["c-grpc"]
+    assert list(policies) == ["c-grpc", "c-metrics"]
     assert policies["c-grpc"]["podSelector"] == _pods_of(["chief"])
 
 
@@ -126,7 +129,9 @@ def test_every_pod_is_selected_by_exactly_its_policy(workload, text):
     for role, labels in pods.items():
         selected = [name for name, p in policies.items() if _selects(p["podSelector"], labels)]
         in_training = contract.Role(role) in contract.TRAINING_ROLES
-        assert selected == (["c-grpc"] if in_training else ["c-no-ingress"]), role
+        # and the metrics policy, which admits nothing but the scrapers on the metrics port
+        assert selected == (["c-grpc", "c-metrics"] if in_training else ["c-no-ingress", "c-metrics"]), role
+        assert policies["c-metrics"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 9401}]
         admitted = _selects(policies["c-grpc"]["ingress"][0]["from"][0]["podSelector"], labels)
         assert admitted == in_training, role
     # Another cluster's pods (another instance label) are neither selected nor admitted.
@@ -151,7 +156,7 @@ MWMS_GPU = MWMS.replace("worker: {replicas: 3}", "worker: {replicas: 3, resource
 def test_mwms_workers_with_gpus_admit_every_tcp_port_from_each_other_only(workload):
     """NCCL's bootstrap and socket transport listen on ephemeral ports nothing can pin."""
     policies = _policies(_spec(MWMS_GPU, workload))
-    assert set(policies) == {"c-grpc", "c-collective", "c-no-ingress"}
+    assert set(policies) == {"c-grpc", "c-collective", "c-no-ingress", "c-metrics"}
     collective = policies["c-collective"]
     assert collective == {
         "podSelector": _pods_of(["worker"]),

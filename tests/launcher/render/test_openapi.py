@@ -137,7 +137,7 @@ def test_validator_catches_a_misspelled_field(schemas):
 
 def test_validator_catches_a_misspelled_network_policy_field(schemas):
     policies = [o for o in render.render(load_file(EXAMPLES_DIR / "ps.yaml")) if o["kind"] == "NetworkPolicy"]
-    assert [p["metadata"]["name"] for p in policies] == ["mnist-ps-grpc", "mnist-ps-no-ingress"]
+    assert [p["metadata"]["name"] for p in policies] == ["mnist-ps-grpc", "mnist-ps-no-ingress", "mnist-ps-metrics"]
     for policy in policies:
         validate(policy, schemas)
     policies[0]["spec"]["ingress"][0]["form"] = policies[0]["spec"]["ingress"][0].pop("from")

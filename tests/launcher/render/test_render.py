@@ -143,7 +143,7 @@ def test_object_count_is_constant_and_bytes_grow_linearly():
     sizes = {}
     for n in (10, 100, 1000):
         objects = render.render(_spec_with_workers(n))
-        assert len(objects) == 9  # root, service, sa, role, binding, gRPC policy, 3 Jobs
+        assert len(objects) == 10  # root, service, sa, role, binding, gRPC and metrics policies, 3 Jobs
         sizes[n] = len(json.dumps(objects))
     # Linear: 10x the workers costs about 10x the bytes of the per-worker part, not 100x.
     per_worker_100 = (sizes[100] - sizes[10]) / 90

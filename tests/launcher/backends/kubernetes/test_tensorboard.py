@@ -123,7 +123,7 @@ def test_no_network_policy_selects_it():
     root, template, objects = _cluster(spec)
     labels = tensorboard.tensorboard_pod(spec.name, spec.namespace, template, root)["metadata"]["labels"]
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
-    assert len(policies) == 2
+    assert len(policies) == 3  # gRPC, no-ingress (evaluator), metrics
     assert not any(_selects(p["spec"]["podSelector"], labels) for p in policies)
 
 
