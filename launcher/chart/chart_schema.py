@@ -9,6 +9,7 @@ rendering anything. What it cannot say, templates/_validate.tpl checks with the 
 
 from __future__ import annotations
 
+import copy
 import json
 import string
 from typing import Any
@@ -39,17 +40,39 @@ CODE_NEEDS_ARCHIVE = (
     "codeArchive=code.b64), or use the values of `python -m launcher render "
     "--helm-values SPEC`"
 )
+PROMETHEUS_RULE_WITHOUT_CRD = (
+    "the cluster serves no monitoring.coreos.com/v1 PrometheusRule (the Prometheus Operator's CRDs are not "
+    "installed): install them, or load docs/tfk8s-alerts.yaml into Prometheus as a rule file"
+)
 
-# The chart's values that the spec does not have: pod extras for Helm users (templates/_job.tpl).
+# The chart's values that the spec does not have (JSON Schema each): pod extras for Helm users
+# (templates/_job.tpl), and the dashboard and alerts as objects (templates/monitoring.yaml).
+_OBJECTS = {"type": "array", "items": {"type": "object"}}
+_SHIPPED = {
+    "type": "object",
+    "properties": {
+        "enabled": {"type": "boolean"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    "additionalProperties": False,
+}
 CHART_ONLY = {
-    "affinity": ("object", "every pod's affinity (Kubernetes Affinity), e.g. nodeAffinity"),
-    "sidecars": (
-        "array",
-        "containers run beside the task in every pod (native sidecars: initContainers "
-        "with restartPolicy Always, which never keep a Job from completing; Kubernetes >= 1.29)",
-    ),
-    "extraVolumes": ("array", "volumes added to every pod"),
-    "extraVolumeMounts": ("array", "volumeMounts added to the task's container"),
+    "affinity": {"type": "object", "description": "every pod's affinity (Kubernetes Affinity), e.g. nodeAffinity"},
+    "sidecars": {
+        **_OBJECTS,
+        "description": "containers run beside the task in every pod (native sidecars: initContainers with "
+        "restartPolicy Always, which never keep a Job from completing; Kubernetes >= 1.29)",
+    },
+    "extraVolumes": {**_OBJECTS, "description": "volumes added to every pod"},
+    "extraVolumeMounts": {**_OBJECTS, "description": "volumeMounts added to the task's container"},
+    "grafanaDashboard": {
+        **_SHIPPED,
+        "description": "enabled: the Grafana dashboard as a ConfigMap carrying `labels` (docs/metrics.md)",
+    },
+    "prometheusRule": {
+        **_SHIPPED,
+        "description": "enabled: the alert rules as a PrometheusRule carrying `labels` (docs/metrics.md)",
+    },
 }
 
 
@@ -72,6 +95,7 @@ def messages() -> dict[str, str]:
         "metricsOnGrpcPort": spec.METRICS_ON_GRPC_PORT,
         "podMonitorWithoutPort": spec.POD_MONITOR_WITHOUT_PORT,
         "podMonitorWithoutCrd": spec.POD_MONITOR_WITHOUT_CRD,
+        "prometheusRuleWithoutCrd": PROMETHEUS_RULE_WITHOUT_CRD,
     }
     return {key: tokens(text) for key, text in table.items()}
 
@@ -234,10 +258,7 @@ def generate_schema() -> dict:
     }
     # Chart only: added to every pod as given, for what the spec does not cover (the launcher
     # renders none of them; Kubernetes checks them when the objects are created).
-    for key, (kind, what) in CHART_ONLY.items():
-        props[key] = {"type": kind, "description": what}
-        if kind == "array":
-            props[key]["items"] = {"type": "object"}
+    props.update(copy.deepcopy(CHART_ONLY))
     props["code"]["anyOf"].insert(0, {"type": "string"})  # code: ./src, the short form
     props["code"]["description"] = "the launcher's local code dir; the chart needs codeArchive instead"
     props["env"] = env

@@ -107,5 +107,15 @@ def dashboard() -> dict:
     }
 
 
+def panel_queries(namespace: str = ".*", training: str = ".*") -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every panel's target with the variables set (regexes, as Grafana
+    substitutes them): what the tests run against a real Prometheus."""
+    return [
+        (panel["title"], target["expr"].replace("$namespace", namespace).replace("$training", training))
+        for panel in dashboard()["panels"]
+        for target in panel["targets"]
+    ]
+
+
 def dashboard_json() -> str:
     return json.dumps(dashboard(), indent=2) + "\n"

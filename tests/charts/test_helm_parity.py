@@ -42,6 +42,7 @@ from launcher.cluster_spec import spec as spec_module
 from launcher.cluster_spec.loader import load_data, load_file
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import SpecError
+from launcher.monitoring import alerts, dashboard
 from launcher.render import render
 from worker import contract
 
@@ -102,7 +103,14 @@ class Helm:
         self, release: str, namespace: str, values: dict | str, pod_monitor_crd: bool = True
     ) -> subprocess.CompletedProcess:
         """`helm template`, as for a cluster that serves the PodMonitor CRD unless told not to."""
-        crd = ["--api-versions", f"{k8s_contract.POD_MONITOR_API_VERSION}/PodMonitor"] if pod_monitor_crd else []
+        crd = (
+            [
+                f"--api-versions={k8s_contract.POD_MONITOR_API_VERSION}/{kind}"
+                for kind in ("PodMonitor", "PrometheusRule")
+            ]
+            if pod_monitor_crd
+            else []
+        )
         values_file = str(self.values_file(values))
         return self.run("template", release, str(CHART), "--namespace", namespace, "-f", values_file, *crd)
 
@@ -434,11 +442,12 @@ def _random_specs():
             data.update(draw(byo))
         elif (p := draw(program)) is not None:
             data["program"] = p
-        metrics = data.get("metrics", {})
-        if metrics.get("port", 0) in (data.get("port", 2222), None):
-            metrics.pop("podMonitor", None)  # a PodMonitor needs a metrics port of its own
-            if metrics.get("port") is not None:
-                metrics["port"] += 1 if metrics["port"] < 65535 else -1
+        metrics = data.setdefault("metrics", {})
+        metrics_port = metrics.get("port", spec_module.DEFAULT_METRICS_PORT)
+        if metrics_port is None:
+            metrics.pop("podMonitor", None)  # a PodMonitor needs a metrics port
+        elif metrics_port == data.get("port", 2222):  # not the gRPC port
+            metrics["port"] = metrics_port + 1 if metrics_port < 65535 else metrics_port - 1
         for cfg in r.values():  # a GPU request must equal its limit
             resources = cfg.get("resources", {})
             if "nvidia.com/gpu" in resources.get("limits", {}) and draw(st.booleans()):
@@ -738,6 +747,32 @@ def test_pod_monitor_is_refused_where_its_crd_is_not_served(helm):
 
 
 @pytest.mark.helm
+def test_the_dashboard_and_the_alert_rules_ship_as_objects_when_enabled(helm):
+    values = {
+        **_base_values(),
+        "grafanaDashboard": {"enabled": True, "labels": {"grafana_dashboard": "1"}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kps"}},
+    }
+    objects = {
+        o["kind"]: o
+        for o in helm.objects("rel", "team-a", values)
+        if o["metadata"]["name"].endswith(("-dashboard", "-alerts"))
+    }
+    board, rule = objects["ConfigMap"], objects["PrometheusRule"]
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(board["data"]["tfk8s-dashboard.json"]) == dashboard.dashboard()
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    assert rule["spec"] == alerts.rules()
+    refused = chart_refusal(
+        helm.run("template", "rel", str(CHART), "-n", "team-a", "-f", str(helm.values_file(values)))
+    )
+    assert refused == f"prometheusRule.enabled: {chart_schema.PROMETHEUS_RULE_WITHOUT_CRD}"
+    # Off by default: neither object.
+    names = [o["metadata"]["name"] for o in helm.objects("rel", "team-a", _base_values())]
+    assert not [n for n in names if n.endswith(("-dashboard", "-alerts"))]
+
+
+@pytest.mark.helm
 def test_schema_errors_name_the_schema(helm):
     values = _set(_base_values(), "name", "x" * 70)
     r = helm.template("rel", "team-a", values)
@@ -879,6 +914,7 @@ def test_templates_are_readable_helm():
     assert not blobs, f"JSON written into templates: {blobs}"
     objects = {p.name for p in templates if p.suffix == ".yaml"}
     assert objects == {
+        "monitoring.yaml",
         "podmonitor.yaml",
         "configmap.yaml",
         "code-configmap.yaml",
@@ -935,7 +971,14 @@ def test_values_yaml_has_the_models_defaults():
     defaults["namespace"] = ""
     # Chart-only pod extras come last, empty: they add nothing unless set.
     extras = {key: chart.pop(key) for key in chart_schema.CHART_ONLY}
-    assert extras == {"affinity": {}, "sidecars": [], "extraVolumes": [], "extraVolumeMounts": []}
+    assert extras == {
+        "affinity": {},
+        "sidecars": [],
+        "extraVolumes": [],
+        "extraVolumeMounts": [],
+        "grafanaDashboard": {"enabled": False, "labels": {"grafana_dashboard": "1"}},
+        "prometheusRule": {"enabled": False, "labels": {}},
+    }
     assert chart == defaults
     assert list(chart) == list(defaults), "keep values.yaml in the model's field order"
 

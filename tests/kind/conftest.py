@@ -92,6 +92,7 @@ def _env_file_vars() -> dict[str, str]:
         "TFK8S_KUEUE_IMAGE",
         "TFK8S_KWOK",
         "TFK8S_PROMETHEUS",
+        "TFK8S_PROMETHEUS_IMAGE",
     )
     return {k: v for k, _, v in (e.partition("=") for e in out.split("\0") if e) if k in wanted}
 

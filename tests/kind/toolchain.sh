@@ -582,7 +582,7 @@ preload_and_commit() { # preload_and_commit FROM OUT RECIPE LOGNAME IMAGE...: OU
 # (same image ID) and skips them. Rebuilt when the node image or one of them changes.
 test_node_images() {
   local ref
-  for ref in "$WORKER_IMAGE" "$JOBSET_IMAGE" "$KUEUE_IMAGE"; do
+  for ref in "$WORKER_IMAGE" "$JOBSET_IMAGE" "$KUEUE_IMAGE" "$PROMETHEUS_IMAGE"; do
     docker image inspect "$ref" >/dev/null 2>&1 && echo "$ref"
   done
   return 0
@@ -674,8 +674,8 @@ sigs_ldflags() { # sigs_ldflags MODULE VERSION: how JobSet and Kueue stamp their
   echo "$ld -X $module/pkg/version.BuildDate=$(jq -r '.Time // "unknown"' <<<"$info")" # kueue only
 }
 
-go_manager() { # go_manager LOGNAME VERSION PKG OUT LDFLAGS: build a tool in a build list of its own
-  local log=$1 ver=$2 pkg=$3 out=$4 ld=$5
+go_manager() { # go_manager LOGNAME VERSION PKG OUT LDFLAGS [TAGS]: build a tool in a build list of its own
+  local log=$1 ver=$2 pkg=$3 out=$4 ld=$5 tags=${6:-}
   local dir
   dir=$(dirname "$out")
   # Not `go install PKG@VERSION`: it asks the proxy for the module's version list (to look
@@ -687,7 +687,7 @@ go_manager() { # go_manager LOGNAME VERSION PKG OUT LDFLAGS: build a tool in a b
     cd "$dir/mod"
     logged "$log" go mod init "local/tfk8s-$log-wrapper"
     logged "$log" go get "$pkg@$ver"
-    logged "$log" env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w $ld" -o "$dir/gobin/" "$pkg"
+    logged "$log" env CGO_ENABLED=0 go build -mod=mod -trimpath -tags "$tags" -ldflags "-s -w $ld" -o "$dir/gobin/" "$pkg"
   )
   mv "$dir/gobin/$(basename "$pkg")" "$out"
   rm -rf "$dir/gobin" "$dir/mod"
@@ -775,7 +775,15 @@ step_kwok() {
 # the cache and keyed by the package's version: a 19 MB download (4 s) where building Prometheus 3
 # from the Go proxy took 779 s cold. The HTTP API, PromQL and rules are all the tests use.
 PROMETHEUS_DEB=${TFK8S_PROMETHEUS_DEB:-prometheus}
-PROMETHEUS_BIN=""  # step_prometheus sets it: the path holds the package's version
+PROMETHEUS_BIN=""    # step_prometheus sets it: the path holds the package's version
+# The kind tier's in-cluster Prometheus finds pods through kubernetes_sd_configs, which Debian's
+# build leaves out ("field kubernetes_sd_configs not found in type config.ScrapeConfig"): that
+# image's binary is built from source with no service discovery but Kubernetes' (Prometheus'
+# own build tags), 335 s cold with the modules downloaded where the full build took 779 s.
+PROMETHEUS_K8S_VERSION=${TFK8S_PROMETHEUS_VERSION:-v0.316.0}  # Prometheus 3.16.0
+PROMETHEUS_K8S_TAGS=remove_all_sd,enable_kubernetes_sd
+PROMETHEUS_K8S_BIN=$CACHE/tools/prometheus-k8s-$PROMETHEUS_K8S_VERSION/prometheus
+PROMETHEUS_IMAGE=tfk8s/prometheus:$PROMETHEUS_K8S_VERSION
 
 prometheus_candidate() { # the version apt would install, empty when apt knows no such package
   apt-cache policy "$PROMETHEUS_DEB" 2>/dev/null | awk '/Candidate:/ && $2 != "(none)" {print $2}'
@@ -803,6 +811,17 @@ step_prometheus() {
   rm -rf "$tmp"
   "$PROMETHEUS_BIN" --version >/dev/null 2>&1 || die "$PROMETHEUS_BIN does not run"
   STATUS="$PROMETHEUS_DEB $version: $PROMETHEUS_BIN ($(du -h "$PROMETHEUS_BIN" | cut -f1))"
+}
+
+step_prometheus_k8s() {
+  if manager_current github.com/prometheus/prometheus "$PROMETHEUS_K8S_VERSION" "$PROMETHEUS_K8S_BIN" &&
+    prints "-tags=$PROMETHEUS_K8S_TAGS" go version -m "$PROMETHEUS_K8S_BIN"; then
+    STATUS="cached"
+    return
+  fi
+  go_manager prometheus-k8s "$PROMETHEUS_K8S_VERSION" github.com/prometheus/prometheus/cmd/prometheus \
+    "$PROMETHEUS_K8S_BIN" "" "$PROMETHEUS_K8S_TAGS"
+  STATUS="built $PROMETHEUS_K8S_BIN ($(du -h "$PROMETHEUS_K8S_BIN" | cut -f1), tags $PROMETHEUS_K8S_TAGS)"
 }
 
 step_cni_base() {
@@ -839,6 +858,11 @@ step_addon_images() {
       built+=("$ref")
     fi
   done
+  # Prometheus for tests/kind/test_prometheus_in_cluster.py (static, Kubernetes service discovery), as nobody.
+  if component_image "$PROMETHEUS_IMAGE" "$PROMETHEUS_K8S_BIN" "$(printf 'FROM %s\n# base %s\nCOPY prometheus /bin/prometheus\nUSER 65534:65534\nENTRYPOINT ["/bin/prometheus"]' \
+    "$COMPONENT_BASE_IMAGE" "$base_id")"; then
+    built+=("$PROMETHEUS_IMAGE")
+  fi
   if [ ${#built[@]} -eq 0 ]; then STATUS="cached"; else STATUS="built ${#built[@]}: ${built[*]}"; fi
 }
 
@@ -966,6 +990,7 @@ export TFK8S_KUEUE_IMAGE="$KUEUE_IMAGE"
 export TFK8S_KUEUE_MANIFEST="$ADDONS/kueue-$KUEUE_VERSION.yaml"
 export TFK8S_KWOK="$KWOK_BIN"
 export TFK8S_PROMETHEUS="$PROMETHEUS_BIN"
+export TFK8S_PROMETHEUS_IMAGE="$PROMETHEUS_IMAGE"
 EOF
   STATUS="wrote $CACHE/env.sh"
 }
@@ -990,6 +1015,7 @@ main() {
     step "crictl $CRICTL_VERSION" step_crictl
     step "helm $HELM_VERSION, jobset $JOBSET_VERSION, kueue $KUEUE_VERSION, kube-router $KUBE_ROUTER_VERSION" step_shared_tools
     step "kwok $KWOK_VERSION" step_kwok
+    step "prometheus $PROMETHEUS_K8S_VERSION (kubernetes_sd only)" step_prometheus_k8s
   ) &
   GO_LANE_PID=$!
   step "component base image" step_component_base

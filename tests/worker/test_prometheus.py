@@ -104,15 +104,6 @@ class Prometheus:
         self.log.close()
 
 
-def panel_queries() -> list[tuple[str, str]]:
-    """(panel title, PromQL) of every dashboard target, the variables set to match everything."""
-    return [
-        (panel["title"], target["expr"].replace("$namespace", ".*").replace("$training", ".*"))
-        for panel in dashboard.dashboard()["panels"]
-        for target in panel["targets"]
-    ]
-
-
 def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_path):
     binary = prometheus_binary()
     name = "watched"
@@ -134,7 +125,7 @@ def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_p
         wait_until(lambda: prometheus.query('tfk8s_evaluation{metric="accuracy"}'), TIMEOUT, "a first evaluation")
         # Rates and changes need a second sample: up to a minute for every panel to answer.
         deadline = time.monotonic() + 60
-        while (silent := [title for title, expr in panel_queries() if not prometheus.query(expr)]) and (
+        while (silent := [title for title, expr in dashboard.panel_queries() if not prometheus.query(expr)]) and (
             time.monotonic() < deadline
         ):
             time.sleep(1)
@@ -165,7 +156,7 @@ def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_p
         assert last and float(last[0]["value"][1]) >= step
     measure(
         f"real Prometheus ({binary.rsplit('/', 2)[-2]}) scraping a local mirrored training every {SCRAPE}: "
-        f"{len(panel_queries())} panel queries all answered; TFK8sTrainingStalled (threshold "
+        f"{len(dashboard.panel_queries())} panel queries all answered; TFK8sTrainingStalled (threshold "
         f"{STALLED_SECONDS} s) fired {fired_after:.1f} s after SIGSTOP of the chief at step {step:.0f}, "
         f"with labels {fired[0]['metric'].get('training_namespace')}/{fired[0]['metric'].get('training')}"
     )

@@ -177,5 +177,8 @@ messages:
   podMonitorWithoutPort: 'a PodMonitor needs metrics.port: set one, or podMonitor: false'
   podMonitorWithoutCrd: 'the cluster serves no monitoring.coreos.com/v1 PodMonitor (the Prometheus Operator''s
     CRDs are not installed): install them, or set metrics.podMonitor: false and scrape by the pods'' annotations'
+  prometheusRuleWithoutCrd: 'the cluster serves no monitoring.coreos.com/v1 PrometheusRule (the Prometheus
+    Operator''s CRDs are not installed): install them, or load docs/tfk8s-alerts.yaml into Prometheus
+    as a rule file'
 
 {{- end }}
