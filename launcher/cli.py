@@ -27,6 +27,7 @@ from launcher.api.config import (
     LocalProcessBackendConfig,
 )
 from launcher.chart import chart_values
+from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import LauncherError, SpecError
@@ -242,17 +243,24 @@ def warn_about_storage(spec: ClusterSpec) -> None:
     warning = storage.ephemeral_warning(spec)
     if warning:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
-    if spec.code is not None:  # what `code:` ships (launcher/code_shipping/code_bundle.py)
-        print(f"note: {code_bundle.note(spec)}", file=sys.stderr, flush=True)
+
+
+def packed_code(spec: ClusterSpec) -> code_bundle.Bundle | None:
+    """The spec's code packed for render (a submit packs its own), noted on stderr."""
+    code = loader.pack_code(spec)
+    if code is not None:  # what `code:` ships (launcher/code_shipping/code_bundle.py)
+        print(f"note: {code_bundle.note(spec, code)}", file=sys.stderr, flush=True)
+    return code
 
 
 def cmd_render(args) -> int:
     spec = load_spec(args.spec, args.namespace)
     warn_about_storage(spec)
+    code = packed_code(spec)
     if args.helm_values:
-        sys.stdout.write(chart_values.helm_values_yaml(spec))
+        sys.stdout.write(chart_values.helm_values_yaml(spec, code))
         return 0
-    objects = render.render(spec)
+    objects = render.render(spec, code)
     if args.tf_config:
         configs = render.pod_tf_configs(spec, objects)
         if args.output == "json":
@@ -275,7 +283,7 @@ def cmd_submit(args) -> int:
     if not args.local:
         warn_about_storage(spec)
     if args.dry_run == "client":
-        sys.stdout.write(render.to_yaml(render.render(spec)))
+        sys.stdout.write(render.to_yaml(render.render(spec, packed_code(spec))))
         return 0
     client.submit(spec, replace=args.replace)
     return client.follow(spec.name) if waits else 0

@@ -119,7 +119,9 @@ def _code_contract() -> dict:
     from launcher.render.code_render import CONTAINER_SECURITY, pod_code
 
     stub = types.SimpleNamespace(
-        code=CodePlan(dir=code_bundle.CODE_DIR, object_name=""),
+        code=CodePlan(
+            dir=code_bundle.CODE_DIR, object_name="", bundle=code_bundle.Bundle(root="", archive=b"", files=())
+        ),
         spec=types.SimpleNamespace(image="", image_pull_policy=""),
     )
     init = pod_code(stub, CONTAINER_SECURITY)["init_containers"][0]

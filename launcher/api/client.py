@@ -48,10 +48,7 @@ def load_spec(spec: SpecSource = None, namespace: str | None = None, *, shared_d
     if namespace and namespace != spec.namespace:
         data = spec.model_dump(by_alias=True)
         data["namespace"] = namespace
-        bundle = spec.code_bundle  # packed by the loader: not part of the model's data
         spec = ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk})
-        if bundle is not None:
-            spec.attach_code(bundle)
     return spec
 
 

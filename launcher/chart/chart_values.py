@@ -13,9 +13,14 @@ from launcher.code_shipping.code_files import Unshippable
 from launcher.render import code_render, render
 
 
-def helm_values(spec: ClusterSpec) -> dict:
-    """values.yaml for charts/tfk8s: the spec itself, every default spelled out (code: packed)."""
-    return code_render.code_values(spec, spec.model_dump(by_alias=True, mode="json"))
+def helm_values(spec: ClusterSpec, code: code_bundle.Bundle | None = None) -> dict:
+    """values.yaml for charts/tfk8s: the spec itself, every default spelled out; with `code:`,
+    `code` (loader.pack_code) as codeArchive."""
+    if (spec.code is None) != (code is None):
+        raise ValueError(
+            "helm_values(): `code` must be the spec's packed code (loader.pack_code), given with `code:` only"
+        )
+    return code_render.code_values(code, spec.model_dump(by_alias=True, mode="json"))
 
 
 class _QuotedDumper(yaml.SafeDumper):
@@ -28,16 +33,15 @@ _QuotedDumper.add_representer(
 )
 
 
-def helm_values_yaml(spec: ClusterSpec) -> str:
+def helm_values_yaml(spec: ClusterSpec, code: code_bundle.Bundle | None = None) -> str:
     """The values as YAML; with `code:`, refused (helm_release.TooLargeForHelm) when the
     release Helm would keep would not fit its Secret."""
-    values = helm_values(spec)
-    if "codeArchive" in values:
-        bundle = code_bundle.ensure(spec)
+    values = helm_values(spec, code)
+    if code is not None:
         helm_release.check(
             values,
-            render.to_yaml(render.render(spec)),
-            f"code: {spec.code.path} ({code_bundle.human(bundle.size)} packed)",
+            render.to_yaml(render.render(spec, code)),
+            f"code: {spec.code.path} ({code_bundle.human(code.size)} packed)",
         )
     return yaml.dump(values, Dumper=_QuotedDumper, sort_keys=False, allow_unicode=True, width=1 << 20)
 

@@ -49,7 +49,7 @@ def load_text(
     text: str, filename: str = "<spec>", base_dir: Path | None = None, *, shared_disk: bool = False
 ) -> ClusterSpec:
     """The spec in `text`; its code dir (if any) is relative to `base_dir` (default: the
-    working dir), packed here and attached to the spec. shared_disk: the spec runs as local
+    working dir), checked here by packing it (pack_code). shared_disk: the spec runs as local
     processes on one disk, so the rules that make pods on different nodes share their
     checkpoints do not apply (spec.SHARED_DISK)."""
     if len(text.encode()) > MAX_SPEC_BYTES:
@@ -110,10 +110,25 @@ def _validate(
 
 
 def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename: str) -> ClusterSpec:
-    """The spec with code.path made absolute and its code packed (the I/O edge of `code:`)."""
-    code = spec.code
+    """The spec with code.path made absolute, once its code packs and holds the entry point (a
+    load refuses what a submit would). The Bundle is not kept: each submit packs it again
+    (pack_code), so what ships is the dir as it is then."""
+    root = code_bundle.resolve(spec.code, base)
+    pack_code(spec, root=root, filename=filename, lines=lines)
+    return spec.model_copy(update={"code": spec.code.model_copy(update={"path": str(root)})})
+
+
+def pack_code(
+    spec: ClusterSpec, *, root: Path | None = None, filename: str = "<spec>", lines: dict[Path_, int] | None = None
+) -> code_bundle.Bundle | None:
+    """The spec's code packed (None without `code:`): what plan() and render() take. The dir is
+    `root`, else code.path (absolute after a load; relative: to the working dir). SpecError
+    when it cannot ship or lacks the spec's entry point (code_entry)."""
+    if spec.code is None:
+        return None
+    code, lines = spec.code, lines or {}
+    root = root or code_bundle.resolve(code, Path.cwd())
     where = _line_for(("code", "path"), lines)
-    root = code_bundle.resolve(code, base)
     try:
         bundle = code_bundle.pack_checked(root, code.exclude, code.path)
     except code_bundle.TooLarge as exc:
@@ -136,9 +151,7 @@ def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename:
     ]
     if problems:
         raise SpecError(problems)
-    spec = spec.model_copy(update={"code": code.model_copy(update={"path": str(root)})})
-    spec.attach_code(bundle)
-    return spec
+    return bundle
 
 
 def _parse_yaml(text: str, filename: str) -> tuple[Any, dict[Path_, int], list[Problem]]:

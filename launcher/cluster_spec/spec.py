@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from launcher import k8s_contract
 from launcher.cluster_spec import names
@@ -21,7 +21,7 @@ from launcher.cluster_spec.checkpoints import (
     default_model_dir,
 )
 from launcher.cluster_spec.role_spec import Roles, SpecModel, check_env
-from launcher.code_shipping.code_bundle import Bundle, CodeSpec
+from launcher.code_shipping.code_bundle import CodeSpec
 from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
 from worker import contract
 from worker.contract import ROLES, Role, Strategy  # noqa: F401 (re-exported)
@@ -202,7 +202,6 @@ class ClusterSpec(SpecModel):
         description="a local dir (relative to the spec file) shipped to every pod without an image build, "
         "first on `PYTHONPATH` (docs/code.md); a string is its `path`",
     )
-    _code_bundle: Bundle | None = PrivateAttr(default=None)  # the packed code (the loader's)
     env: dict[str, str] = Field(default_factory=dict, description="environment for every role")
     roles: Roles = Field(default_factory=Roles)
     port: int = Field(default=2222, ge=1024, le=65535, description="the gRPC port of every task")
@@ -352,13 +351,6 @@ class ClusterSpec(SpecModel):
             return self.checkpoint.dir
         volume = self.checkpoint.volume
         return default_model_dir(volume.mount_path if volume else DEFAULT_MOUNT_PATH, self.namespace, self.name)
-
-    @property
-    def code_bundle(self) -> Bundle | None:
-        return self._code_bundle
-
-    def attach_code(self, bundle: Bundle) -> None:
-        self._code_bundle = bundle
 
     @property
     def effective_program(self) -> Program:

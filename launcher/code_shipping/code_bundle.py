@@ -3,8 +3,9 @@
 The archive depends on the files' relative paths, contents and executable bits only (sorted
 order, mtime 0, uid/gid 0, no directory entries, gzip without name or time), so the same code
 always gives the same sha256, and the cluster's code ConfigMap is named by it
-(`<name>-code-<sha256[:10]>`). This module is the I/O edge: the loader packs the directory once
-and attaches the Bundle to the spec (ClusterSpec.code_bundle); plan and render only read it.
+(`<name>-code-<sha256[:10]>`). This module is the I/O edge: each submit packs the directory
+once (launcher/cluster_spec/loader.py pack_code) and hands the Bundle to plan() and render(),
+which only read it; the spec itself holds only where the code is (CodeSpec).
 
 Which files are shipped (excludes, links, special files): launcher/code_shipping/code_files.py.
 
@@ -196,20 +197,9 @@ def resolve(code: CodeSpec, base: Path) -> Path:
     return (base / code.path).resolve()
 
 
-def ensure(spec) -> Bundle | None:
-    """The spec's attached Bundle; packed now (code.path relative to the working dir, or
-    absolute as the loader leaves it) for a spec that did not come from the loader."""
-    if spec.code is None:
-        return None
-    if spec.code_bundle is None:
-        spec.attach_code(pack_checked(resolve(spec.code, Path.cwd()), spec.code.exclude, spec.code.path))
-    return spec.code_bundle
-
-
-def note(spec, to: str | None = None) -> str:
+def note(spec, bundle: Bundle, to: str | None = None) -> str:
     """One line on what `code:` ships: the dir, where to (its ConfigMap, or `to`: a local
     run's unpacked copy), sizes, the first files."""
-    bundle = ensure(spec)
     names = [rel for rel, _ in bundle.files]
     shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
     where = to or f"ConfigMap {bundle.object_name(spec.name)}"

@@ -8,13 +8,14 @@ supervised and watches which Job, how a Job and a JobSet succeed, fail and resta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from launcher import k8s_contract
 from launcher.cluster_spec import names
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
+from launcher.code_shipping.code_bundle import Bundle
 from launcher.plan.job_failure import FailurePolicy, restart_rules  # noqa: F401 (re-exported)
 from launcher.plan.storage import StoragePlan, storage_plan
 from worker import contract
@@ -38,14 +39,20 @@ class Supervision:
 
 @dataclass(frozen=True)
 class CodePlan:
-    """The spec's code: where tasks find it (first on PYTHONPATH, their working dir) and, once
-    packed, the object that carries it (Kubernetes) and what it holds."""
+    """The spec's code: where tasks find it (first on PYTHONPATH, their working dir), the packed
+    archive (plan()'s `code` input) and the object that carries it on Kubernetes."""
 
-    dir: str  # code_bundle.CODE_DIR in pods; the code dir itself for local processes
-    object_name: str | None = None  # <name>-code-<sha256[:10]>; None when not packed
-    digest: str | None = None
-    files: int = 0
-    size: int = 0  # compressed
+    dir: str  # code_bundle.CODE_DIR in pods; the run's unpacked copy for local processes
+    object_name: str  # <name>-code-<sha256[:10]>
+    bundle: Bundle = field(repr=False)
+
+    @property
+    def digest(self) -> str:
+        return self.bundle.digest
+
+    @property
+    def size(self) -> int:
+        return self.bundle.size  # compressed
 
 
 @dataclass(frozen=True)
@@ -137,10 +144,13 @@ class ClusterPlan:
         return [(r.role, i) for r in self.roles for i in range(r.replicas)]
 
 
-def plan(spec: ClusterSpec, model_dir: str | None = None, code_dir: str | None = None) -> ClusterPlan:
-    """The plan of `spec`; `model_dir` replaces spec.model_dir (local runs keep it in their dir),
-    `code_dir` the pods' code dir (local runs use the spec's code dir in place)."""
-    code = code_plan(spec, code_dir)
+def plan(
+    spec: ClusterSpec, code: Bundle | None = None, *, model_dir: str | None = None, code_dir: str | None = None
+) -> ClusterPlan:
+    """The plan of `spec` with its code packed into `code` (loader.pack_code; required when the
+    spec has `code:`, refused without); `model_dir` replaces spec.model_dir (local runs keep it
+    in their dir), `code_dir` the pods' code dir (local runs unpack it into their dir)."""
+    code = code_plan(spec, code, code_dir)
     storage = storage_plan(spec, model_dir)
     strategy = Strategy(spec.strategy)
     success = contract.success_role(strategy)
@@ -206,20 +216,16 @@ def jobset_plan(spec: ClusterSpec, strategy: Strategy, has_evaluator: bool) -> J
     )
 
 
-def code_plan(spec: ClusterSpec, code_dir: str | None = None) -> CodePlan | None:
-    if spec.code is None:
-        return None
-    where = code_dir or code_bundle.CODE_DIR
-    bundle = spec.code_bundle
+def code_plan(spec: ClusterSpec, bundle: Bundle | None, code_dir: str | None = None) -> CodePlan | None:
+    if (spec.code is None) != (bundle is None):
+        raise ValueError(
+            "plan(): the spec has `code:` but no packed code was given (loader.pack_code(spec))"
+            if bundle is None
+            else "plan(): packed code was given for a spec without `code:`"
+        )
     if bundle is None:
-        return CodePlan(dir=where)
-    return CodePlan(
-        dir=where,
-        object_name=bundle.object_name(spec.name),
-        digest=bundle.digest,
-        files=len(bundle.files),
-        size=bundle.size,
-    )
+        return None
+    return CodePlan(dir=code_dir or code_bundle.CODE_DIR, object_name=bundle.object_name(spec.name), bundle=bundle)
 
 
 def failure_policy(spec: ClusterSpec) -> FailurePolicy:

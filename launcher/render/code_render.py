@@ -38,7 +38,6 @@ def code_objects(cluster: ClusterPlan, context: dict) -> list[dict]:
     code, spec = cluster.code, cluster.spec
     if code is None:
         return []
-    bundle = spec.code_bundle
     return [
         {
             "apiVersion": "v1",
@@ -55,21 +54,17 @@ def code_objects(cluster: ClusterPlan, context: dict) -> list[dict]:
             },
             # Content-addressed: never changed in place (changed code is a new object).
             "immutable": True,
-            "binaryData": {ARCHIVE_KEY: base64.b64encode(bundle.archive).decode()},
+            "binaryData": {ARCHIVE_KEY: base64.b64encode(code.bundle.archive).decode()},
         }
     ]
 
 
-def packed(spec):
-    """`spec`, its code packed (code_bundle.ensure) before it is planned."""
-    code_bundle.ensure(spec)
-    return spec
-
-
-def hashed(spec, data: dict) -> dict:
+def hashed(spec, code: code_bundle.Bundle | None, data: dict) -> dict:
     """The spec's dump for its hash: the code's content, not where it sits on this machine."""
     if spec.code is not None:
-        data["code"] = {"exclude": spec.code.exclude, "sha256": code_bundle.ensure(spec).digest}
+        if code is None:
+            raise ValueError("spec_hash(): the spec has `code:` but no packed code was given (loader.pack_code(spec))")
+        data["code"] = {"exclude": spec.code.exclude, "sha256": code.digest}
     return data
 
 
@@ -114,10 +109,9 @@ def pod_code(cluster: ClusterPlan, container_security: dict | None = None) -> di
     }
 
 
-def code_values(spec, values: dict) -> dict:
+def code_values(code: code_bundle.Bundle | None, values: dict) -> dict:
     """Helm values with `code:` as codeArchive, the packed dir in base64."""
-    bundle = code_bundle.ensure(spec)
-    if bundle is not None:
+    if code is not None:
         values.pop("code")
-        values["codeArchive"] = base64.b64encode(bundle.archive).decode()
+        values["codeArchive"] = base64.b64encode(code.archive).decode()
     return values

@@ -21,6 +21,7 @@ import yaml
 from launcher import k8s_contract
 from launcher.cluster_spec import names
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.code_shipping.code_bundle import Bundle
 from launcher.k8s_contract import (
     GRACE_ENV,
     NAMESPACE_ENV,
@@ -45,8 +46,9 @@ def supervisor_sources() -> dict[str, str]:
     return {name: resources.files("launcher.pod").joinpath(name).read_text() for name in supervised_pod.SCRIPTS}
 
 
-def spec_hash(spec: ClusterSpec) -> str:
-    data = code_render.hashed(spec, spec.model_dump(by_alias=True, mode="json"))
+def spec_hash(spec: ClusterSpec, code: Bundle | None = None) -> str:
+    """What a resubmit compares: the spec and its packed code's digest (`code`, as for render)."""
+    data = code_render.hashed(spec, code, spec.model_dump(by_alias=True, mode="json"))
     canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -72,9 +74,10 @@ def selector_labels(name: str) -> dict[str, str]:
     return {k8s_contract.LABEL_NAME: k8s_contract.MANAGED_BY, k8s_contract.LABEL_INSTANCE: name}
 
 
-def render(spec: ClusterSpec) -> list[dict]:
-    """The cluster's objects as plain dicts, ready for server-side apply; the root first."""
-    cluster = plan(code_render.packed(spec))
+def render(spec: ClusterSpec, code: Bundle | None = None) -> list[dict]:
+    """The cluster's objects as plain dicts, ready for server-side apply; the root first.
+    `code`: the spec's code packed (loader.pack_code), required with `code:`."""
+    cluster = plan(spec, code)
     context = _context(cluster)
     rbac = [("rbac.yaml.j2", {})] if cluster.watched_jobs else []
     policies = [("networkpolicy.yaml.j2", {})] if context["network_policies"] else []

@@ -12,13 +12,14 @@ from support import REPO
 from test_helm_parity import CHART, SPECS_DIR, assert_same_objects, chart_refusal, helm  # noqa: F401 (helm: the fixture)
 
 from launcher.chart import chart_schema, chart_values
-from launcher.cluster_spec.loader import load_file
+from launcher.cluster_spec.loader import load_file, pack_code
 from launcher.render import render
 
 
 def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
     spec = load_file(SPECS_DIR / "code-ps-jobset.yaml")
-    values = chart_values.helm_values(spec)
+    code = pack_code(spec)
+    values = chart_values.helm_values(spec, code)
     values.pop("codeArchive")
     b64 = subprocess.run(
         [sys.executable, "-m", "launcher", "code-archive", str(SPECS_DIR / "code-src"), "--exclude", "*.md"],
@@ -41,11 +42,12 @@ def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
         f"codeArchive={tmp_path / 'code.b64'}",
     )
     assert r.returncode == 0, r.stderr
-    assert_same_objects(render.render(spec), [d for d in yaml.safe_load_all(r.stdout) if d])
+    assert_same_objects(render.render(spec, code), [d for d in yaml.safe_load_all(r.stdout) if d])
 
 
 def test_code_without_archive_is_refused(helm):  # noqa: F811
-    values = chart_values.helm_values(load_file(SPECS_DIR / "code-byo-jobs.yaml"))
+    spec = load_file(SPECS_DIR / "code-byo-jobs.yaml")
+    values = chart_values.helm_values(spec, pack_code(spec))
     values.pop("codeArchive")
     values["code"] = "./src"
     message = chart_refusal(helm.template("codebyo", "default", values))

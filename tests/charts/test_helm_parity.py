@@ -39,7 +39,7 @@ from launcher import k8s_contract
 from launcher.chart import chart_schema, chart_values
 from launcher.cluster_spec import names
 from launcher.cluster_spec import spec as spec_module
-from launcher.cluster_spec.loader import load_data, load_file
+from launcher.cluster_spec.loader import load_data, load_file, pack_code
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import SpecError
 from launcher.monitoring import alerts, dashboard
@@ -198,8 +198,9 @@ def assert_same_objects(expected: list[dict], actual: list[dict]) -> None:
 @pytest.mark.parametrize("spec_file", _spec_params())
 def test_helm_template_equals_render(helm, spec_file):
     spec = load_file(spec_file)
-    expected = render.render(spec)
-    actual = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec))
+    code = pack_code(spec)  # a spec with `code:` (tests/charts/specs/code-*) ships it as codeArchive
+    expected = render.render(spec, code)
+    actual = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec, code))
     assert_same_objects(expected, actual)
     # Spelled out, though equality above covers them: TF_CONFIG text and env order per Job.
     env_of = lambda objs: {  # noqa: E731
@@ -222,8 +223,9 @@ def test_cli_helm_values_reach_helm_unchanged(helm, spec_file):
     )
     assert r.returncode == 0, r.stderr
     spec = load_file(spec_file)
-    assert yaml.safe_load(r.stdout) == chart_values.helm_values(spec)
-    assert_same_objects(render.render(spec), helm.objects(spec.name, spec.namespace, r.stdout))
+    code = pack_code(spec)
+    assert yaml.safe_load(r.stdout) == chart_values.helm_values(spec, code)
+    assert_same_objects(render.render(spec, code), helm.objects(spec.name, spec.namespace, r.stdout))
 
 
 @pytest.mark.helm
@@ -500,7 +502,8 @@ def test_values_add_an_affinity_a_sidecar_and_a_volume_to_every_pod(helm, worklo
         "volumeMounts": [{"name": "logs", "mountPath": "/logs"}],
     }
     volume, mount = {"name": "logs", "emptyDir": {}}, {"name": "logs", "mountPath": "/logs"}
-    values = chart_values.helm_values(spec) | {
+    code = pack_code(spec)
+    values = chart_values.helm_values(spec, code) | {
         "affinity": affinity,
         "sidecars": [sidecar],
         "extraVolumes": [volume],
@@ -523,7 +526,7 @@ def test_values_add_an_affinity_a_sidecar_and_a_volume_to_every_pod(helm, worklo
             del pod["initContainers"]
         pod["volumes"].pop()
         pod["containers"][0]["volumeMounts"].pop()
-    assert_same_objects(render.render(spec), objects)
+    assert_same_objects(render.render(spec, code), objects)
 
 
 # ------------------------------------------------------------------------------ lint
@@ -531,7 +534,7 @@ def test_values_add_an_affinity_a_sidecar_and_a_volume_to_every_pod(helm, worklo
 @pytest.mark.parametrize("spec_file", SPECS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_helm_lint_strict(helm, spec_file):
     spec = load_file(spec_file)
-    values = helm.values_file(chart_values.helm_values(spec))
+    values = helm.values_file(chart_values.helm_values(spec, pack_code(spec)))
     r = helm.run("lint", "--strict", str(CHART), "-f", str(values), "--namespace", spec.namespace)
     assert r.returncode == 0, f"helm lint --strict failed:\n{r.stdout}\n{r.stderr}"
     assert "0 chart(s) failed" in r.stdout, r.stdout
@@ -989,7 +992,8 @@ def test_schema_is_valid_and_accepts_every_spec():
     validator = jsonschema.Draft202012Validator(schema)
     validator.check_schema(schema)
     for path in SPECS:
-        values = chart_values.helm_values(load_file(path))
+        spec = load_file(path)
+        values = chart_values.helm_values(spec, pack_code(spec))
         errors = [e.message for e in validator.iter_errors(values)]
         assert not errors, f"{path}: {errors}"
     chart_defaults = yaml.safe_load((CHART / "values.yaml").read_text())

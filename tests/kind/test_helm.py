@@ -26,7 +26,7 @@ import yaml
 from support import skip_unless_ci
 
 from launcher.chart import chart_values
-from launcher.cluster_spec.loader import load_file
+from launcher.cluster_spec.loader import load_file, pack_code
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.render import render
 from worker import progress
@@ -357,9 +357,10 @@ def test_helm_install_of_shipped_code_up_to_the_release_limit_and_our_refusal_ab
     stored = len(release["data"]["release"]) * 3 // 4  # the Secret's data, decoded
     wait_for_jobs(kind_cluster, namespace, name, {f"{name}-chief"})
     objects = sorted(instance_objects(kind_cluster, namespace, name))
+    spec = load_file(spec_file)
     launched = sorted(
         f"{o['kind']}/{o['metadata']['name']}"
-        for o in render.render(load_file(spec_file))
+        for o in render.render(spec, pack_code(spec))
         if o["kind"] in ("Job", "Service", "ConfigMap", "NetworkPolicy")
     )
     assert set(launched) <= set(objects), (launched, objects)

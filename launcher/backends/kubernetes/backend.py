@@ -22,7 +22,9 @@ from launcher.backends.kubernetes.api import (
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.backends.kubernetes.logs import follow_logs, log_time, newest_pod, task_of
 from launcher.backends.kubernetes.types import KubernetesBackendConfig
+from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError
 from launcher.plan import storage
 from launcher.status import admission, lifecycle, node_loss
@@ -58,10 +60,14 @@ class KubernetesBackend(Backend):
 
     def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
         self._api.connect()
+        code = loader.pack_code(spec)  # once: what the ConfigMap carries is what the hash names
+        if code is not None:
+            self._say(f"note: {code_bundle.note(spec, code)}")
         submit_steps.run(
             submit_steps.Submission(
                 api=self._api,
                 spec=spec,
+                code=code,
                 replace=replace,
                 dry_run=self.config.dry_run,
                 delete_timeout=self.config.delete_timeout,

@@ -17,6 +17,7 @@ from launcher import k8s_contract
 from launcher.backends.kubernetes.api import JOBSET, KUEUE_VERSIONS, OWNED_KINDS, POD_MONITOR, Api, api_message
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.cluster_spec.spec import POD_MONITOR_WITHOUT_CRD, ClusterSpec
+from launcher.code_shipping.code_bundle import Bundle
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.k8s_contract import Workload
 from launcher.render import render
@@ -28,6 +29,7 @@ from worker import contract
 class Submission:
     api: Api
     spec: ClusterSpec
+    code: Bundle | None  # the spec's code, packed once for this submit (loader.pack_code)
     replace: bool
     dry_run: bool
     delete_timeout: float
@@ -43,7 +45,7 @@ def run(sub: Submission) -> bool:
     preflight(sub)
     if not make_room(sub):
         return False
-    objects = with_platform(render.render(sub.spec), platform(sub.api))
+    objects = with_platform(render.render(sub.spec, sub.code), platform(sub.api))
     apply_all(sub, objects)
     if sub.dry_run:
         sub.say(f"server dry run: {len(objects)} objects accepted by the API server")
@@ -142,10 +144,10 @@ def make_room(sub: Submission) -> bool:
     if root is None and not existing:
         return True
     old = ((root or {}).get("metadata", {}).get("annotations") or {}).get(k8s_contract.SPEC_HASH_ANNOTATION)
-    if root is not None and old == render.spec_hash(spec) and not sub.replace:
+    if root is not None and old == render.spec_hash(spec, sub.code) and not sub.replace:
         sub.say(f"cluster {ns}/{spec.name} is unchanged; nothing applied")
         return False
-    changed = code_change(root, spec)
+    changed = code_change(root, sub.code)
     if not sub.replace:
         what = (
             "exists with a different spec"
@@ -162,10 +164,10 @@ def make_room(sub: Submission) -> bool:
     return True
 
 
-def code_change(root: dict | None, spec: ClusterSpec) -> str:
+def code_change(root: dict | None, code: Bundle | None) -> str:
     """', its code changed (sha256 a -> b)' when the running cluster's code differs, else ''."""
     old = ((root or {}).get("metadata", {}).get("annotations") or {}).get(SHA256_ANNOTATION)
-    new = spec.code_bundle.digest if spec.code_bundle is not None else None
+    new = code.digest if code is not None else None
     if root is None or old == new:
         return ""
     return f" (its code changed: sha256 {(old or 'none')[:10]} -> {(new or 'none')[:10]})"
@@ -180,8 +182,8 @@ def apply_all(sub: Submission, objects: list[dict]) -> None:
             **root["metadata"],
             "annotations": {
                 **root["metadata"].get("annotations", {}),
-                k8s_contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec),
-                **({SHA256_ANNOTATION: sub.spec.code_bundle.digest} if sub.spec.code_bundle is not None else {}),
+                k8s_contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec, sub.code),
+                **({SHA256_ANNOTATION: sub.code.digest} if sub.code is not None else {}),
             },
         },
     }

@@ -18,6 +18,7 @@ from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_worker_environment
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
 from launcher.backends.local.types import LocalProcessBackendConfig
+from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
@@ -66,7 +67,8 @@ class LocalBackend(Backend):
         # before anything exists: says what to install, and where
         check_worker_environment(spec, self.config.task_python)
         files = self._files(spec.name)
-        spec_hash = render.spec_hash(spec)
+        code = self._pack_code(spec)  # once: the run's copy and its hash are of the same files
+        spec_hash = render.spec_hash(spec, code)
         if files.has_status():
             current = self.status(spec.name)
             if not replace and files.recorded_spec_hash() == spec_hash and current.phase is not Phase.UNKNOWN:
@@ -84,11 +86,10 @@ class LocalBackend(Backend):
                 )
             self.delete(spec.name)
         files.prepare(spec, spec_hash)
-        if spec.code is not None:  # the pods' archive, unpacked: the same files, links, limit
-            bundle = self._without_the_workdir(spec, code_bundle.ensure(spec))
-            files.code_archive.write_bytes(bundle.archive)
+        if code is not None:  # the pods' archive, unpacked: the same files, links, limit
+            files.code_archive.write_bytes(code.archive)
             code_bundle.unpack(files.code_archive, files.code_dir)
-            self._view.note(code_bundle.note(spec, to=str(files.code_dir)))
+            self._view.note(code_bundle.note(spec, code, to=str(files.code_dir)))
         if self.config.foreground:
             self._start_here(files, spec)
         else:
@@ -253,16 +254,19 @@ class LocalBackend(Backend):
 
     # --- internals -------------------------------------------------------------------------
 
-    def _without_the_workdir(self, spec: ClusterSpec, bundle):
-        """The code's Bundle without this backend's workdir when it lies inside the code dir
-        (`--workdir` there: earlier runs' logs and checkpoints would ship with the code); the
-        default `.tfk8s/` is excluded anyway."""
-        root = Path(bundle.root)
-        if root not in self._workdir.parents:
-            return bundle
-        inside = "/" + self._workdir.relative_to(root).as_posix() + "/"
-        spec.attach_code(code_bundle.pack_checked(root, [*spec.code.exclude, inside], spec.code.path))
-        return spec.code_bundle
+    def _pack_code(self, spec: ClusterSpec) -> code_bundle.Bundle | None:
+        """The spec's code packed (loader.pack_code), without this backend's workdir when it
+        lies inside the code dir (`--workdir` there: earlier runs' logs and checkpoints would
+        ship with the code); the default `.tfk8s/` is excluded anyway."""
+        if spec.code is None:
+            return None
+        root = code_bundle.resolve(spec.code, Path.cwd())
+        if root in self._workdir.parents:
+            inside = "/" + self._workdir.relative_to(root).as_posix() + "/"
+            spec = spec.model_copy(
+                update={"code": spec.code.model_copy(update={"exclude": [*spec.code.exclude, inside]})}
+            )
+        return loader.pack_code(spec, root=root)
 
     def _files(self, name: str) -> RunFiles:
         return RunFiles(self._workdir, name)

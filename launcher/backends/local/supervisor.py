@@ -58,13 +58,13 @@ class Supervisor:
         self.started = threading.Event()
         self._interrupt: int | None = None
         self.output = runner.Output(stream, files.combined_log, echo_tasks)
-        # code: the archive submit packed, unpacked into the run's dir (not the dir in place)
-        code_dir = None
+        # code: the archive submit packed and recorded in the run's dir, unpacked there (the
+        # tasks run that copy, not the dir in place)
+        code, code_dir = None, None
         if spec.code is not None:
-            if spec.code_bundle is None:  # the detached supervisor: spec.json holds no archive
-                spec.attach_code(Bundle.from_archive(spec.code.path, files.code_archive.read_bytes()))
+            code = Bundle.from_archive(spec.code.path, files.code_archive.read_bytes())
             code_dir = str(files.code_dir)
-        self.plan = make_plan(spec, self.model_dir, code_dir)
+        self.plan = make_plan(spec, code, model_dir=self.model_dir, code_dir=code_dir)
         # Counted restarts per budget (plan.FailurePolicy.budget: a role, or an MWMS worker's index).
         self.restarts_used: dict[str, int] = {}
         self.failed_attempts = {role: 0 for role in spec.active_roles()}

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cluster_spec.loader import load_file
+from launcher.cluster_spec.loader import load_file, pack_code
 from launcher.code_shipping import code_bundle, code_files
 from launcher.code_shipping.code_bundle import CODE_DIR, LIMIT
 from launcher.errors import SpecError
 from launcher.plan.plan import plan
 from launcher.render import render
+from worker import contract
 
 
 def _tree(root, files: dict[str, str | bytes]):
@@ -103,7 +104,7 @@ def test_too_large_is_refused_with_size_limit_and_fix(tmp_path):
     assert "weights.bin" in text and "code.exclude or a .tfk8signore" in text
     # and with it excluded, it ships
     spec = _spec(tmp_path, "code: {path: ./src, exclude: ['*.bin']}")
-    assert spec.code_bundle.size < LIMIT
+    assert pack_code(spec).size < LIMIT
 
 
 def test_missing_dir_is_a_spec_error(tmp_path):
@@ -120,12 +121,13 @@ def test_render_ships_the_code_to_every_pod(tmp_path, workload, program):
         "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n"
     )
     spec = load_file(tmp_path / "cluster.yaml")
-    objects = render.render(spec)
+    code = pack_code(spec)
+    objects = render.render(spec, code)
     maps = [o for o in objects if o["kind"] == "ConfigMap" and "binaryData" in o]
     assert len(maps) == 1
     cm = maps[0]
-    assert cm["metadata"]["name"] == spec.code_bundle.object_name("demo") and cm["immutable"]
-    assert base64.b64decode(cm["binaryData"]["code.tar.gz"]) == spec.code_bundle.archive
+    assert cm["metadata"]["name"] == code.object_name("demo") and cm["immutable"]
+    assert base64.b64decode(cm["binaryData"]["code.tar.gz"]) == code.archive
     # after the root (its owner), before any pod's Job
     assert objects.index(cm) == 1
     pods = [spec_["template"]["spec"] for _, spec_ in render.job_specs(objects)]
@@ -149,18 +151,27 @@ def test_spec_hash_follows_the_content_not_the_place(tmp_path):
     _tree(one / "src", TWO_MODULES)
     _tree(two / "src", TWO_MODULES)
     a, b = _spec(one, "code: ./src"), _spec(two, "code: ./src")
-    assert a.code.path != b.code.path and render.spec_hash(a) == render.spec_hash(b)
+    assert a.code.path != b.code.path and render.spec_hash(a, pack_code(a)) == render.spec_hash(b, pack_code(b))
     (two / "src" / "pkg" / "helper.py").write_text("VALUE = 2\n")
-    assert render.spec_hash(_spec(two, "code: ./src")) != render.spec_hash(a)
+    assert render.spec_hash(b, pack_code(b)) != render.spec_hash(a, pack_code(a))
 
 
-def test_plan_is_pure_and_takes_the_code_dir_it_is_given(tmp_path):
+def test_plan_takes_the_packed_code_and_the_code_dir_it_is_given(tmp_path):
     _tree(tmp_path / "src", TWO_MODULES)
     spec = _spec(tmp_path, "code: ./src")
-    local = plan(spec, code_dir=spec.code.path)
-    assert local.roles[0].workdir == str(tmp_path / "src")
-    assert local.roles[0].env["PYTHONPATH"] == str(tmp_path / "src")
-    assert plan(spec).code.object_name == spec.code_bundle.object_name("demo")
+    code = pack_code(spec)
+    local = plan(spec, code, code_dir=str(tmp_path / "copy"))
+    assert local.roles[0].workdir == str(tmp_path / "copy")
+    assert local.roles[0].env["PYTHONPATH"] == str(tmp_path / "copy")
+    assert local.roles[0].env[contract.CODE_DIGEST] == code.digest
+    assert plan(spec, code).code.object_name == code.object_name("demo")
+    # the spec holds where the code is, never the packed code: plan, render and the hash take it
+    assert "code_bundle" not in dir(spec)
+    for needs_it in (plan, render.render, render.spec_hash):
+        with pytest.raises(ValueError, match=r"the spec has `code:` but no packed code was given \(loader.pack_code"):
+            needs_it(spec)
+    with pytest.raises(ValueError, match="packed code was given for a spec without `code:`"):
+        plan(spec.model_copy(update={"code": None}), code)
 
 
 def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
@@ -170,7 +181,8 @@ def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
     (tmp_path / "cluster.yaml").write_text(
         "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\nroles: {chief: {replicas: 1}}\n"
     )
-    objects = render.render(load_file(tmp_path / "cluster.yaml"))
+    spec = load_file(tmp_path / "cluster.yaml")
+    objects = render.render(spec, pack_code(spec))
     cm = next(o for o in objects if "binaryData" in o)
     pod = render.job_specs(objects)[0][1]["template"]["spec"]
     archive_dir, code_dir = tmp_path / "code-archive", tmp_path / "code"
@@ -206,12 +218,12 @@ def test_submit_says_when_the_running_clusters_code_changed(tmp_path):
     from launcher.render.code_render import SHA256_ANNOTATION
 
     _tree(tmp_path / "src", TWO_MODULES)
-    spec = _spec(tmp_path, "code: ./src")
-    new = spec.code_bundle.digest
+    code = pack_code(_spec(tmp_path, "code: ./src"))
+    new = code.digest
     root = {"metadata": {"annotations": {SHA256_ANNOTATION: "0123456789abcdef"}}}
-    assert code_change(root, spec) == f" (its code changed: sha256 0123456789 -> {new[:10]})"
-    assert code_change({"metadata": {"annotations": {SHA256_ANNOTATION: new}}}, spec) == ""
-    assert code_change(None, spec) == ""
+    assert code_change(root, code) == f" (its code changed: sha256 0123456789 -> {new[:10]})"
+    assert code_change({"metadata": {"annotations": {SHA256_ANNOTATION: new}}}, code) == ""
+    assert code_change(None, code) == ""
 
 
 def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
@@ -229,7 +241,7 @@ def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
             f"name: demo\nstrategy: mirrored\ncode: ./src\nprogram: {{module: {module}}}\n"
             "roles: {chief: {replicas: 1}}\n"
         )
-        assert load_file(tmp_path / "cluster.yaml").code_bundle is not None
+        assert pack_code(load_file(tmp_path / "cluster.yaml")) is not None
 
 
 def test_a_command_script_not_in_the_code_is_refused_at_load(tmp_path):
@@ -254,7 +266,7 @@ def test_a_command_script_not_in_the_code_is_refused_at_load(tmp_path):
         (tmp_path / "cluster.yaml").write_text(
             f"name: demo\nstrategy: mirrored\ncode: ./src\ncommand: {command}\nroles: {{chief: {{replicas: 1}}}}\n"
         )
-        assert load_file(tmp_path / "cluster.yaml").code_bundle is not None, command
+        assert pack_code(load_file(tmp_path / "cluster.yaml")) is not None, command
 
 
 def test_the_helm_release_limit_is_said_before_helm_says_it(tmp_path, capsys):
@@ -277,14 +289,14 @@ def test_the_helm_release_limit_is_said_before_helm_says_it(tmp_path, capsys):
         )
         spec = load_file(tmp_path / "c.yaml")
         if fits:
-            assert "codeArchive" in chart_values.helm_values_yaml(spec)
+            assert "codeArchive" in chart_values.helm_values_yaml(spec, pack_code(spec))
         else:
             with pytest.raises(
                 helm_release.TooLargeForHelm,
                 match=r"code: \S*src\d+ \(0\.\d+ MiB "
                 r"packed\) makes a Helm release of about \d+ KiB, over the 1024",
             ):
-                chart_values.helm_values_yaml(spec)
+                chart_values.helm_values_yaml(spec, pack_code(spec))
 
 
 def test_symlinks_inside_are_followed_outside_refused_with_the_path(tmp_path):

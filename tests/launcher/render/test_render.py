@@ -8,7 +8,7 @@ import pytest
 import yaml
 from support import assert_pod_security_restricted
 
-from launcher.cluster_spec.loader import load_file, load_text
+from launcher.cluster_spec.loader import load_file, load_text, pack_code
 from launcher.render import render
 from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
 
@@ -360,7 +360,8 @@ def test_every_container_we_add_has_requests_and_limits(spec_file):
     code init container did). The task's own container has the role's resources, the user's."""
     from launcher import k8s_contract
 
-    pods = [job["template"]["spec"] for _, job in render.job_specs(render.render(load_file(spec_file)))]
+    spec = load_file(spec_file)
+    pods = [job["template"]["spec"] for _, job in render.job_specs(render.render(spec, pack_code(spec)))]
     added = [
         c
         for pod in pods
