@@ -699,17 +699,24 @@ KUEUE_BIN=$CACHE/tools/kueue-$KUEUE_VERSION/kueue
 KUBE_ROUTER_MODULE=github.com/cloudnativelabs/kube-router/v2
 KUBE_ROUTER_BIN=$CACHE/tools/kube-router-$KUBE_ROUTER_VERSION/kube-router
 
-# helm, JobSet, Kueue and kube-router are built from ONE wrapper module, so Go's minimal version
-# selection gives them one build list (k8s.io/* v0.35, one controller-runtime, one gRPC) and
-# every shared package is compiled once for the four. Built separately, each compiled its own
-# k8s.io libraries at its own versions. Cold, on this 2-core VM (2026-11-26): 214 s for the
-# four together against 434 s one after another. Each tool then runs on the newest library
-# version any of them asks for, as a `go get` of all four would give. Kubernetes itself (its
-# staging modules at its own release), CoreDNS v1.12.1 and KWOK v0.7.0 (both fail to compile
-# against k8s.io v0.35), crictl (the same, through k8s.io/kubectl) and etcd keep their own
-# builds. Bump the -rN suffix when this recipe changes: each binary's BINARY.recipe file names
-# the module it was built in (`go version -m` names the tool's own module, not the wrapper).
-SHARED_GO_MODULE=local/tfk8s-shared-tools-r1
+# helm, JobSet, Kueue, kube-router and the kind tier's Prometheus are built from ONE wrapper
+# module, so Go's minimal version selection gives them one build list (k8s.io/* v0.35, one
+# controller-runtime, one gRPC) and every shared package is compiled once for all. Built
+# separately, each compiled its own k8s.io libraries at its own versions. Cold, on this 2-core
+# VM (2026-11-26): 214 s for the first four together against 434 s one after another; Prometheus
+# alone in a build list of its own took 335 s (its client-go compiled again). Each tool then runs
+# on the newest library version any of them asks for, as a `go get` of all of them would give.
+# Kubernetes itself (its staging modules at its own release), CoreDNS v1.12.1 and KWOK v0.7.0
+# (both fail to compile against k8s.io v0.35), crictl (the same, through k8s.io/kubectl) and etcd
+# keep their own builds. Bump the -rN suffix when this recipe changes: each binary's
+# BINARY.recipe file names the module it was built in (`go version -m` names the tool's own
+# module, not the wrapper).
+SHARED_GO_MODULE=local/tfk8s-shared-tools-r2
+# Prometheus 3.14 asks for docker/go-connections v0.7.0, whose `sockets` package dropped what
+# kube-router's docker/docker v25 client calls (`undefined: sockets.DialPipe`). Prometheus uses
+# the package only in its Docker service discovery, which PROMETHEUS_K8S_TAGS leave out, so the
+# wrapper pins the version kube-router was released with.
+SHARED_GO_REPLACE=github.com/docker/go-connections=github.com/docker/go-connections@v0.5.0
 
 shared_tool_current() { # shared_tool_current MODULE VERSION BINARY: built from MODULE@VERSION by this recipe
   manager_current "$1" "$2" "$3" && [ "$(cat "$3.recipe" 2>/dev/null)" = "$SHARED_GO_MODULE" ]
@@ -719,7 +726,8 @@ step_shared_tools() {
   if shared_tool_current helm.sh/helm/v3 "$HELM_VERSION" "$HELM_BIN" &&
     shared_tool_current sigs.k8s.io/jobset "$JOBSET_VERSION" "$JOBSET_BIN" &&
     shared_tool_current sigs.k8s.io/kueue "$KUEUE_VERSION" "$KUEUE_BIN" &&
-    shared_tool_current "$KUBE_ROUTER_MODULE" "$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_BIN"; then
+    shared_tool_current "$KUBE_ROUTER_MODULE" "$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_BIN" &&
+    shared_tool_current github.com/prometheus/prometheus "$PROMETHEUS_K8S_VERSION" "$PROMETHEUS_K8S_BIN"; then
     STATUS="cached"
   else
     local dir=$WORK/shared-tools got ld
@@ -728,7 +736,8 @@ step_shared_tools() {
     # the linker skips an -X whose package is not in the binary, so one set serves all four
     ld="$ld $(sigs_ldflags sigs.k8s.io/jobset "$JOBSET_VERSION") $(sigs_ldflags sigs.k8s.io/kueue "$KUEUE_VERSION")"
     ld="$ld -X $KUBE_ROUTER_MODULE/pkg/version.Version=$KUBE_ROUTER_VERSION"
-    local pkgs=(helm.sh/helm/v3/cmd/helm sigs.k8s.io/jobset sigs.k8s.io/kueue/cmd/kueue "$KUBE_ROUTER_MODULE/cmd/kube-router")
+    local pkgs=(helm.sh/helm/v3/cmd/helm sigs.k8s.io/jobset sigs.k8s.io/kueue/cmd/kueue "$KUBE_ROUTER_MODULE/cmd/kube-router"
+      github.com/prometheus/prometheus/cmd/prometheus)
     rm -rf "$dir"
     mkdir -p "$dir/mod" "$dir/gobin"
     (
@@ -739,13 +748,17 @@ step_shared_tools() {
       # Not `go install PKG@VERSION` (one build list each, and it asks the proxy for version
       # lists, which this mirror answers 403); none of these modules has replace directives.
       logged shared-tools go get "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "sigs.k8s.io/jobset@$JOBSET_VERSION" \
-        "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" "$KUBE_ROUTER_MODULE/cmd/kube-router@$KUBE_ROUTER_VERSION"
+        "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" "$KUBE_ROUTER_MODULE/cmd/kube-router@$KUBE_ROUTER_VERSION" \
+        "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_K8S_VERSION"
+      logged shared-tools go mod edit -replace="$SHARED_GO_REPLACE"
       got=$(awk -v m="$KUBE_ROUTER_MODULE" -v v="$KUBE_ROUTER_VERSION" '$1 == m && $2 == v { print $3 }' go.sum)
       [ "$got" = "$KUBE_ROUTER_SUM" ] || die "$KUBE_ROUTER_MODULE@$KUBE_ROUTER_VERSION has hash '$got', pinned $KUBE_ROUTER_SUM: the download is not the one recorded"
-      logged shared-tools env CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$ld" -o "$dir/gobin/" "${pkgs[@]}"
+      # The tags select Prometheus' service discoveries (no other of these modules has such tags).
+      logged shared-tools env CGO_ENABLED=0 go build -mod=mod -trimpath -tags "$PROMETHEUS_K8S_TAGS" -ldflags "$ld" \
+        -o "$dir/gobin/" "${pkgs[@]}"
     )
     local bin out
-    for out in "$HELM_BIN" "$JOBSET_BIN" "$KUEUE_BIN" "$KUBE_ROUTER_BIN"; do
+    for out in "$HELM_BIN" "$JOBSET_BIN" "$KUEUE_BIN" "$KUBE_ROUTER_BIN" "$PROMETHEUS_K8S_BIN"; do
       bin=$(basename "$out")
       mkdir -p "$(dirname "$out")"
       mv "$dir/gobin/$bin" "$out"
@@ -753,7 +766,9 @@ step_shared_tools() {
     done
     rm -rf "$dir"
     prints "$HELM_VERSION" "$HELM_BIN" version --short || die "$HELM_BIN does not say it is helm $HELM_VERSION"
-    STATUS="built helm, jobset, kueue, kube-router ($(du -ch "$HELM_BIN" "$JOBSET_BIN" "$KUEUE_BIN" "$KUBE_ROUTER_BIN" | tail -n1 | cut -f1))"
+    # (its --version is empty without the release's ldflags; `go version -m` names the module)
+    "$PROMETHEUS_K8S_BIN" --version >/dev/null || die "$PROMETHEUS_K8S_BIN does not run"
+    STATUS="built helm, jobset, kueue, kube-router, prometheus ($(du -ch "$HELM_BIN" "$JOBSET_BIN" "$KUEUE_BIN" "$KUBE_ROUTER_BIN" "$PROMETHEUS_K8S_BIN" | tail -n1 | cut -f1))"
   fi
   ln -sfn "$HELM_BIN" "$CACHE/bin/helm"
 }
@@ -778,9 +793,11 @@ PROMETHEUS_DEB=${TFK8S_PROMETHEUS_DEB:-prometheus}
 PROMETHEUS_BIN=""    # step_prometheus sets it: the path holds the package's version
 # The kind tier's in-cluster Prometheus finds pods through kubernetes_sd_configs, which Debian's
 # build leaves out ("field kubernetes_sd_configs not found in type config.ScrapeConfig"): that
-# image's binary is built from source with no service discovery but Kubernetes' (Prometheus'
-# own build tags), 335 s cold with the modules downloaded where the full build took 779 s.
-PROMETHEUS_K8S_VERSION=${TFK8S_PROMETHEUS_VERSION:-v0.316.0}  # Prometheus 3.16.0
+# image's binary is built from source, with no service discovery but Kubernetes' (Prometheus'
+# own build tags), in the shared tools' build list (step_shared_tools). Prometheus 3.14: the
+# newest that asks for k8s.io v0.35 like the others (3.15 asks for v0.37, which would move
+# helm, JobSet, Kueue and kube-router onto a Kubernetes library their releases never used).
+PROMETHEUS_K8S_VERSION=${TFK8S_PROMETHEUS_VERSION:-v0.314.0}  # Prometheus 3.14.0
 PROMETHEUS_K8S_TAGS=remove_all_sd,enable_kubernetes_sd
 PROMETHEUS_K8S_BIN=$CACHE/tools/prometheus-k8s-$PROMETHEUS_K8S_VERSION/prometheus
 PROMETHEUS_IMAGE=tfk8s/prometheus:$PROMETHEUS_K8S_VERSION
@@ -811,17 +828,6 @@ step_prometheus() {
   rm -rf "$tmp"
   "$PROMETHEUS_BIN" --version >/dev/null 2>&1 || die "$PROMETHEUS_BIN does not run"
   STATUS="$PROMETHEUS_DEB $version: $PROMETHEUS_BIN ($(du -h "$PROMETHEUS_BIN" | cut -f1))"
-}
-
-step_prometheus_k8s() {
-  if manager_current github.com/prometheus/prometheus "$PROMETHEUS_K8S_VERSION" "$PROMETHEUS_K8S_BIN" &&
-    prints "-tags=$PROMETHEUS_K8S_TAGS" go version -m "$PROMETHEUS_K8S_BIN"; then
-    STATUS="cached"
-    return
-  fi
-  go_manager prometheus-k8s "$PROMETHEUS_K8S_VERSION" github.com/prometheus/prometheus/cmd/prometheus \
-    "$PROMETHEUS_K8S_BIN" "" "$PROMETHEUS_K8S_TAGS"
-  STATUS="built $PROMETHEUS_K8S_BIN ($(du -h "$PROMETHEUS_K8S_BIN" | cut -f1), tags $PROMETHEUS_K8S_TAGS)"
 }
 
 step_cni_base() {
@@ -1013,9 +1019,8 @@ main() {
     step "coredns" step_coredns
     step "pause" step_pause
     step "crictl $CRICTL_VERSION" step_crictl
-    step "helm $HELM_VERSION, jobset $JOBSET_VERSION, kueue $KUEUE_VERSION, kube-router $KUBE_ROUTER_VERSION" step_shared_tools
+    step "helm $HELM_VERSION, jobset $JOBSET_VERSION, kueue $KUEUE_VERSION, kube-router $KUBE_ROUTER_VERSION, prometheus $PROMETHEUS_K8S_VERSION" step_shared_tools
     step "kwok $KWOK_VERSION" step_kwok
-    step "prometheus $PROMETHEUS_K8S_VERSION (kubernetes_sd only)" step_prometheus_k8s
   ) &
   GO_LANE_PID=$!
   step "component base image" step_component_base
