@@ -1,13 +1,18 @@
 """What serving Prometheus metrics costs a training: steps/s of a local parameter-server run
-whose every task is scraped once a second, against the same run not scraped, in interleaved
-pairs; and each role's peak memory with the endpoint against without it (TFK8S_METRICS_PORT=0).
-Prints a Markdown section (for docs/benchmarks.md).
+while its every task is scraped once a second, against the same run while it is not, and each
+role's peak memory with the endpoint against without it (TFK8S_METRICS_PORT=0). Prints a
+Markdown section (for docs/benchmarks.md).
 
-    python bench/metrics.py                  # 3 pairs (+ 1 run without metrics), 400 steps each
-    python bench/metrics.py --repeats 1 --steps 200
+    python bench/metrics.py                    # 3 runs of 1500 steps (+ 1 run without metrics)
+    python bench/metrics.py --runs 1 --steps 600
 
-Runs are bench/local.py's distributed configuration (chief, --workers workers, 1 ps; the CNN on
---data digits; steps/s: the median over blocks, the first excluded).
+The comparison is made inside each run: the scraper alternates --window seconds of scraping
+every task once a second with --window seconds of silence, and every block of steps the chief
+reports (--checkpoint-every steps, its time without the checkpoint save) is classed by the
+window it lies wholly in; blocks that straddle a switch are left out. Comparing separate runs
+instead mixes in how far two runs of the same spec differ on this 2-core VM (10% measured
+between unscraped runs), five times the 2% being looked for. Runs are bench/local.py's
+distributed configuration (chief, --workers workers, 1 ps; the CNN on --data digits).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -23,19 +29,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from local import Every, LocalBackend, LocalProcessBackendConfig, run_files, run_once, spec_for  # noqa: E402
 
+from worker.progress import parse_line  # noqa: E402
+
 SCRAPE_SECONDS = 1.0
 
 
-class Scraper(Every):
-    """Reads every task's endpoint once a second while a run lasts, as Prometheus would."""
+class AlternatingScraper(Every):
+    """Scrapes every task's endpoint once a second, as Prometheus would, in windows of
+    `window` seconds that alternate with windows of none; records when each window began."""
 
     seconds = SCRAPE_SECONDS
 
-    def __init__(self, backend: LocalBackend, name: str):
-        self.backend, self.name = backend, name
+    def __init__(self, backend: LocalBackend, name: str, window: float):
+        self.backend, self.name, self.window = backend, name, window
         self.scrapes = 0
+        self.started = time.time()
+
+    def scraping(self, at: float) -> bool:
+        return int((at - self.started) // self.window) % 2 == 0
 
     def tick(self) -> None:
+        if not self.scraping(time.time()):
+            return
         for address in (run_files(self.backend, self.name).read_metrics() or {}).values():
             try:
                 urllib.request.urlopen(address, timeout=2).read()
@@ -43,64 +58,93 @@ class Scraper(Every):
             except OSError:
                 pass  # not serving yet, or ended
 
+    def window_of(self, start: float, end: float) -> str | None:
+        """'scraped' or 'not scraped' for a span wholly inside one window, else None."""
+        first, last = ((t - self.started) // self.window for t in (start, end))
+        if first != last or start < self.started:
+            return None
+        return "scraped" if self.scraping(start) else "not scraped"
+
+
+def blocks_by_window(backend: LocalBackend, name: str, scraper: AlternatingScraper) -> dict[str, list[float]]:
+    """The chief's blocks' steps/s, by the window each ran in (the first block, warm-up, left out)."""
+    log = run_files(backend, name).log_path("chief", 0).read_text(errors="replace")
+    records = [r for r in map(parse_line, log.splitlines()) if r and r["event"] == "block"][1:]
+    classed: dict[str, list[float]] = {"scraped": [], "not scraped": []}
+    for block in records:
+        window = scraper.window_of(block["wall"] - block["seconds"], block["wall"])
+        if window is not None and block["steps_per_s"]:
+            classed[window].append(block["steps_per_s"])
+    return classed
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--checkpoint-every", type=int, default=25)
+    parser.add_argument("--window", type=float, default=12.0, help="seconds of scraping, then of none")
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    program_args = ["--loop", "custom", "--steps", str(args.steps), "--checkpoint-every", "50", "--data", "digits"]
+    program_args = [
+        *("--loop", "custom", "--steps", str(args.steps)),
+        *("--checkpoint-every", str(args.checkpoint_every), "--data", "digits"),
+    ]
     roles = {"chief": 1, "worker": args.workers, "ps": 1}
-    ratios, runs = [], {"scraped": [], "not scraped": [], "no endpoint": []}
+    per_run, with_endpoint, scrapes = [], [], 0
     with tempfile.TemporaryDirectory(prefix="tfk8s-bench-metrics-") as workdir:
         backend = LocalBackend(LocalProcessBackendConfig(workdir=Path(workdir), foreground=True))
-        for repeat in range(args.repeats):
-            pair = {}
-            # alternate which goes first, so a drift in the machine's load hits both alike
-            for config in ("scraped", "not scraped") if repeat % 2 == 0 else ("not scraped", "scraped"):
-                # a name (and so a model dir) per run: a finished dir would not train again
-                spec = spec_for(f"metrics-{repeat}-{config.replace(' ', '-')}", "parameter_server", roles, program_args)
-                if config == "scraped":
-                    with Scraper(backend, spec.name) as scraper:
-                        result = run_once(backend, spec)
-                    result["scrapes"] = scraper.scrapes
-                else:
-                    result = run_once(backend, spec)
-                pair[config] = result
-                runs[config].append(result)
-                print(f"[bench] {config}: {result['block_steps_per_s']:.1f} steps/s", flush=True)
-            ratios.append(pair["scraped"]["block_steps_per_s"] / pair["not scraped"]["block_steps_per_s"])
+        for run in range(args.runs):
+            # a name (and so a model dir) per run: a finished dir would not train again
+            spec = spec_for(f"metrics-{run}", "parameter_server", roles, program_args)
+            with AlternatingScraper(backend, spec.name, args.window) as scraper:
+                with_endpoint.append(run_once(backend, spec))
+            scrapes += scraper.scrapes
+            classed = blocks_by_window(backend, spec.name, scraper)
+            per_run.append(classed)
+            said = [f"{k} {statistics.median(v):.2f} steps/s ({len(v)} blocks)" for k, v in classed.items() if v]
+            print(f"[bench] run {run}: {', '.join(said)}", flush=True)
         spec = spec_for("metrics-off", "parameter_server", roles, program_args)
-        spec = spec.model_copy(update={"env": {"TFK8S_METRICS_PORT": "0"}})
-        runs["no endpoint"].append(run_once(backend, spec))
-    print(markdown(args, ratios, runs))
+        without_endpoint = run_once(backend, spec.model_copy(update={"env": {"TFK8S_METRICS_PORT": "0"}}))
+    print(markdown(args, per_run, scrapes, with_endpoint, without_endpoint))
     return 0
 
 
-def markdown(args, ratios: list[float], runs: dict[str, list[dict]]) -> str:
-    def median(config: str, key: str) -> float:
-        return statistics.median(r[key] for r in runs[config])
-
-    def peak(config: str, role: str) -> float:
-        return statistics.median(r["peak_mb"].get(role, 0.0) for r in runs[config])
+def markdown(args, per_run: list[dict[str, list[float]]], scrapes: int, with_endpoint, without_endpoint) -> str:
+    def peak(runs: list[dict], role: str) -> float:
+        return statistics.median(r["peak_mb"].get(role, 0.0) for r in runs)
 
     lines = [
-        f"### Metrics endpoint: {args.repeats} pairs, PS (chief, {args.workers} worker, 1 ps), {args.steps} steps",
+        f"### Metrics endpoint: {args.runs} runs, PS (chief, {args.workers} worker, 1 ps), {args.steps} steps, "
+        f"{args.window:g} s windows scraped every {SCRAPE_SECONDS:g} s / not scraped",
         "",
-        "| run | steps/s (median) | chief peak MB | worker peak MB | ps peak MB |",
-        "|---|---|---|---|---|",
+        "| run | blocks scraped | steps/s scraped | blocks not scraped | steps/s not scraped | ratio |",
+        "|---|---|---|---|---|---|",
     ]
-    for config in runs:
-        lines.append(
-            f"| {config} | {median(config, 'block_steps_per_s'):.1f} | {peak(config, 'chief'):.0f} | "
-            f"{peak(config, 'worker'):.0f} | {peak(config, 'ps'):.0f} |"
-        )
-    scrapes = sum(r.get("scrapes", 0) for r in runs["scraped"])
+    ratios = []
+    for run, classed in enumerate(per_run):
+        on, off = classed["scraped"], classed["not scraped"]
+        if not on or not off:
+            lines.append(f"| {run} | {len(on)} | - | {len(off)} | - | - |")
+            continue
+        ratio = statistics.median(on) / statistics.median(off)
+        ratios.append(ratio)
+        on_rate, off_rate = statistics.median(on), statistics.median(off)
+        lines.append(f"| {run} | {len(on)} | {on_rate:.2f} | {len(off)} | {off_rate:.2f} | {ratio:.3f} |")
+    if ratios:
+        lines += [
+            "",
+            f"Scraped / not scraped steps/s, per run: {', '.join(f'{r:.3f}' for r in ratios)}; median "
+            f"**{statistics.median(ratios):.3f}** ({scrapes} scrapes in all).",
+        ]
     lines += [
         "",
-        f"Scraped / not scraped steps/s, per pair: {', '.join(f'{r:.3f}' for r in ratios)}; "
-        f"median {statistics.median(ratios):.3f} ({scrapes} scrapes in all).",
+        "| peak MB | chief | worker | ps |",
+        "|---|---|---|---|",
+        f"| endpoint | {peak(with_endpoint, 'chief'):.0f} | {peak(with_endpoint, 'worker'):.0f} | "
+        f"{peak(with_endpoint, 'ps'):.0f} |",
+        f"| no endpoint | {peak([without_endpoint], 'chief'):.0f} | {peak([without_endpoint], 'worker'):.0f} | "
+        f"{peak([without_endpoint], 'ps'):.0f} |",
     ]
     return "\n".join(lines)
 
