@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -32,6 +35,22 @@ from local import Every, LocalBackend, LocalProcessBackendConfig, run_files, run
 from worker.progress import parse_line  # noqa: E402
 
 SCRAPE_SECONDS = 1.0
+REPO = Path(__file__).resolve().parents[1]
+# A chief's endpoint with the series a training fills (worker/metrics.py), serving until killed.
+ENDPOINT = """
+import sys, time, types
+from worker import metrics
+from worker.contract import METRICS_HOST, METRICS_PORT, Role
+task = types.SimpleNamespace(cluster_name="bench", namespace="", role=Role.CHIEF, index=0,
+                             strategy="parameter_server", program_module="worker.examples.digits")
+print(metrics.start(task, time.time(), 64, {METRICS_PORT: sys.argv[1], METRICS_HOST: "127.0.0.1"}), flush=True)
+for event in ("tensorflow_imported", "peers_ready", "start", "first_step"):
+    metrics.observe({"event": event, "t": 1.0, "step": 0, "target": 1500})
+metrics.observe({"event": "block", "t": 9.0, "step": 25, "steps": 25, "seconds": 2.0, "steps_per_s": 12.5, "loss": 0.1})
+metrics.observe({"event": "checkpoint", "t": 9.5, "step": 25})
+metrics.observe({"event": "evaluated", "t": 12.0, "step": 25, "accuracy": 0.9, "loss": 0.2})
+time.sleep(3600)
+"""
 
 
 class AlternatingScraper(Every):
@@ -78,6 +97,25 @@ def blocks_by_window(backend: LocalBackend, name: str, scraper: AlternatingScrap
     return classed
 
 
+def scrape_cpu(scrapes: int = 500, port: int = 19401) -> dict:
+    """CPU a scrape costs, apart from any training: the endpoint's process (prometheus_client's
+    HTTP thread collecting every series and the process collector) and the reader's."""
+    server = subprocess.Popen([sys.executable, "-c", ENDPOINT, str(port)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        address = server.stdout.readline().strip()
+        urllib.request.urlopen(address, timeout=10).read()
+        served = psutil.Process(server.pid)
+        server_before, client_before = sum(served.cpu_times()[:2]), time.process_time()
+        for _ in range(scrapes):
+            size = len(urllib.request.urlopen(address, timeout=10).read())
+        server_ms = 1000 * (sum(served.cpu_times()[:2]) - server_before) / scrapes
+        client_ms = 1000 * (time.process_time() - client_before) / scrapes
+    finally:
+        server.kill()
+        server.wait()
+    return {"server_ms": server_ms, "client_ms": client_ms, "bytes": size, "scrapes": scrapes}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=1500)
@@ -91,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         *("--checkpoint-every", str(args.checkpoint_every), "--data", "digits"),
     ]
     roles = {"chief": 1, "worker": args.workers, "ps": 1}
+    cpu = scrape_cpu()
     per_run, with_endpoint, scrapes = [], [], 0
     with tempfile.TemporaryDirectory(prefix="tfk8s-bench-metrics-") as workdir:
         backend = LocalBackend(LocalProcessBackendConfig(workdir=Path(workdir), foreground=True))
@@ -106,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] run {run}: {', '.join(said)}", flush=True)
         spec = spec_for("metrics-off", "parameter_server", roles, program_args)
         without_endpoint = run_once(backend, spec.model_copy(update={"env": {"TFK8S_METRICS_PORT": "0"}}))
-    print(markdown(args, per_run, scrapes, with_endpoint, without_endpoint))
+    print(markdown(args, per_run, scrapes, with_endpoint, without_endpoint, cpu))
     return 0
 
 
-def markdown(args, per_run: list[dict[str, list[float]]], scrapes: int, with_endpoint, without_endpoint) -> str:
+def markdown(args, per_run: list[dict[str, list[float]]], scrapes: int, with_endpoint, without_endpoint, cpu) -> str:
     def peak(runs: list[dict], role: str) -> float:
         return statistics.median(r["peak_mb"].get(role, 0.0) for r in runs)
 
@@ -138,6 +177,10 @@ def markdown(args, per_run: list[dict[str, list[float]]], scrapes: int, with_end
             f"**{statistics.median(ratios):.3f}** ({scrapes} scrapes in all).",
         ]
     lines += [
+        "",
+        f"One scrape of a chief's endpoint ({cpu['bytes']} bytes), mean of {cpu['scrapes']}: "
+        f"{cpu['server_ms']:.2f} ms of the task's CPU, {cpu['client_ms']:.2f} ms of the reader's; scraped every "
+        f"{SCRAPE_SECONDS:g} s, {cpu['server_ms'] / SCRAPE_SECONDS / 10:.2f}% of one core per task.",
         "",
         "| peak MB | chief | worker | ps |",
         "|---|---|---|---|",
