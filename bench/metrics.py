@@ -5,6 +5,7 @@ Markdown section (for docs/benchmarks.md).
 
     python bench/metrics.py                    # 3 runs of 1500 steps (+ 1 run without metrics)
     python bench/metrics.py --runs 1 --steps 600
+    python bench/metrics.py --sham             # the control: the same classing, nothing scraped
 
 The comparison is made inside each run: the scraper alternates --window seconds of scraping
 every task once a second with --window seconds of silence, and every block of steps the chief
@@ -59,8 +60,8 @@ class AlternatingScraper(Every):
 
     seconds = SCRAPE_SECONDS
 
-    def __init__(self, backend: LocalBackend, name: str, window: float):
-        self.backend, self.name, self.window = backend, name, window
+    def __init__(self, backend: LocalBackend, name: str, window: float, sham: bool = False):
+        self.backend, self.name, self.window, self.sham = backend, name, window, sham
         self.scrapes = 0
         self.started = time.time()
 
@@ -68,7 +69,7 @@ class AlternatingScraper(Every):
         return int((at - self.started) // self.window) % 2 == 0
 
     def tick(self) -> None:
-        if not self.scraping(time.time()):
+        if self.sham or not self.scraping(time.time()):
             return
         for address in (run_files(self.backend, self.name).read_metrics() or {}).values():
             try:
@@ -123,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=12.0, help="seconds of scraping, then of none")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--sham", action="store_true", help="the control: windows classed alike, nothing scraped in any (ratio ~1)"
+    )
     args = parser.parse_args(argv)
     program_args = [
         *("--loop", "custom", "--steps", str(args.steps)),
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             # a name (and so a model dir) per run: a finished dir would not train again
             spec = spec_for(f"metrics-{run}", "parameter_server", roles, program_args)
-            with AlternatingScraper(backend, spec.name, args.window) as scraper:
+            with AlternatingScraper(backend, spec.name, args.window, args.sham) as scraper:
                 with_endpoint.append(run_once(backend, spec))
             scrapes += scraper.scrapes
             classed = blocks_by_window(backend, spec.name, scraper)
@@ -155,7 +159,8 @@ def markdown(args, per_run: list[dict[str, list[float]]], scrapes: int, with_end
 
     lines = [
         f"### Metrics endpoint: {args.runs} runs, PS (chief, {args.workers} worker, 1 ps), {args.steps} steps, "
-        f"{args.window:g} s windows scraped every {SCRAPE_SECONDS:g} s / not scraped",
+        f"{args.window:g} s windows scraped every {SCRAPE_SECONDS:g} s / not scraped"
+        + (" (sham: no window scraped, the control)" if args.sham else ""),
         "",
         "| run | blocks scraped | steps/s scraped | blocks not scraped | steps/s not scraped | ratio |",
         "|---|---|---|---|---|---|",
