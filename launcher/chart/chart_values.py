@@ -16,10 +16,7 @@ from launcher.render import code_render, render
 def helm_values(spec: ClusterSpec, code: code_bundle.Bundle | None = None) -> dict:
     """values.yaml for charts/tfk8s: the spec itself, every default spelled out; with `code:`,
     `code` (loader.pack_code) as codeArchive."""
-    if (spec.code is None) != (code is None):
-        raise ValueError(
-            "helm_values(): `code` must be the spec's packed code (loader.pack_code), given with `code:` only"
-        )
+    code_bundle.check_given(spec, code, "helm_values()")
     return code_render.code_values(code, spec.model_dump(by_alias=True, mode="json"))
 
 

@@ -197,6 +197,14 @@ def resolve(code: CodeSpec, base: Path) -> Path:
     return (base / code.path).resolve()
 
 
+def check_given(spec, bundle: "Bundle | None", caller: str) -> None:
+    """The one rule for every consumer of packed code: given with `code:`, and only then."""
+    if spec.code is not None and bundle is None:
+        raise ValueError(f"{caller}: the spec has `code:` but no packed code was given (loader.pack_code(spec))")
+    if spec.code is None and bundle is not None:
+        raise ValueError(f"{caller}: packed code was given for a spec without `code:`")
+
+
 def note(spec, bundle: Bundle, to: str | None = None) -> str:
     """One line on what `code:` ships: the dir, where to (its ConfigMap, or `to`: a local
     run's unpacked copy), sizes, the first files."""

@@ -217,12 +217,7 @@ def jobset_plan(spec: ClusterSpec, strategy: Strategy, has_evaluator: bool) -> J
 
 
 def code_plan(spec: ClusterSpec, bundle: Bundle | None, code_dir: str | None = None) -> CodePlan | None:
-    if (spec.code is None) != (bundle is None):
-        raise ValueError(
-            "plan(): the spec has `code:` but no packed code was given (loader.pack_code(spec))"
-            if bundle is None
-            else "plan(): packed code was given for a spec without `code:`"
-        )
+    code_bundle.check_given(spec, bundle, "plan()")
     if bundle is None:
         return None
     return CodePlan(dir=code_dir or code_bundle.CODE_DIR, object_name=bundle.object_name(spec.name), bundle=bundle)

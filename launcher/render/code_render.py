@@ -61,9 +61,8 @@ def code_objects(cluster: ClusterPlan, context: dict) -> list[dict]:
 
 def hashed(spec, code: code_bundle.Bundle | None, data: dict) -> dict:
     """The spec's dump for its hash: the code's content, not where it sits on this machine."""
+    code_bundle.check_given(spec, code, "spec_hash()")
     if spec.code is not None:
-        if code is None:
-            raise ValueError("spec_hash(): the spec has `code:` but no packed code was given (loader.pack_code(spec))")
         data["code"] = {"exclude": spec.code.exclude, "sha256": code.digest}
     return data
 
