@@ -19,7 +19,7 @@ The control: sham runs, interleaved with the real ones, keep the same windows an
 scrape in none; their ratios show the method's own spread (a first version, which compared
 every block of a class and started every run scraped, gave 0.967 on a sham). Runs are
 bench/local.py's distributed configuration (chief, --workers workers, 1 ps; the CNN on --data
-digits).
+digits). The runs behind docs/benchmarks.md's figures are in bench/results/ (--report them).
 """
 
 from __future__ import annotations
