@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.report:
+        unreadable = [str(path) for path in args.report if not path.is_file()]
+        if unreadable:
+            parser.error(f"--report: no such file: {', '.join(unreadable)} (files written by --raw)")
         print(report(args.report))
         return 0
     program_args = [
