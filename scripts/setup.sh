@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
 # Set up everything: Python packages (launcher, worker, tests) and, unless --python-only, the
 # offline kind/helm toolchain with the worker image (cached under ~/.cache/tfk8s, keyed by version).
+# --toolchain-in-background (CI): return once the Python side is ready and leave the toolchain
+# building; the tests that need it (kind, scale, helm) wait for it (tests/support.py), the
+# process tier runs meanwhile. Its log: ~/.cache/tfk8s/logs/toolchain-background.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python_only=0
-[[ "${1:-}" == "--python-only" ]] && python_only=1
+python_only=0 background=0
+case "${1:-}" in
+  --python-only) python_only=1 ;;
+  --toolchain-in-background) background=1 ;;
+  "") ;;
+  *) echo "usage: bash scripts/setup.sh [--python-only | --toolchain-in-background]" >&2; exit 2 ;;
+esac
+cache=${TFK8S_CACHE:-$HOME/.cache/tfk8s}
+mkdir -p "$cache/logs"
+rm -f "$cache/toolchain-background.pid" "$cache/toolchain-background.exit"
 
 start=$(date +%s)
 if [[ $python_only == 0 ]]; then
   # Side by side: pip waits on PyPI while the toolchain's first steps wait on the Go proxy and
   # the Debian mirror; the toolchain needs no Python package before its addon step (PyYAML),
   # twenty minutes in when cold, seconds when warm, and then only one that pip already has.
-  bash tests/kind/toolchain.sh &
-  toolchain=$!
-  trap 'kill "$toolchain" 2>/dev/null || true' EXIT  # pip failed: stop the toolchain too
+  if [[ $background == 1 ]]; then
+    # setsid: not killed with this script's process group; the exit file says how it ended
+    setsid bash -c 'bash tests/kind/toolchain.sh >"$1" 2>&1; echo $? >"$2"' _ \
+      "$cache/logs/toolchain-background.log" "$cache/toolchain-background.exit" </dev/null &
+    echo $! >"$cache/toolchain-background.pid"
+    echo "[setup] toolchain building in the background (pid $!, log: $cache/logs/toolchain-background.log)"
+  else
+    bash tests/kind/toolchain.sh &
+    toolchain=$!
+    trap 'kill "$toolchain" 2>/dev/null || true' EXIT  # pip failed: stop the toolchain too
+  fi
 fi
 python -m pip install --disable-pip-version-check -q -e '.[worker,test]'
 # tf-keras depends on `tensorflow`; without --no-deps pip replaces tensorflow-cpu with the full
@@ -23,6 +42,8 @@ echo "[setup] python packages: $(( $(date +%s) - start ))s"
 
 if [[ $python_only == 0 ]]; then
   bash scripts/task_env.sh  # the process tier's task interpreter: the image's packages only
-  wait "$toolchain"  # its exit status is the script's (set -e)
-  trap - EXIT
+  if [[ $background == 0 ]]; then
+    wait "$toolchain"  # its exit status is the script's (set -e)
+    trap - EXIT
+  fi
 fi

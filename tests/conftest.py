@@ -23,6 +23,7 @@ from local_clusters import (
     LocalProcessBackendConfig,
     assert_no_task_processes,
 )
+from support import TIER_BUDGET_MINUTES
 
 
 def pytest_configure(config):
@@ -106,7 +107,10 @@ def pytest_terminal_summary(terminalreporter):
         # summed over both lanes: a tier's own time, not the run's wall clock
         terminalreporter.section("tfk8s time per tier")
         terminalreporter.write_line(
-            ", ".join(f"{tier} {seconds / 60:.1f} min" for tier, seconds in sorted(_TIER_SECONDS.items()))
+            ", ".join(
+                f"{tier} {seconds / 60:.1f} min (budget {TIER_BUDGET_MINUTES[tier]})"
+                for tier, seconds in sorted(_TIER_SECONDS.items())
+            )
         )
 
 

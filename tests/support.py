@@ -59,8 +59,47 @@ def skip_unless_ci(why: str) -> None:
     pytest.skip(why)
 
 
+# `scripts/setup.sh --toolchain-in-background` (CI's cold path) leaves the toolchain building
+# while the tests start: the process tier needs none of it. What does waits here for it.
+TOOLCHAIN_PID, TOOLCHAIN_EXIT, TOOLCHAIN_LOG = (
+    CACHE / "toolchain-background.pid",
+    CACHE / "toolchain-background.exit",
+    CACHE / "logs" / "toolchain-background.log",
+)
+
+
+def wait_for_the_toolchain() -> None:
+    """Returns once no background toolchain build is running (at once when none was started);
+    fails the test if the one that ran failed."""
+    if not TOOLCHAIN_PID.is_file():
+        return
+    pid, started = int(TOOLCHAIN_PID.read_text()), time.monotonic()
+    while _alive(pid) and not TOOLCHAIN_EXIT.is_file():
+        time.sleep(2)
+    if time.monotonic() - started > 1:
+        print(f"[toolchain] waited {time.monotonic() - started:.0f}s for the background build (log: {TOOLCHAIN_LOG})")
+    code = TOOLCHAIN_EXIT.read_text().strip() if TOOLCHAIN_EXIT.is_file() else "unknown (it was killed)"
+    if code != "0":
+        tail = TOOLCHAIN_LOG.read_text()[-2000:] if TOOLCHAIN_LOG.is_file() else ""
+        pytest.fail(
+            f"the background toolchain build failed, exit {code} (log: {TOOLCHAIN_LOG}):\n{tail}", pytrace=False
+        )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def find_helm() -> str | None:
-    """$HELM, else helm on PATH, else the one tests/kind/toolchain.sh built."""
+    """$HELM, else helm on PATH, else the one tests/kind/toolchain.sh built (waited for when
+    it is being built in the background)."""
+    wait_for_the_toolchain()
     if os.environ.get("HELM"):
         return os.environ["HELM"]
     if shutil.which("helm"):
@@ -125,3 +164,12 @@ class TierResource:
             self.close()
 
         return pytest_runtest_teardown, pytest_sessionfinish
+
+
+# The suite's time budget, warm (toolchain cached), in minutes of each tier's own tests summed
+# over both lanes; docs/development.md explains it. The run's wall clock is the longer lane's:
+# kind alone in one, process + scale + unit + helm in the other.
+TIER_BUDGET_MINUTES = {"kind": 34, "process": 22, "scale": 6, "unit": 4, "helm": 2}
+# TensorFlow clusters the kind tier submits, summed from its tests' tf_trainings markers
+# (tests/test_tier_budget.py); a new one joins an existing training or raises this on purpose.
+KIND_TF_TRAININGS_BUDGET = 23

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import json
 import os
 import shlex
@@ -35,7 +36,7 @@ from typing import Callable, Iterator, Sequence
 
 import pytest
 import yaml
-from support import TierResource, in_ci
+from support import TierResource, in_ci, wait_for_the_toolchain
 
 HERE = Path(__file__).resolve().parent
 KIND_CONFIG = HERE / "kind-config.yaml"
@@ -68,6 +69,67 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "node_kill: kills a kind node; runs after every other kind test (the order is tests/conftest.py's)"
     )
+    config.addinivalue_line(
+        "markers",
+        "tf_trainings(n): the TensorFlow clusters the test submits (stand-ins do not count); the tier's "
+        "sum is held to its budget (tests/test_tier_budget.py), and the test fails if it submits more",
+    )
+
+
+TF_TRAININGS = "tf_trainings"
+
+
+def declared_tf_trainings(item: pytest.Item) -> int:
+    marker = item.get_closest_marker(TF_TRAININGS)
+    return marker.args[0] if marker else 0
+
+
+def runs_tensorflow(job: dict) -> bool:
+    """A tfk8s Job that made a pod whose task would run TensorFlow: anything but an inline
+    `python3 -c` script that does not mention it (test_e2e.STAND_IN). A Job whose pods were all
+    refused (a quota) made none."""
+    status = job.get("status") or {}
+    if not any(status.get(k) for k in ("active", "succeeded", "failed", "terminating")):
+        return False
+    containers = job["spec"]["template"]["spec"]["containers"]
+    [task] = [c for c in containers if c["name"] == "tensorflow"] or [containers[0]]
+    command = task.get("command") or []
+    if "--" in command:  # a supervised task: the supervisor runs what follows `--`
+        command = command[command.index("--") + 1 :]
+    inline = command[:2] == ["python3", "-c"] and len(command) > 2
+    return not (inline and "tensorflow" not in command[2])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Holds a kind test to its tf_trainings marker: the clusters whose Jobs run TensorFlow,
+    created while the test body ran and still there at its end (a cluster the test deleted
+    itself is not seen, so a count can only fall short, never pass a test that submits more)."""
+    cluster = item.funcargs.get("kind_cluster") if hasattr(item, "funcargs") else None
+    started = time.time() - 2  # the API server's timestamps have 1 s resolution
+    result = yield
+    if cluster is None:
+        return result
+    jobs = cluster.get_json("jobs", "-A", "-l", "app.kubernetes.io/name=tfk8s")["items"]
+    trainings = sorted(
+        {
+            (job["metadata"]["namespace"], job["metadata"]["labels"].get("app.kubernetes.io/instance", "?"))
+            for job in jobs
+            if _api_seconds(job["metadata"]["creationTimestamp"]) >= started and runs_tensorflow(job)
+        }
+    )
+    declared = declared_tf_trainings(item)
+    assert len(trainings) <= declared, (
+        f"{item.nodeid} submitted {len(trainings)} TensorFlow clusters {trainings} but declares "
+        f"@pytest.mark.tf_trainings({declared}): join an existing training, use stand-in tasks where "
+        f"TensorFlow is not the subject (test_e2e.STAND_IN), or raise the marker and the tier's budget "
+        f"(docs/development.md)"
+    )
+    return result
+
+
+def _api_seconds(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 # --------------------------------------------------------------------------- helpers
@@ -292,6 +354,7 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> KindCluster:
 
 @contextlib.contextmanager
 def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
+    wait_for_the_toolchain()  # CI's cold path builds it beside the process tier
     env = tool_env()
     ok, why = docker_available(env)
     if not ok:

@@ -80,6 +80,7 @@ def _first_step(cluster, namespace: str, name: str, started: float, timeout: flo
     raise AssertionError(f"{name}: no step within {timeout} s:\n{_logs(cluster, namespace, name)}")
 
 
+@pytest.mark.tf_trainings(2)
 def test_program_module_from_code_and_resubmit_after_an_edit(kind_cluster, namespace, worker_image, tmp_path):
     path = _spec(
         tmp_path,

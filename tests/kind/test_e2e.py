@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 from local_clusters import measure
+from prometheus_check import (
+    MONITORING,
+    SCRAPE,
+    TrainingWatch,
+    check_the_finished_training,
+    probe_from_monitoring,
+    prometheus,  # noqa: F401 (a fixture)
+)
 from support import REPO, skip_unless_ci, wait_until
 from tensorboard_check import check_tensorboard_serves_the_evaluation
 
@@ -38,9 +47,12 @@ def write_spec(
     strategy: str = "parameter_server",
     steps: int = STEPS,
     checkpoint_every: int | None = None,
+    evaluator: bool = False,
     **extra,
 ) -> Path:
-    """A cluster spec; checkpoints every `checkpoint_every` steps (default a quarter of them)."""
+    """A cluster spec; checkpoints every `checkpoint_every` steps (default a quarter of them).
+    An evaluator only where the test checks evaluation: it is a TensorFlow process that
+    evaluates every checkpoint, CPU taken from the training the test waits for."""
     spec = {
         "name": name,
         "namespace": namespace,
@@ -60,7 +72,7 @@ def write_spec(
             "chief": {"replicas": 1},
             "worker": {"replicas": 2},
             "ps": {"replicas": 1},
-            "evaluator": {"replicas": 1},
+            **({"evaluator": {"replicas": 1}} if evaluator else {}),
         },
         "checkpoint": {"dir": f"/ckpt/{name}", "volume": {"persistentVolumeClaim": {"claimName": pvc}}},
         "peerTimeoutSeconds": 240,
@@ -75,6 +87,36 @@ def write_spec(
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+PACED_PROGRAM = REPO / "tests" / "worker" / "probes" / "paced_program.py"
+
+
+def paced_program(
+    tmp_path: Path, steps: int, checkpoint_every: int, step_seconds: float = 0.1, batch: int = 32
+) -> dict:
+    """Spec fields for a fault training: the paced probe program (the small digits model, each
+    training batch held `step_seconds` in its input pipeline), shipped with `code:`. Its steps
+    cost almost no CPU and take a set time, so a fault lands mid-training by the clock, not by
+    how fast a CNN steps beside everything else on 2 cores."""
+    code = tmp_path / "paced-code"
+    code.mkdir(exist_ok=True)
+    shutil.copy(PACED_PROGRAM, code / PACED_PROGRAM.name)
+    return {
+        "code": code.name,
+        "env": {"PACED_STEP_SECONDS": str(step_seconds)},
+        "program": {
+            "module": PACED_PROGRAM.stem,
+            "args": [
+                "--steps",
+                str(steps),
+                "--checkpoint-every",
+                str(checkpoint_every),
+                "--global-batch-size",
+                str(batch),
+            ],
+        },
+    }
 
 
 def cli(cluster, *args: str, timeout: float = 900, check: bool = False):
@@ -150,6 +192,42 @@ def follow_log(cluster, namespace: str, pod: dict) -> subprocess.Popen:
     )
     time.sleep(1)
     return follow
+
+
+def follow_with_launcher(cluster, namespace: str, name: str, role: str = "chief") -> subprocess.Popen:
+    """`python -m launcher logs -f` of a role's index 0, from a pending pod on: it follows the
+    task across its pod's replacement and ends by itself when the cluster has finished."""
+    wait_for(lambda: pod_of(cluster, namespace, name, role), 120, f"a {role} pod")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "launcher",
+            "logs",
+            name,
+            "-n",
+            namespace,
+            "--role",
+            role,
+            "-f",
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "--context",
+            cluster.context,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def assert_followed_across_the_replacement(follower: subprocess.Popen, namespace: str, name: str) -> None:
+    followed, said = follower.communicate(timeout=120)
+    print(said, followed[-2000:])
+    assert follower.returncode == 0, said
+    assert f"[tfk8s] --- chief-0 of {namespace}/{name}: pod " in followed, said
+    assert " replaced by " in followed and '"event": "final"' in followed
 
 
 def kill_running(*processes: subprocess.Popen | None) -> None:
@@ -257,12 +335,27 @@ def startup_breakdown(cluster, namespace: str, name: str, submitted: float) -> s
     return ", ".join(f"{label} {at - submitted:.1f}" for label, at in marks)
 
 
+@pytest.mark.tf_trainings(1)
 def test_ps_training_succeeds_with_final_checkpoint_evaluated(
-    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path
+    kind_cluster, worker_image, probe_image, namespace, checkpoint_pvc, prometheus, tmp_path
 ):
-    # Long enough, with a step event every second, for status to see the step advance.
-    steps, progress_env = 2 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
-    spec = write_spec(tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, env=progress_env)
+    """Also the placement across nodes with the NetworkPolicies in force: the chief (and the
+    evaluator) on one node, ps and workers on the other, so cross-node TF_CONFIG addresses and
+    the policy's own-pod rule carry a real training (test_network.py probes the policy itself
+    on stand-in pods). And a Prometheus in the cluster watches it (prometheus_check.py)."""
+    # Long enough, with a step event every second, for status and Prometheus to see the step
+    # advance after Prometheus has found the pods.
+    steps, progress_env = 4 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
+    nodes = sorted(kind_cluster.node_names())
+    assert len(nodes) >= 2, f"the kind tier needs two nodes, has {nodes}"
+    pin = {"chief": nodes[0], "evaluator": nodes[0], "ps": nodes[1], "worker": nodes[1]}
+    roles = {
+        role: {"replicas": n, "nodeSelector": {"kubernetes.io/hostname": pin[role]}}
+        for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))
+    }
+    spec = write_spec(
+        tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, env=progress_env, roles=roles
+    )
     started, submitted = time.monotonic(), time.time()
     proc = submit_in_background(kind_cluster, spec)
     training_seen = []  # `status -o json`'s training while the cluster trained
@@ -274,6 +367,20 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
 
         wait_for(all_running, 600, "all 5 pods Running", interval=0.5)
         running = time.monotonic() - started
+        selector = f'training_namespace="{namespace}", training="ps"'
+        wait_for(
+            lambda: prometheus.value(f'tfk8s_global_step{{{selector}, role="chief"}} > 0'),
+            600,
+            "Prometheus scraping the chief's first step",
+        )
+        first_scraped = time.monotonic() - started
+        watch = TrainingWatch(prometheus, namespace, "ps", lambda: proc.poll() is None)
+        watch.start()
+        # The NetworkPolicies: the scrapers' namespace reaches the metrics port, not TF's gRPC port.
+        chief = pod_of(kind_cluster, namespace, "ps", "chief")
+        reached = probe_from_monitoring(kind_cluster, probe_image, chief, 9401, 2222)
+        assert reached["metrics"]["connected"], reached
+        assert not reached["grpc"]["connected"], reached
         first_step = None
         # Polled until two steps were seen (each `status` costs about a second of CPU).
         while proc.poll() is None and time.monotonic() - started < 900 and len(training_seen) < 2:
@@ -290,6 +397,7 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         if proc.poll() is None:
             proc.kill()
     total = time.monotonic() - started
+    watch.check()
     print(output[-3000:])
     print(
         f"MEASURE ps submit->all pods Running {running:.1f}s, ->first step in status "
@@ -298,6 +406,19 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     assert proc.returncode == 0, output[-2000:]
     assert "[Succeeded]" in output
     assert_all_jobs_complete(kind_cluster, namespace, "ps")
+    policies = kind_cluster.get_json("networkpolicies", "-n", namespace, "-l", f"{LABEL}=ps")["items"]
+    assert policies, "networkPolicy (on by default) rendered no NetworkPolicy"
+    placed = {
+        f"{role}-{i}": pod_of(kind_cluster, namespace, "ps", role, i)["spec"]["nodeName"]
+        for role, i in (("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1))
+    }
+    assert placed["chief-0"] != placed["ps-0"] == placed["worker-0"] == placed["worker-1"], placed
+    accuracy = check_the_finished_training(prometheus, namespace, "ps", steps)
+    measure(
+        f"kind: in-cluster Prometheus (pod SD, scrape {SCRAPE}) watched the PS training: first step scraped "
+        f"{first_scraped:.0f} s after submit; steps seen {watch.steps_seen[:3]}... -> {steps}; final accuracy "
+        f"{accuracy:.3f}; every panel answered; gRPC port refused from {MONITORING}, metrics port open"
+    )
     measure("kind ps start-up, s after submit (chief): " + startup_breakdown(kind_cluster, namespace, "ps", submitted))
 
     events = chief_events(kind_cluster, "ps", namespace)
@@ -342,6 +463,7 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         worker_image,
         steps=steps,
         env=progress_env,
+        roles=roles,
         backoffLimit=3,
     )
     refused = cli(kind_cluster, "submit", str(changed))
@@ -370,6 +492,7 @@ def _conditions(job: dict) -> dict[str, dict]:
     return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
 
 
+@pytest.mark.tf_trainings(1)
 def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
     """A PS cluster whose chief crashes after start ends completely: the chief's Job fails, and
     every other pod, the built-in evaluator's included (it used to wait forever for a final
@@ -386,7 +509,7 @@ def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, chec
         backoffLimit=1,
         roles={
             "chief": {"replicas": 1, "env": {"TFK8S_PROGRAM": "no.such.module"}},
-            "worker": {"replicas": 2},
+            "worker": {"replicas": 1},
             "ps": {"replicas": 1},
             "evaluator": {"replicas": 1},
         },
@@ -456,29 +579,42 @@ def test_failed_chief_ends_every_pod(kind_cluster, worker_image, namespace, chec
     assert "chief failed" in data["message"], data
 
 
-# A task of a bring-your-own PS cluster that takes no CPU: the chief ends after CHIEF_SECONDS,
-# every other task would serve forever (the supervisor ends it).
-SLEEPER = (
-    "import json, os, time; task = json.loads(os.environ['TF_CONFIG'])['task']['type']; "
-    "print(task, 'up', flush=True); "
-    "time.sleep(float(os.environ['CHIEF_SECONDS']) if task == 'chief' else 3600)"
-)
+# A stand-in for a TensorFlow task where TensorFlow is not the subject (the pods, policies,
+# API objects and controllers are the real ones): a bring-your-own PS cluster's task that takes
+# no CPU. It listens on its own TF_CONFIG port, as a TF server would; the chief ends after
+# CHIEF_SECONDS, every other task would serve forever (the supervisor ends it).
+STAND_IN = (
+    "import json, os, socket, time; config = json.loads(os.environ['TF_CONFIG']); "
+    "task = config['task']; server = socket.socket(); "
+    "server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+    "server.bind(('', int(config['cluster'][task['type']][task['index']].rsplit(':', 1)[1]))); "
+    "server.listen(64); print(task['type'], 'up', flush=True); "
+    "time.sleep(float(os.environ['CHIEF_SECONDS']) if task['type'] == 'chief' else 3600)"
+)  # no evaluator: it is outside the training cluster, and the built-in one ends with training
 
 
-def sleeper_spec(name: str, namespace: str, image: str, chief_seconds: int) -> dict:
+def stand_in_spec(name: str, namespace: str, image: str, chief_seconds: int, **extra) -> dict:
+    """A PS cluster of stand-in tasks (chief, 1 worker, 1 ps unless `roles` says otherwise)."""
     return {
         "name": name,
         "namespace": namespace,
         "image": image,
         "strategy": "parameter_server",
-        "command": ["python3", "-c", SLEEPER],
+        "command": ["python3", "-c", STAND_IN],
         "env": {"CHIEF_SECONDS": str(chief_seconds)},
         "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
         "checkpoint": {"dir": "gs://unused-in-this-test/model"},
         "backoffLimit": 0,
         "terminationGracePeriodSeconds": 10,
         "ttlSecondsAfterFinished": 600,
+        **extra,
     }
+
+
+def write_stand_in_spec(tmp_path: Path, name: str, namespace: str, image: str, chief_seconds: int, **extra) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(stand_in_spec(name, namespace, image, chief_seconds, **extra)))
+    return path
 
 
 def running_pod(cluster, namespace: str, name: str, role: str) -> dict:
@@ -497,7 +633,7 @@ def test_the_tf_container_holds_no_token_and_the_job_watch_ends_the_servers(
     in the job-watch container, which still ends the servers once the chief is done."""
     name = "notoken"
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(sleeper_spec(name, namespace, worker_image, chief_seconds=20)))
+    spec.write_text(yaml.safe_dump(stand_in_spec(name, namespace, worker_image, chief_seconds=20)))
     cli(kind_cluster, "submit", str(spec), check=True, timeout=120)
     ps = running_pod(kind_cluster, namespace, name, "ps")
     sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -537,7 +673,9 @@ def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_sa
     from launcher.render import render
 
     name, give_up, api = "noapi", 20, "192.0.2.1"
-    objects = render.render(ClusterSpec.model_validate(sleeper_spec(name, namespace, worker_image, chief_seconds=3600)))
+    objects = render.render(
+        ClusterSpec.model_validate(stand_in_spec(name, namespace, worker_image, chief_seconds=3600))
+    )
     for obj in objects:
         for container in obj["spec"]["template"]["spec"]["containers"] if obj["kind"] == "Job" else []:
             if container["name"] == "job-watch":
@@ -569,6 +707,7 @@ def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_sa
     assert f"egress to the API server: {api}:443" in status.stdout, status.stdout
 
 
+@pytest.mark.tf_trainings(1)
 def test_mwms_training_succeeds(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
     spec = write_spec(
         tmp_path, "mw", namespace, checkpoint_pvc.claim_name, worker_image, strategy="multi_worker_mirrored"
@@ -611,103 +750,81 @@ def cluster_is_empty(cluster, namespace) -> bool:
     return result.stdout.strip() == ""
 
 
-@pytest.mark.parametrize("role", ["worker", "chief", "ps"])
-def test_chaos_delete_pod_mid_training(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, role):
-    name = f"chaos-{role}"
-    # The deletion comes right after the first checkpoint (step 200), and must land
-    # mid-training: 600 steps later for the chief (about 27 s at 22 steps/s). A deleted ps or
-    # PS worker serves on while the chief's port answers, up to its grace less 5 s (for a chief
-    # that saves in a whole-cluster preemption): with the default 120 s the rest of the training
-    # could end in that time and no replacement would ever run (the worker case timed out so in
-    # a clean-clone run). So a 20 s grace for them, and 1200 steps after the checkpoint for the
-    # replacement to find training under way after its start-up (800 in all failed the ps case).
-    steps = 800 if role == "chief" else 1400
-    extra = {"terminationGracePeriodSeconds": 20} if role in ("ps", "worker") else {}
+def delete_and_wait_for_the_replacement(cluster, namespace: str, name: str, role: str) -> tuple[dict, float]:
+    """Delete the role's index-0 pod (graceful, as `kubectl delete pod`); return it and the
+    wall time of the deletion once a new pod of that task runs."""
+    victim = pod_of(cluster, namespace, name, role)
+    assert victim is not None
+    deleted_at, deleted_wall = time.monotonic(), time.time()
+    cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"], "--wait=false")
+
+    def replaced():
+        pod = pod_of(cluster, namespace, name, role)
+        if pod and pod["metadata"]["uid"] != victim["metadata"]["uid"] and pod["status"]["phase"] == "Running":
+            return pod
+        return None
+
+    wait_for(replaced, 300, f"a new {role} pod")
+    print(f"MEASURE chaos {role}: replacement pod Running {time.monotonic() - deleted_at:.1f}s after deletion")
+    return victim, deleted_wall
+
+
+@pytest.mark.tf_trainings(1)
+def test_chaos_delete_a_worker_then_a_ps_mid_training(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
+    """One training, two faults. A deleted PS worker is replaced while training goes on; a
+    deleted ps is replaced and the chief, restarted after losing it, resumes from a checkpoint.
+    (A deleted chief: the drain in test_network.py, the same graceful SIGTERM to the chief.)
+    A deleted ps or PS worker serves on while the chief's port answers, up to its grace less
+    5 s (for a chief that saves in a whole-cluster preemption): a 20 s grace, so the rest of the
+    training cannot end in it, and 1600 paced steps (0.1 s a batch on each of 2 workers: about
+    20 steps/s), so that after the worker's replacement the ps deletion still lands
+    mid-training with steps to resume."""
+    name, steps = "chaos", 1600
     spec = write_spec(
-        tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, checkpoint_every=200, **extra
+        tmp_path,
+        name,
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        terminationGracePeriodSeconds=20,
+        **paced_program(tmp_path, steps, 200),
     )
     proc = submit_in_background(kind_cluster, spec)
-    chief_log = None
     try:
-        if role == "chief":  # `logs -f` from a pending pod on, across the chief's replacement
-            wait_for(lambda: pod_of(kind_cluster, namespace, name, "chief"), 120, "a chief pod")
-            chief_log = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "launcher",
-                    "logs",
-                    name,
-                    "-n",
-                    namespace,
-                    "--role",
-                    "chief",
-                    "-f",
-                    "--kubeconfig",
-                    kind_cluster.kubeconfig,
-                    "--context",
-                    kind_cluster.context,
-                ],
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
         first = wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600, "the first checkpoint")
-        victim = pod_of(kind_cluster, namespace, name, role)
-        assert victim is not None
-        deleted_at = time.monotonic()
-        deleted_wall = time.time()
-        kind_cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"], "--wait=false")
-
-        def replaced():
-            pod = pod_of(kind_cluster, namespace, name, role)
-            if pod and pod["metadata"]["uid"] != victim["metadata"]["uid"] and pod["status"]["phase"] == "Running":
-                return pod
-            return None
-
-        wait_for(replaced, 300, f"a new {role} pod")
-        recovered = time.monotonic() - deleted_at
-        print(
-            f"MEASURE chaos {role}: replacement pod Running {recovered:.1f}s after deletion "
-            f"(last checkpoint before: step {first})"
-        )
+        _, worker_deleted = delete_and_wait_for_the_replacement(kind_cluster, namespace, name, "worker")
+        before_ps = checkpointed_step(kind_cluster, name, namespace)
+        assert before_ps is not None and before_ps < steps, f"training ended before the ps was deleted: {before_ps}"
+        _, ps_deleted = delete_and_wait_for_the_replacement(kind_cluster, namespace, name, "ps")
         output, _ = proc.communicate(timeout=900)
-        if chief_log is not None:  # ends by itself: the cluster has finished
-            followed, said = chief_log.communicate(timeout=120)
     finally:
-        kill_running(proc, chief_log)
+        kill_running(proc)
     print(output[-4000:])
     assert proc.returncode == 0, output[-2000:]
     assert_all_jobs_complete(kind_cluster, namespace, name)
-    if chief_log is not None:
-        print(said, followed[-2000:])
-        assert chief_log.returncode == 0, said
-        assert f"[tfk8s] --- chief-0 of {namespace}/{name}: pod " in followed, said
-        assert " replaced by " in followed and '"event": "final"' in followed
-    events = chief_events(kind_cluster, name, namespace)
-    if role in ("chief", "ps"):
-        # The new chief (or the chief restarted after losing its ps) resumed from a checkpoint:
-        # its start event reports a restored step, not 0.
-        starts = [e for e in events if e["event"] == "start"]
-        assert starts and starts[-1]["step"] >= first, starts
-        resumed = [e["wall"] for e in events if e["event"] == "first_step" and e["wall"] > deleted_wall]
-        assert resumed
+    logs = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index", "0")
+    serving = [e["wall"] for e in progress(logs.stdout) if e["event"] == "serving"]
+    if serving:
         print(
-            f"MEASURE chaos {role}: training resumed at step {starts[-1]['step']} "
-            f"{resumed[0] - deleted_wall:.1f}s after the deletion"
+            f"MEASURE chaos worker: replacement serving {serving[-1] - worker_deleted:.1f}s "
+            "after the deletion; training never stopped"
         )
-    else:
-        logs = cli(kind_cluster, "logs", name, "-n", namespace, "--role", "worker", "--index", "0")
-        serving = [e["wall"] for e in progress(logs.stdout) if e["event"] == "serving"]
-        if serving:
-            print(
-                f"MEASURE chaos worker: replacement serving {serving[-1] - deleted_wall:.1f}s "
-                "after the deletion; training never stopped"
-            )
+    events = chief_events(kind_cluster, name, namespace)
+    # The chief restarted after losing its ps resumed from a checkpoint: its start event reports
+    # a restored step, not 0, and it trained on after the deletion.
+    starts = [e for e in events if e["event"] == "start"]
+    assert starts and starts[-1]["step"] >= first, starts
+    resumed = [e["wall"] for e in events if e["event"] == "first_step" and e["wall"] > ps_deleted]
+    assert resumed
+    print(
+        f"MEASURE chaos ps: training resumed at step {starts[-1]['step']} "
+        f"{resumed[0] - ps_deleted:.1f}s after the deletion (first checkpoint {first}, "
+        f"{before_ps} when the ps was deleted)"
+    )
     assert any(e["event"] == "final" and e["step"] >= steps for e in events)
 
 
+@pytest.mark.tf_trainings(1)
 def test_image_that_does_not_exist_fails_fast(kind_cluster, namespace, tmp_path):
     spec = write_spec(
         tmp_path,
@@ -744,6 +861,7 @@ def test_namespace_that_does_not_exist(kind_cluster, worker_image, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.tf_trainings(1)
 def test_unsatisfiable_resources_are_reported(kind_cluster, worker_image, namespace, tmp_path):
     spec = write_spec(
         tmp_path,
@@ -760,6 +878,7 @@ def test_unsatisfiable_resources_are_reported(kind_cluster, worker_image, namesp
     assert "cannot be scheduled" in result.stderr and "memory" in result.stderr
 
 
+@pytest.mark.tf_trainings(1)
 def test_bring_your_own_script_servers_are_ended(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path):
     """A plain TF script whose ps/workers block in server.join() forever still completes."""
     spec = write_spec(

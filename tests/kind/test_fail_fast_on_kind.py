@@ -27,6 +27,7 @@ def _cli(cluster, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.tf_trainings(1)
 def test_a_missing_data_file_fails_the_cluster_at_once_with_the_reason(
     kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path
 ):

@@ -14,6 +14,7 @@ from test_e2e import (
     cli,
     follow_log,
     kill_running,
+    paced_program,
     pod_of,
     progress,
     submit_in_background,
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.kind
 LABEL = "app.kubernetes.io/instance"
 CASES = {
     # case: (strategy, role deleted, index, (role, index) whose restart must resume at the step)
-    "ps-chief": ("parameter_server", "chief", 0, [("chief", 0)]),
+    # A PS chief deleted gracefully: the drain in test_network.py makes these same checks on it.
     "mwms-worker-1": ("multi_worker_mirrored", "worker", 1, [("worker", 0), ("worker", 1)]),
 }
 
@@ -48,17 +49,39 @@ def job_failed(cluster, namespace, name, role) -> int:
     return sum(job["status"].get("failed", 0) for job in jobs)
 
 
+def watch_the_replacement(cluster, namespace, name, role, index, victim, since) -> tuple[list, float | None, float]:
+    """Poll the task's pods from `since` (time.time()) until a new one runs: the pod lists seen
+    with two live at once (a replacement beside its terminating pod), the seconds until the
+    victim was gone and until the replacement ran."""
+    overlaps, gone_after, replaced_after = [], None, None
+    while replaced_after is None and time.time() - since < 300:
+        pods = role_pods(cluster, namespace, name, role, index)
+        live = [p for p in pods if p["status"]["phase"] in ("Pending", "Running")]
+        if len(live) > 1:
+            overlaps.append([p["metadata"]["name"] for p in live])
+        names = {p["metadata"]["name"] for p in pods}
+        if gone_after is None and victim["metadata"]["name"] not in names:
+            gone_after = time.time() - since
+        if gone_after is not None and any(
+            p["metadata"]["uid"] != victim["metadata"]["uid"] and p["status"]["phase"] == "Running" for p in pods
+        ):
+            replaced_after = time.time() - since
+        time.sleep(0.5)
+    assert replaced_after is not None, f"no new {role}-{index} pod ran within 300 s"
+    return overlaps, gone_after, replaced_after
+
+
 def task_events(cluster, namespace, name, role, index) -> list[dict]:
     result = cli(cluster, "logs", name, "-n", namespace, "--role", role, "--index", str(index), timeout=60)
     return progress(result.stdout) if result.returncode == 0 else []
 
 
+@pytest.mark.tf_trainings(1)
 @pytest.mark.parametrize("case", list(CASES))
 def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, case):
     strategy, role, index, resumers = CASES[case]
     name = f"preempt-{case}"
-    # deleted after the first checkpoint (step 200), 600 steps before the end
-    steps = 800
+    # deleted after the first checkpoint (step 100), 300 paced steps (about 12 s) before the end
     spec = write_spec(
         tmp_path,
         name,
@@ -66,8 +89,7 @@ def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, name
         checkpoint_pvc.claim_name,
         worker_image,
         strategy=strategy,
-        steps=steps,
-        checkpoint_every=200,
+        **paced_program(tmp_path, 400, 100, step_seconds=0.04),
     )
     proc = submit_in_background(kind_cluster, spec)
     try:
@@ -82,20 +104,9 @@ def test_graceful_delete_saves_the_current_step(kind_cluster, worker_image, name
         follow = follow_log(kind_cluster, namespace, victim)
         deleted_at = time.time()
         kind_cluster.kubectl("-n", namespace, "delete", "pod", victim["metadata"]["name"], "--wait=false")
-        overlaps, gone_after, replaced_after = [], None, None
-        while replaced_after is None and time.time() - deleted_at < 300:
-            pods = role_pods(kind_cluster, namespace, name, role, index)
-            live = [p for p in pods if p["status"]["phase"] in ("Pending", "Running")]
-            if len(live) > 1:
-                overlaps.append([p["metadata"]["name"] for p in live])
-            names = {p["metadata"]["name"] for p in pods}
-            if gone_after is None and victim["metadata"]["name"] not in names:
-                gone_after = time.time() - deleted_at
-            if gone_after is not None and any(
-                p["metadata"]["uid"] != victim["metadata"]["uid"] and p["status"]["phase"] == "Running" for p in pods
-            ):
-                replaced_after = time.time() - deleted_at
-            time.sleep(0.5)
+        overlaps, gone_after, replaced_after = watch_the_replacement(
+            kind_cluster, namespace, name, role, index, victim, deleted_at
+        )
         victim_log, _ = follow.communicate(timeout=60)
         output, _ = proc.communicate(timeout=900)
     finally:

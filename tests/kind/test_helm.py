@@ -200,6 +200,7 @@ def _evaluated_before(cluster, checkpoint_pvc, name: str) -> set[str]:
     return {json.loads(line)["checkpoint"] for line in text.splitlines() if line.strip()}
 
 
+@pytest.mark.tf_trainings(1)
 def test_helm_install_ps_example_trains_evaluates_and_uninstalls(
     kind_cluster, namespace, checkpoint_pvc, worker_image, helm, tmp_path
 ):
@@ -296,6 +297,7 @@ def test_helm_install_refuses_invalid_values_before_creating_anything(kind_clust
     assert json.loads(helm("list", "-n", namespace, "-a", "-o", "json").stdout) == []
 
 
+@pytest.mark.tf_trainings(1)
 def test_helm_install_without_values_trains_one_mirrored_pod(kind_cluster, namespace, worker_image, helm):
     """The chart's defaults alone: one mirrored pod, its checkpoint dir an emptyDir (the
     image's filesystem is not writable by the non-root user)."""
@@ -334,6 +336,7 @@ def _code_spec_file(tmp_path: Path, name: str, namespace: str, image: str, blob:
     return path
 
 
+@pytest.mark.tf_trainings(1)
 def test_helm_install_of_shipped_code_up_to_the_release_limit_and_our_refusal_above(
     kind_cluster, namespace, worker_image, helm, tmp_path
 ):

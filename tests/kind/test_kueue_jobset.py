@@ -1,6 +1,8 @@
 """workload: jobset on a real kind cluster with JobSet and Kueue (built offline by toolchain.sh):
-training to success, all-or-nothing admission through a queue, and priority preemption that
-loses no steps."""
+training to success (the PS set in the preemption test, the MWMS set in the crash tests),
+all-or-nothing admission through a queue, and priority preemption that loses no steps. Where
+TensorFlow is not the subject (admission, the preemptor, the submit contract) the clusters'
+tasks are stand-ins (test_e2e.STAND_IN) in the real JobSets, Jobs and pods."""
 
 from __future__ import annotations
 
@@ -23,10 +25,10 @@ from test_e2e import (
     submit_in_background,
     wait_for,
     write_spec,
+    write_stand_in_spec,
 )
 
 pytestmark = pytest.mark.kind
-STEPS = 200
 # Small requests so that one cluster fits a quota that the second cannot share, and both fit
 # the 2-CPU kind node beside the control plane.
 REQUESTS = {"requests": {"cpu": "100m", "memory": "200Mi"}}
@@ -35,6 +37,9 @@ PS_ROLES = {
     for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))
 }
 PS_CPU_MILLI = 5 * 100
+# A stand-in PS cluster (no evaluator) asks 400m: alone it fits the queue's quota, not beside
+# another stand-in or a PS_ROLES cluster.
+STAND_IN_ROLES = {role: {"replicas": n, "resources": REQUESTS} for role, n in (("chief", 1), ("worker", 2), ("ps", 1))}
 SLOW_SAVE_PROGRAM = REPO / "tests" / "worker" / "probes" / "slow_save.py"
 
 
@@ -74,26 +79,15 @@ def assert_ended_clean(cluster, namespace: str, name: str) -> None:
     assert not live_pods(cluster, namespace, name), "a pod is left running"
 
 
-@pytest.mark.parametrize("strategy", ["parameter_server", "multi_worker_mirrored"])
-def test_jobset_trains_to_success(
-    kind_cluster, worker_image, jobset_installed, namespace, checkpoint_pvc, tmp_path, strategy
-):
-    name = "js-ps" if strategy == "parameter_server" else "js-mw"
-    spec = write_spec(
-        tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image, strategy=strategy, workload="jobset"
-    )
-    result = cli(kind_cluster, "submit", str(spec), "--wait")
-    assert result.returncode == 0, result.stderr
-    assert "created cluster" in result.stderr and "JobSet/" + name in result.stderr
-    assert_ended_clean(kind_cluster, namespace, name)
-    data = status_json(kind_cluster, namespace, name)
+def assert_succeeded_and_deleted(cluster, namespace: str, name: str, submit_output: str) -> None:
+    """A JobSet cluster that trained to success: created as one JobSet, Completed with no pod
+    left, Succeeded with exit 0, and `delete` leaves nothing of it."""
+    assert "created cluster" in submit_output and "JobSet/" + name in submit_output, submit_output[-2000:]
+    assert_ended_clean(cluster, namespace, name)
+    data = status_json(cluster, namespace, name)
     assert data["phase"] == "Succeeded" and data["exitCode"] == 0, data
-    if strategy == "parameter_server":
-        # the evaluator is in the set's success policy: the final checkpoint was evaluated
-        assert STEPS in evaluated_steps(kind_cluster, name, namespace)
-    print(f"MEASURE jobset {strategy} submit->succeeded {result.seconds:.1f}s")
-    cli(kind_cluster, "delete", name, "-n", namespace, check=True)
-    assert not kind_cluster.kubectl(
+    cli(cluster, "delete", name, "-n", namespace, check=True)
+    assert not cluster.kubectl(
         "-n", namespace, "get", "jobsets,jobs,configmaps", "-l", f"{LABEL}={name}", "-o", "name"
     ).stdout.strip()
 
@@ -173,24 +167,15 @@ def test_missing_local_queue_is_one_clear_line(kind_cluster, worker_image, kueue
     )
 
 
-def test_second_cluster_waits_with_zero_pods_until_quota_frees(
-    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue
-):
+def test_second_cluster_waits_with_zero_pods_until_quota_frees(kind_cluster, worker_image, namespace, tmp_path, queue):
     specs = {
-        name: write_spec(
-            tmp_path,
-            name,
-            namespace,
-            checkpoint_pvc.claim_name,
-            worker_image,
-            workload="jobset",
-            queue=queue,
-            roles=PS_ROLES,
+        name: write_stand_in_spec(
+            tmp_path, name, namespace, worker_image, chief_seconds, workload="jobset", queue=queue, roles=STAND_IN_ROLES
         )
-        for name in ("q-first", "q-second")
+        for name, chief_seconds in (("q-first", 40), ("q-second", 5))
     }
     first = submit_in_background(kind_cluster, specs["q-first"])
-    wait_for(lambda: len(live_pods(kind_cluster, namespace, "q-first")) == 5, 300, "the first cluster's 5 pods")
+    wait_for(lambda: len(live_pods(kind_cluster, namespace, "q-first")) == 4, 300, "the first cluster's 4 pods")
     assert first.poll() is None, "the first cluster ended before the second was submitted"
     # --stuck-timeout: a queued cluster is not stuck, submit --wait keeps waiting
     second = subprocess.Popen(
@@ -241,13 +226,15 @@ def test_second_cluster_waits_with_zero_pods_until_quota_frees(
     print(f"MEASURE kueue queued cluster: {most_pods} pods while waiting; status said: {queued_status['message']}")
 
 
+@pytest.mark.tf_trainings(1)
 def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss(
     kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue
 ):
     """Kueue suspends the whole low-priority JobSet: every pod gets SIGTERM at once. Its chief
     runs tests/worker/probes/slow_save.py (shipped with `code:`), whose save at the SIGTERM takes
     12 s more: the ps must serve on while the chief saves the step it reached, and the resumed
-    cluster starts there, with no failure counted."""
+    cluster starts there, with no failure counted. It is also the PS JobSet trained to success:
+    Completed, the final checkpoint evaluated, deleted without a trace."""
     code = tmp_path / "slow-save-code"
     code.mkdir()
     shutil.copy(SLOW_SAVE_PROGRAM, code / "slow_save.py")
@@ -271,15 +258,16 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
             "args": ["--steps", "800", "--checkpoint-every", "800", "--global-batch-size", "32"],
         },
     )
-    high = write_spec(
+    # the preemptor: stand-ins that hold the quota for 20 s
+    high = write_stand_in_spec(
         tmp_path,
         "p-high",
         namespace,
-        checkpoint_pvc.claim_name,
         worker_image,
+        20,
         workload="jobset",
         queue=queue,
-        roles=PS_ROLES,
+        roles=STAND_IN_ROLES,
         priorityClassName="tfk8s-high",
     )
     low_run = submit_in_background(kind_cluster, low)
@@ -345,7 +333,9 @@ def test_higher_priority_preempts_and_the_preempted_cluster_resumes_without_loss
     chief_log = cli(kind_cluster, "logs", "p-low", "-n", namespace, "--role", "chief", check=True).stdout
     starts = [e["step"] for e in progress(chief_log) if e["event"] == "start"]
     assert starts and starts[0] == saved[0], (starts, saved)
-    assert_ended_clean(kind_cluster, namespace, "p-low")
+    # the evaluator is in the set's success policy: the final checkpoint was evaluated
+    assert 800 in evaluated_steps(kind_cluster, "p-low", namespace)
+    assert_succeeded_and_deleted(kind_cluster, namespace, "p-low", low_out)
     print(
         f"MEASURE kueue preemption (the SIGTERM save 12 s slower): low-priority cluster preempted "
         f"at step {saved[0]} (the chief's last step before it reported at "
@@ -360,31 +350,12 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(
 ):
     """The submit contract of `workload: jobs` holds for a JobSet too: the same spec twice
     changes nothing, a changed one is refused (exit 2) unless --replace, delete leaves nothing."""
-    spec = write_spec(
-        tmp_path,
-        "js-idem",
-        namespace,
-        None,
-        worker_image,
-        strategy="mirrored",
-        roles={"chief": {"replicas": 1}},
-        workload="jobset",
-    )
+    spec = write_stand_in_spec(tmp_path, "js-idem", namespace, worker_image, 3600, workload="jobset")
     cli(kind_cluster, "submit", str(spec), check=True)
     uid = jobset_of(kind_cluster, namespace, "js-idem")["metadata"]["uid"]
     again = cli(kind_cluster, "submit", str(spec))
     assert again.returncode == 0 and "is unchanged; nothing applied" in again.stderr
-    changed = write_spec(
-        tmp_path,
-        "js-idem",
-        namespace,
-        None,
-        worker_image,
-        strategy="mirrored",
-        roles={"chief": {"replicas": 1}},
-        workload="jobset",
-        backoffLimit=2,
-    )
+    changed = write_stand_in_spec(tmp_path, "js-idem", namespace, worker_image, 3600, workload="jobset", backoffLimit=2)
     refused = cli(kind_cluster, "submit", str(changed))
     assert refused.returncode == 2 and "--replace" in refused.stderr
     assert jobset_of(kind_cluster, namespace, "js-idem")["metadata"]["uid"] == uid
@@ -402,9 +373,13 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(
 
 # Long enough that training is still on well after the first checkpoint (step 200), when
 # worker 1 is made to crash: 800 steps more, 400 steps took about 9 s on the shared 2-CPU node.
+# The built-in CNN, not the paced probe program: under the probe, worker 1's SIGINT left no
+# counted failure on its index (seen once on kind; why is not known), so the crash this test
+# is about may not happen there.
 MWMS_STEPS, MWMS_CHECKPOINT_EVERY = 1000, 200
 
 
+@pytest.mark.tf_trainings(1)
 @pytest.mark.parametrize(
     "backoff_limit, set_restarts, workers",
     [(0, 1, 2), (1, 0, 3)],
@@ -442,7 +417,6 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
         checkpoint_pvc.claim_name,
         worker_image,
         strategy="multi_worker_mirrored",
-        steps=MWMS_STEPS,
         workload="jobset",
         roles=roles,
         backoffLimit=backoff_limit,
@@ -487,8 +461,6 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
             run.kill()
     print(out[-3000:])
     assert run.returncode == 0, out[-3000:]
-    data = status_json(kind_cluster, namespace, name)
-    assert data["phase"] == "Succeeded", data
     restarts = (jobset_of(kind_cluster, namespace, name).get("status") or {}).get("restarts", 0)
     assert restarts == set_restarts, jobset_of(kind_cluster, namespace, name).get("status")
     evaluated = evaluated_steps(kind_cluster, name, namespace)
@@ -521,4 +493,4 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
         f"{finished - crashed:.1f}s after the crash, final step {MWMS_STEPS} evaluated "
         f"(evaluated steps {evaluated}); per-index (counted, ignored) failures {counts}"
     )
-    cli(kind_cluster, "delete", name, "-n", namespace, check=True)
+    assert_succeeded_and_deleted(kind_cluster, namespace, name, out)  # the MWMS JobSet trained to success

@@ -1,7 +1,7 @@
 """A node that dies mid-training (its kind node container killed: no drain, no SIGTERM).
 
 The chief alone runs on the kind worker node (the control plane carries a test taint that only
-the ps, workers and evaluator tolerate, and they are pinned there); its node container is
+the ps and workers tolerate, and they are pinned there); its node container is
 killed after the first checkpoint. `status` must say NodeLost and name the node within 60 s of
 the node going NotReady. Then the remedy `status` names: the Node object is deleted (as a
 cloud's node controller would), or tainted node.kubernetes.io/out-of-service (bare metal): the
@@ -27,6 +27,7 @@ from test_e2e import (
     chief_events,
     cli,
     kill_running,
+    paced_program,
     pod_of,
     submit_in_background,
     wait_for,
@@ -77,6 +78,7 @@ def ready_since(cluster, node: str) -> float | None:
     return datetime.fromisoformat(ready["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
 
 
+@pytest.mark.tf_trainings(1)
 @pytest.mark.parametrize(
     "remedy",
     [
@@ -106,16 +108,15 @@ def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
         "nodeSelector": {"kubernetes.io/hostname": control},
         "tolerations": [{"key": HOLD_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
     }
-    roles = {"chief": {"replicas": 1}, "worker": {**pinned, "replicas": 2}, "ps": pinned, "evaluator": pinned}
+    roles = {"chief": {"replicas": 1}, "worker": {**pinned, "replicas": 2}, "ps": pinned}
     spec = write_spec(
         tmp_path,
         name,
         namespace,
         checkpoint_pvc.claim_name,
         worker_image,
-        steps=steps,
-        checkpoint_every=200,
         roles=roles,
+        **paced_program(tmp_path, steps, 200),
     )
     kind_cluster.kubectl("taint", "nodes", control, f"{HOLD_TAINT}=yes:NoSchedule")
     proc = follow = None

@@ -2,39 +2,47 @@
 network that routes between them and enforces NetworkPolicy (kube-router, see
 tests/kind/cni/kube-router.yaml).
 
-* Isolation: while a PS cluster trains, pods that are not its own (a pod labelled as another
-  tfk8s cluster's, a pod in another namespace carrying this cluster's labels) fail a real TCP
-  connect to its ps, worker and chief ports; with `networkPolicy: false` the same connects
-  succeed, so the check can fail.
-* Placement: that isolated cluster runs its chief and its ps/workers on different nodes and
-  trains to success, so cross-node TF_CONFIG addresses and the policy's own-pod rule work.
+* Isolation: pods that are not a cluster's own (a pod labelled as another tfk8s cluster's, a pod
+  in another namespace carrying this cluster's labels) fail a real TCP connect to its ps,
+  worker and chief ports; with `networkPolicy: false` the same connects succeed, so the check
+  can fail. The cluster's tasks are stand-ins listening on their TF_CONFIG ports (the policy is
+  about pods, labels and ports, not TensorFlow); the chief on one node and ps/workers on the
+  other. A real PS training across the two nodes with its policies in force:
+  test_e2e.py's first test.
 * Drain: `kubectl drain` (evictions, grace periods respected, no --force) of the node running
-  the chief mid-training: the cluster recovers on the other node and succeeds; lost steps and
-  recovery seconds are measured.
+  the chief mid-training: the chief saves the step it reached and its pod is gone within
+  seconds, no replacement runs beside it, the Job's failed count does not move, the replacement
+  runs on the other node and resumes at exactly the saved step, and `logs -f` follows the chief
+  across its replacement. Lost steps and recovery seconds are measured.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 
 import pytest
-from conftest import make_restricted_pod
 from local_clusters import MEASUREMENTS
+from port_probe import probe_results, start_probe
 from test_e2e import (
     LABEL,
     assert_all_jobs_complete,
+    assert_followed_across_the_replacement,
     checkpointed_step,
     chief_events,
+    cli,
     follow_log,
+    follow_with_launcher,
     kill_running,
+    paced_program,
     pod_of,
     progress,
     submit_in_background,
     wait_for,
     write_spec,
+    write_stand_in_spec,
 )
+from test_graceful_delete import job_failed, watch_the_replacement
 
 pytestmark = pytest.mark.kind
 
@@ -43,57 +51,11 @@ GRPC_PORT = 2222  # the spec's default `port`
 # carrying a Job's controller-uid could be adopted by that Job)
 CLUSTER_LABEL_PREFIXES = ("app.kubernetes.io/", "tfk8s.io/")
 
-# Real TCP connects from inside a pod: each target is tried `attempts` times, 2 s timeout
-# each. kube-router admits a new pod's IP a moment after the pod starts, so an allowed
-# connect may need a retry; a blocked one must fail every time.
-PROBE = r"""
-import json, socket, sys, time
-targets, attempts = json.loads(sys.argv[1]), int(sys.argv[2])
-for name, ip, port in targets:
-    result = {"target": name, "connected": False, "errors": []}
-    for _ in range(attempts):
-        s = socket.socket()
-        s.settimeout(2)
-        try:
-            s.connect((ip, port))
-            result["connected"] = True
-            break
-        except OSError as e:
-            result["errors"].append(f"{type(e).__name__}: {e}")
-            time.sleep(1)
-        finally:
-            s.close()
-    print(json.dumps(result), flush=True)
-"""
-
 
 def cluster_labels(pod: dict, **override: str) -> dict[str, str]:
     labels = {k: v for k, v in pod["metadata"]["labels"].items() if k.startswith(CLUSTER_LABEL_PREFIXES)}
     labels.update(override)
     return labels
-
-
-def start_probe(
-    cluster,
-    namespace: str,
-    name: str,
-    image: str,
-    labels: dict[str, str],
-    targets: list[tuple[str, str, int]],
-    attempts: int,
-) -> None:
-    pod = make_restricted_pod(name, image, ["python3", "-c", PROBE, json.dumps(targets), str(attempts)])
-    pod["metadata"]["labels"] = labels
-    cluster.apply(pod, namespace=namespace)
-
-
-def probe_results(cluster, namespace: str, name: str) -> dict[str, dict]:
-    cluster.kubectl(
-        "-n", namespace, "wait", "--for=jsonpath={.status.phase}=Succeeded", f"pod/{name}", "--timeout=180s"
-    )
-    out = cluster.kubectl("-n", namespace, "logs", name).stdout
-    cluster.kubectl("-n", namespace, "delete", "pod", name, "--wait=false", check=False)
-    return {r["target"]: r for r in map(json.loads, out.splitlines())}
 
 
 def training_targets(cluster, namespace: str, name: str) -> list[tuple[str, str, int]]:
@@ -130,54 +92,42 @@ def probe_cluster(cluster, namespace, other_namespace, name, image) -> dict[str,
 
 
 def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
-    kind_cluster, worker_image, probe_image, namespace, other_namespace, checkpoint_pvc, tmp_path
+    kind_cluster, worker_image, probe_image, namespace, other_namespace, tmp_path
 ):
     nodes = sorted(kind_cluster.node_names())
     assert len(nodes) >= 2, f"the kind tier needs two nodes, has {nodes}"
-    # Placement: the chief (and evaluator) on one node, ps and workers on the other.
-    pin = {"chief": nodes[0], "evaluator": nodes[0], "ps": nodes[1], "worker": nodes[1]}
-    results, outputs = {}, {}
+    # Placement: the chief on one node, ps and workers on the other.
+    pin = {"chief": nodes[0], "ps": nodes[1], "worker": nodes[1]}
+    results = {}
     for policy in (True, False):
         name = f"iso-{'on' if policy else 'off'}"
         roles = {
             role: {"replicas": n, "nodeSelector": {"kubernetes.io/hostname": pin[role]}}
-            for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))
+            for role, n in (("chief", 1), ("worker", 2), ("ps", 1))
         }
-        spec = write_spec(
-            tmp_path,
-            name,
-            namespace,
-            checkpoint_pvc.claim_name,
-            worker_image,
-            steps=1000,
-            roles=roles,
-            networkPolicy=policy,
+        # the chief serves until the namespace's deletion at teardown ends the cluster
+        spec = write_stand_in_spec(
+            tmp_path, name, namespace, worker_image, chief_seconds=3600, roles=roles, networkPolicy=policy
         )
-        proc = submit_in_background(kind_cluster, spec)
-        try:
-            wait_for(
-                lambda name=name: checkpointed_step(kind_cluster, name, namespace),
-                600,
-                f"{name}'s first checkpoint (training under way)",
-            )
-            results[policy] = probe_cluster(kind_cluster, namespace, other_namespace, name, probe_image)
-            if policy:
-                outputs[name], _ = proc.communicate(timeout=900)
-                assert proc.returncode == 0, outputs[name][-3000:]
-                assert_all_jobs_complete(kind_cluster, namespace, name)
-                policies = kind_cluster.get_json("networkpolicies", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
-                assert policies, "networkPolicy: true rendered no NetworkPolicy"
-                placed = {
-                    f"{role}-{i}": node_of(kind_cluster, namespace, name, role, i)
-                    for role, i in (("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1))
-                }
-                assert placed["chief-0"] != placed["ps-0"] == placed["worker-0"] == placed["worker-1"], placed
-                final = [e for e in chief_events(kind_cluster, name, namespace) if e["event"] == "final"]
-                assert final and final[-1]["step"] == 1000, final
-            # networkPolicy off: probed, nothing more to learn; the namespace's deletion at
-            # teardown ends it (a `delete` here took 123 s twice, waiting out the grace period)
-        finally:
-            kill_running(proc)
+        cli(kind_cluster, "submit", str(spec), check=True, timeout=120)
+        for role, count in (("chief", 1), ("worker", 2), ("ps", 1)):
+            for index in range(count):
+                wait_for(
+                    lambda role=role, index=index, name=name: (
+                        "up" in cluster_log(kind_cluster, namespace, name, role, index)
+                    ),
+                    180,
+                    f"{name} {role}-{index} listening",
+                )
+        results[policy] = probe_cluster(kind_cluster, namespace, other_namespace, name, probe_image)
+        if policy:
+            policies = kind_cluster.get_json("networkpolicies", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
+            assert policies, "networkPolicy: true rendered no NetworkPolicy"
+        placed = {
+            f"{role}-{i}": node_of(kind_cluster, namespace, name, role, i)
+            for role, i in (("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1))
+        }
+        assert placed["chief-0"] != placed["ps-0"] == placed["worker-0"] == placed["worker-1"], placed
     for who, by_target in results[True].items():
         for target, r in by_target.items():
             assert not r["connected"], f"networkPolicy on: {who} reached {target}: {r}"
@@ -193,9 +143,15 @@ def test_grpc_ports_admit_only_the_clusters_own_pods_across_nodes(
         f"chief/worker/ps gRPC ports blocked ({'; '.join(sorted(results[True]))}; e.g. "
         f"{next(iter(next(iter(results[True].values())).values()))['errors'][0]}); "
         f"networkPolicy off: {allowed}/{sum(len(t) for t in results[False].values())} "
-        f"targets reached. Placement: chief on {pin['chief']}, ps and workers on {pin['ps']}; "
-        f"the isolated cluster trained to step 1000 and succeeded"
+        f"targets reached. Placement: chief on {pin['chief']}, ps and workers on {pin['ps']}"
     )
+
+
+def cluster_log(cluster, namespace: str, name: str, role: str, index: int) -> str:
+    pod = pod_of(cluster, namespace, name, role, index)
+    if not pod or pod["status"].get("phase") != "Running":
+        return ""
+    return cluster.kubectl("-n", namespace, "logs", pod["metadata"]["name"], "-c", "tensorflow", check=False).stdout
 
 
 def measured(line: str) -> None:
@@ -204,24 +160,35 @@ def measured(line: str) -> None:
     MEASUREMENTS.append(f"kind {line}")
 
 
-def drain(cluster, node: str) -> subprocess.CompletedProcess[str]:
+def drain_command(cluster, node: str) -> list[str]:
     # Evictions, each pod's grace period, no --force: what an administrator runs. DaemonSet
     # pods (kube-proxy, kube-router) stay; static control-plane pods are mirror pods, skipped.
-    return cluster.kubectl(
-        "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s", timeout=330
-    )
+    return [
+        "kubectl",
+        "--kubeconfig",
+        cluster.kubeconfig,
+        "--context",
+        cluster.context,
+        "drain",
+        node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=300s",
+    ]
 
 
+@pytest.mark.tf_trainings(1)
 def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
     kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path
 ):
     name, steps = "drained", 800  # drained after the first checkpoint (200), 600 before the end
     spec = write_spec(
-        tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, checkpoint_every=200
+        tmp_path, name, namespace, checkpoint_pvc.claim_name, worker_image, **paced_program(tmp_path, steps, 200)
     )
     proc = submit_in_background(kind_cluster, spec)
-    node = None
+    node = follower = follow = drainer = None
     try:
+        follower = follow_with_launcher(kind_cluster, namespace, name)  # from a pending pod on
         wait_for(lambda: checkpointed_step(kind_cluster, name, namespace), 600, "the first checkpoint")
         node = node_of(kind_cluster, namespace, name, "chief")
         before = {
@@ -229,15 +196,28 @@ def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
             for p in kind_cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}={name}")["items"]
         }
         victim = pod_of(kind_cluster, namespace, name, "chief")
+        failed_before = job_failed(kind_cluster, namespace, name, "chief")
         follow = follow_log(kind_cluster, namespace, victim)
         drained_at = time.time()
-        result = drain(kind_cluster, node)
+        drainer = subprocess.Popen(
+            drain_command(kind_cluster, node),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=kind_cluster.env,
+        )
+        overlaps, gone_after, replaced_after = watch_the_replacement(
+            kind_cluster, namespace, name, "chief", 0, victim, drained_at
+        )
+        drained, _ = drainer.communicate(timeout=330)
         drain_seconds = time.time() - drained_at
-        print(result.stdout[-2000:], result.stderr[-2000:])
+        print(drained[-2000:])
+        assert drainer.returncode == 0, drained[-2000:]
         victim_log, _ = follow.communicate(timeout=120)
         output, _ = proc.communicate(timeout=900)
+        assert_followed_across_the_replacement(follower, namespace, name)
     finally:
-        kill_running(proc, locals().get("follow"))
+        kill_running(proc, follow, follower, drainer)
         if node:
             kind_cluster.kubectl("uncordon", node, check=False)
     print(output[-3000:])
@@ -261,10 +241,16 @@ def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
     final = [e for e in events if e["event"] == "final"]
     assert final and final[-1]["step"] == steps, final
     assert lost == 0, f"preempted at step {preempted_step}, resumed at {resumed_at}"
+    # a graceful end, not a failure: gone within seconds, never beside its replacement, not counted
+    assert gone_after is not None and gone_after < 30, f"pod gone after {gone_after}"
+    assert not overlaps, f"a replacement ran beside its terminating pod: {overlaps}"
+    assert job_failed(kind_cluster, namespace, name, "chief") == failed_before
     measured(
         f"drain: kubectl drain {node} (chief's node; evicted {', '.join(evicted)}) "
         f"took {drain_seconds:.1f}s; the chief saved step {preempted_step} and the "
         f"replacement resumed at step {resumed_at} on {chief['spec']['nodeName']}: {lost} "
-        f"lost steps; training resumed {recovery:.1f}s after the drain began; cluster "
-        f"succeeded at step {final[-1]['step']} (last checkpoint {saved})"
+        f"lost steps; chief pod gone {gone_after:.1f}s and the replacement Running "
+        f"{replaced_after:.1f}s after the drain began, no overlap, Job failed count "
+        f"{failed_before} -> {failed_before}; training resumed {recovery:.1f}s after the drain "
+        f"began; cluster succeeded at step {final[-1]['step']} (last checkpoint {saved})"
     )

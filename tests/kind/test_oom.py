@@ -14,6 +14,7 @@ pytestmark = pytest.mark.kind
 LIMIT = "128Mi"  # importing TensorFlow alone takes more (187 MiB peak RSS in the worker image)
 
 
+@pytest.mark.tf_trainings(1)
 def test_an_oom_killed_chief_is_reported_with_its_limit(kind_cluster, worker_image, namespace, tmp_path):
     name = "oom"
     spec = write_spec(

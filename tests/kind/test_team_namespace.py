@@ -53,6 +53,7 @@ def _code_spec(tmp_path: Path, name: str, namespace: str, image: str, resources:
     }
 
 
+@pytest.mark.tf_trainings(1)
 def test_a_quota_namespace_trains_sized_clusters_and_says_why_it_refuses_others(
     kind_cluster, worker_image, namespace, tmp_path
 ):
@@ -100,6 +101,7 @@ def test_a_quota_namespace_trains_sized_clusters_and_says_why_it_refuses_others(
     )
 
 
+@pytest.mark.tf_trainings(2)
 def test_a_widened_layer_on_a_pvc_fails_at_its_first_attempt_with_the_shapes(
     kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path
 ):

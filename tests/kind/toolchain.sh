@@ -864,7 +864,7 @@ step_addon_images() {
       built+=("$ref")
     fi
   done
-  # Prometheus for tests/kind/test_prometheus_in_cluster.py (static, Kubernetes service discovery), as nobody.
+  # Prometheus for tests/kind/prometheus_check.py (static, Kubernetes service discovery), as nobody.
   if component_image "$PROMETHEUS_IMAGE" "$PROMETHEUS_K8S_BIN" "$(printf 'FROM %s\n# base %s\nCOPY prometheus /bin/prometheus\nUSER 65534:65534\nENTRYPOINT ["/bin/prometheus"]' \
     "$COMPONENT_BASE_IMAGE" "$base_id")"; then
     built+=("$PROMETHEUS_IMAGE")

@@ -33,7 +33,7 @@ from kind.conftest import (
     run,
     tool_env,
 )
-from support import TierResource, in_ci
+from support import TierResource, in_ci, wait_for_the_toolchain
 
 HERE = Path(__file__).resolve().parent
 CLUSTER = "tfk8s-scale"
@@ -176,6 +176,7 @@ def scale_cluster(tmp_path_factory: pytest.TempPathFactory) -> ScaleCluster:
 
 @contextlib.contextmanager
 def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScaleCluster]:
+    wait_for_the_toolchain()  # CI's cold path builds it beside the process tier
     env = tool_env()
     ok, why = docker_available(env)
     if not ok:

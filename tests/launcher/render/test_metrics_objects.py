@@ -1,7 +1,7 @@
 """Every task's metrics on Kubernetes (spec `metrics`): a named port, the scrape annotations, the
 NetworkPolicy that admits the scrapers there and only there, and the PodMonitor when asked for.
 The chart renders the same (tests/charts/test_helm_parity.py); Prometheus scrapes them on kind
-(tests/kind/test_prometheus_in_cluster.py)."""
+(tests/kind/prometheus_check.py)."""
 
 import json
 

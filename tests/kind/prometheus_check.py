@@ -1,13 +1,12 @@
-"""A real Prometheus in the cluster watches a PS training (#38): it finds the pods through
-Kubernetes service discovery (their scrape annotation and named `metrics` port), scrapes them
-through the NetworkPolicies in force, and answers every dashboard panel's and alert's PromQL.
-
-* the chief's step rises to the target; loss, steps/s, the last checkpoint step and the
-  evaluator's final metric are there, also after the training ended;
-* TFK8sTrainingStalled fires when the chief is SIGSTOPped (from the node: inside its pod it is
-  PID 1, which ignores a SIGSTOP sent from its own PID namespace), resolves after SIGCONT, and
-  stays quiet while the training is healthy;
-* from the monitoring namespace the metrics port answers and the gRPC port does not.
+"""A real Prometheus in the kind cluster watches a PS training (#38), for test_e2e.py's PS test:
+it finds the pods through Kubernetes service discovery (their scrape annotation and named
+`metrics` port), scrapes them through the NetworkPolicies in force, and answers every
+dashboard panel's PromQL with the training's namespace and name; the chief's step rises to the
+target, and loss, steps/s, the last checkpoint step and the evaluator's final metric are there,
+also after the training ended; the stalled alert stays quiet on the healthy training; from the
+monitoring namespace the metrics port answers and the gRPC port does not. (The alert firing on a
+SIGSTOPped chief, and resolving, is tests/worker/test_prometheus.py's, against a real
+Prometheus that scrapes real TensorFlow tasks: the rule is the same text.)
 
 Prometheus runs as nobody in namespace `monitoring`, the default scraper, from an image the
 toolchain builds and preloads into the test node image (TFK8S_PROMETHEUS_IMAGE): Prometheus 3
@@ -17,29 +16,28 @@ has none).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import subprocess
+import threading
 import time
 import urllib.parse
+from typing import Callable
 
 import pytest
 import yaml
 from conftest import _env_file_vars, make_restricted_pod
-from local_clusters import measure
-from test_e2e import submit_in_background, wait_for, write_spec
-from test_network import PROBE, probe_results
+from port_probe import PROBE, probe_results
+from support import wait_until
 
 from launcher.monitoring import alerts, dashboard
-
-pytestmark = pytest.mark.kind
 
 MONITORING = "monitoring"  # the spec's default scraper namespace (metrics.scrapers)
 SCRAPE = "2s"
 STALLED_SECONDS = 15  # the test's threshold; the shipped default is 600
-NAME = "watched"
-STEPS = 800
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 2.0):
+    return wait_until(predicate, timeout, what, interval)
 
 
 def prometheus_image() -> str:
@@ -183,29 +181,58 @@ def prometheus(kind_cluster, namespace):
             )
 
 
-def chief_pod(cluster, namespace: str) -> dict | None:
-    pods = cluster.get_json(
-        "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={NAME},app.kubernetes.io/component=chief"
-    )["items"]
-    running = [p for p in pods if p["status"].get("phase") == "Running" and p["status"].get("podIP")]
-    return running[0] if running else None
+class TrainingWatch(threading.Thread):
+    """While `running()` holds, every 2 s: the chief's step as scraped, the dashboard panels
+    that have not answered yet, and no stalled alert on the healthy training."""
+
+    def __init__(self, prometheus: InClusterPrometheus, namespace: str, name: str, running: Callable[[], bool]):
+        super().__init__(daemon=True, name=f"prometheus-watch-{name}")
+        self.prometheus, self.running = prometheus, running
+        self.selector = f'training_namespace="{namespace}", training="{name}"'
+        self.steps_seen: list[float] = []
+        self.silent = {expr: title for title, expr in dashboard.panel_queries(namespace, name)}
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while self.running():
+                firing = self.prometheus.firing("TFK8sTrainingStalled", self.selector)
+                assert not firing, f"stalled alert on a healthy training: {firing}"
+                step = self.prometheus.value(f'tfk8s_global_step{{{self.selector}, role="chief"}}')
+                if step is not None and (not self.steps_seen or step > self.steps_seen[-1]):
+                    self.steps_seen.append(step)
+                self.silent = {expr: title for expr, title in self.silent.items() if not self.prometheus.query(expr)}
+                time.sleep(2)
+        except BaseException as exc:  # raised again in the test by check()
+            self.error = exc
+
+    def check(self) -> None:
+        self.join(120)
+        if self.error is not None:
+            raise self.error
+        assert len(self.steps_seen) >= 3, f"the step was seen rising only at {self.steps_seen}"
+        assert not self.silent, f"panels with no data while the training ran: {sorted(self.silent.values())}"
 
 
-def signal_from_the_node(cluster, pod: dict, signal_name: str) -> None:
-    """Signal the task container's PID 1 from its node (the host side of its PID namespace)."""
-    [status] = [c for c in pod["status"]["containerStatuses"] if c["name"] == "tensorflow"]
-    container_id = status["containerID"].split("://", 1)[1]
-    node = pod["spec"]["nodeName"]
-
-    def on_node(*command: str) -> str:
-        done = subprocess.run(
-            ["docker", "exec", node, *command], capture_output=True, text=True, env=cluster.env, timeout=60
-        )
-        assert done.returncode == 0, f"{command} on {node}: {done.stderr}"
-        return done.stdout.strip()
-
-    pid = on_node("crictl", "inspect", "-o", "go-template", "--template", "{{.info.pid}}", container_id)
-    on_node("kill", f"-{signal_name}", pid)
+def check_the_finished_training(prometheus: InClusterPrometheus, namespace: str, name: str, steps: int) -> float:
+    """The last values through the windows the dashboard uses, and the rule file loaded; returns
+    the final accuracy."""
+    selector = f'training_namespace="{namespace}", training="{name}"'
+    last = "[10m]"
+    assert prometheus.value(f'max_over_time(tfk8s_global_step{{{selector}, role="chief"}}{last})') == steps
+    assert prometheus.value(f'max_over_time(tfk8s_target_steps{{{selector}, role="chief"}}{last})') == steps
+    assert prometheus.value(f'max_over_time(tfk8s_checkpoint_step{{{selector}, role="chief"}}{last})') == steps
+    assert prometheus.value(f'max_over_time(tfk8s_loss{{{selector}, role="chief"}}{last})') is not None
+    assert prometheus.value(f'max_over_time(tfk8s_steps_per_second{{{selector}, role="chief"}}{last})') > 0
+    accuracy = prometheus.value(
+        f'max_over_time(tfk8s_evaluation{{{selector}, role="evaluator", metric="accuracy"}}{last})'
+    )
+    assert accuracy is not None and 0 < accuracy <= 1
+    assert prometheus.value(f"max_over_time(tfk8s_evaluation_final{{{selector}}}{last})") == 1
+    rules = prometheus.get("/api/v1/rules")["data"]["groups"]
+    assert {r["name"] for g in rules for r in g["rules"]} == {r["alert"] for r in alerts.rules()["groups"][0]["rules"]}
+    assert all(r["health"] == "ok" for g in rules for r in g["rules"]), rules
+    return accuracy
 
 
 def probe_from_monitoring(cluster, image: str, pod: dict, port: int, grpc_port: int) -> dict[str, dict]:
@@ -215,88 +242,3 @@ def probe_from_monitoring(cluster, image: str, pod: dict, port: int, grpc_port: 
     probe = make_restricted_pod("probe", image, ["python3", "-c", PROBE, json.dumps(targets), "3"])
     cluster.apply(probe, namespace=MONITORING)
     return probe_results(cluster, MONITORING, "probe")  # waits for it, and deletes it
-
-
-def test_prometheus_in_the_cluster_watches_a_ps_training(
-    kind_cluster, worker_image, probe_image, namespace, checkpoint_pvc, prometheus, tmp_path
-):
-    selector = f'training_namespace="{namespace}", training="{NAME}"'
-    spec = write_spec(
-        tmp_path,
-        NAME,
-        namespace,
-        checkpoint_pvc.claim_name,
-        worker_image,
-        steps=STEPS,
-        checkpoint_every=STEPS // 4,
-        env={"TFK8S_PROGRESS_SECONDS": "1"},
-    )
-    submitted = time.monotonic()
-    proc = submit_in_background(kind_cluster, spec)
-    with contextlib.ExitStack() as cleanup:
-        cleanup.callback(lambda: proc.poll() is None and proc.kill())
-        first = wait_for(
-            lambda: prometheus.value(f'tfk8s_global_step{{{selector}, role="chief"}} > 0'),
-            600,
-            "the chief's first step",
-        )
-        first_seen = time.monotonic() - submitted
-        chief = chief_pod(kind_cluster, namespace)
-        assert chief is not None
-
-        # The NetworkPolicies: the scrapers' namespace reaches the metrics port, not TF's gRPC port.
-        results = probe_from_monitoring(kind_cluster, probe_image, chief, 9401, 2222)
-        assert results["metrics"]["connected"], results
-        assert not results["grpc"]["connected"], results
-
-        # Healthy so far: no stall. Then the chief stops; its endpoint stops answering with it.
-        assert prometheus.query(f'ALERTS{{alertname="TFK8sTrainingStalled", {selector}}}') == []
-        signal_from_the_node(kind_cluster, chief, "STOP")
-        stopped = time.monotonic()
-        try:
-            fired = wait_for(lambda: prometheus.firing("TFK8sTrainingStalled", selector), 120, "the stalled alert", 1)
-            fired_after = time.monotonic() - stopped
-        finally:
-            signal_from_the_node(kind_cluster, chief, "CONT")
-        wait_for(lambda: not prometheus.firing("TFK8sTrainingStalled", selector), 120, "the alert resolved", 1)
-
-        # Healthy again until the end: the alert stays quiet, the step keeps rising, and every
-        # panel of the dashboard (its variables set to this training) answers while it runs (a
-        # task's series go stale as soon as its pod is gone from discovery).
-        steps_seen = [first]
-        silent = {expr: title for title, expr in dashboard.panel_queries(namespace, NAME)}
-        while proc.poll() is None:
-            assert not prometheus.firing("TFK8sTrainingStalled", selector), "stalled alert on a healthy training"
-            step = prometheus.value(f'tfk8s_global_step{{{selector}, role="chief"}}')
-            if step is not None and step > steps_seen[-1]:
-                steps_seen.append(step)
-            silent = {expr: title for expr, title in silent.items() if not prometheus.query(expr)}
-            time.sleep(2)
-        output = proc.stdout.read()
-    assert proc.returncode == 0, output[-2000:]
-    assert len(steps_seen) >= 3, f"the step was seen rising only at {steps_seen}"
-
-    # After the end: the last values, through the windows the dashboard uses.
-    last = "[10m]"
-    assert prometheus.value(f'max_over_time(tfk8s_global_step{{{selector}, role="chief"}}{last})') == STEPS
-    assert prometheus.value(f'max_over_time(tfk8s_target_steps{{{selector}, role="chief"}}{last})') == STEPS
-    assert prometheus.value(f'max_over_time(tfk8s_checkpoint_step{{{selector}, role="chief"}}{last})') == STEPS
-    assert prometheus.value(f'max_over_time(tfk8s_loss{{{selector}, role="chief"}}{last})') is not None
-    assert prometheus.value(f'max_over_time(tfk8s_steps_per_second{{{selector}, role="chief"}}{last})') > 0
-    accuracy = prometheus.value(
-        f'max_over_time(tfk8s_evaluation{{{selector}, role="evaluator", metric="accuracy"}}{last})'
-    )
-    assert accuracy is not None and 0 < accuracy <= 1
-    assert prometheus.value(f"max_over_time(tfk8s_evaluation_final{{{selector}}}{last})") == 1
-
-    assert not silent, f"panels with no data while the training ran: {sorted(silent.values())}"
-    rules = prometheus.get("/api/v1/rules")["data"]["groups"]
-    assert {r["name"] for g in rules for r in g["rules"]} == {r["alert"] for r in alerts.rules()["groups"][0]["rules"]}
-    assert all(r["health"] == "ok" for g in rules for r in g["rules"]), rules
-    measure(
-        f"kind: in-cluster Prometheus (pod SD, scrape {SCRAPE}) watched a PS training (chief, 2 workers, ps, "
-        f"evaluator): first step scraped {first_seen:.0f} s after submit; steps seen {steps_seen[:3]}... -> {STEPS}; "
-        f"final accuracy {accuracy:.3f}; TFK8sTrainingStalled (threshold {STALLED_SECONDS} s) fired "
-        f"{fired_after:.1f} s after SIGSTOP of the chief ({fired[0]['metric'].get('training')}); gRPC port "
-        f"refused from {MONITORING}, metrics port open"
-    )
