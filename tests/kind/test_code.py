@@ -115,6 +115,7 @@ def test_program_module_from_code_and_resubmit_after_an_edit(kind_cluster, names
     assert f"configmap/{bundle.object_name('codemod')}" in maps.split()
 
 
+@pytest.mark.tf_trainings(1)  # counted: the runtime count cannot see that run.py imports no TensorFlow
 def test_command_from_code(kind_cluster, namespace, worker_image, tmp_path):
     path = _spec(tmp_path, "codecmd", namespace, worker_image, {"command": ["python", "run.py"]})
     cli(kind_cluster, "submit", str(path), check=True)
