@@ -1,4 +1,10 @@
-"""Faults injected with SIGKILL into real parameter-server clusters run by LocalBackend."""
+"""Faults injected with SIGKILL into real parameter-server clusters run by LocalBackend.
+
+The clusters train the paced probe program (probes/paced_program.py: the small digits model,
+each step held for a set time), not the built-in CNN: the subject is what the cluster does
+around a kill, and a set pace puts the kill where the test wants it (after a checkpoint, well
+before the end) on a fast or a loaded machine alike, without hundreds of CNN steps of margin.
+"""
 
 from __future__ import annotations
 
@@ -20,15 +26,33 @@ from local_clusters import (
     worker_args,
 )
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures("probe_programs_importable")]
 
 STEPS = 300
 EVERY = 50
 ARGS = worker_args(STEPS, EVERY)
 # The killed worker must be back before training ends, and the chief's blocks must be short
-# enough to show progress while it is down, even on a loaded machine (restart measured 5-15 s).
+# enough to show progress while it is down, even on a loaded machine (restart measured 5-15 s):
+# at PS_STEP_SECONDS a step, the 450 steps after the kill take over 20 s on the one worker left.
 LONG_ARGS = worker_args(500, 25)
 TIMEOUT = 420
+# Per input pipeline, so per worker. The CNN these runs trained before went at 40-45 steps/s on
+# two PS workers on 2 idle cores: as fast, without its CPU. The 200 steps after a kill at step
+# 100 take 5 s (PS, 40 steps/s) and 6 s (MWMS, whose workers step together: 33 steps/s).
+PS_STEP_SECONDS = 0.05
+MWMS_STEP_SECONDS = 0.03
+
+
+def paced_spec(name: str, strategy: str, args: list[str], step_seconds: float, **fields):
+    """A spec that trains the paced probe program, `step_seconds` a step per input pipeline."""
+    return make_spec(
+        name,
+        strategy,
+        args,
+        program={"module": "paced_program", "args": args},
+        env={"PACED_STEP_SECONDS": str(step_seconds)},
+        **fields,
+    )
 
 
 def checkpointed_step(backend, name) -> int:
@@ -43,7 +67,9 @@ def trained_step(backend, name) -> int:
 
 def test_killed_worker_restarts_in_place_and_training_finishes(backend, workdir):
     name = "kill-worker"
-    spec = make_spec(name, "parameter_server", LONG_ARGS, evaluator=False, restartPolicy="OnFailure", backoffLimit=2)
+    spec = paced_spec(
+        name, "parameter_server", LONG_ARGS, PS_STEP_SECONDS, evaluator=False, restartPolicy="OnFailure", backoffLimit=2
+    )
     run = Submission(backend, spec)
     wait_until(lambda: trained_step(backend, name) >= 50, TIMEOUT, "chief past step 50")
     step_at_kill = trained_step(backend, name)
@@ -76,7 +102,8 @@ def test_killed_worker_restarts_in_place_and_training_finishes(backend, workdir)
 
 def test_killed_chief_restarts_and_resumes_from_checkpoint(backend, workdir):
     name = "kill-chief"
-    spec = make_spec(name, "parameter_server", ARGS, restartPolicy="OnFailure", backoffLimit=2)
+    # The one fault run with an evaluator: it checks the evaluation went on through the restart.
+    spec = paced_spec(name, "parameter_server", ARGS, PS_STEP_SECONDS, restartPolicy="OnFailure", backoffLimit=2)
     run = Submission(backend, spec)
     wait_until(lambda: checkpointed_step(backend, name) >= 100, TIMEOUT, "a checkpoint >= 100")
     saved = checkpointed_step(backend, name)
@@ -107,8 +134,8 @@ def test_killed_chief_restarts_and_resumes_from_checkpoint(backend, workdir):
 
 def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workdir):
     name = "kill-ps"
-    spec = make_spec(
-        name, "parameter_server", ARGS, evaluator=False, restartPolicy="Never", backoffLimit=0
+    spec = paced_spec(
+        name, "parameter_server", ARGS, PS_STEP_SECONDS, evaluator=False, restartPolicy="Never", backoffLimit=0
     )  # no replacement of the ps: its loss ends the cluster
     run = Submission(backend, spec)
     wait_until(lambda: checkpointed_step(backend, name) >= 100, TIMEOUT, "a checkpoint >= 100")
@@ -148,7 +175,8 @@ def test_killed_mwms_worker_restarts_every_worker_from_the_checkpoint(backend, w
     """MWMS cannot lose a worker: the survivor's collectives fail, it exits non-zero, and both
     restart in place (OnFailure) and resume from worker 0's latest checkpoint."""
     name = "kill-mwms"
-    spec = make_spec(name, "multi_worker_mirrored", ARGS, evaluator=False, restartPolicy="OnFailure", backoffLimit=4)
+    mwms = "multi_worker_mirrored"
+    spec = paced_spec(name, mwms, ARGS, MWMS_STEP_SECONDS, evaluator=False, restartPolicy="OnFailure", backoffLimit=4)
     run = Submission(backend, spec)
     wait_until(
         lambda: (events(backend, name, "worker", 0, "checkpoint") or [{"step": 0}])[-1]["step"] >= 100,

@@ -104,15 +104,20 @@ class Prometheus:
         self.log.close()
 
 
-def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_path):
+def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_path, probe_programs_importable):
     binary = prometheus_binary()
     name = "watched"
     # Detached, as `submit --local` runs it: `delete` ends it whenever the test is done.
     backend = LocalBackend(LocalProcessBackendConfig(workdir=workdir, foreground=False, python=backend.config.python))
     with contextlib.ExitStack() as cleanup:
         # A mirrored chief and an evaluator, training long enough for the stall to be staged in it.
+        # The queries and alerts are the subject, not the model: the paced probe program
+        # (tests/worker/probes/paced_program.py) steps at a set 100 steps/s, so the built-in CNN
+        # no longer takes a core for the whole test (it trained until the delete).
         args = ["--steps", "100000", "--checkpoint-every", "200", "--data", "digits"]
-        backend.submit(make_spec(name, "mirrored", args, env={"TFK8S_PROGRESS_SECONDS": "1"}))
+        program = {"module": "paced_program", "args": args}
+        env = {"TFK8S_PROGRESS_SECONDS": "1", "PACED_STEP_SECONDS": "0.01"}
+        backend.submit(make_spec(name, "mirrored", args, program=program, env=env))
         cleanup.callback(delete_if_there, backend, name)
         addresses = wait_until(lambda: run_files(backend, name).read_metrics(), 60, "metrics.json")
         targets = tmp_path / "targets.json"

@@ -1,11 +1,11 @@
 """The Python API (launcher.api) as a notebook uses it: typed configs, specs from files, dicts
-or models, typed errors with the CLI's problems, logs, and a real local cluster followed by
-its progress events."""
+or models, typed errors with the CLI's problems, logs, and real local clusters submitted,
+waited for and deleted. A PS run followed through its progress events, listed, its logs read
+and deleted is the one observed PS run of tests/worker/test_progress_view.py."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +16,6 @@ from local_clusters import make_spec
 
 from launcher.api import (
     ClusterNotFound,
-    JobEvent,
     LocalProcessBackendConfig,
     Phase,
     SpecError,
@@ -122,36 +121,6 @@ def test_completion_script_completes_commands_flags_and_choices(shell, tmp_path)
 
 
 @pytest.mark.process
-def test_api_runs_a_local_ps_cluster_to_succeeded_with_progress_events(tmp_path):
-    client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
-    spec = make_spec(
-        "api",
-        "parameter_server",
-        ["--steps", "300", "--checkpoint-every", "100", "--global-batch-size", "64", "--data", "digits"],
-        env={"TFK8S_PROGRESS_SECONDS": "1"},
-    )
-    data = spec.model_dump(by_alias=True)
-    data["checkpoint"] = {}  # locally the evaluator shares the chief's disk: no volume needed
-    name = client.submit(data)  # returns at once: a detached supervisor runs the tasks
-    assert client.get_job(name).phase in (Phase.PENDING, Phase.RUNNING)
-    events: list[JobEvent] = []
-    final = client.wait_for_job_status(name, timeout=400, callback=events.append)
-    try:
-        assert final.phase is Phase.SUCCEEDED and final.exit_code == 0
-        training = [e for e in events if e.step is not None and not e.finished]
-        assert training and training[-1].loss is not None and training[-1].target == 300
-        assert any(e.eta_seconds is not None for e in training), [e.line for e in events]
-        assert events[-1].finished and events[-1].evaluation.final
-        assert [j.name for j in client.list_jobs()] == [name]
-        assert len(list(client.get_job_logs(name, "chief", tail=3))) == 3
-    finally:
-        client.delete_job(name)
-    with pytest.raises(ClusterNotFound):
-        client.get_job(name)
-    assert os.path.isdir(tmp_path / name / "model")  # kept, like a claim
-
-
-@pytest.mark.process
 def test_cli_runs_multi_worker_mirrored_without_a_claim_locally(tmp_path):
     spec = tmp_path / "mw.json"  # JSON is YAML
     spec.write_text(json.dumps(mwms_without_claim()))
@@ -179,7 +148,8 @@ def test_the_readme_flow_again_and_again_in_one_workdir(tmp_path):
     data = spec.model_dump(by_alias=True)
     data["checkpoint"] = {}
     for run in range(4):
-        name = client.submit(data)
+        name = client.submit(data)  # returns at once: a detached supervisor runs the tasks
+        assert client.get_job(name).phase in (Phase.PENDING, Phase.RUNNING), run
         final = client.wait_for_job_status(name, timeout=300)
         assert final.phase is Phase.SUCCEEDED, (run, final)
         client.delete_job(name)
