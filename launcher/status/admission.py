@@ -8,11 +8,16 @@ would sit in Pending with nothing said, `submit --wait` waiting forever. Here th
 event of each of this submission's owners (by UID, so an earlier cluster of the same name does
 not speak) becomes the role's reason and the cluster's message, while the role lacks pods.
 The Job controller retries the creation with a backoff: a quota freed later lets it through,
-and the message goes away once every pod exists.
+and the message goes away once every pod exists. A refusal older than the role's newest pod
+says nothing: a pod was created after it, so it no longer holds (events live an hour, and a
+later gap, a retry's backoff or a long save at preemption, would otherwise read as refused).
 """
 
 from __future__ import annotations
 
+import datetime
+
+from launcher.status.lifecycle import role_of, task_pods
 from launcher.status.status import ClusterStatus, Phase
 
 REFUSAL_REASONS = ("FailedCreate", "JobCreationFailed")
@@ -33,16 +38,38 @@ def _short(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
-def refusals(events: list[dict], owners: dict[str, str]) -> dict[str, str]:
+def _seconds(stamp: str) -> float:
+    """An API timestamp (RFC 3339, second or microsecond precision) as epoch seconds; 0 if none."""
+    if not stamp:
+        return 0.0
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def newest_pods(pods: list[dict]) -> dict[str, float]:
+    """{role: the creation time of its newest task pod}."""
+    newest: dict[str, float] = {}
+    for pod in task_pods(pods):
+        role = role_of(pod)
+        created = _seconds((pod.get("metadata") or {}).get("creationTimestamp") or "")
+        if role and created > newest.get(role, 0.0):
+            newest[role] = created
+    return newest
+
+
+def refusals(events: list[dict], owners: dict[str, str], pods_since: dict[str, float] | None = None) -> dict[str, str]:
     """{owner label: the newest refusal's message} for events of `owners` ({UID: label}, the
-    label a role for a Job, "" for a JobSet)."""
+    label a role for a Job, "" for a JobSet), leaving out a role's refusals that are older than
+    its newest pod (`pods_since`, newest_pods())."""
+    pods_since = pods_since or {}
     newest: dict[str, dict] = {}
     for event in events:
         uid = (event.get("involvedObject") or {}).get("uid")
         if event.get("reason") not in REFUSAL_REASONS or uid not in owners:
             continue
         label = owners[uid]
-        if label not in newest or _when(event) >= _when(newest[label]):
+        if _seconds(_when(event)) < pods_since.get(label, 0.0):
+            continue  # a pod of the role was created after it: it no longer holds
+        if label not in newest or _seconds(_when(event)) >= _seconds(_when(newest[label])):
             newest[label] = event
     return {label: _short(event.get("message") or "no message") for label, event in newest.items()}
 

@@ -126,13 +126,15 @@ class KubernetesBackend(Backend):
         else:
             pods = self._api.list("v1", "Pod", ns, name)
             status = lifecycle.compute_status(name, ns, jobs, pods)
-        status = self._with_refusals(status, root, jobs)
+        status = self._with_refusals(status, root, jobs, pods)
         status = self._with_nodes(status, pods)
         status.training = self._training(ns, pods)
         status.notes += storage.storage_notes([job.get("spec") or {} for job in jobs])
         return status
 
-    def _with_refusals(self, status: ClusterStatus, root: dict | None, jobs: list[dict]) -> ClusterStatus:
+    def _with_refusals(
+        self, status: ClusterStatus, root: dict | None, jobs: list[dict], pods: list[dict]
+    ) -> ClusterStatus:
         """The status with the API server's refusals to create pods or Jobs as its cause
         (launcher/status/admission.py); asked only while pods are missing."""
         jobset = root is not None and root["kind"] == JOBSET[1]
@@ -148,7 +150,7 @@ class KubernetesBackend(Backend):
                 f"reported: this user may not list events in {self.namespace}"
             )
             return status
-        return admission.apply(status, admission.refusals(events, owners))
+        return admission.apply(status, admission.refusals(events, owners, admission.newest_pods(pods)))
 
     def _with_nodes(self, status: ClusterStatus, pods: list[dict]) -> ClusterStatus:
         """The status with the lost nodes under its unfinished pods (node_loss.py); when RBAC

@@ -213,6 +213,23 @@ def test_a_pod_the_api_server_refused_is_the_clusters_cause_and_wait_gives_up_on
     assert tfk8s.status(NAME).phase is not Phase.STUCK
 
 
+def test_a_refusal_older_than_the_roles_newest_pod_does_not_make_the_cluster_stuck(api):
+    """Events live an hour: a quota refusal the chief's pod got through later must not speak
+    for a later gap (its pod failed, the retry waits out its backoff). A newer one does."""
+    tfk8s, _ = submitted(api)
+    for role in ("worker", "ps"):
+        add_pod(api, role)
+    refusal_event(api, "chief", QUOTA_REFUSAL, "2026-11-26T10:00:05Z")
+    pod = add_pod(api, "chief", phase="Failed")
+    pod["metadata"]["creationTimestamp"] = "2026-11-26T10:10:00Z"
+    job(api, "chief")["status"] = {"failed": 1}
+    status = tfk8s.status(NAME)
+    assert status.phase is not Phase.STUCK, status
+    refusal_event(api, "chief", QUOTA_REFUSAL, "2026-11-26T10:50:00.000001Z")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.STUCK and "exceeded quota: team" in status.message, status
+
+
 def test_refusals_of_an_earlier_cluster_of_the_same_name_do_not_speak(api):
     tfk8s, _ = submitted(api)
     event = refusal_event(api, "chief", QUOTA_REFUSAL, "2026-11-26T10:00:05Z")
