@@ -74,14 +74,22 @@ def refusals(events: list[dict], owners: dict[str, str], pods_since: dict[str, f
     return {label: _short(event.get("message") or "no message") for label, event in newest.items()}
 
 
+def jobless_roles(jobset: dict, jobs: list[dict]) -> set[str]:
+    """A JobSet's roles (its replicatedJobs) with no Job: the JobSet controller's creation of
+    it was refused, or is a moment away."""
+    wanted = {r["name"] for r in (jobset.get("spec") or {}).get("replicatedJobs") or []}
+    return wanted - {role_of(job) for job in jobs}
+
+
 def missing_pods(status: ClusterStatus) -> set[str]:
     """Roles with fewer pods than replicas (active or succeeded)."""
     return {r.role for r in status.roles if r.active + r.succeeded < r.replicas}
 
 
-def apply(status: ClusterStatus, refused: dict[str, str]) -> ClusterStatus:
+def apply(status: ClusterStatus, refused: dict[str, str], jobless: set[str] = frozenset()) -> ClusterStatus:
     """The status with the refusals as its cause, while they hold: an unfinished cluster whose
-    refused role still lacks pods (a JobSet's refused Job: its role has no Job at all)."""
+    refused role still lacks pods, or a JobSet with a role that has no Job (`jobless`, while the
+    JobSet's own refusal event stands: it is said whatever phase the roles it has are in)."""
     if status.finished or not refused:
         return status
     lacking = missing_pods(status)
@@ -89,7 +97,10 @@ def apply(status: ClusterStatus, refused: dict[str, str]) -> ClusterStatus:
     said = []
     for label, message in sorted(refused.items()):
         if label == "":  # the JobSet's own event: one of its Jobs was refused
-            if status.phase is Phase.PENDING:  # its Jobs are not all there yet
+            if jobless:
+                roles = ", ".join(sorted(jobless))
+                said.append(f"the API server refused the JobSet's Job of {roles} (it has none): {message}")
+            elif status.phase is Phase.PENDING:  # its Jobs are not all there yet
                 said.append(f"the API server refused a Job of the JobSet: {message}")
         elif label in lacking or label not in known:
             said.append(f"the API server refused the {label}'s pod: {message}")

@@ -138,7 +138,10 @@ class KubernetesBackend(Backend):
         """The status with the API server's refusals to create pods or Jobs as its cause
         (launcher/status/admission.py); asked only while pods are missing."""
         jobset = root is not None and root["kind"] == JOBSET[1]
-        if status.finished or not (admission.missing_pods(status) or (jobset and status.phase is Phase.PENDING)):
+        jobless = admission.jobless_roles(root, jobs) if jobset else set()
+        if status.finished or not (
+            admission.missing_pods(status) or jobless or (jobset and status.phase is Phase.PENDING)
+        ):
             return status
         owners = {job["metadata"]["uid"]: lifecycle.role_of(job) or "" for job in jobs}
         if jobset:
@@ -150,7 +153,7 @@ class KubernetesBackend(Backend):
                 f"reported: this user may not list events in {self.namespace}"
             )
             return status
-        return admission.apply(status, admission.refusals(events, owners, admission.newest_pods(pods)))
+        return admission.apply(status, admission.refusals(events, owners, admission.newest_pods(pods)), jobless)
 
     def _with_nodes(self, status: ClusterStatus, pods: list[dict]) -> ClusterStatus:
         """The status with the lost nodes under its unfinished pods (node_loss.py); when RBAC

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from launcher import k8s_contract
+from launcher.backends.kubernetes.api import JOBSET
 from launcher.errors import ClusterNotFound
 from launcher.status.status import Phase
 from worker.contract import PROGRESS_PREFIX
@@ -228,6 +229,73 @@ def test_a_refusal_older_than_the_roles_newest_pod_does_not_make_the_cluster_stu
     refusal_event(api, "chief", QUOTA_REFUSAL, "2026-11-26T10:50:00.000001Z")
     status = tfk8s.status(NAME)
     assert status.phase is Phase.STUCK and "exceeded quota: team" in status.message, status
+
+
+JOB_QUOTA_REFUSAL = (
+    'jobs.batch "mnist-ps-worker-0" is forbidden: exceeded quota: team-jobs, requested: '
+    "count/jobs.batch=1, used: count/jobs.batch=3, limited: count/jobs.batch=3"
+)
+
+
+def test_a_jobset_whose_job_was_refused_says_so_while_its_other_roles_run(api):
+    """A count/jobs.batch quota (or a policy webhook) refused one Job of the JobSet: the roles
+    that have Jobs run, the refused role has none, and only the JobSet's event tells. Before,
+    status read Running with nothing said, and the chief later failed "peers unreachable"."""
+    api.unserved.clear()
+    tfk8s, _ = backend(api)
+    tfk8s.submit(spec_of(workload="jobset"))
+    jobset = api.get(*JOBSET, "default", NAME)
+    roles = [r["name"] for r in jobset["spec"]["replicatedJobs"]]
+    assert "worker" in roles
+    for role in (r for r in roles if r != "worker"):
+        labels = {**instance_labels(NAME), k8s_contract.LABEL_COMPONENT: role}
+        child = api.add(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": f"{NAME}-{role}-0", "namespace": "default", "labels": labels},
+                "spec": {"completions": 1},
+                "status": {"active": 1},
+            }
+        )
+        api.add(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{NAME}-{role}-0-0-x",
+                    "namespace": "default",
+                    "labels": labels,
+                    "annotations": {k8s_contract.INDEX_ANNOTATION: "0"},
+                    "creationTimestamp": "2026-11-26T10:00:00Z",
+                    "ownerReferences": [
+                        {"kind": "Job", "name": child["metadata"]["name"], "uid": child["metadata"]["uid"]}
+                    ],
+                },
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": k8s_contract.CONTAINER, "restartCount": 0, "state": {"running": {}}}
+                    ],
+                },
+            }
+        )
+    assert tfk8s.status(NAME).phase is not Phase.STUCK  # no event: a Job a moment away says nothing
+    api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{NAME}.refused", "namespace": "default"},
+            "reason": "JobCreationFailed",
+            "type": "Warning",
+            "message": JOB_QUOTA_REFUSAL,
+            "lastTimestamp": "2026-11-26T10:00:01Z",
+            "involvedObject": {"kind": "JobSet", "name": NAME, "uid": jobset["metadata"]["uid"]},
+        }
+    )
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.STUCK, status
+    assert status.message == f"the API server refused the JobSet's Job of worker (it has none): {JOB_QUOTA_REFUSAL}"
 
 
 def test_refusals_of_an_earlier_cluster_of_the_same_name_do_not_speak(api):
