@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from launcher.backends.local.runner import alive
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO / "examples"
 CACHE = Path(os.environ.get("TFK8S_CACHE") or Path.home() / ".cache" / "tfk8s")
@@ -74,7 +76,7 @@ def wait_for_the_toolchain() -> None:
     if not TOOLCHAIN_PID.is_file():
         return
     pid, started = int(TOOLCHAIN_PID.read_text()), time.monotonic()
-    while _alive(pid) and not TOOLCHAIN_EXIT.is_file():
+    while alive(pid) and not TOOLCHAIN_EXIT.is_file():
         time.sleep(2)
     if time.monotonic() - started > 1:
         print(f"[toolchain] waited {time.monotonic() - started:.0f}s for the background build (log: {TOOLCHAIN_LOG})")
@@ -84,16 +86,6 @@ def wait_for_the_toolchain() -> None:
         pytest.fail(
             f"the background toolchain build failed, exit {code} (log: {TOOLCHAIN_LOG}):\n{tail}", pytrace=False
         )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def find_helm() -> str | None:

@@ -153,20 +153,15 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 2.0):
     return wait_until(predicate, timeout, what, interval)
 
 
+def launcher_in_background(cluster, *args: str, stderr=subprocess.STDOUT) -> subprocess.Popen:
+    """`python -m launcher ARGS` against the cluster, running on; its output is read with
+    .communicate() (stderr into stdout unless told otherwise)."""
+    cmd = [sys.executable, "-m", "launcher", *args, "--kubeconfig", cluster.kubeconfig, "--context", cluster.context]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
 def submit_in_background(cluster, spec: Path) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "launcher",
-        "submit",
-        str(spec),
-        "--wait",
-        "--kubeconfig",
-        cluster.kubeconfig,
-        "--context",
-        cluster.context,
-    ]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return launcher_in_background(cluster, "submit", str(spec), "--wait")
 
 
 def follow_log(cluster, namespace: str, pod: dict) -> subprocess.Popen:
@@ -198,28 +193,7 @@ def follow_with_launcher(cluster, namespace: str, name: str, role: str = "chief"
     """`python -m launcher logs -f` of a role's index 0, from a pending pod on: it follows the
     task across its pod's replacement and ends by itself when the cluster has finished."""
     wait_for(lambda: pod_of(cluster, namespace, name, role), 120, f"a {role} pod")
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "launcher",
-            "logs",
-            name,
-            "-n",
-            namespace,
-            "--role",
-            role,
-            "-f",
-            "--kubeconfig",
-            cluster.kubeconfig,
-            "--context",
-            cluster.context,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return launcher_in_background(cluster, "logs", name, "-n", namespace, "--role", role, "-f", stderr=subprocess.PIPE)
 
 
 def assert_followed_across_the_replacement(follower: subprocess.Popen, namespace: str, name: str) -> None:

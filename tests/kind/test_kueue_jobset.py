@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 
@@ -20,6 +19,7 @@ from test_e2e import (
     checkpointed_step,
     cli,
     evaluated_steps,
+    launcher_in_background,
     polled_events,
     progress,
     submit_in_background,
@@ -178,26 +178,7 @@ def test_second_cluster_waits_with_zero_pods_until_quota_frees(kind_cluster, wor
     wait_for(lambda: len(live_pods(kind_cluster, namespace, "q-first")) == 4, 300, "the first cluster's 4 pods")
     assert first.poll() is None, "the first cluster ended before the second was submitted"
     # --stuck-timeout: a queued cluster is not stuck, submit --wait keeps waiting
-    second = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "launcher",
-            "submit",
-            str(specs["q-second"]),
-            "--wait",
-            "--stuck-timeout",
-            "10",
-            "--kubeconfig",
-            kind_cluster.kubeconfig,
-            "--context",
-            kind_cluster.context,
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    second = launcher_in_background(kind_cluster, "submit", str(specs["q-second"]), "--wait", "--stuck-timeout", "10")
     try:
         most_pods, queued_status = 0, None
         # until the first one's JobSet completes: then Kueue releases its quota

@@ -237,7 +237,8 @@ def test_drain_of_the_chiefs_node_mid_training_loses_no_steps(
     preempted_step = preempted[0]
     lost = preempted_step - resumed_at
     first_step = [e["wall"] for e in events if e["event"] == "first_step"]
-    recovery = first_step[-1] - drained_at if first_step else None
+    assert first_step and first_step[-1] > drained_at, "the replacement chief never trained a step"
+    recovery = first_step[-1] - drained_at
     final = [e for e in events if e["event"] == "final"]
     assert final and final[-1]["step"] == steps, final
     assert lost == 0, f"preempted at step {preempted_step}, resumed at {resumed_at}"
