@@ -14,6 +14,15 @@ from launcher.errors import ClusterUnreachable
 from launcher.status import admission
 
 FIELD_MANAGER = "tfk8s"
+WEBHOOK_ATTEMPTS, WEBHOOK_RETRY_SECONDS = 4, 2.0  # up to 12 s for a webhook's pod to come back
+
+
+def webhook_unanswered(exc: BaseException) -> bool:
+    """The API server's 500 for an admission webhook it could not reach: transient, unlike a
+    webhook's own refusal (a 4xx with its reason)."""
+    return getattr(exc, "status", None) == 500 and "failed calling webhook" in str(getattr(exc, "body", "") or exc)
+
+
 JOBSET = (k8s_contract.JOBSET_API_VERSION, "JobSet")
 POD_MONITOR = (k8s_contract.POD_MONITOR_API_VERSION, "PodMonitor")
 # Kueue's API (Workload, LocalQueue), newest served version first (v1beta2 from Kueue 0.15).
@@ -188,16 +197,28 @@ class Api:
             return None
 
     def apply(self, obj: dict, dry_run: bool) -> dict:
+        """Server-side apply (idempotent, so a retry is safe). An admission webhook that did not
+        answer (its pod restarting: `failed calling webhook ... EOF`, a 500) is asked again a
+        few times before the submit fails on it."""
+        import time
+
         resource = self.resource(obj["apiVersion"], obj["kind"])
-        result = self._dyn.server_side_apply(
-            resource,
-            body=obj,
-            namespace=obj["metadata"].get("namespace"),
-            field_manager=FIELD_MANAGER,
-            force_conflicts=True,
-            dry_run="All" if dry_run else None,
-        )
-        return result.to_dict()
+        for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
+            try:
+                result = self._dyn.server_side_apply(
+                    resource,
+                    body=obj,
+                    namespace=obj["metadata"].get("namespace"),
+                    field_manager=FIELD_MANAGER,
+                    force_conflicts=True,
+                    dry_run="All" if dry_run else None,
+                )
+                return result.to_dict()
+            except Exception as exc:
+                if attempt == WEBHOOK_ATTEMPTS or not webhook_unanswered(exc):
+                    raise
+                time.sleep(WEBHOOK_RETRY_SECONDS * attempt)
+        raise AssertionError("unreachable")
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         from kubernetes.dynamic.exceptions import NotFoundError
