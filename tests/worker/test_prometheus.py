@@ -31,7 +31,7 @@ from local_clusters import (
     run_files,
     wait_until,
 )
-from support import skip_unless_ci
+from support import skip_unless_ci, wait_for_the_toolchain
 
 from launcher.errors import ClusterNotFound
 from launcher.monitoring import alerts, dashboard
@@ -44,6 +44,7 @@ TIMEOUT = 180
 
 
 def prometheus_binary() -> str:
+    wait_for_the_toolchain()  # CI's cold path builds Prometheus beside the process tier
     found = os.environ.get("TFK8S_PROMETHEUS") or _env_file_vars().get("TFK8S_PROMETHEUS")
     if not found or not os.access(found, os.X_OK):
         why = f"no Prometheus binary ({found or 'TFK8S_PROMETHEUS unset'})"
