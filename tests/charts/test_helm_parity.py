@@ -979,6 +979,7 @@ def test_values_yaml_has_the_models_defaults():
         "sidecars": [],
         "extraVolumes": [],
         "extraVolumeMounts": [],
+        "platform": "",
         "grafanaDashboard": {"enabled": False, "labels": {"grafana_dashboard": "1"}},
         "prometheusRule": {"enabled": False, "labels": {}},
     }
