@@ -43,9 +43,10 @@ class Submission:
 def run(sub: Submission) -> bool:
     """Submit; True when objects were applied, False when the same spec was already there."""
     preflight(sub)
+    platform_id = platform(sub.api, sub.namespace)  # before make_room: a refusal replaces nothing
     if not make_room(sub):
         return False
-    objects = with_platform(render.render(sub.spec, sub.code), platform(sub.api, sub.namespace))
+    objects = with_platform(render.render(sub.spec, sub.code), platform_id)
     apply_all(sub, objects)
     if sub.dry_run:
         sub.say(f"server dry run: {len(objects)} objects accepted by the API server")

@@ -221,16 +221,19 @@ def test_every_task_is_told_which_kubernetes_cluster_runs_it(workload):
             assert platforms == ([named] if container["name"] == k8s_contract.CONTAINER else [])
 
 
-def test_a_namespace_without_the_published_ca_is_refused_before_anything_is_created():
-    api = FakeApi(root_ca=None)
+def test_a_namespace_without_the_published_ca_is_refused_before_anything_is_changed():
+    api = FakeApi()
+    backend(api)[0].submit(spec_of())
+    api.delete("v1", "ConfigMap", "default", k8s_contract.ROOT_CA_CONFIGMAP)
+    before = len(api.mutations())
     with pytest.raises(LauncherError) as refused:
-        backend(api)[0].submit(spec_of())
+        backend(api)[0].submit(spec_of(backoffLimit=2), replace=True)  # a changed spec, replaced
     assert str(refused.value) == (
         "no ca.crt in ConfigMap kube-root-ca.crt in namespace 'default', which Kubernetes (1.20+) publishes "
         "in every namespace and which names this Kubernetes cluster in the model dir's OWNER.json: check "
         "that the kube-controller-manager's root-ca-cert-publisher controller runs"
     )
-    assert api.mutations() == []
+    assert api.mutations()[before:] == [], "the running cluster was left as it was"
 
 
 def test_two_same_named_clusters_of_namespace_scoped_users_on_one_model_dir_do_not_both_train(tmp_path):
