@@ -355,7 +355,8 @@ def cmd_code_archive(args) -> int:
     except chart_values.ArchiveRefused as exc:
         print(f"code: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.dir}: {bundle.summary()}", file=sys.stderr)
+    left_out = code_bundle.left_out_note(bundle)
+    print(f"{args.dir}: {bundle.summary()}" + (f"; {left_out}" if left_out else ""), file=sys.stderr)
     sys.stdout.write(base64.b64encode(bundle.archive).decode() + "\n")
     return 0
 

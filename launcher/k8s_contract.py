@@ -8,6 +8,7 @@ chart (templates/_contract.tpl, values.schema.json) for Helm.
 
 from __future__ import annotations
 
+import hashlib
 from enum import Enum
 
 from launcher.pod import job_watch, supervise
@@ -21,6 +22,21 @@ from worker.contract import (
     success_role,
     traits,
 )
+
+# Which Kubernetes cluster runs a cluster's tasks (TFK8S_PLATFORM in OWNER.json,
+# worker/model_dir/ownership.py): its CA certificate, which Kubernetes publishes in every
+# namespace, so any user who may submit there can read it (kube-system is not readable by a
+# namespace-scoped user); the chart reads it at install (templates/_helpers.tpl tfk8s.platform).
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+ROOT_CA_KEY = "ca.crt"
+PLATFORM_PREFIX = "kubernetes:ca-"
+PLATFORM_DIGITS = 16
+
+
+def kubernetes_platform(root_ca: str) -> str:
+    """The platform name of the Kubernetes cluster whose CA certificate is `root_ca`."""
+    return PLATFORM_PREFIX + hashlib.sha256(root_ca.encode()).hexdigest()[:PLATFORM_DIGITS]
+
 
 # The pod scripts run stdlib-only from a ConfigMap, so they define these; the launcher's layers
 # read them here, the one door into launcher/pod (tests/test_layers.py).

@@ -85,6 +85,13 @@ def generate_contract() -> dict:
         },
         "nodeLossTaints": list(k8s_contract.NODE_LOSS_TAINTS),
         "serverLingerMarginSeconds": contract.SERVER_LINGER_MARGIN_SECONDS,
+        # TFK8S_PLATFORM as submit names it (k8s_contract.kubernetes_platform).
+        "platform": {
+            "configMap": k8s_contract.ROOT_CA_CONFIGMAP,
+            "key": k8s_contract.ROOT_CA_KEY,
+            "prefix": k8s_contract.PLATFORM_PREFIX,
+            "digits": k8s_contract.PLATFORM_DIGITS,
+        },
         "reservedEnv": list(k8s_contract.RESERVED_ENV),
         "defaults": {
             "program": contract.BUILTIN_PROGRAM,

@@ -59,9 +59,10 @@ PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
 CODE_DIGEST = "TFK8S_CODE_DIGEST"  # sha256 of the shipped code (`code:`), when there is one
 CLUSTER_NAME = "TFK8S_CLUSTER"
 NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, launcher/pod/supervise.py)
-# Which platform runs the tasks: a Kubernetes cluster (`kubernetes:<kube-system namespace UID>`,
-# set at submit when the user may read it) or a machine (`local:<hostname>`). With the name and
-# namespace it tells two clusters of one name apart in OWNER.json (worker/model_dir/ownership.py).
+# Which platform runs the tasks: a Kubernetes cluster (`kubernetes:ca-<digest of its CA>`, set by
+# submit and helm install: launcher/k8s_contract.py kubernetes_platform) or a machine
+# (`local:<hostname>`). With the name and namespace it tells two clusters of one name apart in
+# OWNER.json (worker/model_dir/ownership.py); unset, it is compared as unnamed.
 PLATFORM = "TFK8S_PLATFORM"
 # How long a PS server (ps, PS worker) keeps serving after SIGTERM while the chief is still up:
 # when the whole cluster is preempted at once (a JobSet suspended by Kueue, a drained node) the

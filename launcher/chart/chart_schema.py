@@ -65,6 +65,12 @@ CHART_ONLY = {
     },
     "extraVolumes": {**_OBJECTS, "description": "volumes added to every pod"},
     "extraVolumeMounts": {**_OBJECTS, "description": "volumeMounts added to the task's container"},
+    "platform": {
+        "type": "string",
+        "default": "",
+        "description": "the Kubernetes cluster as the model dir's OWNER.json names it; empty: read at helm "
+        "install (kubernetes:ca- and the CA's sha256 in ConfigMap kube-root-ca.crt), none under helm template",
+    },
     "grafanaDashboard": {
         **_SHIPPED,
         "description": "enabled: the Grafana dashboard as a ConfigMap carrying `labels` (docs/metrics.md)",

@@ -29,7 +29,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from launcher.code_shipping.code_files import collect, patterns_for
+from launcher.code_shipping.code_files import IGNORE_FILE, collect, rules_for
 
 MIB = 1024 * 1024
 # A ConfigMap holds at most 1 MiB (data + binaryData, decoded); the rest of the object
@@ -75,6 +75,8 @@ class Bundle:
     root: str  # the code dir, absolute
     archive: bytes  # the tar.gz
     files: tuple[tuple[str, int], ...]  # (relative path, size) of every packed file, sorted
+    # (relative path, why) of what an exclude other than the plain defaults kept out, sorted
+    left_out: tuple[tuple[str, str], ...] = ()
 
     @property
     def digest(self) -> str:
@@ -143,7 +145,8 @@ def pack(root: str | Path, exclude: list[str] = (), limit: int | None = None) ->
     root = Path(root).resolve()
     if not root.is_dir():
         raise ValueError(f"{root} is not a directory")
-    entries = collect(root, patterns_for(root, list(exclude)))
+    collected = collect(root, rules_for(root, list(exclude)))
+    entries = collected.files
     files = tuple((rel, size) for rel, _, size in entries)
     if limit is not None and sum(size for _, size in files) > MAX_RAW_BYTES:
         raise _too_large(str(root), files, None)
@@ -159,7 +162,7 @@ def pack(root: str | Path, exclude: list[str] = (), limit: int | None = None) ->
                         tar.addfile(info, src)
     except _OverLimit:
         raise _too_large(str(root), files, out.limit) from None
-    return Bundle(root=str(root), archive=out.getvalue(), files=files)
+    return Bundle(root=str(root), archive=out.getvalue(), files=files, left_out=tuple(collected.left_out))
 
 
 def checked(bundle: Bundle, given: str) -> Bundle:
@@ -211,7 +214,20 @@ def note(spec, bundle: Bundle, to: str | None = None) -> str:
     names = [rel for rel, _ in bundle.files]
     shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
     where = to or f"ConfigMap {bundle.object_name(spec.name)}"
-    return f"code: {bundle.root} -> {where}: {bundle.summary()}: {shown}"
+    left_out = left_out_note(bundle)
+    return f"code: {bundle.root} -> {where}: {bundle.summary()}: {shown}" + (f"; {left_out}" if left_out else "")
+
+
+def left_out_note(bundle: Bundle) -> str | None:
+    """What the excludes kept out (secret-looking files, .gitignore's, your own), by source, and
+    how to ship one on purpose; None when only the plain defaults (caches, venvs) matched."""
+    if not bundle.left_out:
+        return None
+    by_source: dict[str, list[str]] = {}
+    for rel, source in bundle.left_out:
+        by_source.setdefault(source, []).append(rel)
+    shown = "; ".join(f"{', '.join(rels)} ({source})" for source, rels in by_source.items())
+    return f"left out: {shown}; to ship one on purpose, add `!NAME` to code.exclude or {IGNORE_FILE}"
 
 
 def unpack(archive: Path, dst: Path) -> None:

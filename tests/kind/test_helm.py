@@ -25,6 +25,7 @@ import pytest
 import yaml
 from support import skip_unless_ci
 
+from launcher import k8s_contract
 from launcher.chart import chart_values
 from launcher.cluster_spec.loader import load_file, pack_code
 from launcher.cluster_spec.spec import ClusterSpec
@@ -305,6 +306,12 @@ def test_helm_install_without_values_trains_one_mirrored_pod(kind_cluster, names
     if worker_image != "tfk8s/worker:dev":
         skip_unless_ci(f"the chart's default image is tfk8s/worker:dev, the tests use {worker_image}")
     helm("install", name, str(CHART), "-n", namespace, "--timeout", "2m")
+    # The platform OWNER.json names: read at install from the published CA, as submit names it.
+    published = kind_cluster.get_json("-n", namespace, "configmap", k8s_contract.ROOT_CA_CONFIGMAP)
+    job = kind_cluster.get_json("-n", namespace, "job", f"{name}-chief")
+    [task] = [c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == k8s_contract.CONTAINER]
+    platforms = [e["value"] for e in task["env"] if e["name"] == "TFK8S_PLATFORM"]
+    assert platforms == [k8s_contract.kubernetes_platform(published["data"][k8s_contract.ROOT_CA_KEY])]
     wait_for_jobs(kind_cluster, namespace, name, {f"{name}-chief"})
     chief = progress_events(role_log(kind_cluster, namespace, name, "chief"))
     final = [e for e in chief if e["event"] == "final"]

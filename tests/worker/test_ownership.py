@@ -153,8 +153,20 @@ def test_one_cluster_name_on_two_platforms_is_refused_in_one_line(tmp_path):
         f"name in one dir restore each other's checkpoints. Set checkpoint.dir to another dir; to "
         f"resume that training here, delete {tmp_path}/OWNER.json (the checkpoints stay)"
     ).replace("1970-01-01 00:00:00 UTC", ownership._when(json.loads((tmp_path / "OWNER.json").read_text())))
-    # Unknown on either side (a Helm install, a user who may not read kube-system): not compared.
-    assert ownership.check(on(None, str(tmp_path)), args.parse(ARGS))
+
+
+def test_an_unnamed_platform_is_another_platform_not_a_wildcard(tmp_path):
+    """TFK8S_PLATFORM unset (`helm template` without the chart's value platform) on either side
+    is compared like a name: a twin with one named and one unnamed platform does not train in
+    the dir beside the other."""
+    named, unnamed = tmp_path / "named", tmp_path / "unnamed"
+    assert ownership.check(on("kubernetes:ca-one", str(named)), args.parse(ARGS))
+    with pytest.raises(errors.ConfigError, match=r"on another platform \(kubernetes:ca-one there, unnamed here;"):
+        ownership.check(on(None, str(named)), args.parse(ARGS))
+    assert ownership.check(on(None, str(unnamed)), args.parse(ARGS))
+    assert ownership.check(on(None, str(unnamed)), args.parse(ARGS))  # a restart
+    with pytest.raises(errors.ConfigError, match=r"on another platform \(unnamed there, kubernetes:ca-one here;"):
+        ownership.check(on("kubernetes:ca-one", str(unnamed)), args.parse(ARGS))
 
 
 @pytest.mark.parametrize("first", ["a", "b"])

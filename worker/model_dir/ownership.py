@@ -8,7 +8,8 @@ with other model-defining arguments would restore checkpoints that do not fit it
 
 The record names the cluster (namespace/name from TFK8S_NAMESPACE and TFK8S_CLUSTER, and the
 platform that runs it from TFK8S_PLATFORM: two Kubernetes clusters, or two machines, may each run
-a cluster of one name on one gs:// dir or shared volume) and the training: the program module,
+a cluster of one name on one gs:// dir or shared volume; a platform left unnamed is compared like
+any other) and the training: the program module,
 the strategy and the program arguments that define the model and its checkpoints
 (TRAINING_ARGS), plus a fingerprint of those. Not --steps: a rerun with more steps continues the
 same training; nor how often to save, keep or all-reduce (except --checkpoint-every under the
@@ -108,11 +109,14 @@ def conflict(model_dir: str, found: dict, mine: dict) -> str | None:
             "to another dir (unset, each cluster gets its own), or delete "
             f"{model_dir} if {owner}'s training is no longer needed"
         )
-    platforms = (found.get("platform"), mine.get("platform"))
-    if all(platforms) and platforms[0] != platforms[1]:  # unknown on either side: not compared
+    if found.get("platform") != mine.get("platform"):
+        # One unnamed (TFK8S_PLATFORM unset: `helm template` without the value platform, a
+        # record of a tfk8s that could not name it) is another platform too: two unnamed twins
+        # would train in one dir, superseding each other's checkpoints.
+        there, here = (found.get("platform") or "unnamed", mine.get("platform") or "unnamed")
         return (
-            f"model dir {model_dir} belongs to cluster {owner} on another platform ({platforms[0]} "
-            f"there, {platforms[1]} here; {OWNER} of {_when(found)}): two clusters of one name in one "
+            f"model dir {model_dir} belongs to cluster {owner} on another platform ({there} "
+            f"there, {here} here; {OWNER} of {_when(found)}): two clusters of one name in one "
             "dir restore each other's checkpoints. Set checkpoint.dir to another dir; to resume that "
             f"training here, delete {owner_path(model_dir)} (the checkpoints stay)"
         )

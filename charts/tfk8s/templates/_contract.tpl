@@ -57,6 +57,11 @@ nodeLossTaints:
 - node.kubernetes.io/not-ready
 - node.kubernetes.io/unreachable
 serverLingerMarginSeconds: 5
+platform:
+  configMap: kube-root-ca.crt
+  key: ca.crt
+  prefix: kubernetes:ca-
+  digits: 16
 reservedEnv:
 - TF_CONFIG
 - TFK8S_TASK_INDEX

@@ -281,6 +281,9 @@ again keeps its first place and takes the later value.
 {{- $pairs = append $pairs (list "TFK8S_GRACE_SECONDS" (toString $grace)) -}}
 {{- $pairs = append $pairs (list "TFK8S_POD_GRACE_SECONDS" (toString (int $values.terminationGracePeriodSeconds))) -}}
 {{- end -}}
+{{- with include "tfk8s.platform" .root -}}
+{{- $pairs = append $pairs (list "TFK8S_PLATFORM" .) -}}
+{{- end -}}
 {{- range $pair := $pairs -}}
 {{- if not (hasKey $env (first $pair)) }}{{ $order = append $order (first $pair) }}{{ end -}}
 {{- $_ := set $env (first $pair) (last $pair) -}}
@@ -290,6 +293,24 @@ again keeps its first place and takes the later value.
 {{- $list = append $list (dict "name" $name "value" (get $env $name)) -}}
 {{- end -}}
 {{- toJson $list -}}
+{{- end }}
+
+{{/*
+The Kubernetes cluster as OWNER.json names it (TFK8S_PLATFORM): the value platform, else what
+submit names (k8s_contract.kubernetes_platform), from the CA published in the release namespace;
+lookup reads nothing under `helm template`, so then none.
+*/}}
+{{- define "tfk8s.platform" -}}
+{{- if .Values.platform -}}
+{{- .Values.platform -}}
+{{- else -}}
+{{- $c := include "tfk8s.contract" . | fromYaml -}}
+{{- $p := $c.platform -}}
+{{- $published := lookup "v1" "ConfigMap" (include "tfk8s.namespace" .) $p.configMap -}}
+{{- with dig "data" $p.key "" $published -}}
+{{- printf "%s%s" $p.prefix (sha256sum . | trunc (int $p.digits)) -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
 
 {{/* The task's own command line: the built-in worker with the program's args, or the user's. */}}

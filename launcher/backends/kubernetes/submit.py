@@ -43,9 +43,10 @@ class Submission:
 def run(sub: Submission) -> bool:
     """Submit; True when objects were applied, False when the same spec was already there."""
     preflight(sub)
+    platform_id = platform(sub.api, sub.namespace)  # before make_room: a refusal replaces nothing
     if not make_room(sub):
         return False
-    objects = with_platform(render.render(sub.spec, sub.code), platform(sub.api))
+    objects = with_platform(render.render(sub.spec, sub.code), platform_id)
     apply_all(sub, objects)
     if sub.dry_run:
         sub.say(f"server dry run: {len(objects)} objects accepted by the API server")
@@ -57,25 +58,33 @@ def run(sub: Submission) -> bool:
     return True
 
 
-def platform(api: Api) -> str | None:
-    """This Kubernetes cluster, as OWNER.json names where a cluster ran: the kube-system
-    namespace's UID (made once, with the cluster). None when this user may not read it; the
-    model dir's owner check then compares namespace and name only."""
+def platform(api: Api, namespace: str) -> str:
+    """This Kubernetes cluster, as OWNER.json names where a cluster ran: its CA certificate as
+    Kubernetes publishes it in every namespace (k8s_contract.kubernetes_platform), read in the
+    namespace submitted to, so a namespace-scoped user names it too."""
     from kubernetes.dynamic.exceptions import ForbiddenError
 
+    where = f"ConfigMap {k8s_contract.ROOT_CA_CONFIGMAP} in namespace {namespace!r}"
     try:
-        namespace = api.get("v1", "Namespace", None, "kube-system")
+        published = api.get("v1", "ConfigMap", namespace, k8s_contract.ROOT_CA_CONFIGMAP)
     except ForbiddenError:
-        return None
-    uid = ((namespace or {}).get("metadata") or {}).get("uid")
-    return f"kubernetes:{uid}" if uid else None
+        raise LauncherError(
+            f"cannot read {where}, the cluster's CA that names this Kubernetes cluster in the model dir's "
+            f"OWNER.json: forbidden; ask for `get` on configmaps in {namespace!r} (a Role)"
+        ) from None
+    root_ca = ((published or {}).get("data") or {}).get(k8s_contract.ROOT_CA_KEY)
+    if not root_ca:
+        raise LauncherError(
+            f"no {k8s_contract.ROOT_CA_KEY} in {where}, which Kubernetes (1.20+) publishes in every namespace "
+            "and which names this Kubernetes cluster in the model dir's OWNER.json: check that the "
+            "kube-controller-manager's root-ca-cert-publisher controller runs"
+        )
+    return k8s_contract.kubernetes_platform(root_ca)
 
 
-def with_platform(objects: list[dict], platform_id: str | None) -> list[dict]:
+def with_platform(objects: list[dict], platform_id: str) -> list[dict]:
     """`objects` with TFK8S_PLATFORM in every task container (render is pure and knows no
-    cluster; a Helm install has none, like a user who may not read kube-system)."""
-    if platform_id is None:
-        return objects
+    cluster; the chart names it itself, templates/_helpers.tpl tfk8s.platform)."""
     for obj in objects:
         if obj["kind"] == "Job":
             templates = [obj["spec"]["template"]]

@@ -308,14 +308,14 @@ def test_symlinks_inside_are_followed_outside_refused_with_the_path(tmp_path):
     assert _names(bundle) == ["alias.py", "lib/util.py", "real/util.py", "train.py"]
     secret = tmp_path / "secret.pem"
     secret.write_text("-----BEGIN PRIVATE KEY-----\n")
-    (src / "key.pem").symlink_to(secret)
+    (src / "key.txt").symlink_to(secret)  # not named like a key (*.pem is left out by default)
     with pytest.raises(
         code_files.Unshippable,
-        match=rf"{src}/key.pem is a symlink to "
+        match=rf"{src}/key.txt is a symlink to "
         rf"{secret}, outside the code dir {src}",
     ):
         code_bundle.pack(src)
-    (src / "key.pem").unlink()
+    (src / "key.txt").unlink()
     (src / "loop").symlink_to(src)  # a link back up: packed once, no endless walk
     assert "train.py" in _names(code_bundle.pack(src))
 

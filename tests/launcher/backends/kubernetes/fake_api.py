@@ -27,10 +27,11 @@ class FakeApiError(Exception):
 
 
 Key = tuple  # (api_version, kind, namespace, name)
+FAKE_ROOT_CA = "-----BEGIN CERTIFICATE-----\nthe fake cluster's CA\n-----END CERTIFICATE-----\n"
 
 
 class FakeApi(Api):
-    def __init__(self, namespaces=("default",)):
+    def __init__(self, namespaces=("default",), root_ca: str | None = FAKE_ROOT_CA):
         super().__init__(kubeconfig=None, context=None)
         self.objects: dict[Key, dict] = {}
         self.calls: list[tuple] = []  # ("apply", kind, name, dry_run), ("delete", kind, name)
@@ -40,8 +41,21 @@ class FakeApi(Api):
         self.logs: dict[str, list[str]] = {}  # pod name -> its log lines
         self.events_forbidden = False  # RBAC: this user may not list events
         self._uids = (f"uid-{n}" for n in itertools.count(1))
+        self.root_ca = root_ca  # the CA Kubernetes publishes in every namespace, None: not published
         for namespace in namespaces:
-            self.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            self.add_namespace(namespace)
+
+    def add_namespace(self, namespace: str) -> None:
+        self.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        if self.root_ca is not None:
+            self.add(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": k8s_contract.ROOT_CA_CONFIGMAP, "namespace": namespace},
+                    "data": {k8s_contract.ROOT_CA_KEY: self.root_ca},
+                }
+            )
 
     # --- what a test sets up and reads ---------------------------------------------------------
 

@@ -150,7 +150,7 @@ def test_delete_removes_every_object_and_says_so(api):
     tfk8s, out = submitted(api)
     add_pod(api, "chief")
     tfk8s.delete(NAME)
-    assert [o["kind"] for o in api.objects.values()] == ["Namespace"]
+    assert [o["kind"] for o in api.objects.values()] == ["Namespace", "ConfigMap"]  # its kube-root-ca.crt
     assert out.getvalue().splitlines()[-1] == f"deleted cluster default/{NAME}"
     with pytest.raises(ClusterNotFound):
         tfk8s.delete(NAME)
@@ -163,7 +163,7 @@ def test_delete_removes_a_cluster_another_tool_created_by_its_labels(api):
     for obj in render.render(spec_of()):
         api.add(obj)
     backend(api)[0].delete(NAME)
-    assert [o["kind"] for o in api.objects.values()] == ["Namespace"]
+    assert [o["kind"] for o in api.objects.values()] == ["Namespace", "ConfigMap"]  # its kube-root-ca.crt
 
 
 QUOTA_REFUSAL = (

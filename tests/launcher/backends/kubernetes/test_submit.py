@@ -5,6 +5,7 @@ same against a real API server (tests/kind)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from launcher.errors import LauncherError, SubmitRefused
 from launcher.render import render
 from worker import contract
 
-from .fake_api import FakeApi
+from .fake_api import FAKE_ROOT_CA, FakeApi
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 
@@ -130,7 +131,8 @@ def test_a_failed_apply_takes_back_everything_this_submit_created():
         'submit failed at Job/mnist-ps-worker: admission webhook "quota" denied the request; '
         "everything created so far was deleted again"
     )
-    assert [o["kind"] for o in api.objects.values()] == ["Namespace"], "half a cluster left"
+    # the namespace and its kube-root-ca.crt
+    assert [o["kind"] for o in api.objects.values()] == ["Namespace", "ConfigMap"], "half a cluster left"
     assert ("delete", "ConfigMap", "mnist-ps") in api.mutations()
 
 
@@ -190,13 +192,20 @@ def test_a_queued_jobset_is_submitted_with_the_jobset_as_root():
     assert jobset["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == render.spec_hash(spec)
 
 
+def _chief_env(api: FakeApi) -> dict[str, str]:
+    """The chief's task container environment as Kubernetes gives it to index 0."""
+    [chief] = [job for job in api.stored("Job") if job["metadata"]["name"].endswith("-chief")]
+    [container] = [c for c in chief["spec"]["template"]["spec"]["containers"] if c["name"] == k8s_contract.CONTAINER]
+    return {e["name"]: e["value"].replace("$(TFK8S_TASK_INDEX)", "0") for e in container["env"] if "value" in e}
+
+
 @pytest.mark.parametrize("workload", ["jobs", "jobset"])
 def test_every_task_is_told_which_kubernetes_cluster_runs_it(workload):
-    """OWNER.json names the platform (worker/model_dir/ownership.py): the kube-system namespace's
-    UID, in every task container and no other; none when it cannot be read."""
-    api = FakeApi(namespaces=("default", "kube-system"))
+    """OWNER.json names the platform (worker/model_dir/ownership.py): the cluster's CA as
+    published in the namespace (readable by a user who may not read kube-system: this API has
+    none), in every task container and no other."""
+    api = FakeApi()
     api.unserved.clear()
-    uid = api.get("v1", "Namespace", None, "kube-system")["metadata"]["uid"]
     spec = spec_of(workload=workload)
     backend(api)[0].submit(spec)
     if workload == "jobs":
@@ -205,13 +214,46 @@ def test_every_task_is_told_which_kubernetes_cluster_runs_it(workload):
         [jobset] = api.stored("JobSet")
         templates = [job["template"]["spec"]["template"] for job in jobset["spec"]["replicatedJobs"]]
     assert len(templates) == 4
+    named = "kubernetes:ca-" + hashlib.sha256(FAKE_ROOT_CA.encode()).hexdigest()[:16]
     for template in templates:
         for container in template["spec"]["containers"]:
             platforms = [e["value"] for e in container.get("env", []) if e["name"] == contract.PLATFORM]
-            assert platforms == ([f"kubernetes:{uid}"] if container["name"] == k8s_contract.CONTAINER else [])
+            assert platforms == ([named] if container["name"] == k8s_contract.CONTAINER else [])
 
-    unknown = FakeApi()  # no kube-system to read (as for a user it is forbidden to)
-    backend(unknown)[0].submit(spec_of())
-    for job in unknown.stored("Job"):
-        env = job["spec"]["template"]["spec"]["containers"][0]["env"]
-        assert contract.PLATFORM not in {e["name"] for e in env}
+
+def test_a_namespace_without_the_published_ca_is_refused_before_anything_is_changed():
+    api = FakeApi()
+    backend(api)[0].submit(spec_of())
+    api.delete("v1", "ConfigMap", "default", k8s_contract.ROOT_CA_CONFIGMAP)
+    before = len(api.mutations())
+    with pytest.raises(LauncherError) as refused:
+        backend(api)[0].submit(spec_of(backoffLimit=2), replace=True)  # a changed spec, replaced
+    assert str(refused.value) == (
+        "no ca.crt in ConfigMap kube-root-ca.crt in namespace 'default', which Kubernetes (1.20+) publishes "
+        "in every namespace and which names this Kubernetes cluster in the model dir's OWNER.json: check "
+        "that the kube-controller-manager's root-ca-cert-publisher controller runs"
+    )
+    assert api.mutations()[before:] == [], "the running cluster was left as it was"
+
+
+def test_two_same_named_clusters_of_namespace_scoped_users_on_one_model_dir_do_not_both_train(tmp_path):
+    """Two Kubernetes clusters, each running default/<name> submitted by a user who may not read
+    kube-system, with one gs:// dir (a shared dir here): the second's writer is refused at its
+    start, naming both platforms, instead of training beside the first."""
+    from worker import args, errors
+    from worker.context import from_environment
+    from worker.model_dir import ownership
+
+    spec, options = spec_of(), args.parse(["--steps", "20", "--data", "digits"])
+    writers = []
+    for root_ca in ("CA of cluster one", "CA of cluster two"):
+        api = FakeApi(root_ca=root_ca)
+        backend(api)[0].submit(spec)
+        writers.append(from_environment({**_chief_env(api), contract.MODEL_DIR: str(tmp_path)}))
+    first, second = writers
+    assert (first.namespace, first.cluster_name) == (second.namespace, second.cluster_name)
+    assert ownership.check(first, options)
+    with pytest.raises(errors.ConfigError) as refused:
+        ownership.check(second, options)
+    assert f"belongs to cluster default/{spec.name} on another platform ({first.platform} there, " in str(refused.value)
+    assert f"{second.platform} here;" in str(refused.value)
