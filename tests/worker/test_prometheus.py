@@ -17,6 +17,7 @@ TFK8S_PROMETHEUS)."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import signal
@@ -103,6 +104,16 @@ class Prometheus:
 
     def firing(self, alert: str, training: str) -> list[dict]:
         return self.query(f'ALERTS{{alertname="{alert}", alertstate="firing", training="{training}"}}')
+
+    def active_at(self, alert: str, training: str) -> float:
+        """When Prometheus first found the alert's condition true for `training` (Unix seconds)."""
+        found = json.load(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/alerts", timeout=10))
+        wanted = {"alertname": alert, "training": training}
+        (when,) = [a["activeAt"] for a in found["data"]["alerts"] if wanted.items() <= a["labels"].items()]
+        # RFC 3339 with nanoseconds: datetime reads microseconds at most.
+        seconds, _, fraction = when.rstrip("Z").partition(".")
+        whole = datetime.datetime.fromisoformat(seconds).replace(tzinfo=datetime.timezone.utc).timestamp()
+        return whole + float(f"0.{fraction or 0}")
 
     def stop(self) -> None:
         """Always called (a Prometheus left behind scrapes and evaluates every second)."""
@@ -253,14 +264,16 @@ def test_each_alert_fires_on_tasks_retried_as_new_pods_and_on_a_start_up_that_ne
     rules = tmp_path / "rules.yaml"
     rules.write_text(alerts.rules_yaml(thresholds))
     with contextlib.ExitStack() as cleanup:
-        stuck_since = time.monotonic()
         for training in ("stuck", "new-pods", "in-place"):
             start(training)
         prometheus = Prometheus(binary, tmp_path, targets, rules)
         cleanup.callback(prometheus.stop)
         # Stuck at start-up: no step ever, so no progress series at all.
         wait_until(lambda: prometheus.firing("TFK8sTrainingStalled", "stuck"), 60, "the stalled alert at start-up")
-        stalled_after = time.monotonic() - stuck_since
+        # Quiet until then: it became active only once the task had been up for the threshold.
+        started = float(prometheus.query('tfk8s_task_start_timestamp_seconds{training="stuck"}')[0]["value"][1])
+        stalled_after = prometheus.active_at("TFK8sTrainingStalled", "stuck") - started
+        assert STALLED_SECONDS < stalled_after < STALLED_SECONDS + 15, stalled_after
 
         for training in ("new-pods", "in-place"):
             wait_until(lambda t=training: scraped_since(pods[t], 0), 30, f"{training} scraped", interval=0.5)
@@ -285,6 +298,6 @@ def test_each_alert_fires_on_tasks_retried_as_new_pods_and_on_a_start_up_that_ne
     measure(
         f"real Prometheus, real waiting evaluators as pods: TFK8sRestartsRising (more than {RESTARTS} in "
         f"{RESTARTS_WINDOW}) quiet at {RESTARTS} restarts, firing at {RESTARTS + 1}, retried as new pods and in "
-        f"place; TFK8sTrainingStalled ({STALLED_SECONDS} s) fired {stalled_after:.1f} s after a start-up that never "
-        f"stepped began, resolved {resolved_after:.1f} s after its task ended"
+        f"place; TFK8sTrainingStalled ({STALLED_SECONDS} s) became active {stalled_after:.1f} s after the start "
+        f"of a task that never stepped, resolved {resolved_after:.1f} s after its task ended"
     )
