@@ -1,6 +1,6 @@
 """Prometheus alerting rules for trainings (a rule file; the chart's PrometheusRule later).
 
-    python -m launcher monitoring alerts [--stalled-minutes 10 ...] > tfk8s-alerts.yaml
+    python -m launcher monitoring alerts [--stalled-seconds 600 ...] > tfk8s-alerts.yaml
 
 Each alert is one line of PromQL (launcher/monitoring/queries.py) with its threshold as an
 argument; tests/worker/test_prometheus.py loads them into a real Prometheus and makes the stalled
@@ -46,7 +46,7 @@ def rules(t: Thresholds = Thresholds()) -> dict:
             "critical",
             f"Training {{{{ $labels.training_namespace }}}}/{{{{ $labels.training }}}} has had a task up for over "
             f"{t.stalled_seconds} s and made no step and no save in the last {t.stalled_seconds} s "
-            f"(a first step included)",
+            f"(also before a first step)",
         ),
         (
             "TFK8sCheckpointOld",
