@@ -2,7 +2,8 @@
 scrapes a real training: a `--local` run's tasks, found through the run's metrics.json as a
 file_sd target list. Every panel query returns data while the training runs; the "stalled"
 alert stays quiet while it trains and fires once the chief is SIGSTOPped (its endpoint stops
-answering with it), and the last values stay queryable after the run is deleted.
+answering with it), and the last values stay queryable after the run is deleted, while the alert
+stays quiet on the ended training.
 
 The alerts on what Kubernetes does, where each retry of a task is a new pod and so a new series:
 real `python -m worker` evaluators of trainings whose chief never comes wait for a first checkpoint
@@ -177,6 +178,11 @@ def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_p
 
         backend.delete(name)
         assert_no_task_processes(workdir)
+        # Ended, not stalled: past the threshold since its last step, the alert stays quiet.
+        quiet_until = time.monotonic() + STALLED_SECONDS + 4
+        while time.monotonic() < quiet_until:
+            assert not prometheus.firing("TFK8sTrainingStalled", name), "the stalled alert on a deleted training"
+            time.sleep(0.5)
         # Ended: its last values are still there to read, through the window the dashboard uses.
         last = prometheus.query(f'max_over_time(tfk8s_global_step{{training="{name}"}}[10m])')
         assert last and float(last[0]["value"][1]) >= step
