@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("what", choices=("alerts", "dashboard"))
     defaults = alerts.Thresholds()
     p.add_argument(
-        "--stalled-seconds", type=int, default=defaults.stalled_seconds, help="no step or save for this long"
+        "--stalled-seconds", type=int, default=defaults.stalled_seconds, help="up this long, no step or save in it"
     )
     p.add_argument(
         "--checkpoint-age-seconds", type=int, default=defaults.checkpoint_age_seconds, help="last checkpoint older"

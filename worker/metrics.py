@@ -53,7 +53,7 @@ class _TaskMetrics:
             return Gauge(name, doc, (*LABELS, *extra), registry=self.registry)
 
         self.info = gauge("tfk8s_task_info", "1 per task, with its strategy and program", "strategy", "program")
-        self.started = gauge("tfk8s_task_start_timestamp_seconds", "When this process started (changes: restarts)")
+        self.started = gauge("tfk8s_task_start_timestamp_seconds", "When this process started (each start a new value)")
         self.startup = gauge("tfk8s_startup_seconds", "Seconds from the process start to each phase", "phase")
         self.step = gauge("tfk8s_global_step", "The training's global step as this task last saw it")
         self.target = gauge("tfk8s_target_steps", "The step training ends at (--steps)")

@@ -1,10 +1,11 @@
 """Prometheus alerting rules for trainings (a rule file; the chart's PrometheusRule later).
 
-    python -m launcher monitoring alerts [--stalled-minutes 10 ...] > tfk8s-alerts.yaml
+    python -m launcher monitoring alerts [--stalled-seconds 600 ...] > tfk8s-alerts.yaml
 
 Each alert is one line of PromQL (launcher/monitoring/queries.py) with its threshold as an
-argument; tests/worker/test_prometheus.py runs every one against a real Prometheus scraping a
-real training, firing and not firing.
+argument; tests/worker/test_prometheus.py loads them into a real Prometheus and makes the stalled
+and the restarts alerts fire and stay quiet, on a real training and on tasks retried as new pods
+(Kubernetes: a new series per pod) or stuck at start-up.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ LOOKBACK = "6h"
 
 @dataclass(frozen=True)
 class Thresholds:
-    stalled_seconds: int = 600  # no step and no save for this long, not finished
+    stalled_seconds: int = 600  # up this long with no step and no save in it, not finished
     checkpoint_age_seconds: int = 3600  # the last checkpoint is older, not finished
     restarts: int = 3  # more task restarts than this ...
     restarts_window: str = "1h"  # ... within this window
@@ -35,11 +36,17 @@ def rules(t: Thresholds = Thresholds()) -> dict:
     not_finished = f"unless on ({queries.TRAINING}) ({queries.finished(LOOKBACK)})"
     alerts = [
         (
+            # Up for longer than the threshold with no progress in it, a first step included: a
+            # training stuck at start-up fires too. Only while a task of it answers: one that
+            # ended, its tasks gone, resolves at once.
             "TFK8sTrainingStalled",
-            f"time() - {queries.last_progress(LOOKBACK)} > {t.stalled_seconds} {not_finished}",
+            f"time() - {queries.running_since()} > {t.stalled_seconds} "
+            f"unless on ({queries.TRAINING}) (time() - {queries.last_progress(LOOKBACK)} <= {t.stalled_seconds}) "
+            f"{not_finished}",
             "critical",
-            f"Training {{{{ $labels.training_namespace }}}}/{{{{ $labels.training }}}} has made no step and "
-            f"saved nothing for over {t.stalled_seconds} s",
+            f"Training {{{{ $labels.training_namespace }}}}/{{{{ $labels.training }}}} has had a task up for over "
+            f"{t.stalled_seconds} s and made no step and no save in the last {t.stalled_seconds} s "
+            f"(also before a first step)",
         ),
         (
             "TFK8sCheckpointOld",

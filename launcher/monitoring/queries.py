@@ -3,12 +3,15 @@
 `selector` ({...} or "") narrows the series, as the dashboard's variables do.
 
 The series of a task that ended (or stopped answering) go stale in Prometheus within 5 min, so
-what must outlive a task reads its last value through max_over_time over a window.
+what must outlive a task reads its last value through max_over_time over a window. On Kubernetes
+each retry of a task is a new pod, so a new series (its pod and instance labels differ): what
+spans retries groups by the task's own labels (TASK), never by series.
 """
 
 from __future__ import annotations
 
 TRAINING = "training_namespace, training"  # the labels one training's series share
+TASK = f"{TRAINING}, role, index"  # the labels one task's series share, across its pods
 
 
 def by_training(expr: str) -> str:
@@ -59,6 +62,24 @@ def evaluation(metric: str = "", selector: str = "") -> str:
     return f"max by ({TRAINING}, metric) (tfk8s_evaluation{{{matchers}}})"
 
 
+def starts(window: str, selector: str = "") -> str:
+    """Per task, its distinct process start times within `window` (the process running when the
+    window began counts as one). Each pod's series holds its own start time: the distinct last
+    values of a task's series count its pods (count_values: one pod scraped by two jobs counts
+    once); a process restarted in the same pod (restartPolicy OnFailure, a `--local` restart)
+    changes the value of one series, which changes() counts."""
+    started = f"tfk8s_task_start_timestamp_seconds{selector}[{window}]"
+    pods = f'count by ({TASK}) (count_values by ({TASK}) ("start", max_over_time({started})))'
+    in_place = f"sum by ({TASK}) (changes({started}))"
+    return f"{pods} + {in_place}"
+
+
 def restarts(window: str, selector: str = "") -> str:
-    """Process starts after the first within `window`, over all of a training's tasks."""
-    return f"sum by ({TRAINING}) (changes(tfk8s_task_start_timestamp_seconds{selector}[{window}]))"
+    """Process starts after each task's first within `window`, over all of a training's tasks."""
+    return f"sum by ({TRAINING}) ({starts(window, selector)} - 1)"
+
+
+def running_since(selector: str = "") -> str:
+    """When the longest-running task of a training that answers now started (no value: no task
+    of the training answers, it ended or has not started)."""
+    return f"min by ({TRAINING}) (tfk8s_task_start_timestamp_seconds{selector})"

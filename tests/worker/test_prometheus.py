@@ -2,7 +2,15 @@
 scrapes a real training: a `--local` run's tasks, found through the run's metrics.json as a
 file_sd target list. Every panel query returns data while the training runs; the "stalled"
 alert stays quiet while it trains and fires once the chief is SIGSTOPped (its endpoint stops
-answering with it), and the last values stay queryable after the run is deleted.
+answering with it), and the last values stay queryable after the run is deleted, while the alert
+stays quiet on the ended training.
+
+The alerts on what Kubernetes does, where each retry of a task is a new pod and so a new series:
+real `python -m worker` evaluators of trainings whose chief never comes wait for a first checkpoint
+without TensorFlow, serving their metrics (a task stuck at start-up, a fraction of a CPU-second
+each); a task retried as successive pods, each on an address of its own, fires
+TFK8sRestartsRising, as does one restarted in place on one address (restartPolicy OnFailure,
+`--local`); the stuck task fires TFK8sTrainingStalled and resolves once it is gone.
 
 The Prometheus binary is built by tests/kind/toolchain.sh (step `prometheus`; env.sh names it
 TFK8S_PROMETHEUS)."""
@@ -10,6 +18,7 @@ TFK8S_PROMETHEUS)."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import signal
@@ -34,12 +43,15 @@ from local_clusters import (
 from support import skip_unless_ci, wait_for_the_toolchain
 
 from launcher.errors import ClusterNotFound
-from launcher.monitoring import alerts, dashboard
+from launcher.monitoring import alerts, dashboard, queries
+from worker import contract
 
 pytestmark = pytest.mark.process
 
 SCRAPE = "1s"
 STALLED_SECONDS = 6  # the test's threshold; the shipped default is 600
+RESTARTS = 2  # the test's threshold (more than this fires); the shipped default is 3
+RESTARTS_WINDOW = "5m"
 TIMEOUT = 180
 
 
@@ -94,6 +106,16 @@ class Prometheus:
 
     def firing(self, alert: str, training: str) -> list[dict]:
         return self.query(f'ALERTS{{alertname="{alert}", alertstate="firing", training="{training}"}}')
+
+    def active_at(self, alert: str, training: str) -> float:
+        """When Prometheus first found the alert's condition true for `training` (Unix seconds)."""
+        found = json.load(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/alerts", timeout=10))
+        wanted = {"alertname": alert, "training": training}
+        (when,) = [a["activeAt"] for a in found["data"]["alerts"] if wanted.items() <= a["labels"].items()]
+        # RFC 3339 with nanoseconds: datetime reads microseconds at most.
+        seconds, _, fraction = when.rstrip("Z").partition(".")
+        whole = datetime.datetime.fromisoformat(seconds).replace(tzinfo=datetime.timezone.utc).timestamp()
+        return whole + float(f"0.{fraction or 0}")
 
     def stop(self) -> None:
         """Always called (a Prometheus left behind scrapes and evaluates every second)."""
@@ -157,6 +179,11 @@ def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_p
 
         backend.delete(name)
         assert_no_task_processes(workdir)
+        # Ended, not stalled: past the threshold since its last step, the alert stays quiet.
+        quiet_until = time.monotonic() + STALLED_SECONDS + 4
+        while time.monotonic() < quiet_until:
+            assert not prometheus.firing("TFK8sTrainingStalled", name), "the stalled alert on a deleted training"
+            time.sleep(0.5)
         # Ended: its last values are still there to read, through the window the dashboard uses.
         last = prometheus.query(f'max_over_time(tfk8s_global_step{{training="{name}"}}[10m])')
         assert last and float(last[0]["value"][1]) >= step
@@ -174,3 +201,110 @@ def delete_if_there(backend: LocalBackend, name: str) -> None:
         backend.delete(name)
     except ClusterNotFound:
         pass
+
+
+class WaitingEvaluator:
+    """One pod of a task: a real `python -m worker` evaluator of a training whose chief never
+    comes. It serves its metrics on `port` and waits for a first checkpoint without TensorFlow."""
+
+    def __init__(self, python: str, training: str, model_dir, port: int):
+        self.address = f"127.0.0.1:{port}"
+        env = {
+            **os.environ,
+            contract.STRATEGY: "mirrored",
+            contract.MODEL_DIR: str(model_dir),
+            contract.CLUSTER_NAME: training,
+            contract.METRICS_PORT: str(port),
+            contract.METRICS_HOST: "127.0.0.1",
+            contract.TF_CONFIG: json.dumps(
+                {"cluster": {"chief": [f"127.0.0.1:{free_port()}"]}, "task": {"type": "evaluator", "index": 0}}
+            ),
+        }
+        self.process = subprocess.Popen(
+            [python, "-m", "worker", "--steps", "10"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def kill(self) -> None:
+        """As a crashed pod: gone at once, nothing saved."""
+        self.process.kill()
+        self.process.wait(30)
+
+
+def test_each_alert_fires_on_tasks_retried_as_new_pods_and_on_a_start_up_that_never_ends(backend, tmp_path):
+    binary = prometheus_binary()
+    python = backend.config.python
+    targets = tmp_path / "targets.json"
+    pods: dict[str, WaitingEvaluator] = {}  # training -> its task's pod now
+
+    def discover() -> None:
+        """The pods there are now, as Kubernetes service discovery lists them."""
+        targets.write_text(json.dumps([{"targets": [pod.address for pod in pods.values()]}]))
+
+    def start(training: str, port: int | None = None) -> WaitingEvaluator:
+        model_dir = tmp_path / training
+        model_dir.mkdir(exist_ok=True)
+        pod = pods[training] = WaitingEvaluator(python, training, model_dir, port or free_port())
+        cleanup.callback(pod.kill)
+        discover()
+        return pod
+
+    def scraped_since(pod: WaitingEvaluator, after: float) -> bool:
+        series = prometheus.query(f'tfk8s_task_start_timestamp_seconds{{instance="{pod.address}"}}')
+        return bool(series) and float(series[0]["value"][1]) > after
+
+    def retry(training: str, in_place: bool) -> None:
+        """The task's next pod: a new address (Kubernetes), or the same one (OnFailure, --local)."""
+        before = pods[training]
+        before.kill()
+        retried_at = time.time()
+        port = int(before.address.rsplit(":", 1)[1]) if in_place else None
+        pod = start(training, port)
+        wait_until(lambda: scraped_since(pod, retried_at), 30, f"{training}'s new pod scraped", interval=0.5)
+
+    def restarts(training: str) -> float:
+        found = prometheus.query(queries.restarts(RESTARTS_WINDOW, f'{{training="{training}"}}'))
+        return float(found[0]["value"][1]) if found else None
+
+    thresholds = alerts.Thresholds(
+        stalled_seconds=STALLED_SECONDS, restarts=RESTARTS, restarts_window=RESTARTS_WINDOW, hold="0s"
+    )
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(alerts.rules_yaml(thresholds))
+    with contextlib.ExitStack() as cleanup:
+        for training in ("stuck", "new-pods", "in-place"):
+            start(training)
+        prometheus = Prometheus(binary, tmp_path, targets, rules)
+        cleanup.callback(prometheus.stop)
+        # Stuck at start-up: no step ever, so no progress series at all.
+        wait_until(lambda: prometheus.firing("TFK8sTrainingStalled", "stuck"), 60, "the stalled alert at start-up")
+        # Quiet until then: it became active only once the task had been up for the threshold.
+        started = float(prometheus.query('tfk8s_task_start_timestamp_seconds{training="stuck"}')[0]["value"][1])
+        stalled_after = prometheus.active_at("TFK8sTrainingStalled", "stuck") - started
+        assert STALLED_SECONDS < stalled_after < STALLED_SECONDS + 15, stalled_after
+
+        for training in ("new-pods", "in-place"):
+            wait_until(lambda t=training: scraped_since(pods[t], 0), 30, f"{training} scraped", interval=0.5)
+            for _ in range(RESTARTS):
+                retry(training, in_place=training == "in-place")
+        time.sleep(2)  # two rule evaluations on what was scraped
+        assert [restarts(t) for t in ("stuck", "new-pods", "in-place")] == [0, RESTARTS, RESTARTS]
+        assert prometheus.query('ALERTS{alertname="TFK8sRestartsRising"}') == []
+
+        for training in ("new-pods", "in-place"):
+            retry(training, in_place=training == "in-place")
+            firing = lambda t=training: prometheus.firing("TFK8sRestartsRising", t)  # noqa: E731
+            wait_until(firing, 30, f"{training}: the restarts alert")
+        assert restarts("new-pods") == restarts("in-place") == RESTARTS + 1
+        assert not prometheus.firing("TFK8sRestartsRising", "stuck")
+
+        pods.pop("stuck").kill()
+        discover()
+        ended = time.monotonic()
+        wait_until(lambda: not prometheus.firing("TFK8sTrainingStalled", "stuck"), 30, "resolved once it ended")
+        resolved_after = time.monotonic() - ended
+    measure(
+        f"real Prometheus, real waiting evaluators as pods: TFK8sRestartsRising (more than {RESTARTS} in "
+        f"{RESTARTS_WINDOW}) quiet at {RESTARTS} restarts, firing at {RESTARTS + 1}, retried as new pods and in "
+        f"place; TFK8sTrainingStalled ({STALLED_SECONDS} s) became active {stalled_after:.1f} s after the start "
+        f"of a task that never stepped, resolved {resolved_after:.1f} s after its task ended"
+    )
