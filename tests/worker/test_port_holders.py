@@ -35,6 +35,7 @@ def test_a_listener_and_a_connections_local_port_are_named_with_their_process():
             said_connected = port_holders.describe(connected)
         finally:
             stranger.communicate("")
+    assert "\n" not in said_listening + said_connected  # the stranger's command has newlines
     assert said_listening.startswith(f"pid {stranger.pid} ({sys.executable} -c ") and said_listening.endswith(
         ") listens on it"
     ), said_listening

@@ -117,7 +117,7 @@ def _pids_of(inodes: set[int]) -> dict[int, int]:
 def _command(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            text = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            text = " ".join(f.read().decode(errors="replace").replace("\0", " ").split())  # one line
     except OSError:
         return "exited"
     return text if len(text) <= COMMAND_CHARS else text[: COMMAND_CHARS - 3] + "..."
