@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import socket
 
-# Every address, as TF's gRPC server binds: a socket held on 127.0.0.1 alone would still let
-# another process bind the port on the machine's other addresses.
-ALL_ADDRESSES = "0.0.0.0"
+# The tasks' address in TF_CONFIG. On Linux a port held there is held on every address too: a
+# bind to 0.0.0.0 overlaps it. The task's own bind to 0.0.0.0 (TF's gRPC server) is still let
+# through, being another address, where SO_REUSEADDR is read as BSD reads it (macOS).
+HELD_ADDRESS = "127.0.0.1"
 
 
 class HeldPorts:
@@ -30,7 +31,7 @@ class HeldPorts:
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 self._sockets.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # lets the task bind it too
-                sock.bind((ALL_ADDRESSES, 0))
+                sock.bind((HELD_ADDRESS, 0))
         except BaseException:
             self.close()
             raise
