@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from worker import errors
 
 TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
-LISTEN, ESTABLISHED, TIME_WAIT = "0A", "01", "06"
+LISTEN, TIME_WAIT = "0A", "06"
 COMMAND_CHARS = 120  # of a holder's command line in the message
 # TF's message when its gRPC server cannot bind its port (tf.distribute.Server, and the PS
 # coordinator's and MWMS workers' own servers); the port itself is only in gRPC's log line.
