@@ -114,6 +114,9 @@ def test_a_planned_port_is_not_taken_by_another_program_before_its_task_binds_it
             stranger.communicate("")
         for role in ROLES:
             assert "serving on" in run_files(backend, "held").log_path(role, 0).read_text()
+        stranger, taken = try_to_take(ports)  # the ended run holds nothing any more
+        stranger.communicate("")
+        assert set(taken.values()) == {"bound"}, taken
     finally:
         backend.delete("held")  # no task left waiting when an assertion failed
 
