@@ -34,6 +34,7 @@ Order of events, and why:
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import sys
@@ -50,7 +51,7 @@ from worker import (
     progress,  # first: its import time is the process start for timings
 )
 from worker.contract import Role, Strategy
-from worker.lifecycle import peers, preemption, shutdown
+from worker.lifecycle import peers, port_holders, preemption, shutdown
 from worker.model_dir import layout
 
 
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None):
     preemption.install()  # SIGTERM while starting up exits at once (worker/lifecycle/preemption.py)
     options = args.parse(argv)  # exits 2 with usage on bad arguments, 0 on --help
     where = "worker"  # becomes the task's name once TF_CONFIG is read
+    task = None
     try:
         task = context.from_environment()
         where = task.name
@@ -82,7 +84,10 @@ def main(argv: list[str] | None = None):
             _fail_unexpected(where, exc)
         _fail(where, explained)
     except Exception as exc:  # noqa: BLE001 - every failure ends with its one-line cause
-        _fail_unexpected(where, exc)
+        port_taken = port_holders.bind_failure(exc, None if task is None else task.own_port)
+        if port_taken is None:
+            _fail_unexpected(where, exc)
+        _fail(where, port_taken)
     shutdown.exit_now(code)
 
 
@@ -116,9 +121,11 @@ def _serve_metrics(task: context.TaskContext, options: args.Options) -> None:
     try:
         address = metrics.start(task, progress.PROCESS_START, options.global_batch_size)
     except OSError as exc:
+        port = os.environ.get(contract.METRICS_PORT, "")
+        held = f": {port_holders.describe(int(port))}" if exc.errno == errno.EADDRINUSE and port.isdigit() else ""
         print(
             f"tfk8s {task.name}: no Prometheus metrics: cannot serve on {contract.METRICS_PORT}="
-            f"{os.environ.get(contract.METRICS_PORT)} ({exc.strerror or exc}); training goes on without them",
+            f"{port} ({exc.strerror or exc}{held}); training goes on without them",
             flush=True,
         )
         return

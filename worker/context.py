@@ -45,6 +45,14 @@ class TaskContext:
     def address(self, role: str, index: int) -> str:
         return self.cluster[role][index]
 
+    @property
+    def own_port(self) -> int | None:
+        """The port of this task's TF_CONFIG address, which its gRPC server binds; None outside
+        the training cluster (the evaluator)."""
+        members = self.cluster.get(self.role.value, [])
+        port = members[self.index].rpartition(":")[2] if self.index < len(members) else ""
+        return int(port) if port.isdigit() else None
+
 
 def from_environment(environ: dict[str, str] | None = None) -> TaskContext:
     env = os.environ if environ is None else environ

@@ -5,6 +5,7 @@ evaluation, are checked on the one observed PS run of test_progress_view.py (wit
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import urllib.request
@@ -165,4 +166,5 @@ def test_a_port_in_use_costs_the_metrics_not_the_training(monkeypatch, capsys):
         worker_main._serve_metrics(chief(), args.parse(["--steps", "10"]))
     out = capsys.readouterr().out
     assert f"tfk8s chief-0: no Prometheus metrics: cannot serve on TFK8S_METRICS_PORT={port} (" in out, out
+    assert f"Address already in use: pid {os.getpid()} (" in out and ") listens on it)" in out, out  # this test
     assert "training goes on without them" in out

@@ -58,6 +58,7 @@ class Supervisor:
         self.started = threading.Event()
         self._interrupt: int | None = None
         self.output = runner.Output(stream, files.combined_log, echo_tasks)
+        self._say = self.output.say
         # code: the archive submit packed and recorded in the run's dir, unpacked there (the
         # tasks run that copy, not the dir in place)
         code, code_dir = None, None
@@ -72,7 +73,7 @@ class Supervisor:
         self.said: set[str] = set()  # notes of the decisions, each said once
         if not spec.checkpoint.is_remote:
             Path(self.model_dir).mkdir(parents=True, exist_ok=True)
-        self.tasks = plan_tasks(self.plan, options.task_python)
+        self.held_ports, self.tasks = plan_tasks(self.plan, options.task_python)  # held until run() ends
         write_json(files.metrics_path, metrics_addresses(self.tasks))
         self.chief = next(t for t in self.tasks if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
 
@@ -102,6 +103,7 @@ class Supervisor:
             self._apply(policy.interrupted(self._snapshots(), signum))
         finally:
             self._stop([t for t in self.tasks if t.running], reason="cluster ended")
+            self.held_ports.close()
             for task in self.tasks:
                 if task.reader is not None:
                     task.reader.join(timeout=5)
@@ -277,9 +279,6 @@ class Supervisor:
                 ],
             }
         )
-
-    def _say(self, text: str) -> None:
-        self.output.say(text)
 
     def _install_signal_handlers(self):
         if threading.current_thread() is not threading.main_thread():

@@ -1,5 +1,5 @@
 """The tasks of one local run: each one's command, environment and TF_CONFIG from the plan, on
-free 127.0.0.1 ports, and its state between polls."""
+ports the run holds (ports.py), and its state between polls."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from launcher.backends.local import runner
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env
+from launcher.backends.local.ports import HeldPorts
 from launcher.plan.plan import ClusterPlan
 from worker import contract
 from worker.contract import Role
@@ -46,16 +47,26 @@ class Task:
         return TaskSnapshot(self.role, self.index, self.state, self.last_exit_code, self.reason, self.ended_at)
 
 
-def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
-    """One Task per (role, index) of the plan, in creation order; the built-in worker's run by
-    `python`. The plan's env carries the model dir it was planned with (the run's model/
-    unless checkpoint.dir is remote)."""
+def _ports_needed(plan: ClusterPlan) -> int:
+    """One gRPC port per training task and, for the built-in worker, which serves Prometheus
+    metrics (worker/metrics.py), one metrics port per task (metrics.port is the pods' one), as
+    each pod has. A program of the user's gets none to ignore; metrics.port null: none at all."""
+    return sum(r.replicas for r in plan.training_roles) + (len(list(plan.tasks())) if _serves_metrics(plan) else 0)
+
+
+def _serves_metrics(plan: ClusterPlan) -> bool:
+    return plan.spec.builtin and plan.spec.metrics.port is not None
+
+
+def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
+    """One Task per (role, index) of the plan, in creation order, and the ports they were given,
+    held until the caller closes them (ports.py); the built-in worker's tasks run by `python`.
+    The plan's env carries the model dir it was planned with (the run's model/ unless
+    checkpoint.dir is remote)."""
     tasks_planned = list(plan.tasks())
-    # The built-in worker serves Prometheus metrics (worker/metrics.py): a free port of its own
-    # for every task (metrics.port is the pods' one), as each pod has. A program of the user's
-    # gets none to ignore; metrics.port null: none at all.
-    with_metrics = plan.spec.builtin and plan.spec.metrics.port is not None
-    ports = free_ports(sum(r.replicas for r in plan.training_roles) + (len(tasks_planned) if with_metrics else 0))
+    with_metrics = _serves_metrics(plan)
+    held = HeldPorts(_ports_needed(plan))
+    ports = list(held.ports)
     port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles for i in range(r.replicas)}
 
     def address(role: str, index: int) -> str:
@@ -82,7 +93,7 @@ def plan_tasks(plan: ClusterPlan, python: str) -> list[Task]:
         if port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
             env[contract.METRICS_PORT], env[contract.METRICS_HOST] = str(port), LOCALHOST
         tasks.append(Task(role=role, index=index, argv=argv, env=env, cwd=role_plan.workdir))
-    return tasks
+    return held, tasks
 
 
 LOCALHOST = "127.0.0.1"
@@ -100,21 +111,3 @@ def metrics_addresses(tasks: list[Task]) -> dict[str, str]:
 def platform() -> str:
     """This machine, as OWNER.json names where a cluster ran (worker/model_dir/ownership.py)."""
     return f"local:{socket.gethostname()}"
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel just handed out; all held open together so they differ.
-
-    Another process could take one between close and the task's bind (a small race, as with
-    any port picker); the task would then fail to start its server and be restarted.
-    """
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()

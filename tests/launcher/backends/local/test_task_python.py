@@ -22,14 +22,16 @@ DIGITS = ["--steps", "20", "--checkpoint-every", "10", "--global-batch-size", "3
 
 def test_built_in_tasks_run_the_configured_python_and_bring_your_own_its_command():
     spec = make_spec("py", "parameter_server", DIGITS)
-    tasks = plan_tasks(make_plan(spec, model_dir="/tmp/model"), "/envs/tf/bin/python")
+    held, tasks = plan_tasks(make_plan(spec, model_dir="/tmp/model"), "/envs/tf/bin/python")
+    held.close()
     assert {tuple(t.argv[:3]) for t in tasks} == {("/envs/tf/bin/python", "-m", "worker")}
     byo = make_spec("byo", "mirrored", [], evaluator=False, image="example.com/byo:1")
     data = byo.model_dump(by_alias=True)
     data.pop("program")
     data["command"] = ["python3", "train.py"]
     byo = type(byo).model_validate(data)
-    [task] = plan_tasks(make_plan(byo, model_dir="/tmp/model"), "/envs/tf/bin/python")
+    held, [task] = plan_tasks(make_plan(byo, model_dir="/tmp/model"), "/envs/tf/bin/python")
+    held.close()
     assert task.argv[:2] == ["python3", "train.py"]
 
 
