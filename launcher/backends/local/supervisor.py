@@ -25,7 +25,7 @@ from launcher.code_shipping.code_bundle import Bundle
 from launcher.errors import ClusterNotFound
 from launcher.plan.plan import plan as make_plan
 from launcher.status.status import Phase, RoleStatus
-from worker import contract
+from worker import exit_cause
 from worker.contract import SUCCESS_INDEX, Role
 
 POLL_SECONDS = 0.2
@@ -162,13 +162,14 @@ class Supervisor:
         self._say(f"{task.name} {decision.message}")
 
     def _last_words(self, task: Task, code: int) -> str | None:
-        """Why the task exited, from its output's last line, like a pod's termination message
-        (FallbackToLogsOnError): only for an exit status of its own, not a signal's."""
+        """Why the task exited, from its output's tail (worker/exit_cause.py), like a pod's
+        termination message (FallbackToLogsOnError): only for an exit status of its own, not a
+        signal's."""
         if not policy.explains_itself(code):
             return None
         if task.reader is not None:
             task.reader.join(timeout=LOG_DRAIN_SECONDS)  # its last lines may still be in the pipe
-        return contract.exit_reason(self.files.last_attempt_tail(task.role, task.index))
+        return exit_cause.exit_cause(self.files.last_attempt_tail(task.role, task.index), code)
 
     def _apply(self, decision: Decision) -> None:
         for note in decision.notes:

@@ -2,8 +2,9 @@
 record (OOMKilled with the limit, Evicted, deadline, taint/GC deletion) before the task's words,
 and TF's C++ logging never a reason."""
 
-from launcher.status.failure_reasons import failure_reason, is_tf_log_noise, said_by_task
+from launcher.status.failure_reasons import failure_reason
 from launcher.status.lifecycle import compute_status
+from worker.exit_cause import exit_cause, is_tf_log_noise
 
 TF_START_UP_TAIL = (
     "2026-11-24 16:38:07.123456: I tensorflow/core/util/port.cc:153] oneDNN custom operations are "
@@ -72,8 +73,8 @@ def failed_chief_job(reason="BackoffLimitExceeded", message="Job has reached the
 def test_tf_cpp_logging_is_noise_and_a_real_error_is_not():
     assert all(is_tf_log_noise(line) for line in TF_START_UP_TAIL.splitlines()[:4])
     assert not is_tf_log_noise("ValueError: bad shard")
-    assert said_by_task(TF_START_UP_TAIL) is None
-    assert said_by_task("Traceback:\nValueError: bad shard\n" + TF_START_UP_TAIL) == "ValueError: bad shard"
+    assert exit_cause(TF_START_UP_TAIL) is None
+    assert exit_cause("Traceback:\nValueError: bad shard\n" + TF_START_UP_TAIL) == "ValueError: bad shard"
 
 
 def test_an_oom_killed_chief_is_reported_as_oomkilled_with_its_limit():
