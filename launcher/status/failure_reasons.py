@@ -76,3 +76,17 @@ def failure_reason(pod: dict, term: dict | None) -> str | None:
     if term is None or not term.get("exitCode"):
         return None
     return exit_cause.exit_cause(term.get("message") or "", term.get("exitCode"))
+
+
+def said_once(said: list[tuple[str, str]], separator: str = ": ") -> list[str]:
+    """Each distinct cause once, after every task that gave it, in the order first given:
+    [("worker-0", "R"), ("worker-1", "R")] -> ["worker-0 and worker-1: R"]. MWMS workers fail
+    alike (one shape error fails every replica), and the cause is long."""
+    tasks_by_cause: dict[str, list[str]] = {}
+    for task, cause in said:
+        tasks_by_cause.setdefault(cause, []).append(task)
+    return [f"{_listed(tasks)}{separator}{cause}" for cause, tasks in tasks_by_cause.items()]
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

@@ -24,6 +24,7 @@ from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
 from launcher.errors import ClusterNotFound
 from launcher.plan.plan import plan as make_plan
+from launcher.status import failure_reasons
 from launcher.status.status import Phase, RoleStatus
 from worker import exit_cause
 from worker.contract import SUCCESS_INDEX, Role
@@ -247,7 +248,8 @@ class Supervisor:
                         succeeded=sum(1 for t in tasks if t.state is TaskState.SUCCEEDED),
                         failed=self.failed_attempts[role],
                         last_exit_code=last.last_exit_code,
-                        reason="; ".join(f"{t.name}: {t.reason}" for t in tasks if t.reason) or None,
+                        reason="; ".join(failure_reasons.said_once([(t.name, t.reason) for t in tasks if t.reason]))
+                        or None,
                     )
                 )
             )
