@@ -3,8 +3,8 @@
 One rule for every task, the built-in worker's and a program of the user's, read by both
 backends (`status`, `--wait`, the API) from a pod's termination message or a local task's log:
 
-1. the built-in worker's own one-line error (`tfk8s <task>: error: ...`), when nothing but
-   noise follows it;
+1. the built-in worker's own one-line error (`tfk8s <task>: error: ...`), unless a traceback
+   follows it;
 2. else the exception of the last Python traceback: its type and the first line of its message
    that says something (`ValueError: Input 0 of layer ... is incompatible ...`), not the tail
    of a multi-line message (Keras' argument list, a tensor printout);

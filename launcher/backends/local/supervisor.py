@@ -31,6 +31,9 @@ from worker.contract import SUCCESS_INDEX, Role
 
 POLL_SECONDS = 0.2
 LOG_DRAIN_SECONDS = 2.0  # a child that kept the task's stdout open does not hold us longer
+# How much of a task's log its cause is read from: enough for the last traceback of a TF error,
+# whose message lists the frames that defined the failing op.
+CAUSE_TAIL_BYTES = 16384
 
 
 class _Interrupted(Exception):
@@ -170,7 +173,8 @@ class Supervisor:
             return None
         if task.reader is not None:
             task.reader.join(timeout=LOG_DRAIN_SECONDS)  # its last lines may still be in the pipe
-        return exit_cause.exit_cause(self.files.last_attempt_tail(task.role, task.index), code)
+        tail = self.files.last_attempt_tail(task.role, task.index, max_bytes=CAUSE_TAIL_BYTES)
+        return exit_cause.exit_cause(tail, code)
 
     def _apply(self, decision: Decision) -> None:
         for note in decision.notes:
