@@ -2,10 +2,15 @@
 record (OOMKilled with the limit, Evicted, deadline, taint/GC deletion) before the task's words,
 and TF's C++ logging never a reason."""
 
+from pathlib import Path
+
+import pytest
+
 from launcher.status.failure_reasons import failure_reason
 from launcher.status.lifecycle import compute_status
 from worker.exit_cause import exit_cause, is_tf_log_noise
 
+OUTPUTS = Path(__file__).resolve().parents[2] / "worker" / "outputs"
 TF_START_UP_TAIL = (
     "2026-11-24 16:38:07.123456: I tensorflow/core/util/port.cc:153] oneDNN custom operations are "
     "on. You may see slightly different numerical results due to floating-point round-off errors "
@@ -177,3 +182,27 @@ def test_a_pvc_still_binding_is_pending_not_stuck():
     s = compute_status("c", "team", [running], [pod])
     assert s.phase == "Pending"
     assert s.message.startswith("pod c-chief-0-abcde waits for its PersistentVolumeClaims to bind")
+
+
+def kubelet_fallback(log: str) -> str:
+    """A container's termination message under FallbackToLogsOnError when it wrote none: its
+    log's last 80 lines, at most their last 2048 bytes (the kubelet's limits)."""
+    tail = "".join(log.splitlines(keepends=True)[-80:]).encode()[-2048:]
+    return tail.decode(errors="ignore")
+
+
+@pytest.mark.parametrize(
+    "output, exit_code, cause",
+    [
+        ("killed", 137, "killed by SIGKILL (signal 9)"),
+        ("during_handling", 1, "NameError: name 'undefined_name' is not defined"),
+    ],
+)
+def test_a_programs_cause_is_read_from_its_log_tail_by_the_one_rule(output, exit_code, cause):
+    """A program of the user's writes no termination message: `status` reads its cause from the
+    log tail the kubelet put there (tests/worker/outputs: real outputs)."""
+    log = (OUTPUTS / f"{output}.log").read_text()
+    pod = chief_pod({"exitCode": exit_code, "reason": "Error", "message": kubelet_fallback(log)})
+    s = compute_status("c", "team", [failed_chief_job()], [pod])
+    assert s.message == f"chief failed: {cause} (BackoffLimitExceeded: Job has reached the specified backoff limit)"
+    assert s.roles[0].reason == f"Error: {cause}"
