@@ -76,8 +76,7 @@ def after_peer_loss(message: str, counted: WorkerError | None, saved_step: int |
 def cause_line(exc: BaseException) -> str:
     """An unexpected exception as the one line `status` shows: its type and the first line of
     its message that says something (never a tensor printout from the message's tail)."""
-    message = exit_cause.first_informative_line(str(exc)) if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return exit_cause.exception_line(type(exc).__name__, str(exc))
 
 
 def from_missing_module(exc: ModuleNotFoundError) -> ConfigError | None:

@@ -100,7 +100,12 @@ def exception_of(traceback_body: list[str]) -> str | None:
     if match is None:
         return traceback_body[at].strip()
     kind = match["type"].rsplit(".", 1)[-1]  # `InvalidArgumentError`, not its module path
-    message = "\n".join([match["message"] or "", *traceback_body[at + 1 :]])
+    return exception_line(kind, "\n".join([match["message"] or "", *traceback_body[at + 1 :]]))
+
+
+def exception_line(kind: str, message: str) -> str:
+    """An exception as one line: its type and the first informative line of its message, or
+    the exception its message repeats (tf_keras' "in user code:" ends with the real one)."""
     if not message.strip():
         return kind
     said = first_informative_line(message)
