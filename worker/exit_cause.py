@@ -5,9 +5,10 @@ backends (`status`, `--wait`, the API) from a pod's termination message or a loc
 
 1. the built-in worker's own one-line error (`tfk8s <task>: error: ...`), unless a traceback
    follows it;
-2. else the exception of the last Python traceback: its type and the first line of its message
-   that says something (`ValueError: Input 0 of layer ... is incompatible ...`), not the tail
-   of a multi-line message (Keras' argument list, a tensor printout);
+2. else the exception of the last Python traceback (of its last frame, when the output read is a
+   tail that lost the traceback's header): its type and the first line of its message that
+   says something (`ValueError: Input 0 of layer ... is incompatible ...`), not the tail of a
+   multi-line message (Keras' argument list, a tensor printout);
 3. else, for an exit status that is a signal's, the signal;
 4. else the last line printed.
 
@@ -48,6 +49,9 @@ _ANNOUNCEMENTS = (
     "Exception encountered when calling",  # Keras 3 wraps a layer's error in this
 )
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Keras 3 prints the informative line in bold
+# A traceback's frame as Python prints it. A tail that lost the header begins at its first frame
+# (frames a TF message lists, "defined at", come after the exception line).
+_FRAME = re.compile(r'^  File ".*", line \d+')
 _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
 # A nested exception inside a message (tf_keras' "in user code:" repeats the real one, indented).
 _NESTED_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit): \S")
@@ -86,8 +90,9 @@ def _elide_printout(line: str, following: list[str]) -> str:
     for later in following:
         for at, char in enumerate(later):
             depth += (char in _OPENING) - (char in _CLOSING)
-            if depth == 0:
-                return f"{line}...{later[at:].strip()}"
+            if depth == 0:  # from the brackets that close it on: `}) with an unsupported type ...`
+                start = len(later[: at + 1].rstrip(_CLOSING))
+                return f"{line}...{later[start:].strip()}"
     return line
 
 
@@ -133,12 +138,14 @@ def exit_cause(output: str, exit_code: int | None = None) -> str | None:
         for line in output.splitlines()
         if line.strip() and not line.startswith(PROGRESS_PREFIX) and not is_tf_log_noise(line)
     ]
-    tracebacks = [i for i, line in enumerate(lines) if line.strip() == TRACEBACK_HEADER]
+    tracebacks = [i + 1 for i, line in enumerate(lines) if line.strip() == TRACEBACK_HEADER]
+    if not tracebacks:  # a tail (a pod's termination message) may begin inside the traceback
+        tracebacks = [i for i, line in enumerate(lines) if _FRAME.match(line)][:1]
     own_errors = [i for i, line in enumerate(lines) if re.match(ERROR_LINE_PATTERN, line.strip())]
     if own_errors and (not tracebacks or own_errors[-1] > tracebacks[-1]):
         cause = re.sub(ERROR_LINE_PATTERN, "", lines[own_errors[-1]].strip())
     elif tracebacks:
-        cause = exception_of(lines[tracebacks[-1] + 1 :])
+        cause = exception_of(lines[tracebacks[-1] :])
     else:
         cause = signal_of(exit_code) or (lines[-1].strip() if lines else None)
     if cause is None:

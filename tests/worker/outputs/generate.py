@@ -41,12 +41,12 @@ SNIPPETS = {
         "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
         "strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])\n"
         "per_replica = strategy.run(lambda: tf.ones((2, 3)))\n"
-        "tf.reduce_sum(per_replica)\n",
+        "tf.constant(per_replica)\n",
         {},
     ),
     "graph_execution": (
         "import tensorflow as tf\n"
-        "@tf.function\n"
+        "@tf.function(input_signature=[tf.TensorSpec([None])])\n"
         "def step(x):\n    return tf.reshape(x, (4, 3))\n"
         "step(tf.zeros((10,)))\n",
         {},
