@@ -5,8 +5,8 @@ backends (`status`, `--wait`, the API) from a pod's termination message or a loc
 
 1. the built-in worker's own one-line error (`tfk8s <task>: error: ...`), unless a traceback
    follows it;
-2. else the exception of the last Python traceback (of its last frame, when the output read is a
-   tail that lost the traceback's header): its type and the first line of its message that
+2. else the exception of the last Python traceback (from its first frame on, when the output
+   read is a tail that lost the traceback's header): its type and the first line of its message that
    says something (`ValueError: Input 0 of layer ... is incompatible ...`), not the tail of a
    multi-line message (Keras' argument list, a tensor printout);
 3. else, for an exit status that is a signal's, the signal;
@@ -138,16 +138,16 @@ def exit_cause(output: str, exit_code: int | None = None) -> str | None:
         for line in output.splitlines()
         if line.strip() and not line.startswith(PROGRESS_PREFIX) and not is_tf_log_noise(line)
     ]
-    tracebacks = [i + 1 for i, line in enumerate(lines) if line.strip() == TRACEBACK_HEADER]
-    if not tracebacks:  # a tail (a pod's termination message) may begin inside the traceback
-        tracebacks = [i for i, line in enumerate(lines) if _FRAME.match(line)][:1]
+    traceback_starts = [i + 1 for i, line in enumerate(lines) if line.strip() == TRACEBACK_HEADER]
+    if not traceback_starts:  # a tail (a pod's termination message) may begin inside the traceback
+        traceback_starts = [i for i, line in enumerate(lines) if _FRAME.match(line)][:1]
     own_errors = [i for i, line in enumerate(lines) if re.match(ERROR_LINE_PATTERN, line.strip())]
-    if own_errors and (not tracebacks or own_errors[-1] > tracebacks[-1]):
+    cause = None
+    if own_errors and (not traceback_starts or own_errors[-1] > traceback_starts[-1]):
         cause = re.sub(ERROR_LINE_PATTERN, "", lines[own_errors[-1]].strip())
-    elif tracebacks:
-        cause = exception_of(lines[tracebacks[-1] :])
-    else:
-        cause = signal_of(exit_code) or (lines[-1].strip() if lines else None)
+    elif traceback_starts:
+        cause = exception_of(lines[traceback_starts[-1] :])
+    cause = cause or signal_of(exit_code) or (lines[-1].strip() if lines else None)
     if cause is None:
         return None
     return cause if len(cause) <= MAX_CAUSE_CHARS else cause[: MAX_CAUSE_CHARS - 3] + "..."
