@@ -17,6 +17,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+import yaml
+
 from launcher import completion
 from launcher.api.client import TFK8sClient, load_spec
 from launcher.api.config import (
@@ -39,6 +41,7 @@ from launcher.status.view import DEFAULT_LINE_SECONDS, LineView, make_view
 from worker.contract import ROLES
 
 DEFAULT_SPEC = "embedded default (launcher/default-cluster.yaml)"
+STATUS_FORMATS = ["text", "json", "yaml"]
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
@@ -113,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="phase, per-role counts and training progress of a cluster")
     p.add_argument("name")
     _add_cluster_flags(p)
-    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.add_argument("-o", "--output", choices=STATUS_FORMATS, default="text")
     p.add_argument(
         "-w",
         "--watch",
@@ -149,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list clusters")
     _add_cluster_flags(p)
+    p.add_argument("-o", "--output", choices=STATUS_FORMATS, default="text", help="json, yaml: each cluster's status")
 
     p = sub.add_parser(
         "tensorboard",
@@ -294,8 +298,8 @@ def cmd_status(args) -> int:
     if args.watch:
         return client.follow(args.name)
     status = client.get_job(args.name)
-    if args.output == "json":
-        print(json.dumps(status.to_dict(), indent=2))
+    if args.output != "text":
+        print_structured(status.to_dict(), args.output)
         return 0
     print(
         f"cluster {status.namespace}/{status.name}: {status.phase}" + (f" - {status.message}" if status.message else "")
@@ -328,8 +332,19 @@ def cmd_delete(args) -> int:
     return 0
 
 
+def print_structured(data, output: str) -> None:
+    """`-o json` or `-o yaml` of `status` and `list`, in the order ClusterStatus.to_dict gives."""
+    if output == "json":
+        print(json.dumps(data, indent=2))
+    else:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+
+
 def cmd_list(args) -> int:
     clusters = client_for(backend_config(args)).list_jobs()
+    if args.output != "text":
+        print_structured([c.to_dict() for c in clusters], args.output)
+        return 0
     print(f"{'NAME':<30} {'NAMESPACE':<20} PHASE")
     for c in clusters:
         print(f"{c.name:<30} {c.namespace:<20} {c.phase}")

@@ -3,7 +3,8 @@
 launcher: spec -> plan -> render | status -> chart -> backends -> api -> cli. The pod scripts
 (launcher/pod) run stdlib-only inside the cluster; the launcher reads what they define through
 launcher/k8s_contract.py alone. The worker runs in pods too: it imports nothing of the launcher,
-and the launcher takes only its contract from it: worker/contract.py, and worker/args.py (a local
+and the launcher takes only its contract from it: worker/contract.py, worker/exit_cause.py (why a
+task exited, from its output), and worker/args.py (a local
 run checks the program's arguments before it starts a task).
 """
 
@@ -33,6 +34,7 @@ LAYERS = {
     "launcher.cli": 9,
     "launcher.completion": 9,
     "worker.contract": 0,
+    "worker.exit_cause": 0,
     "worker.progress": 1,
     "worker.metrics": 1,
     "worker.errors": 1,
@@ -46,7 +48,7 @@ LAYERS = {
 }
 ENTRY_POINT = 10
 POD_DOOR = "launcher.k8s_contract"  # the one launcher module that imports launcher/pod
-WORKER_CONTRACT = ("worker.contract", "worker.args")  # what the launcher may take from the worker
+WORKER_CONTRACT = ("worker.contract", "worker.exit_cause", "worker.args")  # what the launcher may take from the worker
 
 
 def module_name(path: Path) -> str:

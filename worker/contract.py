@@ -10,7 +10,6 @@ launcher/k8s_contract.py.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -148,22 +147,10 @@ EXIT_PREEMPTED = 143
 # terminationMessagePath; the pod also falls back to its log's tail, FallbackToLogsOnError).
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 
-# The worker's one-line error in its log; the local backend reads the message back for `status`.
+# The worker's one-line error in its log; the local backend reads the message back for `status`
+# (worker/exit_cause.py: why any task exited).
 ERROR_LINE = "tfk8s {task}: error: {message}"
 ERROR_LINE_PATTERN = r"^tfk8s [-a-z0-9]+: error: "
-# What `status` keeps of a task's last words (the kubelet keeps at most 4096 bytes).
-MAX_REASON_CHARS = 400
-
-
-def exit_reason(output: str) -> str | None:
-    """The line that says why a task exited, from its termination message or its output's tail:
-    the last non-empty line that is not a progress line, without the worker's
-    "tfk8s <task>: error: " prefix, shortened to MAX_REASON_CHARS. None if there is none."""
-    lines = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith(PROGRESS_PREFIX)]
-    if not lines:
-        return None
-    line = re.sub(ERROR_LINE_PATTERN, "", lines[-1])
-    return line if len(line) <= MAX_REASON_CHARS else line[: MAX_REASON_CHARS - 3] + "..."
 
 
 # --- what the built-in worker needs installed -----------------------------------------------

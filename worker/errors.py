@@ -10,7 +10,7 @@ import os
 
 # Exit codes of `python -m worker` (documented in `python -m worker --help`); the numbers live
 # in the contract, which the launcher reads them from too.
-from worker import contract
+from worker import contract, exit_cause
 from worker.contract import (  # noqa: F401  (re-exported: the worker raises by these names)
     EXIT_CONFIG,
     EXIT_DIVERGED_RESTORE,
@@ -73,24 +73,10 @@ def after_peer_loss(message: str, counted: WorkerError | None, saved_step: int |
     )
 
 
-def first_informative_line(message: str) -> str:
-    """TF's message starts with 'Graph execution error:'; the gRPC cause comes later."""
-    for line in message.splitlines():
-        line = line.strip()
-        if (
-            line
-            and not line.endswith(":")
-            and not line.startswith(("Graph execution error", "Detected at node", "File ", "Additional GRPC"))
-        ):
-            return line[:300]
-    return message.strip()[:300]
-
-
 def cause_line(exc: BaseException) -> str:
     """An unexpected exception as the one line `status` shows: its type and the first line of
     its message that says something (never a tensor printout from the message's tail)."""
-    message = first_informative_line(str(exc)) if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return exit_cause.exception_line(type(exc).__name__, str(exc))
 
 
 def from_missing_module(exc: ModuleNotFoundError) -> ConfigError | None:

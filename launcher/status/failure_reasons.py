@@ -5,18 +5,16 @@ Kubernetes records the causes a process cannot write down itself: the kernel's O
 container's `terminated.reason`), the kubelet's eviction and an active deadline (the pod's
 `status.reason`), a pod deleted for a NoExecute taint or by the pod garbage collector after its
 node went away (the `DisruptionTarget` condition). Those are the reason whenever present. Only
-otherwise is the termination message read, and its TF start-up noise skipped: pods use
-terminationMessagePolicy FallbackToLogsOnError, so a task killed before writing its one-line
-error (SIGKILL) leaves its log's tail there, whose last line is typically TF's C++ logging
-("To enable the following instructions: AVX2 ... rebuild TensorFlow"), never a reason.
+otherwise is the termination message read, by worker/exit_cause.py's rule: pods use
+terminationMessagePolicy FallbackToLogsOnError, so a task that wrote none (a program of the
+user's, a task killed by SIGKILL) leaves its log's tail there, whose last line may be TF's C++
+logging, a Keras argument list or a tensor printout, never the cause.
 """
 
 from __future__ import annotations
 
-import re
-
 from launcher import k8s_contract
-from worker import contract
+from worker import exit_cause
 
 # Container terminations whose `reason` is the whole story: the message, if any, is the log tail.
 CONTAINER_REASONS = {
@@ -35,34 +33,6 @@ POD_REASONS = {
     "NodeShutdown",
     "Terminated",
 }
-
-# TF's C++ logging (absl/glog prefix), e.g. `I0000 00:00:1732461234.567890   12 port.cc:153] ...`
-# and the older `2024-11-24 16:49:37.123456: W tensorflow/core/...cc:210] ...`.
-_TF_CPP_LOG = re.compile(
-    r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\])"
-)
-# Continuation lines of TF's multi-line start-up notices, which carry no prefix of their own.
-_TF_NOTICES = (
-    "To enable the following instructions:",
-    "rebuild TensorFlow with the appropriate compiler flags",
-    "oneDNN custom operations are on",
-    "TF_ENABLE_ONEDNN_OPTS",
-    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
-    "This TensorFlow binary is optimized to use available CPU instructions",
-)
-
-
-def is_tf_log_noise(line: str) -> bool:
-    line = line.strip()
-    return bool(_TF_CPP_LOG.match(line)) or any(notice in line for notice in _TF_NOTICES)
-
-
-def said_by_task(message: str) -> str | None:
-    """The task's own last words: the last line of its termination message that is neither a
-    progress line nor TF's logging (contract.exit_reason does the rest)."""
-    kept = "\n".join(line for line in message.splitlines() if not is_tf_log_noise(line))
-    return contract.exit_reason(kept)
 
 
 def memory_limit(pod: dict) -> str | None:
@@ -105,4 +75,18 @@ def failure_reason(pod: dict, term: dict | None) -> str | None:
         return recorded
     if term is None or not term.get("exitCode"):
         return None
-    return said_by_task(term.get("message") or "")
+    return exit_cause.exit_cause(term.get("message") or "", term.get("exitCode"))
+
+
+def said_once(said: list[tuple[str, str]], separator: str = ": ") -> list[str]:
+    """Each distinct cause once, after every task that gave it, in the order first given:
+    [("worker-0", "R"), ("worker-1", "R")] -> ["worker-0 and worker-1: R"]. MWMS workers fail
+    alike (one shape error fails every replica), and the cause is long."""
+    tasks_by_cause: dict[str, list[str]] = {}
+    for task, cause in said:
+        tasks_by_cause.setdefault(cause, []).append(task)
+    return [f"{_listed(tasks)}{separator}{cause}" for cause, tasks in tasks_by_cause.items()]
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

@@ -6,9 +6,9 @@ Lifecycle (docs/lifecycle.md):
 - Failed: the chief's Job failed (backoff exhausted, a podFailurePolicy FailJob rule, or
   deadline passed). The message leads with why the chief ended: what Kubernetes recorded
   (OOMKilled with the limit, Evicted, a deadline, a taint or a lost node: failure_reasons.py),
-  else the chief's own words, the last line of its container's termination message that is not
-  TF's logging (the built-in worker writes its one-line error there; other commands' log tails
-  get there through terminationMessagePolicy FallbackToLogsOnError).
+  else the chief's own words, the cause in its container's termination message
+  (worker/exit_cause.py: the built-in worker writes its one-line error there; other commands' log
+  tails get there through terminationMessagePolicy FallbackToLogsOnError).
 - Evaluator failure never fails training: it is reported in the message only.
 - A JobSet (workload jobset) decides Succeeded/Failed itself (its success and failure
   policies); while suspended it is Queued, with Kueue's reason from its Workload.
@@ -21,7 +21,7 @@ from launcher.k8s_contract import JOB_SUCCEEDED as SUCCEEDED  # the supervisor's
 from launcher.k8s_contract import JOB_TERMINAL as TERMINAL
 from launcher.status import failure_reasons
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
-from worker import contract
+from worker import contract, exit_cause
 from worker.contract import ROLES, Role, Strategy
 
 # Waiting reasons that will not fix themselves: report them instead of waiting forever.
@@ -75,12 +75,11 @@ def _terminated(pod: dict) -> dict | None:
 
 
 def termination_reason(term: dict) -> str | None:
-    """Why a container exited non-zero, in its own words: the last line of its termination
-    message (the built-in worker's one-line error, or the log's tail under
-    FallbackToLogsOnError) that is not TF's logging."""
+    """Why a container exited non-zero, in its own words: the cause in its termination message
+    (the built-in worker's one-line error, or the log's tail under FallbackToLogsOnError)."""
     if not term.get("exitCode"):
         return None
-    return failure_reasons.said_by_task(term.get("message") or "")
+    return exit_cause.exit_cause(term.get("message") or "", term.get("exitCode"))
 
 
 # Unschedulable for a moment while a PersistentVolumeClaim binds (WaitForFirstConsumer or a

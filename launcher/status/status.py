@@ -37,6 +37,17 @@ class RoleStatus:
     last_exit_code: int | None = None
     reason: str | None = None  # why the last attempt ended or why a task waits
 
+    def to_dict(self) -> dict:
+        return {
+            "role": self.role,
+            "replicas": self.replicas,
+            "active": self.active,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "lastExitCode": self.last_exit_code,
+            "reason": self.reason,
+        }
+
 
 @dataclass
 class ClusterStatus:
@@ -58,13 +69,15 @@ class ClusterStatus:
         return self.phase.finished
 
     def to_dict(self) -> dict:
+        """The JSON (and YAML) of `status -o` and `list -o`: keys in camelCase, as Kubernetes
+        writes its own (docs/watching.md)."""
         return {
             "name": self.name,
             "namespace": self.namespace,
             "phase": self.phase.value,
             "message": self.message,
             "exitCode": self.exit_code,
-            "roles": [vars(r) for r in self.roles],
+            "roles": [r.to_dict() for r in self.roles],
             "training": self.training.to_dict() if self.training else None,
             "notes": list(self.notes),
             "lostNodes": list(self.lost_nodes),

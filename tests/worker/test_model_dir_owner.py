@@ -75,7 +75,7 @@ def test_clusters_on_one_volume_get_their_own_dirs_and_refuse_each_others(backen
     code = Submission(backend, third).wait(TIMEOUT)
     reason = assert_refused(backend, "third", code)
     print(f"refusal in status: {reason}")
-    # `status` keeps MAX_REASON_CHARS of it: whose dir it is comes first.
+    # `status` keeps MAX_CAUSE_CHARS of it: whose dir it is comes first.
     assert reason.startswith("chief-0: exited 2 (deterministic: not retried): model dir "), reason
     assert "belongs to cluster default/first (OWNER.json of " in reason
     line = [x for x in log(backend, "third").splitlines() if "error:" in x]

@@ -152,7 +152,7 @@ def check(
         return
     found = differences(variables_of(root), saved_variables(checkpoint_path), only_under, ignore_under)
     if found:
-        # The differences first: `status` keeps the first MAX_REASON_CHARS of the line.
+        # The differences first: `status` keeps the first MAX_CAUSE_CHARS of the line.
         raise errors.CheckpointMismatch(
             "the model does not fit its checkpoint: "
             + "; ".join(found)

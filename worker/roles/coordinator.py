@@ -22,7 +22,7 @@ import time
 
 import tensorflow as tf
 
-from worker import errors, progress
+from worker import errors, exit_cause, progress
 from worker.args import Options
 from worker.context import TaskContext
 from worker.contract import Role
@@ -165,7 +165,7 @@ def _lost_parameter_server(exc: Exception, task: TaskContext, where: str, resume
     or PeerLost (exit 6, not counted) once this attempt saved a checkpoint
     (errors.after_peer_loss): a preempted ps or worker is no crash of ours."""
     named = sorted({(job, int(i)) for job, i in re.findall(r"/job:(ps|worker)/replica:\d+/task:(\d+)", str(exc))})
-    cause = f"{type(exc).__name__}: {errors.first_informative_line(str(exc))}"
+    cause = f"{type(exc).__name__}: {exit_cause.first_informative_line(str(exc))}"
     ps_named = [(job, i) for job, i in named if job == Role.PS.value]
     if named and not ps_named:
         # ClusterCoordinator retries on other workers; it gives up only when none is left

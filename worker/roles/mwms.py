@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from worker import errors, progress
+from worker import errors, exit_cause, progress
 from worker.args import Options
 from worker.context import TaskContext
 from worker.contract import Role
@@ -49,7 +49,7 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
     except PEER_ERRORS as exc:
         lost = errors.after_peer_loss(
             f"a collective failed ({type(exc).__name__}: "
-            f"{errors.first_informative_line(str(exc))}): a peer worker was lost; "
+            f"{exit_cause.first_informative_line(str(exc))}): a peer worker was lost; "
             "every worker restarts from worker 0's latest checkpoint",
             None,
             progress.saved_step(),

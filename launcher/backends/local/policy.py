@@ -15,6 +15,7 @@ from typing import Sequence
 
 from launcher import k8s_contract
 from launcher.plan.plan import ClusterPlan, FailurePolicy
+from launcher.status import failure_reasons
 from launcher.status.status import Phase
 from worker import contract
 from worker.contract import Role, Strategy
@@ -211,9 +212,8 @@ def decide(
     dead_peers = sorted(
         (t for t in training if t.state is TaskState.FAILED and t is not chief), key=lambda t: t.ended_at or 0.0
     )
-    cause = f" after {dead_peers[0].name} {dead_peers[0].reason}" if dead_peers else ""
     if chief.state is TaskState.FAILED:
-        return _failed(tasks, f"{chief.name} {chief.reason}{cause}", shell_status(chief.exit_code))
+        return _failed(tasks, _chief_failed(chief, dead_peers), shell_status(chief.exit_code))
     if dead_peers and chief.state is not TaskState.SUCCEEDED:
         first = dead_peers[0]
         if chief.state is TaskState.RUNNING and now - first.ended_at < failure_grace_seconds:
@@ -253,6 +253,17 @@ def decide(
         if t.state in LIVE
     )
     return Decision(Phase.SUCCEEDED, evaluator_note, 0, stop, "training is over", (ended,))
+
+
+def _chief_failed(chief: TaskSnapshot, dead_peers: list[TaskSnapshot]) -> str:
+    """'worker-0 exited 4 after ps-0 was killed by SIGKILL'; peers that failed as the chief
+    did are named with it instead: 'worker-0 and worker-1 exited 1: ValueError: ...'."""
+    if not dead_peers:
+        return f"{chief.name} {chief.reason}"
+    if dead_peers[0].reason != chief.reason:
+        return f"{chief.name} {chief.reason} after {dead_peers[0].name} {dead_peers[0].reason}"
+    alike = [chief, *(t for t in dead_peers if t.reason == chief.reason)]
+    return failure_reasons.said_once([(t.name, t.reason) for t in alike], separator=" ")[0]
 
 
 def evaluator_outcome(plan: ClusterPlan, evaluator: TaskSnapshot | None, elapsed: float) -> str | None:

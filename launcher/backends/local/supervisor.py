@@ -24,12 +24,16 @@ from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
 from launcher.errors import ClusterNotFound
 from launcher.plan.plan import plan as make_plan
+from launcher.status import failure_reasons
 from launcher.status.status import Phase, RoleStatus
-from worker import contract
+from worker import exit_cause
 from worker.contract import SUCCESS_INDEX, Role
 
 POLL_SECONDS = 0.2
 LOG_DRAIN_SECONDS = 2.0  # a child that kept the task's stdout open does not hold us longer
+# How much of a task's log its cause is read from: enough for the last traceback of a TF error,
+# whose message lists the frames that defined the failing op.
+CAUSE_TAIL_BYTES = 16384
 
 
 class _Interrupted(Exception):
@@ -164,13 +168,15 @@ class Supervisor:
         self._say(f"{task.name} {decision.message}")
 
     def _last_words(self, task: Task, code: int) -> str | None:
-        """Why the task exited, from its output's last line, like a pod's termination message
-        (FallbackToLogsOnError): only for an exit status of its own, not a signal's."""
+        """Why the task exited, from its output's tail (worker/exit_cause.py), like a pod's
+        termination message (FallbackToLogsOnError): only for an exit status of its own, not a
+        signal's."""
         if not policy.explains_itself(code):
             return None
         if task.reader is not None:
             task.reader.join(timeout=LOG_DRAIN_SECONDS)  # its last lines may still be in the pipe
-        return contract.exit_reason(self.files.last_attempt_tail(task.role, task.index))
+        tail = self.files.last_attempt_tail(task.role, task.index, max_bytes=CAUSE_TAIL_BYTES)
+        return exit_cause.exit_cause(tail, code)
 
     def _apply(self, decision: Decision) -> None:
         for note in decision.notes:
@@ -248,7 +254,8 @@ class Supervisor:
                         succeeded=sum(1 for t in tasks if t.state is TaskState.SUCCEEDED),
                         failed=self.failed_attempts[role],
                         last_exit_code=last.last_exit_code,
-                        reason="; ".join(f"{t.name}: {t.reason}" for t in tasks if t.reason) or None,
+                        reason="; ".join(failure_reasons.said_once([(t.name, t.reason) for t in tasks if t.reason]))
+                        or None,
                     )
                 )
             )

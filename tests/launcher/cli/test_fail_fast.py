@@ -126,20 +126,6 @@ def test_the_termination_message_goes_only_into_a_file_the_kubelet_mounted(tmp_p
     assert not absent.exists()
 
 
-@pytest.mark.parametrize(
-    "output, reason",
-    [
-        ("", None),
-        ("\n  \n", None),
-        ("loading\ntfk8s chief-0: error: --steps: bad\n", "--steps: bad"),
-        ('Traceback\nValueError: x\ntfk8s-progress {"event": "exit"}\n', "ValueError: x"),
-        ("y" * 1000, "y" * (contract.MAX_REASON_CHARS - 3) + "..."),
-    ],
-)
-def test_exit_reason_is_the_last_line_that_says_something(output, reason):
-    assert contract.exit_reason(output) == reason
-
-
 def test_missing_module_messages_cover_only_the_training_stack():
     assert contract.missing_module_message("tensorflow.python") == (
         "tensorflow is not installed in this Python environment: pip install '.[worker]' (from a tfk8s checkout)"

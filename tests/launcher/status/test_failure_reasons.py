@@ -2,9 +2,15 @@
 record (OOMKilled with the limit, Evicted, deadline, taint/GC deletion) before the task's words,
 and TF's C++ logging never a reason."""
 
-from launcher.status.failure_reasons import failure_reason, is_tf_log_noise, said_by_task
-from launcher.status.lifecycle import compute_status
+from pathlib import Path
 
+import pytest
+
+from launcher.status.failure_reasons import failure_reason
+from launcher.status.lifecycle import compute_status
+from worker.exit_cause import exit_cause, is_tf_log_noise
+
+OUTPUTS = Path(__file__).resolve().parents[2] / "worker" / "outputs"
 TF_START_UP_TAIL = (
     "2026-11-24 16:38:07.123456: I tensorflow/core/util/port.cc:153] oneDNN custom operations are "
     "on. You may see slightly different numerical results due to floating-point round-off errors "
@@ -72,8 +78,8 @@ def failed_chief_job(reason="BackoffLimitExceeded", message="Job has reached the
 def test_tf_cpp_logging_is_noise_and_a_real_error_is_not():
     assert all(is_tf_log_noise(line) for line in TF_START_UP_TAIL.splitlines()[:4])
     assert not is_tf_log_noise("ValueError: bad shard")
-    assert said_by_task(TF_START_UP_TAIL) is None
-    assert said_by_task("Traceback:\nValueError: bad shard\n" + TF_START_UP_TAIL) == "ValueError: bad shard"
+    assert exit_cause(TF_START_UP_TAIL) is None
+    assert exit_cause("Traceback:\nValueError: bad shard\n" + TF_START_UP_TAIL) == "ValueError: bad shard"
 
 
 def test_an_oom_killed_chief_is_reported_as_oomkilled_with_its_limit():
@@ -176,3 +182,30 @@ def test_a_pvc_still_binding_is_pending_not_stuck():
     s = compute_status("c", "team", [running], [pod])
     assert s.phase == "Pending"
     assert s.message.startswith("pod c-chief-0-abcde waits for its PersistentVolumeClaims to bind")
+
+
+def kubelet_fallback(log: str) -> str:
+    """A container's termination message under FallbackToLogsOnError when it wrote none: its
+    log's last 80 lines, at most their last 2048 bytes (the kubelet's limits)."""
+    tail = "".join(log.splitlines(keepends=True)[-80:]).encode()[-2048:]
+    return tail.decode(errors="ignore")
+
+
+@pytest.mark.parametrize(
+    "output, exit_code, cause",
+    [
+        ("killed", 137, "killed by SIGKILL (signal 9)"),
+        ("during_handling", 1, "NameError: name 'undefined_name' is not defined"),
+        ("keras3_shape", 1, 'ValueError: Invalid input shape for input Tensor("data:0", shape=(32, 784), dtype='),
+        ("per_replica", 1, "ValueError: Attempt to convert a value (PerReplica:{...}) with an unsupported type"),
+    ],
+)
+def test_a_programs_cause_is_read_from_its_log_tail_by_the_one_rule(output, exit_code, cause):
+    """A program of the user's writes no termination message: `status` reads its cause from the
+    log tail the kubelet put there (tests/worker/outputs: real outputs)."""
+    log = (OUTPUTS / f"{output}.log").read_text()
+    pod = chief_pod({"exitCode": exit_code, "reason": "Error", "message": kubelet_fallback(log)})
+    s = compute_status("c", "team", [failed_chief_job()], [pod])
+    assert s.message.startswith(f"chief failed: {cause}")
+    assert s.message.endswith(" (BackoffLimitExceeded: Job has reached the specified backoff limit)")
+    assert s.roles[0].reason.startswith(f"Error: {cause}")

@@ -27,7 +27,7 @@ from launcher import k8s_contract
 from launcher.plan import plan
 from launcher.plan.job_failure import pod_failure_policy
 from launcher.pod import job_watch, supervise
-from worker import contract
+from worker import contract, exit_cause
 from worker.errors import EXIT_PREEMPTED
 
 SUPERVISOR = Path(supervise.__file__)
@@ -391,7 +391,7 @@ def test_a_pod_whose_api_server_never_answers_ends_within_the_bound(state_dir, s
     ) in line
     assert (state_dir / "termination-log-run").read_text() == line.removeprefix("[tfk8s-supervise] ") + "\n"
     # `status` shows it as the task's reason (launcher/status/failure_reasons.py keeps 400 characters)
-    assert contract.exit_reason(line.removeprefix("[tfk8s-supervise] ")) == line.removeprefix("[tfk8s-supervise] ")
+    assert exit_cause.exit_cause(line.removeprefix("[tfk8s-supervise] ")) == line.removeprefix("[tfk8s-supervise] ")
 
 
 def test_a_refused_connection_gives_up_with_the_last_error(service_account, monkeypatch):

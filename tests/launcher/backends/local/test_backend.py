@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from local_clusters import (
     REPO_ROOT,
     LocalBackend,
@@ -26,6 +27,7 @@ from local_clusters import (
     wait_until,
 )
 
+from launcher import cli
 from launcher.backends.local.files import ATTEMPT_HEADER_START
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.errors import SubmitRefused
@@ -225,6 +227,62 @@ def test_a_task_exit_reason_is_its_last_output_line(backend, workdir):
     status = backend.status("byo-crash")
     assert status.message == "chief-0 exited 2: ValueError: bad shard 7"
     assert status.roles[0].failed == 2
+
+
+# Keras 3's message for a layer's error: a wrapper line, the cause, then the call's arguments.
+KERAS_LIKE_CRASH = """
+def call(inputs):
+    raise ValueError(
+        "Exception encountered when calling Sequential.call().\\n\\n"
+        "Input 0 of layer dense is incompatible with the layer: expected axis -1 of input shape "
+        "to have value 784, but received input with shape (32, 28, 28)\\n\\n"
+        "Arguments received by Sequential.call():\\n  - inputs=tf.Tensor(shape=(32, 28, 28))\\n"
+        "  - kwargs=<class 'inspect._empty'>"
+    )
+print("epoch 1/3", flush=True)
+call(None)
+"""
+
+
+def test_a_programs_cause_is_its_exception_not_the_tail_of_the_message(backend, workdir):
+    """A program of the user's that dies of an exception with a multi-line message is
+    explained by the exception's informative line (worker/exit_cause.py), in the run's message
+    and the role's reason, not by the message's last line."""
+    spec = byo_spec("byo-keras", [KERAS_LIKE_CRASH], restartPolicy="Never", backoffLimit=0)
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 1
+    status = backend.status("byo-keras")
+    cause = (
+        "ValueError: Input 0 of layer dense is incompatible with the layer: expected axis -1 of input "
+        "shape to have value 784, but received input with shape (32, 28, 28)"
+    )
+    assert status.message == f"chief-0 exited 1: {cause}"
+    assert status.roles[0].reason == f"chief-0: exited 1: {cause}"
+
+
+def test_list_and_status_print_json_and_yaml_in_one_key_casing(backend, workdir, capsys):
+    spec = byo_spec("byo-listed", ["import sys; sys.exit(3)"], restartPolicy="Never", backoffLimit=0)
+    backend.submit(spec)
+    assert backend.wait(spec.name) == 3
+    where = ["--local", "--workdir", str(workdir)]
+    assert cli.main(["list", *where, "-o", "json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["name"] == "byo-listed" and listed["phase"] == "Failed" and listed["exitCode"] == 3
+    assert listed["roles"] == [
+        {
+            "role": "chief",
+            "replicas": 1,
+            "active": 0,
+            "succeeded": 0,
+            "failed": 1,
+            "lastExitCode": 3,
+            "reason": "chief-0: exited 3",
+        }
+    ]
+    assert cli.main(["list", *where, "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == [listed]
+    assert cli.main(["status", "byo-listed", *where, "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == listed
 
 
 @pytest.mark.process

@@ -23,6 +23,7 @@ from launcher.backends.local.policy import (
 from launcher.cluster_spec.loader import load_text
 from launcher.plan import plan
 from launcher.render import render
+from launcher.status import failure_reasons
 from launcher.status.status import Phase
 from worker.contract import Role
 from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
@@ -255,6 +256,30 @@ def test_chief_failure_fails_with_its_exit_code_and_the_first_dead_peer():
     assert d.phase is Phase.FAILED and d.exit_code == 4
     assert d.message == "chief-0 exited 4 after ps-0 was killed by SIGKILL"
     assert set(stopped(d)) == {"worker-0"}
+
+
+def test_workers_that_failed_alike_are_named_with_their_cause_once():
+    """One shape error fails every MWMS replica: its long cause is said once, after the tasks
+    that gave it, not once per task ('worker-0 exited 1: X after worker-1 exited 1: X')."""
+    shape_error = 'exited 1: ValueError: Input 0 of layer "dense" is incompatible with the layer'
+    three = MWMS.replace("replicas: 2", "replicas: 3")
+    first = task("worker-1", "failed", 1, shape_error, ended_at=T0)
+    other = task("worker-2", "failed", 1, "exited 1: UnavailableError: Collective ops is aborted", ended_at=T0 + 1)
+    later = task("worker-2", "failed", 1, shape_error, ended_at=T0 + 1)
+    chief = task("worker-0", "failed", 1, shape_error, ended_at=T0 + 2)
+    d = decide(plan_of(three), [chief, first, later], now=T0 + 2)
+    assert d.phase is Phase.FAILED and d.exit_code == 1
+    assert d.message == f"worker-0, worker-1 and worker-2 {shape_error}"
+    d = decide(plan_of(three), [chief, first, other], now=T0 + 2)
+    assert d.message == f"worker-0 and worker-1 {shape_error}"
+    different = task("worker-0", "failed", 4, ended_at=T0 + 2)
+    d = decide(plan_of(three), [different, first, other], now=T0 + 2)
+    assert d.message == f"worker-0 exited 4 after worker-1 {shape_error}"
+
+
+def test_a_roles_tasks_are_named_once_per_cause():
+    said = [("worker-0", "exited 1: R"), ("worker-1", "running (attempt 2)"), ("worker-2", "exited 1: R")]
+    assert failure_reasons.said_once(said) == ["worker-0 and worker-2: exited 1: R", "worker-1: running (attempt 2)"]
 
 
 @pytest.mark.parametrize("code, status", [(-signal.SIGKILL, 137), (-signal.SIGTERM, 143), (3, 3)])

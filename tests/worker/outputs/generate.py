@@ -1,0 +1,80 @@
+"""Writes the real outputs tests/worker/test_exit_cause.py reads: each snippet below run once in
+the task Python (`python tests/worker/outputs/generate.py [NAME...]` with TFK8S_TASK_PYTHON or
+the cached task environment), stdout and stderr in one file, as a pod's log has them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# A model for 28x28x1 images fed flat rows: Keras' shape check fails in fit().
+SHAPE_MISMATCH = """
+import numpy as np, tensorflow as tf
+model = tf.keras.Sequential([tf.keras.Input((28, 28, 1)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])
+model.compile("adam", "sparse_categorical_crossentropy")
+print("epoch 1/1", flush=True)
+model.fit(np.zeros((64, 784), "float32"), np.zeros((64,), "int32"), batch_size=32, epochs=1, verbose=0)
+"""
+SNIPPETS = {
+    "chained": (
+        "def load():\n"
+        "    raise FileNotFoundError(2, 'No such file or directory', '/data/shard-7.npz')\n"
+        "try:\n    load()\n"
+        "except OSError as exc:\n    raise RuntimeError('cannot read shard 7 of 10') from exc\n",
+        {},
+    ),
+    "during_handling": (
+        "config = {}\ntry:\n    config['lr']\nexcept KeyError:\n    print(undefined_name)\n",
+        {},
+    ),
+    "sys_exit_message": ("print('step 10 loss 0.5', flush=True)\nimport sys\nsys.exit('no GPU found: need 1')\n", {}),
+    "killed": ("import os, signal\nprint('step 10 loss 0.5', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n", {}),
+    "keras3_shape": (SHAPE_MISMATCH, {}),
+    "tf_keras_shape": (SHAPE_MISMATCH, {"TF_USE_LEGACY_KERAS": "1"}),
+    "per_replica": (
+        "import tensorflow as tf\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])\n"
+        "per_replica = strategy.run(lambda: tf.ones((2, 3)))\n"
+        "tf.constant(per_replica)\n",
+        {},
+    ),
+    "graph_execution": (
+        "import tensorflow as tf\n"
+        "@tf.function(input_signature=[tf.TensorSpec([None])])\n"
+        "def step(x):\n    return tf.reshape(x, (4, 3))\n"
+        "step(tf.zeros((10,)))\n",
+        {},
+    ),
+}
+
+
+def task_python() -> str:
+    configured = os.environ.get("TFK8S_TASK_PYTHON")
+    if configured:
+        return configured
+    cached = Path.home() / ".cache/tfk8s/task-python"
+    return cached.read_text().strip() if cached.exists() else sys.executable
+
+
+def main(names: list[str]) -> None:
+    for name in names or SNIPPETS:
+        code, env = SNIPPETS[name]
+        done = subprocess.run(
+            [task_python(), "-c", code],
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        (HERE / f"{name}.log").write_text(done.stdout)
+        print(f"{name}: exit {done.returncode}, {len(done.stdout)} chars")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

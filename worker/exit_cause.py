@@ -1,0 +1,153 @@
+"""Why a task exited, in one line, from what it printed (standard library only).
+
+One rule for every task, the built-in worker's and a program of the user's, read by both
+backends (`status`, `--wait`, the API) from a pod's termination message or a local task's log:
+
+1. the built-in worker's own one-line error (`tfk8s <task>: error: ...`), unless a traceback
+   follows it;
+2. else the exception of the last Python traceback (from its first frame on, when the output
+   read is a tail that lost the traceback's header): its type and the first line of its message that
+   says something (`ValueError: Input 0 of layer ... is incompatible ...`), not the tail of a
+   multi-line message (Keras' argument list, a tensor printout);
+3. else, for an exit status that is a signal's, the signal;
+4. else the last line printed.
+
+TensorFlow's C++ logging and start-up notices and `tfk8s-progress` lines are never a cause.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+from worker.contract import ERROR_LINE_PATTERN, PROGRESS_PREFIX
+
+# What `status` keeps of a cause (the kubelet keeps at most 4096 bytes of a termination message).
+MAX_CAUSE_CHARS = 400
+TRACEBACK_HEADER = "Traceback (most recent call last):"
+
+# TF's C++ logging (absl/glog prefix), e.g. `I0000 00:00:1732461234.567890   12 port.cc:153] ...`
+# and the older `2024-11-24 16:49:37.123456: W tensorflow/core/...cc:210] ...`.
+_TF_CPP_LOG = re.compile(
+    r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\])"
+)
+# Continuation lines of TF's multi-line start-up notices, which carry no prefix of their own.
+_TF_NOTICES = (
+    "To enable the following instructions:",
+    "rebuild TensorFlow with the appropriate compiler flags",
+    "oneDNN custom operations are on",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "This TensorFlow binary is optimized to use available CPU instructions",
+)
+# Opening lines of TF's and Keras' messages that only announce the informative line after them.
+_ANNOUNCEMENTS = (
+    "Graph execution error",
+    "Detected at node",
+    "Additional GRPC",
+    "Exception encountered when calling",  # Keras 3 wraps a layer's error in this
+)
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Keras 3 prints the informative line in bold
+# A traceback's frame as Python prints it. A tail that lost the header begins at its first frame
+# (frames a TF message lists, "defined at", come after the exception line).
+_FRAME = re.compile(r'^  File ".*", line \d+')
+_EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
+# A nested exception inside a message (tf_keras' "in user code:" repeats the real one, indented).
+_NESTED_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit): \S")
+_OPENING, _CLOSING = "([{", ")]}"
+
+
+def is_tf_log_noise(line: str) -> bool:
+    line = line.strip()
+    return bool(_TF_CPP_LOG.match(line)) or any(notice in line for notice in _TF_NOTICES)
+
+
+def first_informative_line(message: str) -> str:
+    """The line of an exception's message that says what went wrong: not an announcement
+    ("Graph execution error:", "in user code:"), not a stack frame or its source line, and
+    with a value printout that spans lines (`PerReplica:{ ... }`) elided."""
+    lines = [_ANSI_ESCAPE.sub("", line).rstrip() for line in message.splitlines()]
+    frame_indent: int | None = None  # inside a `File "...", line N` frame: its source lines follow
+    for at, line in enumerate(lines):
+        text = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if frame_indent is not None and indent > frame_indent:
+            continue
+        frame_indent = indent if text.startswith("File ") else None
+        if not text or text.endswith(":") or frame_indent is not None or text.startswith(_ANNOUNCEMENTS):
+            continue
+        return _elide_printout(text, lines[at + 1 :])[:300]
+    return message.strip()[:300]
+
+
+def _elide_printout(line: str, following: list[str]) -> str:
+    """`Attempt to convert a value (PerReplica:{` + its printout + `}) with an unsupported
+    type ...`: the line with the printout between its brackets left out."""
+    depth = sum(line.count(c) for c in _OPENING) - sum(line.count(c) for c in _CLOSING)
+    if depth <= 0:
+        return line
+    for later in following:
+        for at, char in enumerate(later):
+            depth += (char in _OPENING) - (char in _CLOSING)
+            if depth == 0:  # from the brackets that close it on: `}) with an unsupported type ...`
+                start = len(later[: at + 1].rstrip(_CLOSING))
+                return f"{line}...{later[start:].strip()}"
+    return line
+
+
+def exception_of(traceback_body: list[str]) -> str | None:
+    """The exception that ends a traceback (the lines after its header) as one line."""
+    at = next((i for i, line in enumerate(traceback_body) if line.strip() and not line[:1].isspace()), None)
+    if at is None:
+        return None
+    match = _EXCEPTION_LINE.match(traceback_body[at].strip())
+    if match is None:
+        return traceback_body[at].strip()
+    kind = match["type"].rsplit(".", 1)[-1]  # `InvalidArgumentError`, not its module path
+    return exception_line(kind, "\n".join([match["message"] or "", *traceback_body[at + 1 :]]))
+
+
+def exception_line(kind: str, message: str) -> str:
+    """An exception as one line: its type and the first informative line of its message, or
+    the exception its message repeats (tf_keras' "in user code:" ends with the real one)."""
+    if not message.strip():
+        return kind
+    said = first_informative_line(message)
+    return said if _NESTED_EXCEPTION.match(said) else f"{kind}: {said}"
+
+
+def signal_of(exit_code: int | None) -> str | None:
+    """'killed by SIGKILL (signal 9)' for an exit status that is a signal's: Popen's -N, or a
+    shell's and a container's 128 + N; None for any other."""
+    if exit_code is None:
+        return None
+    number = -exit_code if exit_code < 0 else exit_code - 128
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return None
+    return f"killed by {name} (signal {number})"
+
+
+def exit_cause(output: str, exit_code: int | None = None) -> str | None:
+    """The one line that says why a task exited, from its output (or the tail of it) and its
+    exit status (the module's rule), shortened to MAX_CAUSE_CHARS; None if it printed nothing."""
+    lines = [
+        line.rstrip()
+        for line in output.splitlines()
+        if line.strip() and not line.startswith(PROGRESS_PREFIX) and not is_tf_log_noise(line)
+    ]
+    traceback_starts = [i + 1 for i, line in enumerate(lines) if line.strip() == TRACEBACK_HEADER]
+    if not traceback_starts:  # a tail (a pod's termination message) may begin inside the traceback
+        traceback_starts = [i for i, line in enumerate(lines) if _FRAME.match(line)][:1]
+    own_errors = [i for i, line in enumerate(lines) if re.match(ERROR_LINE_PATTERN, line.strip())]
+    cause = None
+    if own_errors and (not traceback_starts or own_errors[-1] > traceback_starts[-1]):
+        cause = re.sub(ERROR_LINE_PATTERN, "", lines[own_errors[-1]].strip())
+    elif traceback_starts:
+        cause = exception_of(lines[traceback_starts[-1] :])
+    cause = cause or signal_of(exit_code) or (lines[-1].strip() if lines else None)
+    if cause is None:
+        return None
+    return cause if len(cause) <= MAX_CAUSE_CHARS else cause[: MAX_CAUSE_CHARS - 3] + "..."
