@@ -115,15 +115,21 @@ def make_train_step(strategy, replica_step):
 def build_model_and_optimizer(program: Program, strategy):
     """In the strategy's scope, with the optimizer's slots created now so a restore fills them."""
     with strategy.scope():
-        model = program.build_model()
+        model = build_model_with_variables(program)
         optimizer = build_optimizer(program)
-        if not model.built:
-            raise errors.ConfigError(
-                f"{program.name}.build_model() returned an unbuilt model: start it with "
-                "keras.Input(shape=...) so its variables exist before a checkpoint is restored"
-            )
         optimizer.build(model.trainable_variables)
     return model, optimizer
+
+
+def build_model_with_variables(program: Program):
+    """The program's model, whose variables exist: a checkpoint is compared and restored into them."""
+    model = program.build_model()
+    if not model.built:
+        raise errors.ConfigError(
+            f"{program.name}.build_model() returned an unbuilt model: start it with "
+            "keras.Input(shape=...) so its variables exist before a checkpoint is restored"
+        )
+    return model
 
 
 def require_legacy_keras(why: str) -> None:
@@ -189,30 +195,6 @@ def checkpoint_manager(checkpoint, directory: str, options: Options) -> tf.train
 
 def next_checkpoint_step(step: int, every: int) -> int:
     return (step // every + 1) * every
-
-
-def completed_marker(task: TaskContext, options: Options) -> layout.FinalMarker | None:
-    """The FINAL.json of an earlier run with the same --steps and --loop, if there is one."""
-    marker = layout.read_marker(task.model_dir)
-    if marker is not None and marker.matches(options.steps, options.loop):
-        return marker
-    return None
-
-
-def changed_since_finished(task: TaskContext, marker: layout.FinalMarker) -> str | None:
-    """Why a finished model dir must not read as "already finished" for this run: the shipped
-    code changed since the run that finished it, so this program never trained. None if
-    unchanged (or either run had no shipped code to compare)."""
-    if marker.code is None or task.code_digest is None or marker.code == task.code_digest:
-        return None
-    return (
-        f"training already finished in {task.model_dir} (FINAL.json: step {marker.step}, "
-        f"--steps {marker.requested_steps}) with other code (sha256 {marker.code[:12]} "
-        f"there, {task.code_digest[:12]} now), so this code never trained. To train it on "
-        "from the finished checkpoint raise --steps; to train it from scratch use a fresh "
-        f"model dir (checkpoint.dir, or delete {task.model_dir}); to keep the finished "
-        "model, resubmit the code that wrote it"
-    )
 
 
 def forget_stale_marker(task: TaskContext, options: Options) -> None:
