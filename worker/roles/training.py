@@ -80,7 +80,9 @@ def set_precision_policy(options: Options, strategy: str) -> str | None:
 def build_optimizer(program: Program):
     """The program's optimizer (in the strategy's scope), loss-scaled under mixed_float16."""
     try:
-        return wrap_for_mixed_precision(program.build_optimizer())
+        optimizer = program.build_optimizer()
+        require_the_models_keras(program, optimizer)
+        return wrap_for_mixed_precision(optimizer)
     except ValueError as exc:
         if "Loss scaling is not supported" not in str(exc):
             raise
@@ -89,6 +91,31 @@ def build_optimizer(program: Program):
             "does not support under parameter_server; return the plain optimizer and use "
             "--mixed-precision (mixed_bfloat16 there, which needs no loss scaling)"
         ) from None
+
+
+def require_the_models_keras(program: Program, optimizer) -> None:
+    """The optimizer must come from the Keras that tf.keras is here: a tf_keras optimizer meets
+    Keras 3's variables in build() (AttributeError: no `_unique_id`), a Keras 3 one is no
+    optimizer to tf_keras; either fails every retry alike."""
+    wanted = _keras_library(tf.keras.__name__)
+    got = next(filter(None, (_keras_library(c.__module__) for c in type(optimizer).__mro__)), None)
+    if None in (wanted, got) or got == wanted:
+        return
+    kind = type(optimizer)
+    raise errors.ConfigError(
+        f"{program.name}.build_optimizer() returned a {_KERAS[got]} optimizer ({kind.__module__}."
+        f"{kind.__qualname__}), but tf.keras is {_KERAS[wanted]} here (tf_keras for --loop fit and "
+        "under parameter_server, else Keras 3): build it with tf.keras.optimizers, as the model"
+    )
+
+
+_KERAS = {"tf_keras": "tf_keras", "keras": "Keras 3"}  # top-level package: the name users know
+
+
+def _keras_library(module: str) -> str | None:
+    """The Keras library a module belongs to (a key of _KERAS), or None."""
+    top = module.split(".", 1)[0]
+    return top if top in _KERAS else None
 
 
 def wrap_for_mixed_precision(optimizer):
