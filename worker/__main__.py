@@ -191,7 +191,7 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
 
     from worker import program as program_module
     from worker.model_dir import ownership, writer_lease
-    from worker.roles import training
+    from worker.roles import finished, training
 
     if contract.is_server(task.strategy, task.role):
         # Before tf.keras is touched: a server runs the chief's traced functions and never
@@ -219,11 +219,11 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
         return evaluator.run(task, options, program, owner_checked)
 
     # Before the strategy exists (MWMS must create it before any other op): a cluster that
-    # already finished these --steps has nothing to do, on every training task alike.
-    done = training.completed_marker(task, options)
-    if done is not None and (changed := training.changed_since_finished(task, done)):
-        raise errors.ConfigError(changed)  # deterministic: the same code fails alike
+    # already finished these --steps with this program has nothing to do, on every training
+    # task alike (worker/roles/finished.py).
+    done = finished.completed_marker(task, options)
     if done is not None:
+        finished.check_same_program(task, options, program, done)  # deterministic: exit 2
         print(
             f"tfk8s: training already finished: {task.model_dir}/FINAL.json names "
             f"{done.checkpoint} (step {done.step}, --steps {done.requested_steps}); nothing "

@@ -14,7 +14,9 @@ checkpoints, restarts, evaluation, export. The program only builds things:
         and Keras 3 otherwise.
 
     build_optimizer() -> keras optimizer
-        A new optimizer, created in the strategy's scope.
+        A new optimizer, created in the strategy's scope. Use `tf.keras.optimizers`, as for the
+        model: one of the other Keras (a tf_keras optimizer where tf.keras is Keras 3) fails at
+        once (exit 2).
 
     build_dataset(split, batch_size, input_context=None, data=...) -> tf.data.Dataset
         split: "train" (shuffled, repeated forever) or "test" (one pass, for the evaluator).

@@ -57,3 +57,29 @@ def test_a_program_with_a_syntax_error_fails_once_with_file_and_line(backend, tm
     assert "(broken_program.py, line 1)" in chief.reason, chief.reason
     log = run_files(backend, "broken").log_path("chief", 0).read_text()
     assert "Traceback (most recent call last)" in log  # the details stay in the log
+
+
+@pytest.mark.process
+def test_a_tf_keras_optimizer_where_tf_keras_is_keras_3_fails_once_saying_so(backend, probe_programs_importable):
+    """Before: AttributeError ('Variable' object has no attribute '_unique_id') deep in the
+    optimizer's build, exit 1, retried to backoffLimit though every attempt fails alike."""
+    args = ["--steps", "10", "--loop", "custom"]
+    spec = make_spec(
+        "legacyopt",
+        "mirrored",
+        args,
+        evaluator=False,
+        backoffLimit=3,
+        program={"module": "legacy_optimizer_program", "args": args},
+    )
+    code = Submission(backend, spec).wait(120)
+    status = backend.status("legacyopt")
+    [chief] = status.roles
+    print(f"tf_keras optimizer on Keras 3: exit {code}, {chief.reason}")
+    assert code == EXIT_CONFIG and status.phase == "Failed", status
+    assert len(attempts(backend, "legacyopt", "chief", 0)) == 1
+    assert (
+        "legacy_optimizer_program.build_optimizer() returned a tf_keras optimizer (tf_keras.src."
+    ) in chief.reason, chief.reason
+    assert "SGD), but tf.keras is Keras 3 here" in chief.reason, chief.reason
+    assert "build it with tf.keras.optimizers, as the model" in chief.reason, chief.reason

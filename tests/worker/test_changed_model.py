@@ -54,14 +54,25 @@ def test_a_widened_or_added_layer_is_refused_at_the_first_attempt_with_the_shape
     backend, probe_programs_importable, strategy, loop
 ):
     assert Submission(backend, spec_of(strategy, ARGS, loop)).wait(TIMEOUT) == 0
-    code = Submission(backend, spec_of(strategy, MORE_STEPS, loop, PROBE_HIDDEN="96"), replace=True).wait(TIMEOUT)
-    reasons = refused(backend, f"{strategy} {loop}", code)
-    assert reasons
-    for reason in reasons:
-        assert "exited 2" in reason and "the model does not fit its checkpoint: " in reason, reason
-        assert "dense/kernel is (64, 96) in the model, (64, 64) in the checkpoint" in reason, reason
+    final = (run_files(backend, "edited").dir / "model" / "FINAL.json").read_text()
     writer = "worker" if strategy == "multi_worker_mirrored" else "chief"
-    assert not events(backend, "edited", writer, 0, "start"), "the edited model started training"
+    # The unchanged model fits the final checkpoint: nothing to do.
+    assert Submission(backend, spec_of(strategy, ARGS, loop), replace=True).wait(TIMEOUT) == 0
+    [done] = events(backend, "edited", writer, 0, "final")
+    assert done["already_finished"] is True, done
+    # The same --steps first: the dir is finished, yet the widened model (in the image: no
+    # code digest to compare) never trained there, so it is no "already finished" either.
+    for args, case in ((ARGS, "finished dir"), (MORE_STEPS, "resume")):
+        code = Submission(backend, spec_of(strategy, args, loop, PROBE_HIDDEN="96"), replace=True).wait(TIMEOUT)
+        reasons = refused(backend, f"{strategy} {loop}, {case}", code)
+        assert reasons
+        for reason in reasons:
+            assert "exited 2" in reason and "the model does not fit its checkpoint: " in reason, reason
+            assert "dense/kernel is (64, 96) in the model, (64, 64) in the checkpoint" in reason, reason
+        assert not events(backend, "edited", writer, 0, "start"), "the edited model started training"
+        assert not events(backend, "edited", writer, 0, "final"), "the edited model read as finished"
+        if case == "finished dir":  # (a larger --steps drops the marker as stale before its restore)
+            assert (run_files(backend, "edited").dir / "model" / "FINAL.json").read_text() == final
     if (strategy, loop) == ("mirrored", "custom"):
         # The refused resubmit left the finished dir as it was (it only read it), so the same dir
         # serves the added layer's case: training a second one would only make it again.

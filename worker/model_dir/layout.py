@@ -26,7 +26,8 @@ kubeflow/trainer#1658). Design:
   arguments as the chief, so it can tell without any clock or ordering assumption.
 - A writer that starts and finds a matching marker has nothing left to do and exits 0: the
   resubmission of a finished cluster is a no-op, whatever the loop. Only after OWNER.json said
-  the dir is this cluster's, for this training: another cluster's marker is never "finished".
+  the dir is this cluster's, for this training: another cluster's marker is never "finished";
+  and only for the program that finished it (worker/roles/finished.py).
 """
 
 from __future__ import annotations

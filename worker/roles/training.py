@@ -80,7 +80,9 @@ def set_precision_policy(options: Options, strategy: str) -> str | None:
 def build_optimizer(program: Program):
     """The program's optimizer (in the strategy's scope), loss-scaled under mixed_float16."""
     try:
-        return wrap_for_mixed_precision(program.build_optimizer())
+        optimizer = program.build_optimizer()
+        require_the_models_keras(program, optimizer)
+        return wrap_for_mixed_precision(optimizer)
     except ValueError as exc:
         if "Loss scaling is not supported" not in str(exc):
             raise
@@ -89,6 +91,31 @@ def build_optimizer(program: Program):
             "does not support under parameter_server; return the plain optimizer and use "
             "--mixed-precision (mixed_bfloat16 there, which needs no loss scaling)"
         ) from None
+
+
+def require_the_models_keras(program: Program, optimizer) -> None:
+    """The optimizer must come from the Keras that tf.keras is here: a tf_keras optimizer meets
+    Keras 3's variables in build() (AttributeError: no `_unique_id`), a Keras 3 one is no
+    optimizer to tf_keras; either fails every retry alike."""
+    wanted = _keras_library(tf.keras.__name__)
+    got = next(filter(None, (_keras_library(c.__module__) for c in type(optimizer).__mro__)), None)
+    if None in (wanted, got) or got == wanted:
+        return
+    kind = type(optimizer)
+    raise errors.ConfigError(
+        f"{program.name}.build_optimizer() returned a {_KERAS[got]} optimizer ({kind.__module__}."
+        f"{kind.__qualname__}), but tf.keras is {_KERAS[wanted]} here (tf_keras for --loop fit and "
+        "under parameter_server, else Keras 3): build it with tf.keras.optimizers, as the model"
+    )
+
+
+_KERAS = {"tf_keras": "tf_keras", "keras": "Keras 3"}  # top-level package: the name users know
+
+
+def _keras_library(module: str) -> str | None:
+    """The Keras library a module belongs to (a key of _KERAS), or None."""
+    top = module.split(".", 1)[0]
+    return top if top in _KERAS else None
 
 
 def wrap_for_mixed_precision(optimizer):
@@ -115,15 +142,21 @@ def make_train_step(strategy, replica_step):
 def build_model_and_optimizer(program: Program, strategy):
     """In the strategy's scope, with the optimizer's slots created now so a restore fills them."""
     with strategy.scope():
-        model = program.build_model()
+        model = build_model_with_variables(program)
         optimizer = build_optimizer(program)
-        if not model.built:
-            raise errors.ConfigError(
-                f"{program.name}.build_model() returned an unbuilt model: start it with "
-                "keras.Input(shape=...) so its variables exist before a checkpoint is restored"
-            )
         optimizer.build(model.trainable_variables)
     return model, optimizer
+
+
+def build_model_with_variables(program: Program):
+    """The program's model, whose variables exist: a checkpoint is compared and restored into them."""
+    model = program.build_model()
+    if not model.built:
+        raise errors.ConfigError(
+            f"{program.name}.build_model() returned an unbuilt model: start it with "
+            "keras.Input(shape=...) so its variables exist before a checkpoint is restored"
+        )
+    return model
 
 
 def require_legacy_keras(why: str) -> None:
@@ -189,30 +222,6 @@ def checkpoint_manager(checkpoint, directory: str, options: Options) -> tf.train
 
 def next_checkpoint_step(step: int, every: int) -> int:
     return (step // every + 1) * every
-
-
-def completed_marker(task: TaskContext, options: Options) -> layout.FinalMarker | None:
-    """The FINAL.json of an earlier run with the same --steps and --loop, if there is one."""
-    marker = layout.read_marker(task.model_dir)
-    if marker is not None and marker.matches(options.steps, options.loop):
-        return marker
-    return None
-
-
-def changed_since_finished(task: TaskContext, marker: layout.FinalMarker) -> str | None:
-    """Why a finished model dir must not read as "already finished" for this run: the shipped
-    code changed since the run that finished it, so this program never trained. None if
-    unchanged (or either run had no shipped code to compare)."""
-    if marker.code is None or task.code_digest is None or marker.code == task.code_digest:
-        return None
-    return (
-        f"training already finished in {task.model_dir} (FINAL.json: step {marker.step}, "
-        f"--steps {marker.requested_steps}) with other code (sha256 {marker.code[:12]} "
-        f"there, {task.code_digest[:12]} now), so this code never trained. To train it on "
-        "from the finished checkpoint raise --steps; to train it from scratch use a fresh "
-        f"model dir (checkpoint.dir, or delete {task.model_dir}); to keep the finished "
-        "model, resubmit the code that wrote it"
-    )
 
 
 def forget_stale_marker(task: TaskContext, options: Options) -> None:
