@@ -7,6 +7,8 @@ failure class keeps its own number. Every message says what went wrong, where, a
 from __future__ import annotations
 
 import os
+import re
+import socket
 
 # Exit codes of `python -m worker` (documented in `python -m worker --help`); the numbers live
 # in the contract, which the launcher reads them from too.
@@ -15,6 +17,7 @@ from worker.contract import (  # noqa: F401  (re-exported: the worker raises by 
     EXIT_CONFIG,
     EXIT_DIVERGED_RESTORE,
     EXIT_LOST_PARAMETER_SERVER,
+    EXIT_NODE_FAULT,
     EXIT_OK,
     EXIT_PEER_LOST,
     EXIT_PEERS_UNREACHABLE,
@@ -55,6 +58,44 @@ class CheckpointMismatch(WorkerError):
 
 class PeerLost(WorkerError):
     exit_code = EXIT_PEER_LOST
+
+
+class NodeFault(WorkerError):
+    """The node this task runs on, not the program, is at fault: a retry in a new pod (perhaps
+    on another node) can succeed, so it is retried, and counted (docs/lifecycle.md)."""
+
+    exit_code = EXIT_NODE_FAULT
+
+    def __init__(self, what: str):
+        node = this_node()
+        super().__init__(
+            f"node fault on node {node}: {what}; retried in a new pod (counted against "
+            f"backoffLimit): if it repeats, repair that node or keep tasks off it (kubectl cordon {node})"
+        )
+
+
+def this_node() -> str:
+    """The node's name the launcher passes (the pod's spec.nodeName), else this host's name."""
+    return os.environ.get(contract.NODE_NAME) or socket.gethostname()
+
+
+# How the dynamic loader says a shared library is missing or unreadable (glibc and musl); the
+# library's name comes first: `libcuda.so.1: cannot open shared object file: No such file ...`.
+_SHARED_LIBRARY_NOT_LOADED = re.compile(
+    r"([^\s:'\"]+\.so[.0-9]*): cannot open shared object file|Error loading shared library ([^\s:]+)"
+)
+
+
+def missing_shared_library(exc: ImportError) -> str | None:
+    """The shared library an ImportError could not load (`libcuda.so.1`), None if it says no such
+    thing: a library missing on a node is the node's fault, not the program's."""
+    found = _SHARED_LIBRARY_NOT_LOADED.search(str(exc))
+    return None if found is None else found.group(1) or found.group(2)
+
+
+def shared_library_cause(exc: ImportError) -> str:
+    """The one line a NodeFault gives for an ImportError of missing_shared_library."""
+    return f"{cause_line(exc)} (shared library {missing_shared_library(exc)} missing or unreadable on this node)"
 
 
 def after_peer_loss(message: str, counted: WorkerError | None, saved_step: int | None) -> WorkerError | None:

@@ -88,16 +88,17 @@ podFailurePolicy:
         operator: In
         values:
         - 2
+    - action: Ignore
+      onPodConditions:
+      - type: DisruptionTarget
+        status: 'True'
     - action: Count
       onExitCodes:
         containerName: tensorflow
         operator: In
         values:
+        - 9
         - 137
-    - action: Ignore
-      onPodConditions:
-      - type: DisruptionTarget
-        status: 'True'
   command:
     rules:
     - action: Ignore
@@ -106,16 +107,16 @@ podFailurePolicy:
         operator: In
         values:
         - 143
+    - action: Ignore
+      onPodConditions:
+      - type: DisruptionTarget
+        status: 'True'
     - action: Count
       onExitCodes:
         containerName: tensorflow
         operator: In
         values:
         - 137
-    - action: Ignore
-      onPodConditions:
-      - type: DisruptionTarget
-        status: 'True'
 code:
   dir: /opt/tfk8s/code
   initContainer:
