@@ -47,6 +47,7 @@ from worker import (
     contract,
     errors,
     metrics,
+    node_faults,
     progress,  # first: its import time is the process start for timings
 )
 from worker.contract import Role, Strategy
@@ -81,6 +82,11 @@ def main(argv: list[str] | None = None):
         if explained is None:
             _fail_unexpected(where, exc)
         _fail(where, explained)
+    except ImportError as exc:  # `import tensorflow` on a node without the libraries it loads
+        fault = node_faults.from_import_error(exc, "tensorflow")
+        if fault is None:
+            _fail_unexpected(where, exc)
+        _fail(where, fault)
     except Exception as exc:  # noqa: BLE001 - every failure ends with its one-line cause
         _fail_unexpected(where, exc)
     shutdown.exit_now(code)
@@ -185,6 +191,11 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     from worker import program as program_module
     from worker.model_dir import ownership, writer_lease
     from worker.roles import training
+
+    # Before any role runs (a PS worker computes too): fewer GPUs than given is the node's fault.
+    fault = node_faults.missing_gpus(node_faults.gpus_given(), len(tf.config.list_physical_devices("GPU")))
+    if fault is not None:
+        raise fault
 
     if contract.is_server(task.strategy, task.role):
         # Before tf.keras is touched: a server runs the chief's traced functions and never

@@ -7,7 +7,6 @@ failure class keeps its own number. Every message says what went wrong, where, a
 from __future__ import annotations
 
 import os
-import re
 import socket
 
 # Exit codes of `python -m worker` (documented in `python -m worker --help`); the numbers live
@@ -77,25 +76,6 @@ class NodeFault(WorkerError):
 def this_node() -> str:
     """The node's name the launcher passes (the pod's spec.nodeName), else this host's name."""
     return os.environ.get(contract.NODE_NAME) or socket.gethostname()
-
-
-# How the dynamic loader says a shared library is missing or unreadable (glibc and musl); the
-# library's name comes first: `libcuda.so.1: cannot open shared object file: No such file ...`.
-_SHARED_LIBRARY_NOT_LOADED = re.compile(
-    r"([^\s:'\"]+\.so[.0-9]*): cannot open shared object file|Error loading shared library ([^\s:]+)"
-)
-
-
-def missing_shared_library(exc: ImportError) -> str | None:
-    """The shared library an ImportError could not load (`libcuda.so.1`), None if it says no such
-    thing: a library missing on a node is the node's fault, not the program's."""
-    found = _SHARED_LIBRARY_NOT_LOADED.search(str(exc))
-    return None if found is None else found.group(1) or found.group(2)
-
-
-def shared_library_cause(exc: ImportError) -> str:
-    """The one line a NodeFault gives for an ImportError of missing_shared_library."""
-    return f"{cause_line(exc)} (shared library {missing_shared_library(exc)} missing or unreadable on this node)"
 
 
 def after_peer_loss(message: str, counted: WorkerError | None, saved_step: int | None) -> WorkerError | None:
