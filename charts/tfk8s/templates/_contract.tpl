@@ -61,6 +61,7 @@ reservedEnv:
 - TF_CONFIG
 - TFK8S_TASK_INDEX
 - GRPC_FAIL_FAST
+- TFK8S_NODE_NAME
 defaults:
   program: worker.examples.fashion_mnist
   mountPath: /ckpt

@@ -222,6 +222,23 @@ def test_pod_failure_policy_ignores_preemption_and_fails_fast_on_config_errors()
     assert [c["name"] for c in jobs["chief"]["spec"]["template"]["spec"]["containers"]] == ["tensorflow"]
 
 
+def test_every_task_knows_its_node_and_a_role_given_gpus_their_number():
+    """What a node fault names (the pod's spec.nodeName) and what it checks (TFK8S_GPUS)."""
+    gpus = (
+        "name: g\nstrategy: parameter_server\nroles:\n  chief: {replicas: 1}\n"
+        "  worker: {replicas: 2, resources: {limits: {nvidia.com/gpu: 2}}}\n  ps: {replicas: 1}\n"
+    )
+    for text in (gpus, gpus + "image: me/train:1\ncommand: [python, train.py]\n"):
+        jobs = _jobs(render.render(load_text(text)))
+        for job in jobs.values():
+            env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+            assert {"name": "TFK8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in env
+        assert "TFK8S_GPUS" not in _env(jobs["ps"]) and "TFK8S_GPUS" not in _env(jobs["chief"])
+    assert _env(_jobs(render.render(load_text(gpus)))["worker"])["TFK8S_GPUS"] == "2"
+    # a user's command gets no variable of the built-in worker's to ignore
+    assert "TFK8S_GPUS" not in _env(jobs["worker"])
+
+
 def test_bring_your_own_exit_2_is_an_ordinary_failure():
     # Exit code 2 means a config error only for the built-in worker.
     jobs = _jobs(render.render(load_file(EXAMPLES_DIR / "byo.yaml")))
