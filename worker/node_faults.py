@@ -24,7 +24,7 @@ _SHARED_LIBRARY_NOT_LOADED = re.compile(
 )
 # What a LossScaleOptimizer saves: Keras 3's `dynamic_scale`, tf_keras's `loss_scale/...`.
 _LOSS_SCALE_KEY = re.compile(r"(^|/)(dynamic_scale|loss_scale)(/|$)")
-POLICY_WITHOUT_A_GPU = "mixed_bfloat16"
+POLICY_WITHOUT_A_GPU = "mixed_bfloat16"  # --mixed-precision without a GPU (roles/training.py)
 
 
 def missing_shared_library(exc: ImportError) -> str | None:
