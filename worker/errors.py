@@ -66,16 +66,13 @@ class NodeFault(WorkerError):
     exit_code = EXIT_NODE_FAULT
 
     def __init__(self, what: str):
-        node = this_node()
+        pod_node = os.environ.get(contract.NODE_NAME)
+        node = pod_node or socket.gethostname()  # a local task's node is its machine
+        remedy = f"repair that node or keep tasks off it (kubectl cordon {node})" if pod_node else "repair it"
         super().__init__(
-            f"node fault on node {node}: {what}; retried in a new pod (counted against "
-            f"backoffLimit): if it repeats, repair that node or keep tasks off it (kubectl cordon {node})"
+            f"node fault on node {node}: {what}; retried in a new attempt (counted against backoffLimit): "
+            f"if it repeats, {remedy}"
         )
-
-
-def this_node() -> str:
-    """The node's name the launcher passes (the pod's spec.nodeName), else this host's name."""
-    return os.environ.get(contract.NODE_NAME) or socket.gethostname()
 
 
 def after_peer_loss(message: str, counted: WorkerError | None, saved_step: int | None) -> WorkerError | None:

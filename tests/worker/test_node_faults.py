@@ -81,7 +81,9 @@ def test_the_tasks_own_port_taken_is_a_node_fault_naming_the_node(on_node):
 
 def test_a_node_fault_names_the_hostname_without_the_launchers_node_name(monkeypatch):
     monkeypatch.delenv(contract.NODE_NAME, raising=False)
-    assert str(errors.NodeFault("x")).startswith(f"node fault on node {socket.gethostname()}: x; ")
+    line = str(errors.NodeFault("x"))
+    assert line.startswith(f"node fault on node {socket.gethostname()}: x; retried in a new attempt"), line
+    assert line.endswith("if it repeats, repair it") and "kubectl" not in line
 
 
 @pytest.mark.parametrize(
