@@ -14,6 +14,7 @@ from enum import Enum
 from launcher.pod import job_watch, supervise
 from worker.contract import (
     GRPC_FAIL_FAST,
+    NODE_NAME,
     ROLE_COUNTS,
     TASK_INDEX,
     TF_CONFIG,
@@ -123,8 +124,9 @@ DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MAX_LABEL = 63
 MODULE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-# Set by the launcher for every pod; a user value would silently break the cluster.
-RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST)
+# Set by the launcher for every pod; a user value would silently break the cluster (or, for
+# the node's name, misname the node a node fault blames).
+RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST, NODE_NAME)
 
 
 def role_count_problems(strategy: Strategy, counts: dict[str, int]) -> list[tuple[str, str]]:

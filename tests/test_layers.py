@@ -38,6 +38,7 @@ LAYERS = {
     "worker.progress": 1,
     "worker.metrics": 1,
     "worker.errors": 1,
+    "worker.node_faults": 1,
     "worker.args": 1,
     "worker.context": 1,
     "worker.program": 1,

@@ -48,6 +48,7 @@ from worker import (
     contract,
     errors,
     metrics,
+    node_faults,
     progress,  # first: its import time is the process start for timings
 )
 from worker.contract import Role, Strategy
@@ -83,6 +84,11 @@ def main(argv: list[str] | None = None):
         if explained is None:
             _fail_unexpected(where, exc)
         _fail(where, explained)
+    except ImportError as exc:  # `import tensorflow` on a node without the libraries it loads
+        fault = node_faults.from_import_error(exc, "tensorflow")
+        if fault is None:
+            _fail_unexpected(where, exc)
+        _fail(where, fault)
     except Exception as exc:  # noqa: BLE001 - every failure ends with its one-line cause
         port_taken = port_holders.bind_failure(exc, None if task is None else task.own_port)
         if port_taken is None:
@@ -192,6 +198,11 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     from worker import program as program_module
     from worker.model_dir import ownership, writer_lease
     from worker.roles import finished, training
+
+    # Before any role runs (a PS worker computes too): fewer GPUs than given is the node's fault.
+    fault = node_faults.missing_gpus(node_faults.gpus_given(), len(tf.config.list_physical_devices("GPU")))
+    if fault is not None:
+        raise fault
 
     if contract.is_server(task.strategy, task.role):
         # Before tf.keras is touched: a server runs the chief's traced functions and never

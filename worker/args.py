@@ -32,6 +32,8 @@ environment (set by the launcher; see worker/contract.py):
   TFK8S_PROGRAM        the training program module (default worker.examples.fashion_mnist;
                        its interface is documented in worker/program.py)
   TFK8S_PEER_TIMEOUT   seconds to wait for every peer's DNS name and port (default 300)
+  TFK8S_NODE_NAME      the node a node fault names (the pod's spec.nodeName; default the hostname)
+  TFK8S_GPUS           GPUs the task is given; a task that sees fewer fails as a node fault (exit 9)
   TFK8S_NAMESPACE, TFK8S_CLUSTER
                        whose model dir it is: the writer records them in OWNER.json there, and
                        every task refuses a dir another cluster owns (exit 2)
@@ -44,6 +46,8 @@ exit codes:
   different steps; 6 a peer (a ps, or an MWMS worker) was lost after this attempt had saved a
   step beyond the one it restored: not counted against backoffLimit (without a save: 4, or 1 under MWMS);
   8 another writer took this model dir's lease (this task was replaced while it still ran);
+  9 a node fault (a GPU it was given and does not see, a shared library that does not load, its
+  own port taken): retried in a new pod, counted against backoffLimit; the line names the node;
   143 preempted (SIGTERM) after saving the current step
 """
 

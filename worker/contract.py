@@ -63,6 +63,13 @@ NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, lau
 # (`local:<hostname>`). With the name and namespace it tells two clusters of one name apart in
 # OWNER.json (worker/model_dir/ownership.py); unset, it is compared as unnamed.
 PLATFORM = "TFK8S_PLATFORM"
+# The node the pod runs on (the downward API's spec.nodeName), which a node fault names; a local
+# task, or a pod run without the launcher's env, names its hostname instead (worker/errors.py).
+NODE_NAME = "TFK8S_NODE_NAME"
+NODE_NAME_FIELD_PATH = "spec.nodeName"
+# How many GPUs the role's pods are given (its nvidia.com/gpu limit), set only when it has some:
+# a task that sees fewer is on a node whose GPUs or driver are broken (a node fault).
+GPUS = "TFK8S_GPUS"
 # How long a PS server (ps, PS worker) keeps serving after SIGTERM while the chief is still up:
 # when the whole cluster is preempted at once (a JobSet suspended by Kueue, a drained node) the
 # chief is saving the current step and reads the variables from the ps. The launcher sets it
@@ -136,6 +143,10 @@ EXIT_DIVERGED_RESTORE = 5  # MWMS workers restored different steps: would train 
 # exits with its counted code (4, or 1 under MWMS): every ignored restart follows saved
 # progress, so a loop of them ends with training.
 EXIT_PEER_LOST = 6
+# The node, not the program, is at fault: a GPU the run expects and TF does not see, a shared
+# library that does not load, this task's own port taken by another process. Retried in a new pod
+# and counted against backoffLimit: an environment broken on every node must still end.
+EXIT_NODE_FAULT = 9
 # Another writer took the model dir's lease (worker/model_dir/writer_lease.py): this task was replaced
 # while it still ran (its node declared lost during a partition). It stops without saving.
 EXIT_SUPERSEDED = 8

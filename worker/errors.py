@@ -7,6 +7,7 @@ failure class keeps its own number. Every message says what went wrong, where, a
 from __future__ import annotations
 
 import os
+import socket
 
 # Exit codes of `python -m worker` (documented in `python -m worker --help`); the numbers live
 # in the contract, which the launcher reads them from too.
@@ -15,6 +16,7 @@ from worker.contract import (  # noqa: F401  (re-exported: the worker raises by 
     EXIT_CONFIG,
     EXIT_DIVERGED_RESTORE,
     EXIT_LOST_PARAMETER_SERVER,
+    EXIT_NODE_FAULT,
     EXIT_OK,
     EXIT_PEER_LOST,
     EXIT_PEERS_UNREACHABLE,
@@ -55,6 +57,22 @@ class CheckpointMismatch(WorkerError):
 
 class PeerLost(WorkerError):
     exit_code = EXIT_PEER_LOST
+
+
+class NodeFault(WorkerError):
+    """The node this task runs on, not the program, is at fault: a retry in a new pod (perhaps
+    on another node) can succeed, so it is retried, and counted (docs/lifecycle.md)."""
+
+    exit_code = EXIT_NODE_FAULT
+
+    def __init__(self, what: str):
+        pod_node = os.environ.get(contract.NODE_NAME)
+        node = pod_node or socket.gethostname()  # a local task's node is its machine
+        remedy = f"repair that node or keep tasks off it (kubectl cordon {node})" if pod_node else "repair it"
+        super().__init__(
+            f"node fault on node {node}: {what}; retried in a new attempt (counted against backoffLimit): "
+            f"if it repeats, {remedy}"
+        )
 
 
 def after_peer_loss(message: str, counted: WorkerError | None, saved_step: int | None) -> WorkerError | None:

@@ -32,6 +32,8 @@ checkpoints, restarts, evaluation, export. The program only builds things:
 A mistake that no restart can cure (a missing data file, a bad --data value) should raise
 worker.errors.ConfigError with a message that says how to fix it: the task then exits 2 at
 once, and the cluster fails without using up its restarts (any other exception is retried).
+A module that does not import is such a mistake, except where a shared library does not load
+(`libcuda.so.1: cannot open shared object file`): that is the node's fault (exit 9, retried).
 
 Optional:
 
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from worker import errors
+from worker import errors, node_faults
 
 REQUIRED = ("build_model", "build_optimizer", "build_dataset")
 
@@ -81,7 +83,11 @@ def load(module_name: str) -> Program:
             f"program module {module_name!r} imports {exc.name!r}, which is not installed in "
             "this Python environment: install it in the image"
         ) from None
-    except (ImportError, SyntaxError) as exc:  # the program's own code: a retry fails alike
+    except (ImportError, SyntaxError) as exc:
+        fault = isinstance(exc, ImportError) and node_faults.from_import_error(exc, f"program module {module_name!r}")
+        if fault:
+            raise fault from exc
+        # the program's own code: a retry fails alike
         raise errors.ConfigError(
             f"program module {module_name!r} does not import: {errors.cause_line(exc)}; fix "
             "the program (its traceback is in the task's log)"

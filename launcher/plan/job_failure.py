@@ -22,8 +22,8 @@ class FailurePolicy:
     restartPolicy Never: a failed task is replaced (a new pod, same hostname), counted against
     backoffLimit, except exits in `ignored_exit_codes` and disruptions (eviction, drain,
     preemption), which are not the task's fault; an exit in `fatal_exit_codes` fails the role at
-    once; an exit in `counted_exit_codes` counts even on a disruption (killed before it could
-    save: a node-pressure eviction has no grace). Roles in `per_index_roles` have a budget of
+    once; `counted_exit_codes` are counted, as any other exit is, and named so that the Job says
+    so (a node fault, SIGKILL). Roles in `per_index_roles` have a budget of
     backoffLimit per index (pod) instead of one per role, and their first index out of budget
     fails the role. OnFailure restarts in place and counts every failure per role (Kubernetes
     allows no podFailurePolicy and no per-index limit with it).
@@ -59,11 +59,10 @@ def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy, b
         ignored_exit_codes=(contract.EXIT_PREEMPTED,) + ((contract.EXIT_PEER_LOST,) if builtin else ()),
         # The built-in worker's bad arguments or program: a retry fails the same way.
         fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (),
-        # SIGKILL (128 + 9): nothing was saved, also when a disruption did it (a kubelet's
-        # node-pressure eviction kills at once; a grace period that ran out): counted, so
-        # evictions repeated without progress end at backoffLimit. Kubernetes' podFailurePolicy
-        # sees a DisruptionTarget condition's type, never its reason (TerminationByKubelet).
-        counted_exit_codes=(128 + 9,),
+        # A node fault (the built-in worker's: a user's command may use 9 for anything) and
+        # SIGKILL (128 + 9: OOM, nothing saved) are counted, so that an environment broken on
+        # every node, or a task that keeps exceeding its memory, ends at backoffLimit.
+        counted_exit_codes=((contract.EXIT_NODE_FAULT,) if builtin else ()) + (128 + 9,),
         ignores_disruptions=True,
         per_index_roles=k8s_contract.per_index_roles(strategy),
     )
@@ -92,15 +91,13 @@ def pod_failure_policy(failure: FailurePolicy) -> dict | None:
             else []
         )
 
-    # Exit-code rules first: a pod that was disrupted and exited 143 (saved) or 137 (killed
-    # before saving) is judged by its exit, the DisruptionTarget rule catches the rest.
-    rules = [
-        *on_exit("Ignore", failure.ignored_exit_codes),
-        *on_exit("FailJob", failure.fatal_exit_codes),
-        *on_exit("Count", failure.counted_exit_codes),
-    ]
+    # The DisruptionTarget rule before any Count rule: a disrupted pod (drain, eviction,
+    # preemption) is the node's or the scheduler's doing, also when its grace ran out and it
+    # died of SIGKILL (137), so it spends no retry.
+    rules = [*on_exit("Ignore", failure.ignored_exit_codes), *on_exit("FailJob", failure.fatal_exit_codes)]
     if failure.ignores_disruptions:
         rules.append({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
+    rules += on_exit("Count", failure.counted_exit_codes)
     return {"rules": rules}
 
 

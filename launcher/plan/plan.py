@@ -13,6 +13,7 @@ from typing import Callable
 
 from launcher import k8s_contract
 from launcher.cluster_spec import names
+from launcher.cluster_spec.role_spec import GPU
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.code_shipping.code_bundle import Bundle
@@ -254,6 +255,9 @@ def task_env(
         env["PYTHONPATH"] = code_dir
     if code_digest is not None:  # FINAL.json records it: a finished dir meets changed code
         env[contract.CODE_DIGEST] = code_digest
+    resources = spec.roles.get(role).resources
+    if spec.builtin and resources.gpus:  # fewer seen is the node's fault (worker/node_faults.py)
+        env[contract.GPUS] = str(resources.limits[GPU])
     if contract.is_server(Strategy(spec.strategy), Role(role)):
         env[contract.SERVER_LINGER] = str(contract.server_linger_seconds(spec.termination_grace_period_seconds))
     env.update(sorted(spec.env.items()))

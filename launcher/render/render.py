@@ -139,6 +139,8 @@ def _context(cluster: ClusterPlan) -> dict:
         "index_env": contract.TASK_INDEX,
         "tf_config_env": contract.TF_CONFIG,
         "index_field_path": INDEX_FIELD_PATH,
+        "node_name_env": contract.NODE_NAME,  # the node a node fault names (worker/errors.py)
+        "node_name_field_path": contract.NODE_NAME_FIELD_PATH,
         "address": tfconfig.kubernetes_address(cluster),
     }
 

@@ -19,6 +19,7 @@ therefore holds its own port open with a plain listening socket while it waits (
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -162,9 +163,14 @@ def hold_own_port(address: str, linger_seconds: float = HOLD_LINGER_SECONDS) -> 
         listener.bind(("", port))
     except OSError as exc:
         listener.close()
+        # Another process holds it (locally, one that took it after the launcher found it free):
+        # a retry can find it free, and a port taken in every attempt still ends at backoffLimit.
+        if exc.errno == errno.EADDRINUSE:
+            raise errors.NodeFault(
+                f"this task's own port {port} is in use by another process ({exc.strerror})"
+            ) from None
         raise errors.ConfigError(
-            f"cannot listen on this task's own port {port} ({exc.strerror}); another process "
-            "holds it: pick another port in the spec or stop that process"
+            f"cannot listen on this task's own port {port} ({exc.strerror}): pick another port in the spec"
         ) from None
     listener.listen(64)
     listener.settimeout(0.2)

@@ -16,7 +16,7 @@ from collections import deque
 
 import tensorflow as tf
 
-from worker import errors
+from worker import errors, node_faults
 
 VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 # tf.train.Checkpoint's own counter: created at its first save, so a fresh root lacks it.
@@ -91,7 +91,7 @@ def differences(
     before its first step)."""
 
     def kept(key: str) -> bool:
-        return (not only_under or key.startswith(only_under)) and not (ignore_under and key.startswith(ignore_under))
+        return _compared(key, only_under, ignore_under)
 
     def in_order(keys) -> list[str]:  # the model's variables first
         return sorted(keys, key=lambda k: (not ours[k].in_model, ours[k].name))
@@ -121,6 +121,10 @@ def differences(
     return out
 
 
+def _compared(key: str, only_under: tuple[str, ...], ignore_under: tuple[str, ...]) -> bool:
+    return (not only_under or key.startswith(only_under)) and not (ignore_under and key.startswith(ignore_under))
+
+
 def _model_first(found: list[tuple[ModelVariable, str]]) -> list[str]:
     """The model's own variables' phrases; the optimizer's slots, which follow from them, only
     counted (the line `status` keeps must show the model and the way out)."""
@@ -147,11 +151,21 @@ def check(
     ignore_under: tuple[str, ...] = (),
 ) -> None:
     """Raise CheckpointMismatch if the checkpoint at `checkpoint_path` (None: nothing to restore)
-    does not fit the variables of `root`."""
+    does not fit the variables of `root`, or NodeFault if the difference is a loss scale that
+    this node, without a GPU, cannot have (worker/node_faults.py)."""
     if checkpoint_path is None:
         return
-    found = differences(variables_of(root), saved_variables(checkpoint_path), only_under, ignore_under)
+    ours, saved = variables_of(root), saved_variables(checkpoint_path)
+    found = differences(ours, saved, only_under, ignore_under)
     if found:
+        # A run trained on a GPU (mixed_float16) meeting a node without one is the node's fault.
+        fault = node_faults.lost_loss_scale(
+            [_short(key) for key in saved if key not in ours and _compared(key, only_under, ignore_under)],
+            tf.keras.mixed_precision.global_policy().name,
+            len(tf.config.list_physical_devices("GPU")),
+        )
+        if fault is not None:
+            raise fault
         # The differences first: `status` keeps the first MAX_CAUSE_CHARS of the line.
         raise errors.CheckpointMismatch(
             "the model does not fit its checkpoint: "

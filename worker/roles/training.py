@@ -9,7 +9,7 @@ import time
 
 import tensorflow as tf
 
-from worker import errors, progress
+from worker import errors, node_faults, progress
 from worker.args import Options
 from worker.context import TaskContext
 from worker.contract import Strategy
@@ -71,7 +71,7 @@ def set_precision_policy(options: Options, strategy: str) -> str | None:
     if not options.mixed_precision:
         return None
     gpu = tf.config.list_physical_devices("GPU")
-    policy = "mixed_float16" if gpu and strategy != Strategy.PARAMETER_SERVER else "mixed_bfloat16"
+    policy = "mixed_float16" if gpu and strategy != Strategy.PARAMETER_SERVER else node_faults.POLICY_WITHOUT_A_GPU
     tf.keras.mixed_precision.set_global_policy(policy)
     progress.report("precision", policy=policy)
     return policy

@@ -66,6 +66,7 @@ reservedEnv:
 - TF_CONFIG
 - TFK8S_TASK_INDEX
 - GRPC_FAIL_FAST
+- TFK8S_NODE_NAME
 defaults:
   program: worker.examples.fashion_mnist
   mountPath: /ckpt
@@ -93,16 +94,17 @@ podFailurePolicy:
         operator: In
         values:
         - 2
+    - action: Ignore
+      onPodConditions:
+      - type: DisruptionTarget
+        status: 'True'
     - action: Count
       onExitCodes:
         containerName: tensorflow
         operator: In
         values:
+        - 9
         - 137
-    - action: Ignore
-      onPodConditions:
-      - type: DisruptionTarget
-        status: 'True'
   command:
     rules:
     - action: Ignore
@@ -111,16 +113,16 @@ podFailurePolicy:
         operator: In
         values:
         - 143
+    - action: Ignore
+      onPodConditions:
+      - type: DisruptionTarget
+        status: 'True'
     - action: Count
       onExitCodes:
         containerName: tensorflow
         operator: In
         values:
         - 137
-    - action: Ignore
-      onPodConditions:
-      - type: DisruptionTarget
-        status: 'True'
 code:
   dir: /opt/tfk8s/code
   initContainer:

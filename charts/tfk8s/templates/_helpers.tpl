@@ -259,6 +259,10 @@ again keeps its first place and takes the later value.
 {{- $pairs = append $pairs (list "PYTHONPATH" $c.code.dir) -}}
 {{- $pairs = append $pairs (list "TFK8S_CODE_DIGEST" (include "tfk8s.codeSha" .root)) -}}
 {{- end -}}
+{{- $gpus := dig "limits" $c.gpuResource "0" (include "tfk8s.resources" . | fromJson) -}}
+{{- if and (kindIs "invalid" $values.command) (ne $gpus "0") -}}
+{{- $pairs = append $pairs (list "TFK8S_GPUS" $gpus) -}}
+{{- end -}}
 {{- $strategy := get $c.strategies $values.strategy -}}
 {{- if has .role $strategy.serverRoles -}}
 {{- /* contract.server_linger_seconds: the grace less a margin, at most half the grace */ -}}

@@ -120,6 +120,10 @@ template:
             fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
       - name: TF_CONFIG
         value: {{ include "tfk8s.tfConfig" . | quote }}
+      - name: TFK8S_NODE_NAME
+        valueFrom:
+          fieldRef:
+            fieldPath: spec.nodeName
       {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 6 }}
       {{- $training := has .role $c.trainingRoles }}
       {{- if or $training $metricsPort }}

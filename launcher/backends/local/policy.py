@@ -306,13 +306,16 @@ def _find(tasks: Sequence[TaskSnapshot], role: Role) -> TaskSnapshot | None:
 # --- small rules ---------------------------------------------------------------------------
 
 
-def gpu_env(strategy: str, role: str) -> dict[str, str]:
+def sees_gpus(strategy: str, role: str) -> bool:
     """Up to five TF processes share this host's GPUs, and each would take nearly all of their
     memory at start-up: only the tasks that compute see the GPUs, and grow their share as
     needed. ps, the PS coordinator and the evaluator run on the CPU."""
-    if k8s_contract.computes(Strategy(strategy), Role(role)):
-        return {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
-    return {"CUDA_VISIBLE_DEVICES": ""}
+    return k8s_contract.computes(Strategy(strategy), Role(role))
+
+
+def gpu_env(strategy: str, role: str) -> dict[str, str]:
+    """What shares this host's GPUs among a run's tasks (sees_gpus)."""
+    return {"TF_FORCE_GPU_ALLOW_GROWTH": "true"} if sees_gpus(strategy, role) else {"CUDA_VISIBLE_DEVICES": ""}
 
 
 def describe_exit(code: int) -> str:

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from launcher.backends.local import runner
-from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env
+from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env, sees_gpus
 from launcher.backends.local.ports import HeldPorts
 from launcher.plan.plan import ClusterPlan
 from worker import contract
@@ -89,6 +89,8 @@ def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
             # the code dir (code:) first, like /opt/tfk8s/code in a pod
             "PYTHONPATH": os.pathsep.join(filter(None, [role_plan.workdir, runner.pythonpath()])),
         }
+        if not sees_gpus(plan.strategy, role):  # the spec's GPUs are hidden from it here: it expects none
+            env.pop(contract.GPUS, None)
         port = ports.pop() if with_metrics else None
         if port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
             env[contract.METRICS_PORT], env[contract.METRICS_HOST] = str(port), LOCALHOST

@@ -153,7 +153,7 @@ def test_ps_plan():
     assert cluster.role(Role.CHIEF).service_account is None
     assert cluster.failure.ignored_exit_codes == (contract.EXIT_PREEMPTED, contract.EXIT_PEER_LOST)
     assert cluster.failure.fatal_exit_codes == (contract.EXIT_CONFIG,)
-    assert cluster.failure.counted_exit_codes == (137,)
+    assert cluster.failure.counted_exit_codes == (contract.EXIT_NODE_FAULT, 137)
     assert cluster.failure.per_index_roles == ()  # a PS worker's crash costs no peer anything
     address = lambda role, i: f"{role}-{i}:1"  # noqa: E731
     assert cluster.tf_config("evaluator", 0, address) == {"cluster": {}, "task": {"type": "evaluator", "index": 0}}

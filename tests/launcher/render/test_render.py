@@ -10,7 +10,7 @@ from support import assert_pod_security_restricted
 
 from launcher.cluster_spec.loader import load_file, load_text, pack_code
 from launcher.render import render
-from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
+from worker.errors import EXIT_CONFIG, EXIT_NODE_FAULT, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 GOLDEN = Path(__file__).parent / "golden"
 EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
@@ -208,11 +208,35 @@ def test_pod_failure_policy_ignores_preemption_and_fails_fast_on_config_errors()
                     "action": "FailJob",
                     "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [EXIT_CONFIG]},
                 },
-                {"action": "Count", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [137]}},
                 {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {
+                    "action": "Count",
+                    "onExitCodes": {
+                        "containerName": "tensorflow",
+                        "operator": "In",
+                        "values": [EXIT_NODE_FAULT, 137],
+                    },
+                },
             ]
         }
     assert [c["name"] for c in jobs["chief"]["spec"]["template"]["spec"]["containers"]] == ["tensorflow"]
+
+
+def test_every_task_knows_its_node_and_a_role_given_gpus_their_number():
+    """What a node fault names (the pod's spec.nodeName) and what it checks (TFK8S_GPUS)."""
+    gpus = (
+        "name: g\nstrategy: parameter_server\nroles:\n  chief: {replicas: 1}\n"
+        "  worker: {replicas: 2, resources: {limits: {nvidia.com/gpu: 2}}}\n  ps: {replicas: 1}\n"
+    )
+    for text in (gpus, gpus + "image: me/train:1\ncommand: [python, train.py]\n"):
+        jobs = _jobs(render.render(load_text(text)))
+        for job in jobs.values():
+            env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+            assert {"name": "TFK8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in env
+        assert "TFK8S_GPUS" not in _env(jobs["ps"]) and "TFK8S_GPUS" not in _env(jobs["chief"])
+    assert _env(_jobs(render.render(load_text(gpus)))["worker"])["TFK8S_GPUS"] == "2"
+    # a user's command gets no variable of the built-in worker's to ignore
+    assert "TFK8S_GPUS" not in _env(jobs["worker"])
 
 
 def test_bring_your_own_exit_2_is_an_ordinary_failure():
@@ -220,7 +244,7 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
     jobs = _jobs(render.render(load_file(EXAMPLES_DIR / "byo.yaml")))
     for job in jobs.values():
         actions = [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]]
-        assert actions == ["Ignore", "Count", "Ignore"]
+        assert actions == ["Ignore", "Ignore", "Count"]
 
 
 def test_on_failure_restarts_in_place_without_pod_failure_policy():
@@ -308,16 +332,18 @@ def test_pod_failure_policy_rules_in_order():
     assert codes == [
         ("Ignore", [6, 143]),  # lost a peer after saving; preempted after saving (in order)
         ("FailJob", [2]),  # the built-in worker's configuration error
-        ("Count", [137]),  # SIGKILL: nothing saved, even when a disruption (node pressure) did it
-        ("Ignore", None),  # any other disruption
+        # any disruption (drain, eviction, preemption), also one whose grace ran out (137),
+        # before any Count rule: it spends no retry
+        ("Ignore", None),
+        ("Count", [9, 137]),  # a node fault; SIGKILL (OOM)
     ]
-    assert rules[-1]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
-    assert all(r["onExitCodes"]["containerName"] == "tensorflow" for r in rules[:-1])
+    assert rules[2]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
+    assert all(r["onExitCodes"]["containerName"] == "tensorflow" for r in rules if "onExitCodes" in r)
     byo = _job_specs(MWMS8 + "command: [python, t.py]\n")["m-worker"]["podFailurePolicy"]["rules"]
     assert [(r["action"], r.get("onExitCodes", {}).get("values")) for r in byo] == [
         ("Ignore", [143]),
-        ("Count", [137]),
         ("Ignore", None),
+        ("Count", [137]),  # a user's command may exit 9 for anything: counted as any exit is
     ]
 
 

@@ -26,7 +26,7 @@ from launcher.render import render
 from launcher.status import failure_reasons
 from launcher.status.status import Phase
 from worker.contract import Role
-from worker.errors import EXIT_CONFIG, EXIT_PEER_LOST, EXIT_PREEMPTED
+from worker.errors import EXIT_CONFIG, EXIT_NODE_FAULT, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 PS = """\
 name: p
@@ -46,9 +46,10 @@ def decision(s, role: str, code: int, **kwargs) -> policy.RestartDecision:
     return policy.restart_decision(plan.failure_policy(s), role, code, **kwargs)
 
 
-def job_action(s, role: str, exit_code: int) -> str:
-    """What the rendered Job's podFailurePolicy does with a pod of `role` exiting `exit_code`:
-    the first matching rule's action, or 'Count' (counted against backoffLimit)."""
+def job_action(s, role: str, exit_code: int, disrupted: bool = False) -> str:
+    """What the rendered Job's podFailurePolicy does with a pod of `role` exiting `exit_code`
+    (`disrupted`: with a DisruptionTarget condition, as a drained or evicted pod has): the first
+    matching rule's action, or 'Count' (counted against backoffLimit)."""
     [job] = [
         o
         for o in render.render(s)
@@ -57,6 +58,8 @@ def job_action(s, role: str, exit_code: int) -> str:
     for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules", []):
         codes = rule.get("onExitCodes")
         if codes and codes["operator"] == "In" and exit_code in codes["values"]:
+            return rule["action"]
+        if disrupted and {"type": "DisruptionTarget", "status": "True"} in rule.get("onPodConditions", []):
             return rule["action"]
     return "Count"
 
@@ -108,6 +111,28 @@ def test_mwms_workers_use_a_budget_per_index_locally_as_on_kubernetes():
     last = policy.restart_decision(failure, budget, 1, restarts_used=1)
     assert not last.restart and "backoffLimit 1 reached for worker-2 (backoffLimitPerIndex)" in last.message
     assert failure.budget("worker", 0) != budget
+
+
+def test_a_node_fault_is_replaced_and_counted_like_its_job():
+    """Not the program's fault (not FailJob), retried in a new pod; counted, so that an
+    environment broken on every node still ends at backoffLimit."""
+    s = spec("backoffLimit: 1\n")
+    first = decision(s, "chief", EXIT_NODE_FAULT, restarts_used=0, last_words="node fault on node n1: port taken")
+    assert first.restart and first.counted
+    assert "failure 1 of backoffLimit 1" in first.message and "node fault on node n1" in first.reason
+    assert not decision(s, "chief", EXIT_NODE_FAULT, restarts_used=1).restart
+    assert job_action(s, "chief", EXIT_NODE_FAULT) == "Count"
+
+
+def test_a_disrupted_pod_spends_no_retry_even_killed_by_sigkill():
+    """A drain whose grace ran out ends in SIGKILL (137) with DisruptionTarget set: the node's
+    doing, ignored before any Count rule; the same 137 without a disruption (OOM) counts."""
+    s = spec("backoffLimit: 1\n")
+    for role in ("chief", "worker", "ps"):
+        assert job_action(s, role, 137, disrupted=True) == "Ignore"
+        assert job_action(s, role, EXIT_NODE_FAULT, disrupted=True) == "Ignore"
+        assert job_action(s, role, 137) == "Count"
+    assert job_action(s, "chief", EXIT_CONFIG, disrupted=True) == "FailJob"
 
 
 def test_built_in_config_error_fails_at_once():

@@ -1,0 +1,66 @@
+"""Node faults in real runs through LocalBackend (this machine has no GPU and no CUDA): each is
+retried in a new attempt and counted (backoffLimit 1: two attempts, then the run fails with
+exit 9), and `status` names the node, where the program's own mistakes fail once with exit 2
+(test_causes.py, test_changed_model.py)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from local_clusters import Submission, attempts, make_spec
+
+from worker.contract import EXIT_NODE_FAULT
+
+pytestmark = pytest.mark.process
+
+ARGS = ["--steps", "20", "--checkpoint-every", "10", "--global-batch-size", "32", "--data", "digits"]
+MORE_STEPS = ["--steps", "30", *ARGS[2:]]
+TIMEOUT = 300
+NODE = socket.gethostname()  # a local task names its host
+
+
+def failed_as_node_fault(backend, name: str, code: int) -> str:
+    """The run ended with the chief's exit 9 after two counted attempts; its reason."""
+    status = backend.status(name)
+    [chief] = [r for r in status.roles if r.role == "chief"]
+    print(f"{name}: exit {code}, {len(attempts(backend, name, 'chief', 0))} attempts, {chief.reason}")
+    assert code == EXIT_NODE_FAULT and status.phase == "Failed", status
+    assert len(attempts(backend, name, "chief", 0)) == 2  # retried once, then backoffLimit 1
+    assert f"node fault on node {NODE}: " in chief.reason, chief.reason
+    return chief.reason
+
+
+def test_a_missing_libcuda_and_a_missing_gpu_are_retried_and_name_the_node(backend, tmp_path, monkeypatch):
+    (tmp_path / "needs_cuda.py").write_text(
+        "raise ImportError('libcuda.so.1: cannot open shared object file: No such file or directory')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    spec = make_spec(
+        "nocuda", "mirrored", ARGS, evaluator=False, backoffLimit=1, program={"module": "needs_cuda", "args": ARGS}
+    )
+    reason = failed_as_node_fault(backend, "nocuda", Submission(backend, spec).wait(TIMEOUT))
+    assert "program module 'needs_cuda' does not import: ImportError: libcuda.so.1: cannot open" in reason
+
+    data = make_spec("nogpu", "mirrored", ARGS, evaluator=False, backoffLimit=1).model_dump(by_alias=True)
+    data["roles"]["chief"]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    spec = type(spec).model_validate(data)
+    reason = failed_as_node_fault(backend, "nogpu", Submission(backend, spec).wait(TIMEOUT))
+    assert "this task was given 1 GPU(s) (TFK8S_GPUS, the role's nvidia.com/gpu limit) and TensorFlow sees 0" in reason
+
+
+def test_a_mixed_float16_checkpoint_on_a_node_without_a_gpu_is_a_node_fault(backend, probe_programs_importable):
+    """Trained with loss scaling (what --mixed-precision's mixed_float16 adds on a GPU; the probe
+    program adds it here), resumed where TF sees no GPU, so --mixed-precision picks
+    mixed_bfloat16 and the model has no loss scale: the node's fault, not a changed program."""
+
+    def spec(args, **env):
+        args = [*args, "--mixed-precision"]
+        program = {"module": "resized_program", "args": args}
+        return make_spec("flipped", "mirrored", args, evaluator=False, backoffLimit=1, program=program, env=env)
+
+    assert Submission(backend, spec(ARGS, PROBE_LOSS_SCALE="1")).wait(TIMEOUT) == 0
+    code = Submission(backend, spec(MORE_STEPS), replace=True).wait(TIMEOUT)
+    reason = failed_as_node_fault(backend, "flipped", code)
+    assert "the checkpoint was trained with loss scaling (optimizer/" in reason, reason
+    assert "TensorFlow sees no GPU on this node, so this task would train mixed_bfloat16" in reason
