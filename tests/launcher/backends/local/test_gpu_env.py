@@ -31,6 +31,8 @@ def test_a_task_expects_the_gpus_its_role_is_given_where_it_sees_them():
         "  worker: {replicas: 2, resources: {limits: {nvidia.com/gpu: 2}}}\n"
         "  ps: {replicas: 1, resources: {limits: {nvidia.com/gpu: 1}}}\n"
     )
-    tasks = {t.name: t.env for t in plan_tasks(make_plan(spec, model_dir="/tmp/model"), sys.executable)}
+    held, planned = plan_tasks(make_plan(spec, model_dir="/tmp/model"), sys.executable)
+    held.close()
+    tasks = {t.name: t.env for t in planned}
     assert tasks["worker-0"][contract.GPUS] == tasks["worker-1"][contract.GPUS] == "2"
     assert contract.GPUS not in tasks["ps-0"] and contract.GPUS not in tasks["chief-0"]
