@@ -81,6 +81,8 @@ CASES = {
 # nothing reads the others' evaluations). One per strategy and loop, as the training tests
 # that ran each of them to the end without a SIGTERM had it (mirrored: its custom loop).
 EVALUATED = {"ps-custom", "ps-fit", "mwms-custom-w0", "mwms-fit-w1-gce", "mirrored-custom-gce"}
+# Its tasks run probes/child_mask_program.py: the processes the program starts get SIGTERM.
+CHILD_MASK_CASE = "mwms-custom-w0"
 # The finished run a resubmit of the same spec must leave alone (no evaluator, as before).
 RESUBMITTED = "mirrored-fit-gce"
 
@@ -106,7 +108,11 @@ def test_sigterm_saves_the_current_step_the_restart_resumes_there_and_the_traini
         request.getfixturevalue("gce_node")
     name = f"term-{case}"
     # backoffLimit 0: a preemption must not count as a failure, or this cluster would fail.
-    spec = make_spec(name, strategy, args(loop), evaluator=case in EVALUATED, backoffLimit=0)
+    program = {}
+    if case == CHILD_MASK_CASE:
+        request.getfixturevalue("probe_programs_importable")
+        program = {"program": {"module": "child_mask_program", "args": args(loop)}}
+    spec = make_spec(name, strategy, args(loop), evaluator=case in EVALUATED, backoffLimit=0, **program)
     run = Submission(backend, spec)
     # Past the first periodic checkpoint and some way into the next interval.
     wait_until(
@@ -158,8 +164,23 @@ def test_sigterm_saves_the_current_step_the_restart_resumes_there_and_the_traini
     )
     if case in EVALUATED:
         check_trained_to_the_end(backend, name, strategy, loop, status, run)
+    if case == CHILD_MASK_CASE:
+        check_the_programs_children_block_no_signal(backend, name, trainers)
     if case == RESUBMITTED:
         check_resubmitting_the_finished_cluster_is_a_no_op(backend, workdir, spec)
+
+
+def check_the_programs_children_block_no_signal(backend, name, trainers) -> None:
+    """A process the program starts (in build_dataset) keeps the signal mask of the thread that
+    started it through exec: with SIGTERM blocked there, it would outlive a pod's SIGTERM."""
+    tasks = [*trainers, ("evaluator", 0)]
+    masks = {
+        f"{role}-{index}": [r["blocked"] for r in events(backend, name, role, index, "child_signal_mask")]
+        for role, index in tasks
+    }
+    assert all(masks.values()), f"a task reported no child: {masks}"
+    assert {mask for seen in masks.values() for mask in seen} == {"0000000000000000"}, masks
+    measure(f"SigBlk of a process the program started, per task and attempt: {masks}")
 
 
 def check_trained_to_the_end(backend, name, strategy, loop, status, run) -> None:

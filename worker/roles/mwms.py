@@ -18,7 +18,7 @@ from worker import errors, progress
 from worker.args import Options
 from worker.context import TaskContext
 from worker.contract import Role
-from worker.lifecycle import gil_free_wait
+from worker.lifecycle import gil_free_wait, preemption
 from worker.program import Program
 from worker.roles import synchronous, training
 
@@ -34,6 +34,7 @@ def run(task: TaskContext, options: Options, program: Program, resolver):
                 implementation=_collective(options.collective)
             ),
         )
+    preemption.unblock_in_this_thread()  # after TF's notifier: the processes the program starts get SIGTERM
     progress.report(
         "connected",
         workers=len(task.cluster.get(Role.WORKER.value, [])),
