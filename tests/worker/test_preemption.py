@@ -81,6 +81,8 @@ CASES = {
 # nothing reads the others' evaluations). One per strategy and loop, as the training tests
 # that ran each of them to the end without a SIGTERM had it (mirrored: its custom loop).
 EVALUATED = {"ps-custom", "ps-fit", "mwms-custom-w0", "mwms-fit-w1-gce", "mirrored-custom-gce"}
+# Its tasks run probes/child_mask_program.py: the processes the program starts get SIGTERM.
+CHILD_MASK_CASE = "mwms-custom-w0"
 # The finished run a resubmit of the same spec must leave alone (no evaluator, as before).
 RESUBMITTED = "mirrored-fit-gce"
 
@@ -106,7 +108,11 @@ def test_sigterm_saves_the_current_step_the_restart_resumes_there_and_the_traini
         request.getfixturevalue("gce_node")
     name = f"term-{case}"
     # backoffLimit 0: a preemption must not count as a failure, or this cluster would fail.
-    spec = make_spec(name, strategy, args(loop), evaluator=case in EVALUATED, backoffLimit=0)
+    program = {}
+    if case == CHILD_MASK_CASE:
+        request.getfixturevalue("probe_programs_importable")
+        program = {"program": {"module": "child_mask_program", "args": args(loop)}}
+    spec = make_spec(name, strategy, args(loop), evaluator=case in EVALUATED, backoffLimit=0, **program)
     run = Submission(backend, spec)
     # Past the first periodic checkpoint and some way into the next interval.
     wait_until(
@@ -158,8 +164,23 @@ def test_sigterm_saves_the_current_step_the_restart_resumes_there_and_the_traini
     )
     if case in EVALUATED:
         check_trained_to_the_end(backend, name, strategy, loop, status, run)
+    if case == CHILD_MASK_CASE:
+        check_the_programs_children_block_no_signal(backend, name, trainers)
     if case == RESUBMITTED:
         check_resubmitting_the_finished_cluster_is_a_no_op(backend, workdir, spec)
+
+
+def check_the_programs_children_block_no_signal(backend, name, trainers) -> None:
+    """A process the program starts (in build_dataset) keeps the signal mask of the thread that
+    started it through exec: with SIGTERM blocked there, it would outlive a pod's SIGTERM."""
+    tasks = [*trainers, ("evaluator", 0)]
+    masks = {
+        f"{role}-{index}": [r["blocked"] for r in events(backend, name, role, index, "child_signal_mask")]
+        for role, index in tasks
+    }
+    assert all(masks.values()), f"a task reported no child: {masks}"
+    assert {mask for seen in masks.values() for mask in seen} == {"0000000000000000"}, masks
+    measure(f"SigBlk of a process the program started, per task and attempt: {masks}")
 
 
 def check_trained_to_the_end(backend, name, strategy, loop, status, run) -> None:
@@ -416,13 +437,14 @@ def _sigterm_ps_while_the_chief_is_up(tmp_path, serve_seconds: float, **env):
     return code, seconds, rest
 
 
-def test_mwms_sigterm_while_the_strategy_waits_for_a_late_peer_exits_143(tmp_path):
-    """MultiWorkerMirroredStrategy(...) installs TF's C++ SIGTERM notifier while it waits for
-    its peers; it swallowed a pod deletion there ("SIGTERM caught" in the log) and the worker
-    trained on to the SIGKILL (exit 137, counted). Worker 1 is late: its pod is up (the port
-    answers, so worker 0's peer wait is over) but its TensorFlow starts only after worker 0 got
-    SIGTERM inside the strategy's constructor. The constructor holds the GIL until the peer
-    joins, so nothing in Python runs before that; then worker 0 exits 143, with no step."""
+def test_mwms_sigterm_while_the_strategy_waits_for_a_peer_that_never_joins_exits_143_at_once(tmp_path):
+    """MultiWorkerMirroredStrategy(...) waits inside one C call for every worker to register, and
+    TensorFlow's binding held the GIL through it: SIGTERM's thread could not run until the peer
+    joined, and with a peer that never joins (a whole cluster drained, a replacement Pending on
+    GPUs) the worker ran on to the SIGKILL at the end of the grace (exit 137, counted). Worker 1
+    here never joins: its pod is up (its port answers, so worker 0's peer wait is over) but its
+    TensorFlow never starts. Worker 0, SIGTERMed inside the constructor's wait, exits 143 at once
+    (worker/lifecycle/gil_free_wait.py), with no step."""
     import json
     import os
     import socket
@@ -430,59 +452,55 @@ def test_mwms_sigterm_while_the_strategy_waits_for_a_late_peer_exits_143(tmp_pat
     import sys
     import threading
 
-    held = socket.create_server(("127.0.0.1", 0))  # worker 1's pod: up, TF not yet
-    ports = [free_port(), held.getsockname()[1]]
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    never_joins = socket.create_server(("127.0.0.1", 0))  # worker 1's pod: up, TF never
+    cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{never_joins.getsockname()[1]}"]}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "TFK8S_STRATEGY": "multi_worker_mirrored",
+        "TFK8S_PROGRAM": SMALL_PROGRAM,
+        "TFK8S_MODEL_DIR": str(tmp_path / "model"),
+        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}),
+    }
+    worker0 = subprocess.Popen(
+        [sys.executable, "-m", "worker", "--steps", "20", "--data", "digits"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    waiting = threading.Event()
 
-    def start(index: int) -> tuple[subprocess.Popen, list[str], threading.Event]:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-            "TFK8S_STRATEGY": "multi_worker_mirrored",
-            "TFK8S_PROGRAM": SMALL_PROGRAM,
-            "TFK8S_MODEL_DIR": str(tmp_path / "model"),
-            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
-        }
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "worker", "--steps", "20", "--data", "digits"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        lines: list[str] = []
-        waiting = threading.Event()
+    def read() -> None:
+        for line in worker0.stdout:
+            lines.append(line)
+            if "tasks to connect" in line:  # the coordination service waits for worker 1
+                waiting.set()
 
-        def read() -> None:
-            for line in proc.stdout:
-                lines.append(line)
-                if "tasks to connect" in line:  # the coordination service waits for worker 1
-                    waiting.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        return proc, lines, waiting
-
-    worker0, lines, waiting = start(0)
-    worker1 = None
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    grace = 30  # well inside a pod's (120 s by default); TF's own wait for the peer is longer
     try:
         assert waiting.wait(180), "".join(lines)[-3000:]
         time.sleep(1.0)  # inside the strategy's constructor, TF's notifier installed
         sent = time.monotonic()
         worker0.send_signal(signal.SIGTERM)
-        held.close()
-        worker1, _, _ = start(1)  # late: it joins once its TensorFlow has started
-        code = worker0.wait(timeout=180)
+        try:
+            code = worker0.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            code = None
         seconds = time.monotonic() - sent
     finally:
-        for proc in (worker0, worker1):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-        held.close()
+        if worker0.poll() is None:
+            worker0.kill()
+        never_joins.close()
+    reader.join(10)
     output = "".join(lines)
+    assert code is not None, f"worker 0 still ran {grace} s after SIGTERM (a pod's SIGKILL):\n{output[-3000:]}"
     assert code == EXIT_PREEMPTED, output[-3000:]
     assert '"event": "preempted"' in output and '"event": "start"' not in output, output[-3000:]
     measure(
-        f"MWMS worker SIGTERMed inside the strategy's wait for a late peer: exit {code} "
-        f"{seconds:.1f} s after the signal, as the late peer joined (before: swallowed, "
-        "trained on to the SIGKILL)"
+        f"MWMS worker SIGTERMed inside the strategy's wait for a peer that never joins: exit {code} "
+        f"{seconds:.1f} s after the signal (before: alive until the pod's SIGKILL, 137)"
     )

@@ -7,7 +7,10 @@ would train on, unaware, until the SIGKILL (31.7 s, measured on kind), while the
 replacement. With this module:
 
 - SIGTERM is blocked in every thread and taken by one thread with sigwait (`install`), so no
-  handler TensorFlow installs can swallow it.
+  handler TensorFlow installs can swallow it. Once TensorFlow's set-up is past (the strategy
+  exists), the main thread unblocks it again (`unblock_in_this_thread`): a child process
+  keeps its parent thread's signal mask through exec, and one started with SIGTERM blocked
+  would ignore the pod's SIGTERM and be SIGKILLed at the end of the grace.
 - Until a training loop takes over (`defer()`), SIGTERM ends the process at once with
   EXIT_PREEMPTED: nothing is lost before the first step.
 - Inside a loop, the handler only records the request; the loop saves a checkpoint of the step
@@ -24,6 +27,7 @@ against backoffLimit (a Job podFailurePolicy rule on Kubernetes, the same rule l
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -31,7 +35,9 @@ from worker import errors, progress
 from worker.lifecycle import shutdown
 
 _requested = threading.Event()
+_first_sigterm = threading.Lock()  # two threads may take SIGTERMs: only the first one acts
 _deferred = False
+_unblocked = False
 _server_exit: list = []  # a server's last words before its preempted exit (exit_on_sigterm_...)
 
 
@@ -44,7 +50,8 @@ def install() -> None:
     (preemption_notifier.cc) while it waits for its peers, which replaces any handler and only
     logs "SIGTERM caught": a pod deleted, drained or preempted in that window trained on to the
     SIGKILL (exit 137, counted). A blocked signal reaches no handler, TF's included; it waits
-    for sigwait. Before training (`defer()`) the task then exits at once with EXIT_PREEMPTED."""
+    for sigwait. Before training (`defer()`) the task then exits at once with EXIT_PREEMPTED,
+    also inside that constructor, whose wait runs without the GIL (gil_free_wait.py)."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     threading.Thread(target=_take_sigterm, name="tfk8s-sigterm", daemon=True).start()
 
@@ -53,6 +60,41 @@ def _take_sigterm() -> None:
     while True:
         signal.sigwait({signal.SIGTERM})
         _on_sigterm()
+
+
+def unblock_in_this_thread() -> None:
+    """Called on the main thread once TensorFlow has installed what it installs on SIGTERM (a
+    strategy's constructor: MultiWorkerMirroredStrategy's C++ notifier): the processes this
+    thread starts from now on (the program's and the worker's), and the threads it starts, no
+    longer inherit a blocked SIGTERM.
+
+    SIGTERM then reaches whichever unblocked thread the kernel picks, so its disposition is
+    set here, over TensorFlow's: Python's C-level handler, which needs no GIL and writes the
+    signal's number to a wakeup pipe, read by a thread that acts at once (`_take_wakeups`),
+    whatever the main thread is doing. A disposition is needed anyway: as PID 1, a process
+    whose main thread does not block SIGTERM and has no handler drops the signal."""
+    global _unblocked
+    if _unblocked:
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    threading.Thread(target=_take_wakeups, args=(read_end,), name="tfk8s-sigterm-wakeup", daemon=True).start()
+    signal.signal(signal.SIGTERM, _acted_on_by_the_wakeup_thread)
+    signal.siginterrupt(signal.SIGTERM, False)  # a C++ thread's system call resumes, no EINTR
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    _unblocked = True
+
+
+def _acted_on_by_the_wakeup_thread(signum, frame) -> None:
+    """Python runs a handler on the main thread, late if it is inside a C call: nothing to do."""
+
+
+def _take_wakeups(read_end: int) -> None:
+    while True:
+        for signum in os.read(read_end, 64):
+            if signum == signal.SIGTERM:
+                _on_sigterm()
 
 
 def defer() -> None:
@@ -80,9 +122,10 @@ def exit_preempted(step: int | None, checkpoint: str | None) -> None:
 
 
 def _on_sigterm() -> None:
-    if _requested.is_set():
-        return
-    _requested.set()
+    with _first_sigterm:
+        if _requested.is_set():
+            return
+        _requested.set()
     if _server_exit:
         if _server_exit[0] is not None:
             _server_exit[0]()

@@ -45,6 +45,7 @@ PREEMPTION_SLICE_STEPS = 10
 def run(task: TaskContext, options: Options, program: Program, resolver):
     """Trains, then exits the process (worker/lifecycle/shutdown.py)."""
     strategy = tf.distribute.ParameterServerStrategy(resolver)
+    preemption.unblock_in_this_thread()  # after TF's set-up: the processes the program starts get SIGTERM
     progress.report(
         "connected", workers=len(task.cluster.get(Role.WORKER.value, [])), ps=len(task.cluster.get(Role.PS.value, []))
     )

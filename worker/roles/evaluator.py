@@ -22,6 +22,7 @@ import tensorflow as tf
 from worker import progress
 from worker.args import Options
 from worker.context import TaskContext
+from worker.lifecycle import preemption
 from worker.model_dir import layout, ownership
 from worker.program import Program
 
@@ -162,6 +163,7 @@ class Evaluator:
 
 
 def run(task: TaskContext, options: Options, program: Program, owner_checked: bool) -> int:
+    preemption.unblock_in_this_thread()  # the processes the program starts get SIGTERM
     return Evaluator(task, options, program, owner_checked).run()
 
 

@@ -18,20 +18,23 @@ from worker import errors, exit_cause, progress
 from worker.args import Options
 from worker.context import TaskContext
 from worker.contract import Role
+from worker.lifecycle import gil_free_wait, preemption
 from worker.program import Program
 from worker.roles import synchronous, training
 
 
 def run(task: TaskContext, options: Options, program: Program, resolver):
     """Trains, then exits the process (worker/lifecycle/shutdown.py)."""
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        cluster_resolver=resolver,
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=_collective(options.collective)
-        ),
-    )
-    # A SIGTERM while the constructor waited for the peers (TF's own notifier is installed in
-    # there) is taken by worker/lifecycle/preemption.py's thread, which runs as soon as it returns.
+    # The constructor waits for every peer to join; a SIGTERM meanwhile (TF's own notifier is
+    # installed in there) ends the task at once (worker/lifecycle/gil_free_wait.py).
+    with gil_free_wait.without_the_gil():
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=resolver,
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                implementation=_collective(options.collective)
+            ),
+        )
+    preemption.unblock_in_this_thread()  # after TF's notifier: the processes the program starts get SIGTERM
     progress.report(
         "connected",
         workers=len(task.cluster.get(Role.WORKER.value, [])),
