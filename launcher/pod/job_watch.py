@@ -179,9 +179,9 @@ def job_states(
     """The Job's state now and at every change: one list, then watches resumed from the last
     resourceVersion; list again after 410 Gone. API errors are logged and retried with a
     growing pause: a hiccup must not kill a healthy server. Only while the API server has never
-    answered (_is_answer: an HTTP status but 401/403, or a refused connection), for
-    `give_up_seconds` (None: never), ApiUnreachable is raised: that is a blocked egress or a
-    missing credential, which no retry cures."""
+    answered (an HTTP status counts as an answer, except 401/403), for `give_up_seconds` (None:
+    never), ApiUnreachable is raised: that is a blocked egress or a missing credential, which no
+    retry cures."""
     version, answered, started, last_error = None, False, time.monotonic(), None
     failures = 0  # in a row: the pause grows with them
     while True:
@@ -213,7 +213,9 @@ def job_states(
             version = None
         except Exception as exc:  # noqa: BLE001 - see the docstring
             last_error, failures = exc, failures + 1
-            answered = answered or _is_answer(exc)
+            # Any HTTP status but a refusal is the API server answering: reachable, only busy or
+            # upgrading (429, 5xx), so an outage never stops a healthy server.
+            answered = answered or (isinstance(exc, urllib.error.HTTPError) and not _is_refusal(exc))
             log(f"cannot watch job {namespace}/{name} yet: {exc}")
             # jittered: 1000 pods refused together (429 from the API server's flow control, seen
             # in tests/scale) must not all come back together; longer while it keeps failing
@@ -223,16 +225,6 @@ def job_states(
 
 
 MAX_RETRY_SECONDS = 30.0  # a retrying supervisor notices a deleted Job within this
-
-
-def _is_answer(error: BaseException) -> bool:
-    """The API server is there, so an outage never stops a healthy server: any HTTP status but
-    a refusal (429, 5xx: busy or upgrading), or a refused connection (its address reached and
-    nothing listening yet: a control-plane restart). A timeout is no answer: a dropping
-    firewall, a blocked egress."""
-    if isinstance(error, urllib.error.HTTPError):
-        return not _is_refusal(error)
-    return isinstance(getattr(error, "reason", error), ConnectionRefusedError)
 
 
 def _is_refusal(error: BaseException | None) -> bool:

@@ -24,9 +24,8 @@ No answer at all from the API server for TFK8S_API_GIVE_UP_SECONDS (egress to it
 token missing, a 401/403): `watch` gives up with the verdict api-unreachable and one line saying
 why; `run` stops the task and exits EXIT_API_UNREACHABLE with that line as the termination
 message. Any other HTTP status (429, 5xx: an overloaded or upgrading API server) is an answer,
-and so is a refused connection (a restarting API server); once it has answered, errors are
-retried without end with a growing pause: an outage must not kill a healthy server. A
-restarted `run` (OnFailure) ignores an earlier give-up.
+and once it has answered, errors are retried without end with a growing pause: an outage must
+not kill a healthy server. A restarted `run` (OnFailure) ignores an earlier give-up.
 
 Environment (TFK8S_...): WATCH_JOB, the Job whose end ends the task; NAMESPACE, its namespace;
 WATCH_SECONDS (300); API_GIVE_UP_SECONDS (300); POD_RESTART_POLICY, the pod's (Never);

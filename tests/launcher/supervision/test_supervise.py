@@ -3,7 +3,7 @@ real processes around a real child, and the watch's decisions, which are pure.
 
 `run` (the task's container) is driven here through the shared directory as `watch` would drive
 it. `watch` runs for real against an API server that never answers (a socket that accepts and
-stays silent). Its answers from a real API server are exercised by the kind
+stays silent, or a closed port). Its answers from a real API server are exercised by the kind
 tier (tests/kind/test_e2e.py::test_failed_chief_ends_every_pod) and by the scale tier
 (tests/scale, the watch code of 1000 simulated pods).
 """
@@ -392,6 +392,21 @@ def test_a_pod_whose_api_server_never_answers_ends_within_the_bound(state_dir, s
     assert (state_dir / "termination-log-run").read_text() == line.removeprefix("[tfk8s-supervise] ") + "\n"
     # `status` shows it as the task's reason (launcher/status/failure_reasons.py keeps 400 characters)
     assert exit_cause.exit_cause(line.removeprefix("[tfk8s-supervise] ")) == line.removeprefix("[tfk8s-supervise] ")
+
+
+def test_a_refused_connection_gives_up_with_the_last_error(service_account, monkeypatch):
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
+    monkeypatch.setenv(job_watch.SA_DIR_ENV, str(service_account))
+    api = job_watch.ApiServer.in_cluster()
+    started = time.monotonic()
+    with pytest.raises(job_watch.ApiUnreachable, match="Connection refused") as raised:
+        next(job_watch.job_states(api, "ns", "c-chief", watch_seconds=5, retry_seconds=0.2, give_up_seconds=1.0))
+    assert time.monotonic() - started < 5
+    assert f"egress to the API server: 127.0.0.1:{port}" in str(raised.value)
 
 
 class _AnswersOnceThenFails:
