@@ -13,6 +13,7 @@ import time
 import uuid
 
 import pytest
+from local_clusters import measure
 from support import REPO
 from test_e2e import (
     LABEL,
@@ -330,7 +331,8 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(
     kind_cluster, worker_image, jobset_installed, namespace, tmp_path
 ):
     """The submit contract of `workload: jobs` holds for a JobSet too: the same spec twice
-    changes nothing, a changed one is refused (exit 2) unless --replace, delete leaves nothing."""
+    changes nothing, a changed one is refused (exit 2) unless --replace, delete leaves nothing;
+    a Job of the JobSet that the API server refuses is `status`'s cause within 30 s."""
     spec = write_stand_in_spec(tmp_path, "js-idem", namespace, worker_image, 3600, workload="jobset")
     cli(kind_cluster, "submit", str(spec), check=True)
     uid = jobset_of(kind_cluster, namespace, "js-idem")["metadata"]["uid"]
@@ -350,6 +352,37 @@ def test_jobset_submit_is_idempotent_refuses_changes_and_replaces(
     assert not kind_cluster.kubectl(
         "-n", namespace, "get", "jobsets,jobs,pods,configmaps", "-l", f"{LABEL}=js-idem", "-o", "name"
     ).stdout.strip()
+
+    # A Job of the JobSet that the API server refuses (an object-count quota; a policy webhook
+    # alike): the JobSet controller only records a JobCreationFailed event, and `status` says it.
+    kind_cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "one-job", "namespace": namespace},
+            "spec": {"hard": {"count/jobs.batch": "1"}},
+        }
+    )
+    wait_for(  # until the quota controller has counted, every create is refused as "status unknown"
+        lambda: kind_cluster.get_json("-n", namespace, "resourcequota", "one-job").get("status", {}).get("hard"),
+        60,
+        "the quota's status",
+    )
+    quota_spec = write_stand_in_spec(tmp_path, "js-quota", namespace, worker_image, 3600, workload="jobset")
+    started = time.monotonic()
+    cli(kind_cluster, "submit", str(quota_spec), check=True)
+
+    def refusal_said() -> dict | None:
+        result = cli(kind_cluster, "status", "js-quota", "-n", namespace, "-o", "json")
+        status = json.loads(result.stdout) if result.returncode == 0 else {}
+        return status if "refused the JobSet's Job of" in status.get("message", "") else None
+
+    status = wait_for(refusal_said, 30, "status to say the JobSet's refused Job")
+    said_after = time.monotonic() - started
+    assert status["phase"] == "Stuck", status
+    assert "\n" not in status["message"] and "exceeded quota: one-job" in status["message"], status
+    measure(f"kind JobSet refusal: `status` said it {said_after:.1f} s after submit: {status['message'][:200]}")
+    cli(kind_cluster, "delete", "js-quota", "-n", namespace, check=True)
 
 
 # Long enough that training is still on well after the first checkpoint (step 200), when
