@@ -38,7 +38,7 @@ POD_MONITOR_WITHOUT_CRD = (
 )
 # fatalExitCodes' refusals (str.format; the chart fills the same ones: launcher/chart/chart_schema.py).
 FATAL_CODES_NEED_COMMAND = (
-    "the built-in worker's exit codes have fixed meanings (docs/lifecycle.md#what-a-failure-costs); "
+    "the built-in worker's exit codes have fixed meanings (docs/lifecycle.md); "
     "fatalExitCodes is for a command of your own: remove it"
 )
 FATAL_CODES_NEED_NEVER = (

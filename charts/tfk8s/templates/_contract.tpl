@@ -192,8 +192,8 @@ messages:
   prometheusRuleWithoutCrd: 'the cluster serves no monitoring.coreos.com/v1 PrometheusRule (the Prometheus
     Operator''s CRDs are not installed): install them, or load docs/tfk8s-alerts.yaml into Prometheus
     as a rule file'
-  fatalCodesNeedCommand: 'the built-in worker''s exit codes have fixed meanings (docs/lifecycle.md#what-a-failure-costs);
-    fatalExitCodes is for a command of your own: remove it'
+  fatalCodesNeedCommand: 'the built-in worker''s exit codes have fixed meanings (docs/lifecycle.md); fatalExitCodes
+    is for a command of your own: remove it'
   fatalCodesNeedNever: 'needs restartPolicy: Never (Kubernetes allows no podFailurePolicy with OnFailure):
     set restartPolicy: Never, or remove fatalExitCodes'
   fatalCodeReserved: '@code@ is @meaning@, not your program''s: remove it from fatalExitCodes'
