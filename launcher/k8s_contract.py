@@ -13,6 +13,7 @@ from enum import Enum
 
 from launcher.pod import job_watch, supervise
 from worker.contract import (
+    EXIT_PREEMPTED,
     GRPC_FAIL_FAST,
     NODE_NAME,
     ROLE_COUNTS,
@@ -53,6 +54,15 @@ POD_RESTART_POLICY_ENV = supervise.POD_RESTART_POLICY_ENV
 RESTART_ATTEMPT_ENV = supervise.RESTART_ATTEMPT_ENV
 SUPERVISOR_STATE_DIR = supervise.STATE_DIR
 WATCH_JOB_ENV = supervise.WATCH_JOB_ENV
+
+# Exit statuses a pod reports whatever program it runs, and what each means; a spec's
+# fatalExitCodes may not take them (launcher/plan/job_failure.py has their rules).
+SIGKILL_EXIT = 128 + 9
+RESERVED_EXIT_CODES = {
+    EXIT_API_UNREACHABLE: "the supervisor's (its job-watch never reached the API server)",
+    SIGKILL_EXIT: "SIGKILL's (an OOM kill, or a drain whose grace ran out)",
+    EXIT_PREEMPTED: "SIGTERM's (a preemption, never counted)",
+}
 
 
 class Workload(str, Enum):

@@ -109,6 +109,10 @@ def generate_contract() -> dict:
             kind: job_failure.pod_failure_policy(plan.restart_rules("Never", 0, Strategy.MIRRORED, builtin))
             for kind, builtin in (("builtin", True), ("command", False))
         },
+        # A command's fatalExitCodes: a FailJob rule for this container (templates/_job.tpl), and
+        # the codes it may not take, with what they mean (templates/_validate.tpl).
+        "containerName": k8s_contract.CONTAINER,
+        "reservedExitCodes": {str(code): meaning for code, meaning in k8s_contract.RESERVED_EXIT_CODES.items()},
         "code": _code_contract(),
         # What templates/_validate.tpl refuses with: the launcher's messages, @field@ to fill.
         "messages": chart_schema.messages(),

@@ -102,6 +102,10 @@ def messages() -> dict[str, str]:
         "podMonitorWithoutPort": spec.POD_MONITOR_WITHOUT_PORT,
         "podMonitorWithoutCrd": spec.POD_MONITOR_WITHOUT_CRD,
         "prometheusRuleWithoutCrd": PROMETHEUS_RULE_WITHOUT_CRD,
+        "fatalCodesNeedCommand": spec.FATAL_CODES_NEED_COMMAND,
+        "fatalCodesNeedNever": spec.FATAL_CODES_NEED_NEVER,
+        "fatalCodeReserved": spec.FATAL_CODE_RESERVED,
+        "fatalCodeTwice": spec.FATAL_CODE_TWICE,
     }
     return {key: tokens(text) for key, text in table.items()}
 

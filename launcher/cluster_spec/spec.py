@@ -7,7 +7,7 @@ Validation here is structural and cross-field; where a problem sits in the YAML 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -36,6 +36,17 @@ POD_MONITOR_WITHOUT_CRD = (
     "the cluster serves no monitoring.coreos.com/v1 PodMonitor (the Prometheus Operator's CRDs are "
     "not installed): install them, or set metrics.podMonitor: false and scrape by the pods' annotations"
 )
+# fatalExitCodes' refusals (str.format; the chart fills the same ones: launcher/chart/chart_schema.py).
+FATAL_CODES_NEED_COMMAND = (
+    "the built-in worker's exit codes have fixed meanings (docs/lifecycle.md); "
+    "fatalExitCodes is for a command of your own: remove it"
+)
+FATAL_CODES_NEED_NEVER = (
+    "needs restartPolicy: Never (Kubernetes allows no podFailurePolicy with OnFailure): "
+    "set restartPolicy: Never, or remove fatalExitCodes"
+)
+FATAL_CODE_RESERVED = "{code} is {meaning}, not your program's: remove it from fatalExitCodes"
+FATAL_CODE_TWICE = "{code} is listed twice: list each code once"
 _MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)
 
 
@@ -223,6 +234,14 @@ class ClusterSpec(SpecModel):
     backoff_limit: int = Field(
         default=6, ge=0, le=1000, description="per Job (MWMS workers under `Never`: per worker, `backoffLimitPerIndex`)"
     )
+    fatal_exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(
+        default_factory=list,
+        description="a command of your own: its exit codes that fail the cluster at once, never retried "
+        "(podFailurePolicy FailJob; `--local` alike), e.g. `[1]` for Python's uncaught exception when a retry "
+        "would fail the same way. Unset: every failure is retried up to `backoffLimit` "
+        "(docs/lifecycle.md#a-program-of-your-own). Needs `command` and restartPolicy `Never`; "
+        "7, 137 and 143 are reserved",
+    )
     active_deadline_seconds: int | None = Field(default=None, ge=1, description="per Job")
     ttl_seconds_after_finished: int | None = Field(default=3600, ge=0, description="per Job")
     termination_grace_period_seconds: int = Field(
@@ -316,6 +335,7 @@ class ClusterSpec(SpecModel):
             problems.append(("metrics.port", METRICS_ON_GRPC_PORT.format(port=self.port)))
         if self.metrics.pod_monitor and self.metrics.port is None:
             problems.append(("metrics.podMonitor", POD_MONITOR_WITHOUT_PORT))
+        problems += [("fatalExitCodes", problem) for problem in fatal_exit_code_problems(self)]
         if problems:
             raise CrossFieldProblems(problems)
         return self
@@ -380,6 +400,23 @@ class CrossFieldProblems(ValueError):
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
         super().__init__("; ".join(f"{path}: {msg}" for path, msg in problems))
+
+
+def fatal_exit_code_problems(spec: ClusterSpec) -> list[str]:
+    """Why the spec's fatalExitCodes cannot be a podFailurePolicy FailJob rule (the first problem)."""
+    codes = spec.fatal_exit_codes
+    if not codes:
+        return []
+    if spec.builtin:
+        return [FATAL_CODES_NEED_COMMAND]
+    if spec.restart_policy != "Never":
+        return [FATAL_CODES_NEED_NEVER]
+    for position, code in enumerate(codes):
+        if code in k8s_contract.RESERVED_EXIT_CODES:
+            return [FATAL_CODE_RESERVED.format(code=code, meaning=k8s_contract.RESERVED_EXIT_CODES[code])]
+        if code in codes[:position]:
+            return [FATAL_CODE_TWICE.format(code=code)]
+    return []
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:

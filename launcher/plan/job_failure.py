@@ -22,7 +22,8 @@ class FailurePolicy:
     restartPolicy Never: a failed task is replaced (a new pod, same hostname), counted against
     backoffLimit, except exits in `ignored_exit_codes` and disruptions (eviction, drain,
     preemption), which are not the task's fault; an exit in `fatal_exit_codes` fails the role at
-    once; `counted_exit_codes` are counted, as any other exit is, and named so that the Job says
+    once (the built-in worker's configuration error, or the spec's fatalExitCodes for a command of
+    your own); `counted_exit_codes` are counted, as any other exit is, and named so that the Job says
     so (a node fault, SIGKILL). Roles in `per_index_roles` have a budget of
     backoffLimit per index (pod) instead of one per role, and their first index out of budget
     fails the role. OnFailure restarts in place and counts every failure per role (Kubernetes
@@ -36,6 +37,7 @@ class FailurePolicy:
     counted_exit_codes: tuple[int, ...] = ()
     ignores_disruptions: bool = False
     per_index_roles: tuple[Role, ...] = ()
+    fatal_meaning: str = ""  # why an exit in fatal_exit_codes is not retried, for the log
 
     def per_index(self, role: str) -> bool:
         return Role(role) in self.per_index_roles
@@ -45,8 +47,24 @@ class FailurePolicy:
         return contract.task_name(role, index) if self.per_index(role) else Role(role).value
 
 
-def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy, builtin: bool) -> FailurePolicy:
-    """The failure rules of a cluster (scripts/gen_chart.py writes them into the chart)."""
+# Why a fatal exit is not retried: the built-in worker's configuration error, or a user's code.
+BUILTIN_FATAL = (
+    "a deterministic failure of the built-in worker (bad arguments, a program that does not import, "
+    "a checkpoint that does not fit the model; see its log)"
+)
+USER_FATAL = "listed in fatalExitCodes"
+
+
+def restart_rules(
+    restart_policy: str,
+    backoff_limit: int,
+    strategy: Strategy,
+    builtin: bool,
+    user_fatal_exit_codes: tuple[int, ...] = (),
+) -> FailurePolicy:
+    """The failure rules of a cluster (scripts/gen_chart.py writes them into the chart).
+    `user_fatal_exit_codes`: the spec's fatalExitCodes (a command of your own, restartPolicy Never:
+    the spec refuses them elsewhere)."""
     if restart_policy != "Never":
         return FailurePolicy(restart_policy, backoff_limit)
     return FailurePolicy(
@@ -57,12 +75,15 @@ def restart_rules(restart_policy: str, backoff_limit: int, strategy: Strategy, b
         # EXIT_PEER_LOST: the built-in worker lost a peer after saving (its own code, which a
         # user's command may use for anything: only the built-in worker's is trusted).
         ignored_exit_codes=(contract.EXIT_PREEMPTED,) + ((contract.EXIT_PEER_LOST,) if builtin else ()),
-        # The built-in worker's bad arguments or program: a retry fails the same way.
-        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (),
+        # The built-in worker's bad arguments or program: a retry fails the same way. A command of
+        # your own: the codes its spec says a retry cannot mend; none by default, because a
+        # program's exit 1 is as often a lost peer (retried, it resumes) as a bug.
+        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else tuple(user_fatal_exit_codes),
+        fatal_meaning=BUILTIN_FATAL if builtin else USER_FATAL,
         # A node fault (the built-in worker's: a user's command may use 9 for anything) and
         # SIGKILL (128 + 9: OOM, nothing saved) are counted, so that an environment broken on
         # every node, or a task that keeps exceeding its memory, ends at backoffLimit.
-        counted_exit_codes=((contract.EXIT_NODE_FAULT,) if builtin else ()) + (128 + 9,),
+        counted_exit_codes=((contract.EXIT_NODE_FAULT,) if builtin else ()) + (k8s_contract.SIGKILL_EXIT,),
         ignores_disruptions=True,
         per_index_roles=k8s_contract.per_index_roles(strategy),
     )

@@ -226,7 +226,13 @@ def code_plan(spec: ClusterSpec, bundle: Bundle | None, code_dir: str | None = N
 
 def failure_policy(spec: ClusterSpec) -> FailurePolicy:
     """The spec's failure rules (launcher/plan/job_failure.py decides them)."""
-    return restart_rules(spec.restart_policy, spec.backoff_limit, Strategy(spec.strategy), spec.builtin)
+    return restart_rules(
+        spec.restart_policy,
+        spec.backoff_limit,
+        Strategy(spec.strategy),
+        spec.builtin,
+        tuple(spec.fatal_exit_codes),
+    )
 
 
 def task_env(

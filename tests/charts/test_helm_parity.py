@@ -629,6 +629,11 @@ REFUSED = [
         "at '/roles/worker/tolerations/0/operator'",
     ),
     ("queue-without-jobset", {"queue": "q"}, "at '/workload'"),
+    (
+        "fatal-code-above-255",
+        {"program": None, "command": ["python", "t.py"], "fatalExitCodes": [256]},
+        "at '/fatalExitCodes/0'",
+    ),
     ("unknown-workload", {"workload": "pods"}, "at '/workload'"),
 ]
 
@@ -649,6 +654,22 @@ REFUSED_LIKE_THE_LAUNCHER = [
         "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",
     ),
     ("reserved-env-all-pods", {"env": {"GRPC_FAIL_FAST": "x"}}, "env: GRPC_FAIL_FAST is set"),
+    ("fatal-codes-built-in", {"fatalExitCodes": [1]}, "fatalExitCodes: the built-in worker's exit codes"),
+    (
+        "fatal-codes-on-failure",
+        {"program": None, "command": ["python", "t.py"], "restartPolicy": "OnFailure", "fatalExitCodes": [1]},
+        "fatalExitCodes: needs restartPolicy: Never",
+    ),
+    (
+        "fatal-code-reserved",
+        {"program": None, "command": ["python", "t.py"], "fatalExitCodes": [1, 143]},
+        "fatalExitCodes: 143 is SIGTERM's (a preemption, never counted), not your program's",
+    ),
+    (
+        "fatal-code-twice",
+        {"program": None, "command": ["python", "t.py"], "fatalExitCodes": [3, 1, 3]},
+        "fatalExitCodes: 3 is listed twice",
+    ),
     (
         "dir-not-under-mount",
         {"checkpoint.dir": "/data/x"},

@@ -123,6 +123,11 @@ podFailurePolicy:
         operator: In
         values:
         - 137
+containerName: tensorflow
+reservedExitCodes:
+  '7': the supervisor's (its job-watch never reached the API server)
+  '137': SIGKILL's (an OOM kill, or a drain whose grace ran out)
+  '143': SIGTERM's (a preemption, never counted)
 code:
   dir: /opt/tfk8s/code
   initContainer:
@@ -187,5 +192,11 @@ messages:
   prometheusRuleWithoutCrd: 'the cluster serves no monitoring.coreos.com/v1 PrometheusRule (the Prometheus
     Operator''s CRDs are not installed): install them, or load docs/tfk8s-alerts.yaml into Prometheus
     as a rule file'
+  fatalCodesNeedCommand: 'the built-in worker''s exit codes have fixed meanings (docs/lifecycle.md); fatalExitCodes
+    is for a command of your own: remove it'
+  fatalCodesNeedNever: 'needs restartPolicy: Never (Kubernetes allows no podFailurePolicy with OnFailure):
+    set restartPolicy: Never, or remove fatalExitCodes'
+  fatalCodeReserved: '@code@ is @meaning@, not your program''s: remove it from fatalExitCodes'
+  fatalCodeTwice: '@code@ is listed twice: list each code once'
 
 {{- end }}

@@ -38,8 +38,20 @@ backoffLimit: {{ int $values.backoffLimit }}
 podReplacementPolicy: Failed
 {{- if eq $values.restartPolicy "Never" }}
 {{- $builtin := kindIs "invalid" $values.command }}
+{{- $policy := ternary $c.podFailurePolicy.builtin $c.podFailurePolicy.command $builtin }}
+{{- $fatal := default list $values.fatalExitCodes }}
+{{- if and (not $builtin) $fatal }}
+{{- /* job_failure.pod_failure_policy: FailJob right after the Ignore rule, codes in order. */}}
+{{- $padded := list }}
+{{- range $code := $fatal }}{{ $padded = append $padded (printf "%03d" (int $code)) }}{{ end }}
+{{- $sorted := list }}
+{{- range $code := sortAlpha $padded }}{{ $sorted = append $sorted (atoi $code) }}{{ end }}
+{{- $exits := dict "containerName" $c.containerName "operator" "In" "values" $sorted }}
+{{- $failJob := dict "action" "FailJob" "onExitCodes" $exits }}
+{{- $policy = dict "rules" (concat (list (first $policy.rules) $failJob) (rest $policy.rules)) }}
+{{- end }}
 podFailurePolicy:
-  {{- toYaml (ternary $c.podFailurePolicy.builtin $c.podFailurePolicy.command $builtin) | nindent 2 }}
+  {{- toYaml $policy | nindent 2 }}
 {{- end }}
 {{- if not (kindIs "invalid" $values.activeDeadlineSeconds) }}
 activeDeadlineSeconds: {{ int $values.activeDeadlineSeconds }}

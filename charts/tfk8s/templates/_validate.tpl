@@ -118,6 +118,28 @@ a template picks one and fills it, never spells one out.
 {{- include "tfk8s.refuse" (list "metrics.podMonitor" $m.podMonitorWithoutPort dict) -}}
 {{- end -}}
 
+{{- /* spec.fatal_exit_code_problems: a command's codes, under Never; none reserved, none twice */ -}}
+{{- $fatal := default list $v.fatalExitCodes -}}
+{{- if $fatal -}}
+{{- if kindIs "invalid" $v.command -}}
+{{- include "tfk8s.refuse" (list "fatalExitCodes" $m.fatalCodesNeedCommand dict) -}}
+{{- else if ne $v.restartPolicy "Never" -}}
+{{- include "tfk8s.refuse" (list "fatalExitCodes" $m.fatalCodesNeedNever dict) -}}
+{{- end -}}
+{{- $seen := dict -}}
+{{- range $code := $fatal -}}
+{{- $key := toString (int $code) -}}
+{{- if hasKey $c.reservedExitCodes $key -}}
+{{- $fields := dict "code" $key "meaning" (get $c.reservedExitCodes $key) -}}
+{{- include "tfk8s.refuse" (list "fatalExitCodes" $m.fatalCodeReserved $fields) -}}
+{{- end -}}
+{{- if hasKey $seen $key -}}
+{{- include "tfk8s.refuse" (list "fatalExitCodes" $m.fatalCodeTwice (dict "code" $key)) -}}
+{{- end -}}
+{{- $_ := set $seen $key true -}}
+{{- end -}}
+{{- end -}}
+
 {{- if and $v.code (not $v.codeArchive) -}}
 {{- include "tfk8s.refuse" (list "code" $m.codeNeedsArchive dict) -}}
 {{- end -}}

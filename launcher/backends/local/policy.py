@@ -64,7 +64,7 @@ def restart_decision(
 
     restartPolicy Never (plan.failure_policy, rendered as the Jobs' podFailurePolicy): an exit
     in ignored_exit_codes (a preemption) replaces the pod without counting; one in
-    fatal_exit_codes (the built-in worker's configuration error) fails the role at once;
+    fatal_exit_codes (the built-in worker's configuration error, a command's fatalExitCodes) fails the role at once;
     anything else replaces the pod, counted against backoffLimit. OnFailure: every failure
     restarts in place, counted, preemptions included (no podFailurePolicy there).
     `last_words`, the task's own reason (its output's last line), ends the reason.
@@ -97,9 +97,8 @@ def restart_decision(
             True,
             f"{described} (deterministic: not retried)",
             (
-                f"{described}, a deterministic failure of the built-in worker (bad arguments, a "
-                "program that does not import, a checkpoint that does not fit the model; see its "
-                "log); not restarting it, a retry would fail alike (podFailurePolicy FailJob)"
+                f"{described}, {failure.fatal_meaning}; not restarting it, a retry would fail alike "
+                "(podFailurePolicy FailJob)"
             ),
         )
     if restarts_used >= limit:

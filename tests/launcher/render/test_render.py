@@ -247,6 +247,19 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
         assert actions == ["Ignore", "Ignore", "Count"]
 
 
+def test_fatal_exit_codes_of_a_command_fail_the_job_at_once():
+    """fatalExitCodes become a FailJob rule, codes in order (Kubernetes refuses others), after the
+    preemption's Ignore and before the disruption's, so a drained pod's SIGKILL is still ignored."""
+    spec = load_file(EXAMPLES_DIR / "byo.yaml").model_copy(update={"fatal_exit_codes": [3, 1, 100]})
+    jobs = _jobs(render.render(type(spec).model_validate(spec.model_dump(by_alias=True))))
+    for job in jobs.values():
+        rules = job["spec"]["podFailurePolicy"]["rules"]
+        assert [r["action"] for r in rules] == ["Ignore", "FailJob", "Ignore", "Count"]
+        assert rules[0]["onExitCodes"]["values"] == [EXIT_PREEMPTED]
+        assert rules[1]["onExitCodes"] == {"containerName": "tensorflow", "operator": "In", "values": [1, 3, 100]}
+        assert "onPodConditions" in rules[2]
+
+
 def test_on_failure_restarts_in_place_without_pod_failure_policy():
     # Kubernetes refuses a podFailurePolicy unless restartPolicy is Never.
     spec = load_text(

@@ -224,3 +224,42 @@ def test_a_huge_spec_or_env_value_is_refused_at_load_in_one_line(tmp_path):
     with pytest.raises(SpecError) as info:
         load_file(path)
     assert "roles.chief.env: BLOB is 39 KiB, over the 32 KiB an env value may have" in str(info.value), str(info.value)
+
+
+BYO = PS + "image: me/train:1\ncommand: [python, train.py]\n"
+
+
+def test_fatal_exit_codes_of_a_command_of_your_own_are_accepted():
+    spec = load_text(BYO + "fatalExitCodes: [3, 1, 100]\n")
+    assert spec.fatal_exit_codes == [3, 1, 100]
+    assert plan(spec).failure.fatal_exit_codes == (3, 1, 100)
+    assert load_text(BYO).fatal_exit_codes == []  # by default every failure is retried
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (
+            PS + "fatalExitCodes: [1]\n",
+            "cluster.yaml:7: fatalExitCodes: the built-in worker's exit codes have fixed meanings",
+        ),
+        (
+            BYO + "restartPolicy: OnFailure\nfatalExitCodes: [1]\n",
+            "cluster.yaml:10: fatalExitCodes: needs restartPolicy: Never (Kubernetes allows no podFailurePolicy",
+        ),
+        (
+            BYO + "fatalExitCodes: [1, 143]\n",
+            "cluster.yaml:9: fatalExitCodes: 143 is SIGTERM's (a preemption, never counted), not your program's: "
+            "remove it from fatalExitCodes",
+        ),
+        (BYO + "fatalExitCodes: [137]\n", "fatalExitCodes: 137 is SIGKILL's"),
+        (BYO + "fatalExitCodes: [7]\n", "fatalExitCodes: 7 is the supervisor's"),
+        (BYO + "fatalExitCodes: [3, 1, 3]\n", "fatalExitCodes: 3 is listed twice: list each code once"),
+        (BYO + "fatalExitCodes: [0]\n", "fatalExitCodes[0]: "),
+        (BYO + "fatalExitCodes: [256]\n", "fatalExitCodes[0]: "),
+    ],
+    ids=["built-in", "on-failure", "sigterm", "sigkill", "supervisor", "twice", "zero", "above-255"],
+)
+def test_fatal_exit_codes_are_refused_where_they_cannot_be_a_fail_job_rule(text, message):
+    [msg] = problems(text)
+    assert message in msg

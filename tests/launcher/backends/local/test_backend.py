@@ -176,6 +176,29 @@ def test_preemption_counts_under_on_failure(backend, workdir):
     assert status.roles[0].failed == 1
 
 
+def test_a_declared_fatal_exit_code_fails_at_once_and_another_is_retried(backend, workdir):
+    """Real processes: FLAKY exits 3 on its first attempt. Listed in fatalExitCodes, 3 fails the
+    run at that attempt despite backoffLimit 6; with only 1 listed, 3 is retried and succeeds."""
+
+    def flaky_spec(name, fatal_exit_codes):
+        spec = byo_spec(name, [FLAKY, "1"], restartPolicy="Never", backoffLimit=6)
+        return type(spec).model_validate({**spec.model_dump(by_alias=True), "fatalExitCodes": fatal_exit_codes})
+
+    fatal = flaky_spec("fatal", [3])
+    backend.submit(fatal)
+    assert backend.wait(fatal.name) == 3
+    status = backend.status("fatal")
+    assert status.phase == "Failed" and status.message.startswith("chief-0 exited 3 (deterministic: not retried)")
+    assert status.roles[0].failed == 1
+    assert run_files(backend, "fatal").log_path("chief", 0).read_text().count("=== tfk8s: chief-0 attempt") == 1
+
+    retried = flaky_spec("retried", [1])
+    backend.submit(retried)
+    assert backend.wait(retried.name) == 0
+    status = backend.status("retried")
+    assert status.phase == "Succeeded" and status.roles[0].failed == 1
+
+
 def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
     """The built-in worker exits EXIT_CONFIG (2) on a bad environment value: the Job's FailJob
     rule, so no retry even with backoffLimit 6 (no TensorFlow: the environment is checked

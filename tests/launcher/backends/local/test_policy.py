@@ -153,6 +153,23 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
     assert job_action(s, "worker", EXIT_PREEMPTED) == "Ignore"
 
 
+def test_a_commands_fatal_exit_codes_fail_at_once_like_its_job():
+    s = spec("backoffLimit: 6\nfatalExitCodes: [1, 42]\n", byo=True)
+    for code in (1, 42):
+        d = decision(s, "worker", code, restarts_used=0)
+        assert not d.restart and d.counted
+        assert d.reason == f"exited {code} (deterministic: not retried)"
+        assert "listed in fatalExitCodes" in d.message and "FailJob" in d.message
+        assert job_action(s, "worker", code) == "FailJob"
+    # An exit not listed, a signal (128 + N) or an OOM kill is retried, counted.
+    for code, status in ((3, 3), (-signal.SIGABRT, 128 + signal.SIGABRT), (-signal.SIGKILL, 137)):
+        assert decision(s, "worker", code, restarts_used=0).restart
+        assert job_action(s, "worker", status) == "Count"
+    # SIGTERM stays a preemption: replaced, not counted.
+    assert not decision(s, "worker", -signal.SIGTERM, restarts_used=0).counted
+    assert job_action(s, "worker", EXIT_PREEMPTED) == "Ignore"
+
+
 def test_on_failure_restarts_in_place_and_counts_preemptions():
     s = spec("restartPolicy: OnFailure\nbackoffLimit: 1\n")
     d = decision(s, "chief", EXIT_PREEMPTED, restarts_used=0)
