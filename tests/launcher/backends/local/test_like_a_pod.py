@@ -26,7 +26,9 @@ from local_clusters import (
     run_files,
     wait_until,
 )
-from test_backend import SLEEP, byo_spec
+
+sys.path.insert(0, str(Path(__file__).parent))  # as test_backend.py's own scripts import it
+from test_backend import SLEEP, byo_spec  # noqa: E402
 
 from launcher.backends.local.dependent_vars import expand, expand_command, expand_env
 from launcher.backends.local.preflight import ResourceLimitError
