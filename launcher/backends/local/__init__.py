@@ -1,7 +1,7 @@
 """Run a cluster spec as local processes: every task on 127.0.0.1, same rules as on Kubernetes.
 
 Each task gets the command, environment and TF_CONFIG of its pod from the plan
-(launcher.plan.plan), $(VAR) references expanded as the kubelet does (dependent_vars.py), with a
+(launcher.plan.plan), $(VAR) references expanded as the kubelet does (tasks.py), with a
 127.0.0.1 port per training task that the run holds until it ends
 (ports.py). The end-of-job rules match the Kubernetes backend; they are pure functions in policy.py:
 - success: the chief (MWMS: worker 0) exits 0 and the evaluator, if any, has evaluated the final

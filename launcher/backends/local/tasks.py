@@ -9,9 +9,9 @@ import socket
 import subprocess
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
-from launcher.backends.local import dependent_vars, runner
+from launcher.backends.local import runner
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env, sees_gpus
 from launcher.backends.local.ports import HeldPorts
 from launcher.plan.plan import ClusterPlan
@@ -88,12 +88,12 @@ def task(
     tf_config = json.dumps(plan.tf_config(role, index, address))
     # The container's own env list in the pod's order (manifests/job.yaml.j2), its $(VAR)
     # references expanded as the kubelet does
-    container_env = dependent_vars.expand_env(
+    container_env = expand_env(
         [(contract.TASK_INDEX, str(index)), (contract.TF_CONFIG, tf_config), *role_plan.env.items()]
     )
     if metrics_port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
         container_env[contract.METRICS_PORT], container_env[contract.METRICS_HOST] = str(metrics_port), LOCALHOST
-    argv = dependent_vars.expand_command(role_plan.command, container_env)
+    argv = expand_command(role_plan.command, container_env)
     if plan.spec.builtin:
         argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages
     env = {
@@ -125,3 +125,45 @@ def metrics_addresses(tasks: list[Task]) -> dict[str, str]:
 def platform() -> str:
     """This machine, as OWNER.json names where a cluster ran (worker/model_dir/ownership.py)."""
     return f"local:{socket.gethostname()}"
+
+
+# --- $(VAR) references------------------------------------------------------------
+# Kubernetes' `$(VAR)` references, expanded for a local task as the kubelet expands them for a
+# container: each env value from the variables defined before it in the container's env list,
+# command and args from the whole list. `$(NAME)` of a defined variable becomes its value, `$$`
+# becomes `$` (so `$$(NAME)` stays `$(NAME)`), an undefined `$(NAME)` and an unclosed `$(` stay as
+# written. Nothing else is expanded: the host's environment is not the container's list.
+
+
+def expand(text: str, defined: Mapping[str, str]) -> str:
+    """`text` with its `$(NAME)` references to `defined` replaced (rules in the docstring)."""
+    out: list[str] = []
+    cursor = 0
+    while (dollar := text.find("$", cursor)) != -1 and dollar + 1 < len(text):
+        out.append(text[cursor:dollar])
+        following = text[dollar + 1]
+        if following == "$":  # an escaped `$`
+            out.append("$")
+            cursor = dollar + 2
+        elif following == "(" and (closer := text.find(")", dollar + 2)) != -1:
+            name = text[dollar + 2 : closer]
+            out.append(defined[name] if name in defined else f"$({name})")
+            cursor = closer + 1
+        else:  # `$x`, or `$(` never closed: kept as written
+            out.append("$" + following)
+            cursor = dollar + 2
+    out.append(text[cursor:])
+    return "".join(out)
+
+
+def expand_env(env: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A container's env list, in order, each value expanded from the ones before it."""
+    defined: dict[str, str] = {}
+    for name, value in env:
+        defined[name] = expand(value, defined)
+    return defined
+
+
+def expand_command(argv: Iterable[str], env: Mapping[str, str]) -> list[str]:
+    """A container's command and args, expanded from its (expanded) env."""
+    return [expand(arg, env) for arg in argv]

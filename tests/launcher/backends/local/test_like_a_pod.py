@@ -30,8 +30,8 @@ from local_clusters import (
 sys.path.insert(0, str(Path(__file__).parent))  # as test_backend.py's own scripts import it
 from test_backend import SLEEP, byo_spec  # noqa: E402
 
-from launcher.backends.local.dependent_vars import expand, expand_command, expand_env
 from launcher.backends.local.preflight import ResourceLimitError
+from launcher.backends.local.tasks import expand, expand_command, expand_env
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import SubmitRefused
 
