@@ -159,6 +159,9 @@ def _parse_yaml(text: str, filename: str) -> tuple[Any, dict[Path_, int], list[P
     try:
         loader = yaml.SafeLoader(text)  # the reader already rejects control characters here
         node = loader.get_single_node()
+        # before constructing: aliases may repeat a node exponentially (362 bytes made 374 MB)
+        if node is not None and (too_big := _aliases_over_limit(node, filename)) is not None:
+            return None, {}, [too_big]
         data = loader.construct_document(node) if node is not None else None
     except yaml.reader.ReaderError as exc:
         return (
@@ -196,6 +199,43 @@ def _parse_yaml(text: str, filename: str) -> tuple[Any, dict[Path_, int], list[P
     if node is not None:
         _index_lines(node, (), lines, problems, filename)
     return data, lines, problems
+
+
+def _aliases_over_limit(root: yaml.Node, filename: str) -> Problem | None:
+    """A Problem at the innermost node whose value, its aliases expanded, is over
+    MAX_SPEC_BYTES (or refers to itself), else None. Sizes count each scalar's characters and
+    one per node; an alias is the same node object as its anchor, so each is measured once."""
+    sizes: dict[int, float] = {}
+
+    def size(node: yaml.Node) -> float:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if isinstance(node, yaml.ScalarNode):
+            return sizes.setdefault(id(node), 1 + len(node.value))
+        sizes[id(node)] = float("inf")  # while measuring: an alias back to it never ends
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else node.value
+        sizes[id(node)] = 1 + sum(size(child) for child in children)
+        return sizes[id(node)]
+
+    if size(root) <= MAX_SPEC_BYTES:
+        return None
+    node, seen = root, {id(root)}
+    while True:
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else node.value
+        inner = next((c for c in children if not isinstance(c, yaml.ScalarNode) and size(c) > MAX_SPEC_BYTES), None)
+        if inner is None or id(inner) in seen:  # innermost, or back at a node that holds itself
+            break
+        node = inner
+        seen.add(id(node))
+    endless = size(node) == float("inf")
+    return Problem(
+        "a YAML alias (*name) in this value refers to the value itself: it never ends"
+        if endless
+        else f"YAML aliases (*name) expand this value to over {MAX_SPEC_BYTES // 1024} KiB, the most a spec may have",
+        file=filename,
+        line=node.start_mark.line + 1,
+        hint="write the values out, or repeat fewer aliases",
+    )
 
 
 def _index_lines(node: yaml.Node, path: Path_, lines: dict, problems: list, filename: str) -> None:

@@ -1,7 +1,8 @@
 """Run a cluster spec as local processes: every task on 127.0.0.1, same rules as on Kubernetes.
 
 Each task gets the command, environment and TF_CONFIG of its pod from the plan
-(launcher.plan.plan), with a 127.0.0.1 port per training task that the run holds until it ends
+(launcher.plan.plan), $(VAR) references expanded as the kubelet does (tasks.py), with a
+127.0.0.1 port per training task that the run holds until it ends
 (ports.py). The end-of-job rules match the Kubernetes backend; they are pure functions in policy.py:
 - success: the chief (MWMS: worker 0) exits 0 and the evaluator, if any, has evaluated the final
   checkpoint: the built-in evaluator exits 0 by itself once it has; a bring-your-own evaluator
@@ -26,12 +27,12 @@ Each task gets the command, environment and TF_CONFIG of its pod from the plan
   terminationGracePeriodSeconds (as the kubelet does), unless the backend was given its own
   stop_grace_seconds.
 - nothing outlives the run: each task runs in its own process group, and every group is ended on
-  success, failure, Ctrl-C and SIGTERM. On Linux, tasks also get SIGKILL if the supervising
+  success, failure, Ctrl-C, SIGTERM and SIGHUP (a closed terminal). On Linux, tasks also get SIGKILL if the supervising
   thread dies without cleaning up (PR_SET_PDEATHSIG), e.g. when the launcher is SIGKILLed.
 
 submit() starts the tasks and returns; wait() waits for the end (types.py has the options). In
 the foreground (the CLI's) a thread of this process supervises them (foreground.py), and wait()
-passes Ctrl-C and SIGTERM on to it; otherwise (the API's default) submit() starts a detached
+passes Ctrl-C, SIGTERM and SIGHUP on to it; otherwise (the API's default) submit() starts a detached
 `python -m launcher.backends.local supervise` process and wait() polls its status.
 
 Files, under `<workdir>/<name>/` (files.py):
@@ -44,7 +45,9 @@ Files, under `<workdir>/<name>/` (files.py):
     logs/<role>-<index>.log   each task's output, all attempts, each behind a header line
     model/                    the model dir (TFK8S_MODEL_DIR), unless checkpoint.dir is gs://;
                               its OWNER.json names this cluster (worker/model_dir/ownership.py)
-`delete` stops a running cluster and removes everything but `model/`, which, like a
+    submit.lock               locked by the submit that checks and starts the run, one at a
+                              time; it holds that submit's pid
+`delete` stops a running cluster and removes everything but `model/` (and `submit.lock`), which, like a
 PersistentVolumeClaim on Kubernetes, outlives the cluster: a resubmitted spec resumes from its
 checkpoints. Remove it by hand to start from scratch.
 """

@@ -12,16 +12,17 @@ from typing import IO, Iterator
 
 from launcher.backends.base import Backend, exit_code
 from launcher.backends.local import runner
-from launcher.backends.local.files import RunFiles
+from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles
 from launcher.backends.local.foreground import ForegroundRun
 from launcher.backends.local.logs import read_log
-from launcher.backends.local.preflight import as_processes, check_worker_environment
+from launcher.backends.local.preflight import as_processes, check_resource_limits, check_worker_environment
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
+from launcher.plan.plan import plan as make_plan
 from launcher.render import render
 from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
@@ -62,13 +63,25 @@ class LocalBackend(Backend):
     def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
         """Start the run and return once its tasks have started: in the foreground under a
         supervisor thread of this process, else under a detached supervisor process that writes
-        its output to <workdir>/<name>/supervisor.log."""
+        its output to <workdir>/<name>/supervisor.log. Refused while another submit of the
+        name runs (files.submit_lock)."""
         spec = as_processes(spec, self._stream)
         # before anything exists: says what to install, and where
         check_worker_environment(spec, self.config.task_python)
         files = self._files(spec.name)
         code = self._pack_code(spec)  # once: the run's copy and its hash are of the same files
         spec_hash = render.spec_hash(spec, code)
+        # before anything exists: the tasks fit this machine's limits
+        code_dir = str(files.code_dir) if code is not None else None
+        check_resource_limits(
+            make_plan(spec, code, model_dir=files.model_dir(spec), code_dir=code_dir), self.config.task_python
+        )
+        with files.submit_lock():
+            self._submit(files, spec, code, spec_hash, replace)
+
+    def _submit(
+        self, files: RunFiles, spec: ClusterSpec, code: code_bundle.Bundle | None, spec_hash: str, replace: bool
+    ) -> None:
         if files.has_status():
             current = self.status(spec.name)
             if not replace and files.recorded_spec_hash() == spec_hash and current.phase is not Phase.UNKNOWN:
@@ -216,7 +229,7 @@ class LocalBackend(Backend):
                     f"within its grace; stop it (kill {pid}) and delete again"
                 )
         for entry in files.dir.iterdir():
-            if entry.name == "model":
+            if entry.name in ("model", SUBMIT_LOCK_FILE):  # a submit may hold the lock (--replace)
                 continue
             if entry.is_dir():
                 shutil.rmtree(entry)

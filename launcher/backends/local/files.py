@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Iterator
 
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
-from launcher.errors import ClusterNotFound
+from launcher.errors import ClusterNotFound, SubmitRefused
 from worker.contract import task_name
 
 # Each attempt's output in a task's log starts behind a line that begins so.
@@ -114,6 +117,38 @@ class RunFiles:
         """The terminationGracePeriodSeconds of the spec the run recorded."""
         return float(self.read_spec().termination_grace_period_seconds)
 
+    # --- one submit at a time --------------------------------------------------------------
+
+    @property
+    def submit_lock_path(self) -> Path:
+        """Locked (fcntl) by the submit that prepares the run, holding its pid; never removed,
+        so every submit locks the same file."""
+        return self.dir / SUBMIT_LOCK_FILE
+
+    @contextlib.contextmanager
+    def submit_lock(self) -> Iterator[None]:
+        """Held while a submit checks and starts the run: a second submit of the name
+        meanwhile is refused (two would start two clusters in one dir)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with self.submit_lock_path.open("a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                holder = lock.read().strip() or "unknown"
+                raise SubmitRefused(
+                    f"local cluster {self.name!r} is being submitted by another launcher "
+                    f"(pid {holder}, lock {self.submit_lock_path}); wait for that submit to "
+                    "return, then see `status`"
+                ) from None
+            lock.truncate(0)
+            lock.write(f"{os.getpid()}\n")
+            lock.flush()
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     # --- status ----------------------------------------------------------------------------
 
     def has_status(self) -> bool:
@@ -153,6 +188,7 @@ class RunFiles:
 
 
 SPEC_HASH_FILE = "spec.sha256"
+SUBMIT_LOCK_FILE = "submit.lock"
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -2,8 +2,10 @@
 
 The tasks start in that thread and PR_SET_PDEATHSIG ties them to it (runner.py), so they end
 with this process whatever happens; submit() returns once they have started. Signals belong to
-the main thread: while it waits, a Ctrl-C or SIGTERM is passed on to the supervisor, which stops
-every task and ends the run as failed (exit 128 + the signal), as the detached supervisor does.
+the main thread: while it waits, a Ctrl-C, SIGTERM or SIGHUP (its terminal closed) is passed on to
+the supervisor, which stops every task with SIGTERM, as a pod's are stopped (the built-in worker
+saves a checkpoint then), and ends the run as failed (exit 128 + the signal), as the detached
+supervisor does.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import signal
 import threading
 from typing import Callable, Iterator
 
-from launcher.backends.local.supervisor import Supervisor
+from launcher.backends.local.supervisor import STOP_SIGNALS, Supervisor
 
 
 class ForegroundRun:
@@ -69,11 +71,11 @@ def _signals_passed_to(supervisor: Supervisor) -> Iterator[None]:
 
     def interrupt(signum, frame):
         # Once: a second Ctrl-C must not cut the supervisor's cleanup short.
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         supervisor.interrupt(signum)
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
     try:
         yield
     finally:

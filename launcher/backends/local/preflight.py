@@ -1,5 +1,6 @@
-"""Before a local run starts any task: can this Python environment run the built-in worker, and
-what of the spec means nothing to local processes?
+"""Before a local run starts any task: can this Python environment run the built-in worker, do
+its tasks fit this machine's process limits, and what of the spec means nothing to local
+processes?
 
 The local tasks run the configured interpreter (types.py `python`, by default this one), so
 what it cannot find, every task would fail to import, each restart alike. Found without
@@ -10,12 +11,17 @@ TensorFlow.
 from __future__ import annotations
 
 import importlib.util
+import os
+import resource
 import subprocess
 import sys
+import threading
 from typing import IO
 
+from launcher.backends.local import runner, tasks
 from launcher.cluster_spec.spec import ClusterSpec, Workload
 from launcher.errors import LauncherError
+from launcher.plan.plan import ClusterPlan
 from worker import args as worker_args
 from worker import contract
 
@@ -99,3 +105,103 @@ def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:
         flush=True,
     )
     return spec.model_copy(update={"workload": Workload.JOBS, "queue": None, "priority_class_name": None})
+
+
+class ResourceLimitError(LauncherError):
+    """A local run's tasks would not fit this machine's process limits; refused before any starts."""
+
+    exit_code = 2
+
+
+# Linux: the most one argument or NAME=value of the environment may have (MAX_ARG_STRLEN).
+MAX_ARG_STRLEN = 32 * 4096
+# Per task, the supervisor holds its output pipe and its log open, and runs a thread that copies
+# them (threads count against RLIMIT_NPROC, with the task's process).
+FILES_PER_TASK = 2
+PROCESSES_PER_TASK = 2
+# The supervisor's own files besides: the combined log, status and pid writes, Popen's pipes.
+FILES_OF_THE_SUPERVISOR = 16
+# The longest address a task can have: TF_CONFIG's size does not depend on the ports chosen later.
+_LONGEST_ADDRESS = "127.0.0.1:65535"
+
+
+def check_resource_limits(plan: ClusterPlan, python: str = sys.executable) -> None:
+    """Raise ResourceLimitError, in one line, if the run's tasks would exceed this process's
+    limits: open files (RLIMIT_NOFILE), processes and threads (RLIMIT_NPROC), or the size of
+    one task's arguments and environment (ARG_MAX, MAX_ARG_STRLEN)."""
+    problems = resource_problems(plan, python)
+    if problems:
+        raise ResourceLimitError(
+            f"local cluster {plan.spec.name!r} does not fit this machine: "
+            + "; ".join(problems)
+            + " (nothing was started)"
+        )
+
+
+def resource_problems(plan: ClusterPlan, python: str = sys.executable) -> list[str]:
+    count = len(list(plan.tasks()))
+    problems = []
+    files = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+    files += FILES_OF_THE_SUPERVISOR + FILES_PER_TASK * count + tasks.ports_needed(plan)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and files > soft:
+        problems.append(
+            f"{count} tasks need about {files} open files, over the limit of {soft} {_raise('n', files, hard)}"
+        )
+    processes = threading.active_count() + PROCESSES_PER_TASK * count
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY and processes > soft:
+        problems.append(
+            f"{count} tasks need about {processes} processes and threads, over the limit of {soft} "
+            + _raise("u", processes, hard)
+        )
+    too_long: set[str] = set()  # each variable or argument said once, for the first task over
+    for role_plan in plan.roles:
+        # the last index: the longest TASK_INDEX and TF_CONFIG of the role
+        task = tasks.task(
+            plan,
+            python,
+            role_plan.role,
+            role_plan.replicas - 1,
+            lambda role, index: _LONGEST_ADDRESS,
+            65535 if tasks.serves_metrics(plan) else None,
+        )
+        problems += _exec_size_problems(task.name, runner.launch_argv(task.argv), task.env, too_long)
+    return problems
+
+
+def _exec_size_problems(name: str, argv: list[str], env: dict[str, str], said: set[str]) -> list[str]:
+    """What execve() would refuse with E2BIG ("Argument list too long") for this task; what is
+    in `said` is not said again (and what is said is added to it)."""
+    problems = []
+    strings = [(arg, f"argument {arg[:40]!r}") for arg in argv]
+    strings += [(f"{key}={value}", f"env {key}") for key, value in env.items()]
+    for text, what in strings:
+        size = len(text.encode()) + 1  # with its NUL
+        if size > MAX_ARG_STRLEN and what not in said:
+            said.add(what)
+            fix = (
+                "it lists every task's address: run fewer replicas locally"
+                if what == f"env {contract.TF_CONFIG}"
+                else "make it smaller"
+            )
+            problems.append(
+                f"{name}'s {what} is {size} bytes, over the {MAX_ARG_STRLEN} Linux allows one variable "
+                f"or argument ({fix})"
+            )
+    total = sum(len(text.encode()) + 1 + 8 for text, _ in strings)  # each with its NUL and pointer
+    arg_max = os.sysconf("SC_ARG_MAX")
+    if total > arg_max and "ARG_MAX" not in said:
+        said.add("ARG_MAX")
+        problems.append(
+            f"{name}'s arguments and environment are {total} bytes, over this machine's "
+            f"ARG_MAX of {arg_max} (a smaller env:, or fewer replicas)"
+        )
+    return problems
+
+
+def _raise(option: str, needed: int, hard: int) -> str:
+    """How to fit: raise the soft limit (`ulimit -<option>`) if the hard one allows, else fewer tasks."""
+    if hard == resource.RLIM_INFINITY or needed <= hard:
+        return f"(raise it with `ulimit -{option} {needed}`, or run fewer replicas)"
+    return f"(the most it can be raised to is {hard}: run fewer replicas locally)"

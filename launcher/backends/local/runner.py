@@ -37,7 +37,7 @@ class Output:
     launcher's own notices always to the stream."""
 
     def __init__(self, stream: IO[str], combined_log: Path | None = None, echo_tasks: bool = True):
-        self.stream = stream
+        self.stream: IO[str] | None = stream
         self.echo_tasks = echo_tasks
         self.lock = threading.Lock()
         self.combined = combined_log.open("a", encoding="utf-8") if combined_log else None
@@ -53,9 +53,14 @@ class Output:
             if self.combined is not None:
                 self.combined.write(text + "\n")
                 self.combined.flush()
-            if echo:
-                self.stream.write(text + "\n")
-                self.stream.flush()
+            if echo and self.stream is not None:
+                try:
+                    self.stream.write(text + "\n")
+                    self.stream.flush()
+                except OSError:
+                    # The terminal is gone (closed: EIO): no one reads it any more, and the
+                    # run's stopping must go on; the combined log has every line.
+                    self.stream = None
 
     def close(self) -> None:
         with self.lock:
@@ -79,8 +84,7 @@ def start(
     header is written before this returns: once a run's tasks have started (submit returned),
     each task's log exists and `logs` can read it (seen: a test that read it right after
     submit found no file while the copying thread had not run yet)."""
-    if sys.platform.startswith("linux"):
-        argv = [sys.executable, "-c", _EXEC_WITH_PARENT_DEATH_SIGNAL, str(os.getpid()), *argv]
+    argv = launch_argv(argv)
     log = log_path.open("a", encoding="utf-8")  # first: a log that cannot open starts nothing
     try:
         process = subprocess.Popen(
@@ -105,6 +109,13 @@ def start(
     )
     reader.start()
     return process, reader
+
+
+def launch_argv(argv: list[str]) -> list[str]:
+    """What start() executes for a task's `argv` (Linux: behind the parent-death wrapper)."""
+    if sys.platform.startswith("linux"):
+        return [sys.executable, "-c", _EXEC_WITH_PARENT_DEATH_SIGNAL, str(os.getpid()), *argv]
+    return argv
 
 
 def _copy_output(process: subprocess.Popen, log: IO[str], prefix: str, output: Output) -> None:

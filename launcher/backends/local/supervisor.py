@@ -1,5 +1,5 @@
 """The supervisor loop of one local run: poll the tasks, apply policy.py's decisions, write
-status.json, and end every task when the run ends (success, failure, Ctrl-C, SIGTERM).
+status.json, and end every task when the run ends (success, failure, Ctrl-C, SIGTERM, SIGHUP).
 
 It runs in the main thread of a detached process (`python -m launcher.backends.local`), where it
 handles the signals itself, or in a thread of the launcher (foreground), where the thread that
@@ -34,6 +34,10 @@ LOG_DRAIN_SECONDS = 2.0  # a child that kept the task's stdout open does not hol
 # How much of a task's log its cause is read from: enough for the last traceback of a TF error,
 # whose message lists the frames that defined the failing op.
 CAUSE_TAIL_BYTES = 16384
+# What ends a run, every task stopped with SIGTERM as a pod's: SIGHUP is a closed terminal, whose
+# default action would end the launcher at once and leave its tasks to the parent-death SIGKILL,
+# without the save a SIGTERM gets.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class _Interrupted(Exception):
@@ -294,11 +298,11 @@ class Supervisor:
         def interrupt(signum, frame):
             # Once: a second Ctrl-C must not cut the cleanup short (tasks would be orphaned
             # until the parent-death signal got them).
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in STOP_SIGNALS:
                 signal.signal(sig, signal.SIG_IGN)
             raise _Interrupted(signum)
 
-        return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+        return {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
 
     @staticmethod
     def _restore_signal_handlers(previous) -> None:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
 
 from launcher.backends.local import runner
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env, sees_gpus
@@ -47,14 +48,14 @@ class Task:
         return TaskSnapshot(self.role, self.index, self.state, self.last_exit_code, self.reason, self.ended_at)
 
 
-def _ports_needed(plan: ClusterPlan) -> int:
+def ports_needed(plan: ClusterPlan) -> int:
     """One gRPC port per training task and, for the built-in worker, which serves Prometheus
     metrics (worker/metrics.py), one metrics port per task (metrics.port is the pods' one), as
     each pod has. A program of the user's gets none to ignore; metrics.port null: none at all."""
-    return sum(r.replicas for r in plan.training_roles) + (len(list(plan.tasks())) if _serves_metrics(plan) else 0)
+    return sum(r.replicas for r in plan.training_roles) + (len(list(plan.tasks())) if serves_metrics(plan) else 0)
 
 
-def _serves_metrics(plan: ClusterPlan) -> bool:
+def serves_metrics(plan: ClusterPlan) -> bool:
     return plan.spec.builtin and plan.spec.metrics.port is not None
 
 
@@ -64,38 +65,49 @@ def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
     The plan's env carries the model dir it was planned with (the run's model/ unless
     checkpoint.dir is remote)."""
     tasks_planned = list(plan.tasks())
-    with_metrics = _serves_metrics(plan)
-    held = HeldPorts(_ports_needed(plan))
+    with_metrics = serves_metrics(plan)
+    held = HeldPorts(ports_needed(plan))
     ports = list(held.ports)
     port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles for i in range(r.replicas)}
 
     def address(role: str, index: int) -> str:
-        return f"127.0.0.1:{port_of[(Role(role).value, index)]}"
+        return f"{LOCALHOST}:{port_of[(Role(role).value, index)]}"
 
-    tasks = []
-    for role, index in tasks_planned:
-        role_plan = plan.role(role)
-        argv = list(role_plan.command)
-        if plan.spec.builtin:
-            argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages
-        env = {
-            **os.environ,
-            **gpu_env(plan.strategy, role),  # the spec's env may still override it
-            contract.PLATFORM: platform(),
-            **role_plan.env,
-            contract.TF_CONFIG: json.dumps(plan.tf_config(role, index, address)),
-            contract.TASK_INDEX: str(index),
-            "PYTHONUNBUFFERED": "1",  # lines reach the log as they are printed
-            # the code dir (code:) first, like /opt/tfk8s/code in a pod
-            "PYTHONPATH": os.pathsep.join(filter(None, [role_plan.workdir, runner.pythonpath()])),
-        }
-        if not sees_gpus(plan.strategy, role):  # the spec's GPUs are hidden from it here: it expects none
-            env.pop(contract.GPUS, None)
-        port = ports.pop() if with_metrics else None
-        if port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
-            env[contract.METRICS_PORT], env[contract.METRICS_HOST] = str(port), LOCALHOST
-        tasks.append(Task(role=role, index=index, argv=argv, env=env, cwd=role_plan.workdir))
+    tasks = [
+        task(plan, python, role, index, address, ports.pop() if with_metrics else None) for role, index in tasks_planned
+    ]
     return held, tasks
+
+
+def task(
+    plan: ClusterPlan, python: str, role: Role, index: int, address: Callable[[str, int], str], metrics_port: int | None
+) -> Task:
+    """The task (role, index) of the plan: its TF_CONFIG names the tasks at address(role, index);
+    it serves metrics on metrics_port (None: none)."""
+    role_plan = plan.role(role)
+    tf_config = json.dumps(plan.tf_config(role, index, address))
+    # The container's own env list in the pod's order (manifests/job.yaml.j2), its $(VAR)
+    # references expanded as the kubelet does
+    container_env = expand_env(
+        [(contract.TASK_INDEX, str(index)), (contract.TF_CONFIG, tf_config), *role_plan.env.items()]
+    )
+    if metrics_port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
+        container_env[contract.METRICS_PORT], container_env[contract.METRICS_HOST] = str(metrics_port), LOCALHOST
+    argv = expand_command(role_plan.command, container_env)
+    if plan.spec.builtin:
+        argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages
+    env = {
+        **os.environ,
+        **gpu_env(plan.strategy, role),  # the spec's env may still override it
+        contract.PLATFORM: platform(),
+        **container_env,
+        "PYTHONUNBUFFERED": "1",  # lines reach the log as they are printed
+        # the code dir (code:) first, like /opt/tfk8s/code in a pod
+        "PYTHONPATH": os.pathsep.join(filter(None, [role_plan.workdir, runner.pythonpath()])),
+    }
+    if not sees_gpus(plan.strategy, role):  # the spec's GPUs are hidden from it here: it expects none
+        env.pop(contract.GPUS, None)
+    return Task(role=role, index=index, argv=argv, env=env, cwd=role_plan.workdir)
 
 
 LOCALHOST = "127.0.0.1"
@@ -113,3 +125,45 @@ def metrics_addresses(tasks: list[Task]) -> dict[str, str]:
 def platform() -> str:
     """This machine, as OWNER.json names where a cluster ran (worker/model_dir/ownership.py)."""
     return f"local:{socket.gethostname()}"
+
+
+# --- $(VAR) references------------------------------------------------------------
+# Kubernetes' `$(VAR)` references, expanded for a local task as the kubelet expands them for a
+# container: each env value from the variables defined before it in the container's env list,
+# command and args from the whole list. `$(NAME)` of a defined variable becomes its value, `$$`
+# becomes `$` (so `$$(NAME)` stays `$(NAME)`), an undefined `$(NAME)` and an unclosed `$(` stay as
+# written. Nothing else is expanded: the host's environment is not the container's list.
+
+
+def expand(text: str, defined: Mapping[str, str]) -> str:
+    """`text` with its `$(NAME)` references to `defined` replaced (rules in the docstring)."""
+    out: list[str] = []
+    cursor = 0
+    while (dollar := text.find("$", cursor)) != -1 and dollar + 1 < len(text):
+        out.append(text[cursor:dollar])
+        following = text[dollar + 1]
+        if following == "$":  # an escaped `$`
+            out.append("$")
+            cursor = dollar + 2
+        elif following == "(" and (closer := text.find(")", dollar + 2)) != -1:
+            name = text[dollar + 2 : closer]
+            out.append(defined[name] if name in defined else f"$({name})")
+            cursor = closer + 1
+        else:  # `$x`, or `$(` never closed: kept as written
+            out.append("$" + following)
+            cursor = dollar + 2
+    out.append(text[cursor:])
+    return "".join(out)
+
+
+def expand_env(env: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A container's env list, in order, each value expanded from the ones before it."""
+    defined: dict[str, str] = {}
+    for name, value in env:
+        defined[name] = expand(value, defined)
+    return defined
+
+
+def expand_command(argv: Iterable[str], env: Mapping[str, str]) -> list[str]:
+    """A container's command and args, expanded from its (expanded) env."""
+    return [expand(arg, env) for arg in argv]

@@ -263,3 +263,39 @@ def test_fatal_exit_codes_of_a_command_of_your_own_are_accepted():
 def test_fatal_exit_codes_are_refused_where_they_cannot_be_a_fail_job_rule(text, message):
     [msg] = problems(text)
     assert message in msg
+
+
+def _alias_bomb(levels: int) -> str:
+    """A spec whose env value A repeats nine times per level: 9**levels strings of 3 bytes."""
+    lines = ['  L0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"  L{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return PS + "env:\n" + "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_at_load_in_one_line_naming_its_line():
+    """A few hundred bytes of aliases expand exponentially: refused from the node tree, before
+    PyYAML builds the values (seen: 362 bytes cost 374 MB to refuse), at the innermost line over."""
+    text = _alias_bomb(9)  # 9**9 * "lol": over a GiB, built
+    assert len(text.encode()) < 1024
+    found = problems(text)
+    # L4 is 9**5 "lol"s, about 240 KB; L5, nine of them, the innermost value over 256 KiB
+    line = next(n for n, text_line in enumerate(text.splitlines(), 1) if text_line.startswith("  L5:"))
+    assert found == [
+        f"cluster.yaml:{line}: YAML aliases (*name) expand this value to over 256 KiB, "
+        "the most a spec may have (write the values out, or repeat fewer aliases)"
+    ]
+
+
+def test_aliases_that_expand_within_the_spec_limit_still_load_as_yaml_says():
+    """Below the bound, aliases keep their meaning (here a list value, which env: refuses as
+    not a string: the ordinary field error, not the alias one)."""
+    found = problems(_alias_bomb(2))
+    assert found and not any("alias" in p for p in found)
+
+
+def test_a_yaml_alias_to_the_value_that_holds_it_is_refused():
+    found = problems(PS + "env:\n  A: &a [*a]\n")
+    assert found == [
+        "cluster.yaml:8: a YAML alias (*name) in this value refers to the value itself: it never ends "
+        "(write the values out, or repeat fewer aliases)"
+    ]
