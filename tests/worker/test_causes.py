@@ -39,22 +39,9 @@ def test_a_tf_error_is_its_first_informative_line():
 def test_a_program_with_a_syntax_error_fails_once_with_file_and_line(backend, tmp_path, monkeypatch):
     (tmp_path / "broken_program.py").write_text("def build_model(:\n    pass\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    spec = make_spec(
-        "broken",
-        "mirrored",
-        ["--steps", "10"],
-        evaluator=False,
-        backoffLimit=3,
-        program={"module": "broken_program", "args": ["--steps", "10"]},
-    )
-    code = Submission(backend, spec).wait(120)
-    status = backend.status("broken")
-    [chief] = status.roles
-    print(f"syntax error: exit {code}, {chief.reason}")
-    assert code == EXIT_CONFIG and status.phase == "Failed", status
-    assert len(attempts(backend, "broken", "chief", 0)) == 1
-    assert "program module 'broken_program' does not import: SyntaxError: " in chief.reason
-    assert "(broken_program.py, line 1)" in chief.reason, chief.reason
+    reason = fails_once_as_a_config_error(backend, "broken", "broken_program", ["--steps", "10"], "syntax error")
+    assert "program module 'broken_program' does not import: SyntaxError: " in reason
+    assert "(broken_program.py, line 1)" in reason, reason
     log = run_files(backend, "broken").log_path("chief", 0).read_text()
     assert "Traceback (most recent call last)" in log  # the details stay in the log
 
@@ -63,23 +50,26 @@ def test_a_program_with_a_syntax_error_fails_once_with_file_and_line(backend, tm
 def test_a_tf_keras_optimizer_where_tf_keras_is_keras_3_fails_once_saying_so(backend, probe_programs_importable):
     """Before: AttributeError ('Variable' object has no attribute '_unique_id') deep in the
     optimizer's build, exit 1, retried to backoffLimit though every attempt fails alike."""
-    args = ["--steps", "10", "--loop", "custom"]
-    spec = make_spec(
+    reason = fails_once_as_a_config_error(
+        backend,
         "legacyopt",
-        "mirrored",
-        args,
-        evaluator=False,
-        backoffLimit=3,
-        program={"module": "legacy_optimizer_program", "args": args},
+        "legacy_optimizer_program",
+        ["--steps", "10", "--loop", "custom"],
+        "tf_keras optimizer on Keras 3",
     )
+    assert "legacy_optimizer_program.build_optimizer() returned a tf_keras optimizer (tf_keras.src." in reason, reason
+    assert "SGD), but tf.keras is Keras 3 here" in reason, reason
+    assert "build it with tf.keras.optimizers, as the model" in reason, reason
+
+
+def fails_once_as_a_config_error(backend, name: str, module: str, args: list[str], what: str) -> str:
+    """A mirrored cluster of program `module` that must fail at its first attempt (exit 2,
+    backoffLimit 3 unused); its chief's reason."""
+    spec = make_spec(name, "mirrored", args, evaluator=False, backoffLimit=3, program={"module": module, "args": args})
     code = Submission(backend, spec).wait(120)
-    status = backend.status("legacyopt")
+    status = backend.status(name)
     [chief] = status.roles
-    print(f"tf_keras optimizer on Keras 3: exit {code}, {chief.reason}")
+    print(f"{what}: exit {code}, {chief.reason}")
     assert code == EXIT_CONFIG and status.phase == "Failed", status
-    assert len(attempts(backend, "legacyopt", "chief", 0)) == 1
-    assert (
-        "legacy_optimizer_program.build_optimizer() returned a tf_keras optimizer (tf_keras.src."
-    ) in chief.reason, chief.reason
-    assert "SGD), but tf.keras is Keras 3 here" in chief.reason, chief.reason
-    assert "build it with tf.keras.optimizers, as the model" in chief.reason, chief.reason
+    assert len(attempts(backend, name, "chief", 0)) == 1
+    return chief.reason
