@@ -1,5 +1,6 @@
-"""A role's part of cluster.yaml (roles.<role>): replicas, resources, env, nodeSelector and
-tolerations of its pods; launcher/cluster_spec/spec.py holds the rest of the spec."""
+"""A role's part of cluster.yaml (roles.<role>): replicas, resources, env, scheduling, its own
+image, command, volumes and a partial pod template; launcher/cluster_spec/spec.py holds the rest
+of the spec. The Kubernetes-shaped values are checked in launcher/cluster_spec/pod_fields.py."""
 
 from __future__ import annotations
 
@@ -78,6 +79,37 @@ class RoleSpec(SpecModel):
     node_selector: dict[str, str] = Field(default_factory=dict, description="this role's pods' nodeSelector")
     tolerations: list[Toleration] = Field(
         default_factory=list, description="Kubernetes tolerations of this role's pods"
+    )
+    image: str | None = Field(None, min_length=1, description="this role's task image, over the spec's `image`")
+    command: list[str] | None = Field(
+        None,
+        description="this role's own command (with only its own `args`), over the spec's `command`, which it needs",
+    )
+    args: list[str] | None = Field(
+        None, description="the arguments of this role's command, or of the spec's `command` over its `args`"
+    )
+    volumes: list[dict] = Field(
+        default_factory=list,
+        description="Kubernetes volumes added to this role's pods (data PVCs, ConfigMaps, Secrets)",
+    )
+    volume_mounts: list[dict] = Field(
+        default_factory=list, description="Kubernetes volumeMounts of `volumes` in the task's container"
+    )
+    affinity: dict | None = Field(None, description="this role's pods' Kubernetes affinity")
+    topology_spread_constraints: list[dict] = Field(
+        default_factory=list, description="this role's pods' Kubernetes topologySpreadConstraints"
+    )
+    service_account_name: str | None = Field(
+        None,
+        min_length=1,
+        description="this role's pods' service account, over the spec's (not for a supervised role: docs/security.md)",
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="added to this role's pods")
+    annotations: dict[str, str] = Field(default_factory=dict, description="added to this role's pods")
+    pod_template: dict | None = Field(
+        None,
+        description="a partial pod template (`metadata`, `spec`) merged into this role's pods for any "
+        "other field: maps key by key, named lists by `name`; what it may not set: docs/spec.md#pod-template",
     )
 
     @field_validator("env")

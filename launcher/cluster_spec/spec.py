@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from launcher import k8s_contract
-from launcher.cluster_spec import names
+from launcher.cluster_spec import names, pod_fields
 from launcher.cluster_spec.checkpoints import (
     DEFAULT_MOUNT_PATH,
     EMPTYDIR_PER_POD,
@@ -131,6 +131,10 @@ class Checkpoint(SpecModel):
         return self
 
 
+class LocalObjectReference(SpecModel):
+    name: str = Field(min_length=1, description="the Secret's name, in the cluster's namespace")
+
+
 class SecurityContext(SpecModel):
     run_as_user: int = Field(default=1000, ge=1, description="every pod's uid (never root: Pod Security `restricted`)")
     run_as_group: int = Field(default=1000, ge=1, description="every pod's gid")
@@ -192,6 +196,9 @@ class ClusterSpec(SpecModel):
     image: str = Field(DEFAULT_IMAGE, description="one image for every role")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         "IfNotPresent", description="every container's"
+    )
+    image_pull_secrets: list[LocalObjectReference] = Field(
+        default_factory=list, description="every pod's imagePullSecrets: `[{name: <Secret>}]`"
     )
     strategy: Strategy = Field(description="`parameter_server`, `multi_worker_mirrored` or `mirrored`")
     workload: Workload = Field(
@@ -307,6 +314,7 @@ class ClusterSpec(SpecModel):
                 )
             )
         problems += _role_problems(self)
+        problems += self._pod_field_problems()
         if self.queue is not None and self.workload is not Workload.JOBSET:
             problems.append(("queue", QUEUE_NEEDS_JOBSET))
         replicas = {role: self.replicas(role) for role in ROLES}
@@ -339,6 +347,21 @@ class ClusterSpec(SpecModel):
         if problems:
             raise CrossFieldProblems(problems)
         return self
+
+    def _pod_field_problems(self) -> list[tuple[str, str]]:
+        supervised = k8s_contract.supervised_roles(self.strategy, self.replicas(Role.EVALUATOR) > 0, self.workload)
+        mount = self.checkpoint.volume.mount_path if self.checkpoint.volume else DEFAULT_MOUNT_PATH
+        return [
+            problem
+            for role in ROLES
+            for problem in pod_fields.role_problems(
+                role.value,
+                self.roles.get(role).model_dump(by_alias=True),
+                role in supervised,
+                self.command is not None,
+                mount.rstrip("/"),
+            )
+        ]
 
     @property
     def builtin(self) -> bool:

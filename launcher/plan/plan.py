@@ -178,12 +178,13 @@ def plan(
                 role=role,
                 replicas=spec.replicas(role),
                 job_name=names.job(spec.name, role, workload),
-                command=tuple(task_command(spec)),
+                command=tuple(task_command(spec, role)),
                 env=task_env(spec, role, storage.model_dir, code.dir if code else None, code.digest if code else None),
                 workdir=code.dir if code else None,
                 supervision=supervision,
-                # The spec's account for every pod; otherwise only supervised pods need one.
-                service_account=supervisor_account if supervision or spec.service_account_name else None,
+                # The role's or the spec's account; otherwise only supervised pods need one.
+                service_account=spec.roles.get(role).service_account_name
+                or (supervisor_account if supervision or spec.service_account_name else None),
                 success_index=success_index if role is success else None,
                 tolerations=tuple(role_tolerations(spec, spec.roles.get(role))),
             )
@@ -271,11 +272,15 @@ def task_env(
     return env
 
 
-def task_command(spec: ClusterSpec) -> list[str]:
-    """The built-in worker with the program's args, or the user's own command."""
+def task_command(spec: ClusterSpec, role: str) -> list[str]:
+    """The built-in worker with the program's args, or the user's own command: a role's own
+    command with its own args only; a role's args with the spec's command."""
     if spec.builtin:
         return ["python", "-m", "worker", *spec.effective_program.args]
-    return [*spec.command, *(spec.args or [])]
+    own = spec.roles.get(role)
+    if own.command is not None:
+        return [*own.command, *(own.args or [])]
+    return [*spec.command, *(own.args if own.args is not None else spec.args or [])]
 
 
 def role_tolerations(spec: ClusterSpec, cfg) -> list[dict]:

@@ -19,7 +19,7 @@ from importlib import resources
 import yaml
 
 from launcher import k8s_contract
-from launcher.cluster_spec import names
+from launcher.cluster_spec import names, pod_fields
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
 from launcher.k8s_contract import (
@@ -84,14 +84,26 @@ def render(spec: ClusterSpec, code: Bundle | None = None) -> list[dict]:
     policies += [("podmonitor.yaml.j2", {})] if cluster.spec.metrics.pod_monitor else []
     jobs = [("job.yaml.j2", {"job": _job(cluster, role, context)}) for role in cluster.roles]
     if cluster.jobset is not None:
-        replicated = zip((role.role.value for role in cluster.roles), templating.render_all(context, jobs))
+        rendered = [_with_pod_template(cluster.spec, job) for job in templating.render_all(context, jobs)]
+        replicated = zip((role.role.value for role in cluster.roles), rendered)
         documents = [("jobset.yaml.j2", {"jobset": cluster.jobset, "jobs": list(replicated)})]
         if rbac:  # the supervised evaluator's script and RBAC
             documents += [("root.yaml.j2", {}), *rbac]
         return code_render.after_root(cluster, context, templating.render_all(context, documents + policies))
     # The policies before the Jobs: no pod of the cluster starts without them.
     documents = [("root.yaml.j2", {}), ("service.yaml.j2", {}), *rbac, *policies, *jobs]
-    return code_render.after_root(cluster, context, templating.render_all(context, documents))
+    objects = [_with_pod_template(cluster.spec, obj) for obj in templating.render_all(context, documents)]
+    return code_render.after_root(cluster, context, objects)
+
+
+def _with_pod_template(spec: ClusterSpec, obj: dict) -> dict:
+    """A Job with its role's podTemplate merged into its pod (pod_fields.merge); others as they are."""
+    if obj["kind"] != "Job":
+        return obj
+    overlay = spec.roles.get(obj["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]).pod_template
+    if overlay:
+        obj["spec"]["template"] = pod_fields.merge(obj["spec"]["template"], overlay)
+    return obj
 
 
 def _context(cluster: ClusterPlan) -> dict:
@@ -127,7 +139,7 @@ def _context(cluster: ClusterPlan) -> dict:
         "metrics_port_name": k8s_contract.METRICS_PORT_NAME,
         "metrics_path": k8s_contract.METRICS_PATH,
         "priority_class_name": spec.priority_class_name,
-        "image": spec.image,
+        "image_pull_secrets": [secret.model_dump() for secret in spec.image_pull_secrets],
         "image_pull_policy": spec.image_pull_policy,
         "restart_policy": cluster.failure.restart_policy,
         "pod_failure_policy": pod_failure_policy(cluster.failure),
@@ -157,11 +169,18 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         env.update({GRACE_ENV: str(supervision.grace_seconds), POD_GRACE_ENV: str(supervision.stop_grace_seconds)})
         watcher = _watcher(cluster, supervision)
     mounts, volumes = _volumes(cluster, supervised=supervision is not None)
+    mounts, volumes = mounts + cfg.volume_mounts, volumes + cfg.volumes
     resources_ = {k: v for k, v in (("requests", cfg.resources.requests), ("limits", cfg.resources.limits)) if v}
+    labels = {**context["labels"], k8s_contract.LABEL_COMPONENT: role.role.value}
     return {
         "name": role.job_name,
         "replicas": role.replicas,
-        "labels": {**context["labels"], k8s_contract.LABEL_COMPONENT: role.role.value},
+        "labels": labels,
+        "pod_labels": {**cfg.labels, **labels},
+        "pod_annotations": {**context["pod_annotations"], **cfg.annotations},
+        "image": cfg.image or spec.image,
+        "affinity": cfg.affinity,
+        "topology_spread_constraints": cfg.topology_spread_constraints,
         "command": command,
         "env": env,
         "tf_config": tfconfig.tf_config_template(cluster, role.role, context["address"]),

@@ -1,0 +1,220 @@
+"""A role's Kubernetes pod fields (roles.<role>.volumes, affinity, podTemplate, ...): their shapes
+(launcher/cluster_spec/k8s_shapes.py), what they may not touch, and the pod template's merge rule.
+
+The merge rule of `podTemplate`, applied to each rendered pod (launcher/render/render.py) and by
+the chart (`tfk8s.podTemplate` in charts/tfk8s/templates/_job.tpl): mappings are merged key by
+key, the template's value winning; a list of named items (containers, initContainers, env) is
+merged by `name`, an item of a new name appended; any other list is replaced. It may not set
+what the launcher decides or what has a field of its own: TF_CONFIG and the task's env, command,
+image, resources and mounts, the addresses TF_CONFIG names (subdomain, hostname, hostNetwork),
+the token rule, the supervisor's container and volumes, or the restricted security context.
+"""
+
+from __future__ import annotations
+
+from launcher import k8s_contract
+from launcher.cluster_spec import k8s_shapes
+from launcher.code_shipping.code_bundle import CODE_DIR
+
+Problems = list[tuple[str, str]]
+# The volumes the launcher gives a pod (render: /tmp, the model dir's, the supervisor's, the
+# code's); tests/launcher/render/test_pod_fields.py holds render to this list.
+RESERVED_VOLUMES = ("tmp", "checkpoint", "supervisor", "supervisor-state", "kube-api-access", "code", "code-archive")
+RESERVED_CONTAINERS = (k8s_contract.CONTAINER, k8s_contract.WATCHER_CONTAINER, "code")
+RESERVED_LABELS = (
+    k8s_contract.LABEL_NAME,
+    k8s_contract.LABEL_INSTANCE,
+    k8s_contract.LABEL_COMPONENT,
+    k8s_contract.LABEL_MANAGED_BY,
+    k8s_contract.LABEL_STRATEGY,
+)
+# Pod spec keys a podTemplate may not set, and where that setting lives instead (a role field
+# `roles.<role>.<key>`, a spec field, or why it is the launcher's).
+_ROLE_FIELD = "set roles.{role}.{key} instead"
+_SPEC_FIELD = "set {field} in the spec instead"
+POD_SPEC_HOMES = {
+    "affinity": _ROLE_FIELD,
+    "topologySpreadConstraints": _ROLE_FIELD,
+    "serviceAccountName": _ROLE_FIELD,
+    "serviceAccount": "set roles.{role}.serviceAccountName instead",
+    "nodeSelector": _ROLE_FIELD,
+    "tolerations": _ROLE_FIELD,
+    "volumes": _ROLE_FIELD,
+    "imagePullSecrets": _SPEC_FIELD.replace("{field}", "imagePullSecrets"),
+    "priorityClassName": _SPEC_FIELD.replace("{field}", "priorityClassName"),
+    "terminationGracePeriodSeconds": _SPEC_FIELD.replace("{field}", "terminationGracePeriodSeconds"),
+    "activeDeadlineSeconds": _SPEC_FIELD.replace("{field}", "activeDeadlineSeconds"),
+    "restartPolicy": _SPEC_FIELD.replace("{field}", "restartPolicy"),
+    "subdomain": "the launcher's: TF_CONFIG names every task by it",
+    "hostname": "the launcher's: TF_CONFIG names every task by it",
+    "setHostnameAsFQDN": "the launcher's: TF_CONFIG names every task by its host name",
+    "hostNetwork": "refused: tasks on the node's network share its ports and escape the NetworkPolicy",
+    "hostPID": "refused: Pod Security restricted forbids host namespaces",
+    "hostIPC": "refused: Pod Security restricted forbids host namespaces",
+    "shareProcessNamespace": "refused: the task could read the job-watch container's token (docs/security.md)",
+    "automountServiceAccountToken": "the launcher's: no token where TF's gRPC server runs (docs/security.md)",
+}
+# The pod securityContext keys the launcher sets (securityContext in the spec for uid/gid).
+POD_SECURITY_SET = ("runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile")
+# The task container's own fields: what a podTemplate may add to it (the rest has a role field).
+TASK_CONTAINER_MAY_SET = (
+    "lifecycle",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "envFrom",
+    "securityContext",
+    "terminationMessagePath",
+    "stdin",
+    "tty",
+)
+# In the task container's securityContext: only what restricted allows and the launcher leaves unset.
+TASK_SECURITY_MAY_SET = ("readOnlyRootFilesystem", "seLinuxOptions", "appArmorProfile")
+
+
+def role_problems(role: str, fields: dict, supervised: bool, has_command: bool, model_mount: str) -> Problems:
+    """What is wrong with roles.<role>'s pod fields (`fields`: its values by camelCase key)."""
+    at = f"roles.{role}"
+    out: Problems = []
+    for key, type_name in (
+        ("volumes", "list[V1Volume]"),
+        ("volumeMounts", "list[V1VolumeMount]"),
+        ("affinity", "V1Affinity"),
+        ("topologySpreadConstraints", "list[V1TopologySpreadConstraint]"),
+    ):
+        if fields.get(key):
+            out += k8s_shapes.problems(fields[key], type_name, f"{at}.{key}")
+    if out:
+        return out
+    if (fields.get("command") is not None or fields.get("args") is not None) and not has_command:
+        key = "command" if fields.get("command") is not None else "args"
+        out.append((f"{at}.{key}", "the built-in worker runs every role: set the spec's command, or remove this"))
+    if fields.get("serviceAccountName") and supervised:
+        out.append(
+            (
+                f"{at}.serviceAccountName",
+                f"the {role} pods are supervised and their job-watch container watches with the cluster's "
+                "account: set serviceAccountName for the whole spec instead",
+            )
+        )
+    out += _volume_problems(at, fields.get("volumes") or [], fields.get("volumeMounts") or [], model_mount)
+    out += [
+        (f"{at}.labels.{k}", f"{k} is the launcher's label: remove it")
+        for k in fields["labels"]
+        if k in RESERVED_LABELS
+    ]
+    if fields.get("podTemplate") is not None:
+        out += template_problems(role, fields["podTemplate"])
+    return out
+
+
+def _volume_problems(at: str, volumes: list[dict], mounts: list[dict], model_mount: str) -> Problems:
+    out: Problems = []
+    names = [v.get("name") for v in volumes]
+    for i, name in enumerate(names):
+        if name is None:
+            out.append((f"{at}.volumes.{i}", "a volume needs a name"))
+        elif name in RESERVED_VOLUMES:
+            out.append((f"{at}.volumes.{i}.name", f"{name!r} is one of the launcher's volumes: give it another name"))
+        elif name in names[:i]:
+            out.append((f"{at}.volumes.{i}.name", f"{name!r} is named twice: name each volume once"))
+    ours = ("/tmp", model_mount, k8s_contract.SUPERVISOR_DIR, k8s_contract.SUPERVISOR_STATE_DIR, CODE_DIR)
+    for i, mount in enumerate(mounts):
+        if mount.get("name") not in names:
+            out.append(
+                (f"{at}.volumeMounts.{i}.name", f"{mount.get('name')!r} is none of roles' volumes: add it there")
+            )
+        if "mountPath" not in mount:
+            out.append((f"{at}.volumeMounts.{i}", "a volumeMount needs a mountPath"))
+        elif mount["mountPath"].rstrip("/") in ours:
+            out.append((f"{at}.volumeMounts.{i}.mountPath", f"{mount['mountPath']} is the launcher's: mount elsewhere"))
+    return out
+
+
+def template_problems(role: str, template: object) -> Problems:
+    """What roles.<role>.podTemplate may not set, or what is not a pod template's."""
+    at = f"roles.{role}.podTemplate"
+    shape = k8s_shapes.problems(template, "V1PodTemplateSpec", at)
+    if shape:
+        return shape
+    out: Problems = []
+    meta, spec = template.get("metadata") or {}, template.get("spec") or {}
+    out += [
+        (f"{at}.metadata.{k}", f"only labels and annotations are a pod's own: set {k} on the spec instead")
+        for k in meta
+        if k not in ("labels", "annotations")
+    ]
+    out += [
+        (f"{at}.metadata.labels.{k}", f"{k} is the launcher's label: remove it")
+        for k in meta.get("labels") or {}
+        if k in RESERVED_LABELS
+    ]
+    for key in spec:
+        if key in POD_SPEC_HOMES:
+            out.append((f"{at}.spec.{key}", f"{key}: " + POD_SPEC_HOMES[key].format(role=role, key=key)))
+    out += [
+        (
+            f"{at}.spec.securityContext.{k}",
+            f"{k} is the launcher's (Pod Security restricted; uid and gid: the spec's securityContext)",
+        )
+        for k in spec.get("securityContext") or {}
+        if k in POD_SECURITY_SET
+    ]
+    for i, container in enumerate(spec.get("containers") or []):
+        out += _container_problems(f"{at}.spec.containers.{i}", container, role)
+    for i, container in enumerate(spec.get("initContainers") or []):
+        name = container.get("name")
+        if name in RESERVED_CONTAINERS:
+            out.append(
+                (f"{at}.spec.initContainers.{i}.name", f"{name!r} is the launcher's container: name yours otherwise")
+            )
+    return out
+
+
+def _container_problems(at: str, container: dict, role: str) -> Problems:
+    name = container.get("name")
+    if name is None:
+        return [(at, "a container needs a name (tensorflow: the task's; another: a container added to the pod)")]
+    if name == k8s_contract.WATCHER_CONTAINER:
+        return [(f"{at}.name", "job-watch is the supervisor's container: it may not be changed")]
+    if name != k8s_contract.CONTAINER:
+        return []
+    out = [
+        (
+            f"{at}.{k}",
+            f"the task container's {k} is the launcher's or has a field of roles.{role} (image, command, args, "
+            "env, resources, volumeMounts): set it there",
+        )
+        for k in container
+        if k != "name" and k not in TASK_CONTAINER_MAY_SET
+    ]
+    out += [
+        (f"{at}.securityContext.{k}", f"{k} is the launcher's: Pod Security restricted")
+        for k in container.get("securityContext") or {}
+        if k not in TASK_SECURITY_MAY_SET
+    ]
+    return out
+
+
+def merge(base: dict, over: dict) -> dict:
+    """`over` merged into a copy of `base` (the module's rule)."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        elif _named(value) and _named(out.get(key)):
+            merged = list(out[key])
+            for item in value:
+                at = next((i for i, old in enumerate(merged) if old["name"] == item["name"]), None)
+                if at is None:
+                    merged.append(item)
+                else:
+                    merged[at] = merge(merged[at], item)
+            out[key] = merged
+        else:
+            out[key] = value
+    return out
+
+
+def _named(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) and "name" in item for item in value)
