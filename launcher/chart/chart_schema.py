@@ -15,7 +15,7 @@ import string
 from typing import Any
 
 from launcher import k8s_contract
-from launcher.cluster_spec import checkpoints, names, role_spec, spec
+from launcher.cluster_spec import checkpoints, names, pod_fields, role_spec, spec
 from launcher.k8s_contract import Workload
 from worker import contract
 from worker.contract import Role, Strategy
@@ -278,6 +278,22 @@ def generate_schema() -> dict:
     )
 
     role_def["properties"]["env"] = env
+    # A podTemplate may not set what the launcher decides (pod_fields.py; the rest of its rules:
+    # `render --helm-values` checks them before Helm sees the values).
+    role_def["properties"]["podTemplate"] = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "metadata": {"type": "object", "propertyNames": {"enum": ["labels", "annotations"]}},
+                    "spec": {"type": "object", "propertyNames": {"not": {"enum": sorted(pod_fields.POD_SPEC_HOMES)}}},
+                },
+                "additionalProperties": False,
+            },
+            {"type": "null"},
+        ],
+        "description": role_def["properties"]["podTemplate"]["description"],
+    }
     quantity = {
         "anyOf": [
             {"type": "string", "pattern": _anchored(role_spec.QUANTITY.pattern)},

@@ -193,7 +193,10 @@ class ClusterSpec(SpecModel):
         description="DNS-1035 label; every generated name (`<name>-<role>-<index>`) must fit 63 characters"
     )
     namespace: str = Field("default", description="where every object is created")
-    image: str = Field(DEFAULT_IMAGE, description="one image for every role")
+    image: str = Field(
+        DEFAULT_IMAGE,
+        description="every role's image (a role's own `image` wins); the supervisor's and code unpacker's always",
+    )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         "IfNotPresent", description="every container's"
     )

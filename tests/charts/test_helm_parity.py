@@ -579,6 +579,16 @@ REFUSED = [
         "value must be one of 'parameter_server', 'multi_worker_mirrored', 'mirrored'",
     ),
     ("wrong-pull-policy", {"imagePullPolicy": "Sometimes"}, "at '/imagePullPolicy'"),
+    (
+        "pod-template-host-network",
+        {"roles.worker.podTemplate": {"spec": {"hostNetwork": True}}},
+        "invalid propertyName 'hostNetwork'",
+    ),
+    (
+        "pod-template-metadata-name",
+        {"roles.worker.podTemplate": {"metadata": {"name": "x"}}},
+        "invalid propertyName 'name'",
+    ),
     ("name-70-chars", {"name": "a" * 70}, "maxLength: got 70, want 63"),
     ("name-not-dns", {"name": "Bad_Name"}, "at '/name'"),
     ("wrong-type", {"port": "grpc"}, "at '/port': got string, want integer"),

@@ -319,11 +319,62 @@ lookup reads nothing under `helm template`, so then none.
 
 {{/* The task's own command line: the built-in worker with the program's args, or the user's. */}}
 {{- define "tfk8s.taskCommand" -}}
-{{- $values := .Values -}}
+{{- $values := .root.Values -}}
+{{- $own := get (default dict $values.roles) .role | default dict -}}
 {{- if kindIs "invalid" $values.command -}}
 {{- toJson (concat (list "python" "-m" "worker") (dig "args" list (default dict $values.program) | default list)) -}}
+{{- else if not (kindIs "invalid" $own.command) -}}
+{{- toJson (concat $own.command (default list $own.args)) -}}
+{{- else if not (kindIs "invalid" $own.args) -}}
+{{- toJson (concat $values.command $own.args) -}}
 {{- else -}}
 {{- toJson (concat $values.command (default list $values.args)) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+`over` merged into `base` (dict "base" MAP "over" MAP), as JSON: maps key by key, the over's
+value winning; lists of named items by name (new names appended); other lists replaced.
+launcher/cluster_spec/pod_fields.py merge is the launcher's.
+*/}}
+{{- define "tfk8s.merge" -}}
+{{- $out := deepCopy .base -}}
+{{- range $key, $value := .over -}}
+{{- $old := get $out $key -}}
+{{- if and (kindIs "map" $value) (kindIs "map" $old) -}}
+{{- $_ := set $out $key (include "tfk8s.merge" (dict "base" $old "over" $value) | fromJson) -}}
+{{- else if and (include "tfk8s.named" $value) (include "tfk8s.named" $old) -}}
+{{- $merged := $old -}}
+{{- range $item := $value -}}
+{{- $next := list -}}
+{{- $found := false -}}
+{{- range $was := $merged -}}
+{{- if eq $was.name $item.name -}}
+{{- $next = append $next (include "tfk8s.merge" (dict "base" $was "over" $item) | fromJson) -}}
+{{- $found = true -}}
+{{- else -}}
+{{- $next = append $next $was -}}
+{{- end -}}
+{{- end -}}
+{{- if not $found }}{{ $next = append $next $item }}{{ end -}}
+{{- $merged = $next -}}
+{{- end -}}
+{{- $_ := set $out $key $merged -}}
+{{- else -}}
+{{- $_ := set $out $key $value -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end }}
+
+{{/* "true" when the value is a list of maps that each have a name, else "". */}}
+{{- define "tfk8s.named" -}}
+{{- if kindIs "slice" . -}}
+{{- $named := true -}}
+{{- range $item := . -}}
+{{- if not (and (kindIs "map" $item) (hasKey $item "name")) }}{{ $named = false }}{{ end -}}
+{{- end -}}
+{{- if $named }}true{{ end -}}
 {{- end -}}
 {{- end }}
 

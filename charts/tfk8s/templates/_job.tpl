@@ -17,13 +17,7 @@ annotations:
 {{- $strategy := get $c.strategies $values.strategy -}}
 {{- $name := include "tfk8s.name" $root -}}
 {{- $replicas := include "tfk8s.replicas" . -}}
-{{- $supervised := include "tfk8s.supervised" . -}}
-{{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
-{{- $command := include "tfk8s.taskCommand" $root | fromJsonArray -}}
-{{- $metricsPort := include "tfk8s.metricsPort" $root -}}
-{{- if $supervised }}
-{{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
-{{- end -}}
+{{- $own := get (default dict $values.roles) .role | default dict -}}
 completionMode: Indexed
 completions: {{ $replicas }}
 parallelism: {{ $replicas }}
@@ -66,143 +60,186 @@ successPolicy:
   rules:
   - succeededIndexes: "0"
 {{- end }}
+{{- /* The role's podTemplate merged in (launcher/cluster_spec/pod_fields.py's rule). */}}
+{{- with $own.podTemplate }}
 template:
-  metadata:
-    labels:
-      {{- include "tfk8s.roleLabels" . | nindent 6 }}
-    annotations:
-      {{- include "tfk8s.podAnnotations" $root | nindent 6 }}
-  spec:
-    restartPolicy: {{ $values.restartPolicy }}
-    terminationGracePeriodSeconds: {{ int $values.terminationGracePeriodSeconds }}
-    subdomain: {{ $name | quote }}
-    {{- if or $supervised $values.serviceAccountName }}
-    serviceAccountName: {{ include "tfk8s.supervisorAccount" $root | quote }}
+  {{- include "tfk8s.merge" (dict "base" (include "tfk8s.pod" $ | fromYaml) "over" .) | fromJson | toYaml | nindent 2 }}
+{{- else }}
+template:
+  {{- include "tfk8s.pod" . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* One role's pod template (dict "root" $ "role" ROLE), before its podTemplate. */}}
+{{- define "tfk8s.pod" -}}
+{{- $root := .root -}}
+{{- $values := .root.Values -}}
+{{- $c := include "tfk8s.contract" $root | fromYaml -}}
+{{- $name := include "tfk8s.name" $root -}}
+{{- $supervised := include "tfk8s.supervised" . -}}
+{{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
+{{- $command := include "tfk8s.taskCommand" . | fromJsonArray -}}
+{{- $metricsPort := include "tfk8s.metricsPort" $root -}}
+{{- $own := get (default dict $values.roles) .role | default dict -}}
+{{- if $supervised }}
+{{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
+{{- end -}}
+{{- /* The role's labels under ours; its annotations over ours (render.py's _job). */}}
+{{- $labels := merge (include "tfk8s.roleLabels" . | fromYaml) (deepCopy (default dict $own.labels)) }}
+{{- $ours := include "tfk8s.podAnnotations" $root | fromYaml }}
+{{- $annotations := merge (deepCopy (default dict $own.annotations)) $ours }}
+metadata:
+  labels:
+    {{- toYaml $labels | nindent 4 }}
+  annotations:
+    {{- toYaml $annotations | nindent 4 }}
+spec:
+  restartPolicy: {{ $values.restartPolicy }}
+  terminationGracePeriodSeconds: {{ int $values.terminationGracePeriodSeconds }}
+  subdomain: {{ $name | quote }}
+  {{- if $own.serviceAccountName }}
+  serviceAccountName: {{ $own.serviceAccountName | quote }}
+  {{- else if or $supervised $values.serviceAccountName }}
+  serviceAccountName: {{ include "tfk8s.supervisorAccount" $root | quote }}
+  {{- end }}
+  {{- /* No container where TF runs gets a token: its gRPC server would hand it to any caller. */}}
+  automountServiceAccountToken: false
+  {{- with $values.priorityClassName }}
+  priorityClassName: {{ . | quote }}
+  {{- end }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: {{ int $values.securityContext.runAsUser }}
+    runAsGroup: {{ int $values.securityContext.runAsGroup }}
+    fsGroup: {{ int $values.securityContext.fsGroup }}
+    seccompProfile:
+      type: RuntimeDefault
+  {{- with dig .role "nodeSelector" dict (default dict $values.roles) }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with include "tfk8s.tolerations" . | fromJsonArray }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $own.affinity | default $values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $own.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if or $values.codeArchive $values.sidecars }}
+  initContainers:
+  {{- if $values.codeArchive }}
+  - image: {{ $values.image | quote }}
+    imagePullPolicy: {{ $values.imagePullPolicy }}
+    {{- toYaml $c.code.initContainer | nindent 4 }}
+  {{- end }}
+  {{- /* Native sidecars: they run beside the task and never keep the Job from completing. */}}
+  {{- range $sidecar := $values.sidecars }}
+  - {{- toYaml (merge (dict "restartPolicy" "Always") $sidecar) | nindent 4 }}
+  {{- end }}
+  {{- end }}
+  containers:
+  - name: tensorflow
+    image: {{ $own.image | default $values.image | quote }}
+    imagePullPolicy: {{ $values.imagePullPolicy }}
+    terminationMessagePolicy: FallbackToLogsOnError
+    command:
+      {{- toYaml $command | nindent 6 }}
+    {{- if $values.codeArchive }}
+    workingDir: {{ $c.code.dir }}
     {{- end }}
-    {{- /* No container where TF runs gets a token: its gRPC server would hand it to any caller. */}}
-    automountServiceAccountToken: false
-    {{- with $values.priorityClassName }}
-    priorityClassName: {{ . | quote }}
+    env:
+    - name: TFK8S_TASK_INDEX
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+    - name: TF_CONFIG
+      value: {{ include "tfk8s.tfConfig" . | quote }}
+    - name: TFK8S_NODE_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: spec.nodeName
+    {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 4 }}
+    {{- $training := has .role $c.trainingRoles }}
+    {{- if or $training $metricsPort }}
+    ports:
+    {{- if $training }}
+    - name: tf-grpc
+      containerPort: {{ int $values.port }}
+      protocol: TCP
     {{- end }}
+    {{- if $metricsPort }}
+    - name: metrics
+      containerPort: {{ $metricsPort }}
+      protocol: TCP
+    {{- end }}
+    {{- end }}
+    resources:
+      {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 6 }}
     securityContext:
+      allowPrivilegeEscalation: false
       runAsNonRoot: true
-      runAsUser: {{ int $values.securityContext.runAsUser }}
-      runAsGroup: {{ int $values.securityContext.runAsGroup }}
-      fsGroup: {{ int $values.securityContext.fsGroup }}
+      capabilities:
+        drop: [ALL]
       seccompProfile:
         type: RuntimeDefault
-    {{- with dig .role "nodeSelector" dict (default dict $values.roles) }}
-    nodeSelector:
-      {{- toYaml . | nindent 6 }}
-    {{- end }}
-    {{- with include "tfk8s.tolerations" . | fromJsonArray }}
-    tolerations:
-      {{- toYaml . | nindent 6 }}
-    {{- end }}
-    {{- with $values.affinity }}
-    affinity:
-      {{- toYaml . | nindent 6 }}
-    {{- end }}
-    {{- if or $values.codeArchive $values.sidecars }}
-    initContainers:
-    {{- if $values.codeArchive }}
-    - image: {{ $values.image | quote }}
-      imagePullPolicy: {{ $values.imagePullPolicy }}
-      {{- toYaml $c.code.initContainer | nindent 6 }}
-    {{- end }}
-    {{- /* Native sidecars: they run beside the task and never keep the Job from completing. */}}
-    {{- range $sidecar := $values.sidecars }}
-    - {{- toYaml (merge (dict "restartPolicy" "Always") $sidecar) | nindent 6 }}
-    {{- end }}
-    {{- end }}
-    containers:
-    - name: tensorflow
-      image: {{ $values.image | quote }}
-      imagePullPolicy: {{ $values.imagePullPolicy }}
-      terminationMessagePolicy: FallbackToLogsOnError
-      command:
-        {{- toYaml $command | nindent 8 }}
-      {{- if $values.codeArchive }}
-      workingDir: {{ $c.code.dir }}
-      {{- end }}
-      env:
-      - name: TFK8S_TASK_INDEX
-        valueFrom:
-          fieldRef:
-            fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
-      - name: TF_CONFIG
-        value: {{ include "tfk8s.tfConfig" . | quote }}
-      - name: TFK8S_NODE_NAME
-        valueFrom:
-          fieldRef:
-            fieldPath: spec.nodeName
-      {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 6 }}
-      {{- $training := has .role $c.trainingRoles }}
-      {{- if or $training $metricsPort }}
-      ports:
-      {{- if $training }}
-      - name: tf-grpc
-        containerPort: {{ int $values.port }}
-        protocol: TCP
-      {{- end }}
-      {{- if $metricsPort }}
-      - name: metrics
-        containerPort: {{ $metricsPort }}
-        protocol: TCP
-      {{- end }}
-      {{- end }}
-      resources:
-        {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 8 }}
-      securityContext:
-        allowPrivilegeEscalation: false
-        runAsNonRoot: true
-        capabilities:
-          drop: [ALL]
-        seccompProfile:
-          type: RuntimeDefault
-      volumeMounts:
-      - name: tmp
-        mountPath: /tmp
-      {{- with $storage.mounts }}
-      {{- toYaml . | nindent 6 }}
-      {{- end }}
-      {{- if $supervised }}
-      - name: supervisor
-        mountPath: /var/run/tfk8s
-        readOnly: true
-      - name: supervisor-state
-        mountPath: /var/run/tfk8s-state
-      {{- end }}
-      {{- if $values.codeArchive }}
-      - name: code
-        mountPath: {{ $c.code.dir }}
-        readOnly: true
-      {{- end }}
-      {{- with $values.extraVolumeMounts }}
-      {{- toYaml . | nindent 6 }}
-      {{- end }}
-    {{- if $supervised }}
-    {{- include "tfk8s.jobWatchContainer" . | nindent 4 }}
-    {{- end }}
-    volumes:
+    volumeMounts:
     - name: tmp
-      emptyDir: {}
-    {{- with $storage.volumes }}
+      mountPath: /tmp
+    {{- with $storage.mounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
     {{- if $supervised }}
-    {{- include "tfk8s.supervisorVolumes" $root | nindent 4 }}
+    - name: supervisor
+      mountPath: /var/run/tfk8s
+      readOnly: true
+    - name: supervisor-state
+      mountPath: /var/run/tfk8s-state
     {{- end }}
     {{- if $values.codeArchive }}
     - name: code
-      emptyDir: {}
-    - name: code-archive
-      configMap:
-        name: {{ include "tfk8s.codeObject" $root }}
+      mountPath: {{ $c.code.dir }}
+      readOnly: true
     {{- end }}
-    {{- with $values.extraVolumes }}
+    {{- with $own.volumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
+    {{- with $values.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- if $supervised }}
+  {{- include "tfk8s.jobWatchContainer" . | nindent 2 }}
+  {{- end }}
+  volumes:
+  - name: tmp
+    emptyDir: {}
+  {{- with $storage.volumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- if $supervised }}
+  {{- include "tfk8s.supervisorVolumes" $root | nindent 2 }}
+  {{- end }}
+  {{- if $values.codeArchive }}
+  - name: code
+    emptyDir: {}
+  - name: code-archive
+    configMap:
+      name: {{ include "tfk8s.codeObject" $root }}
+  {{- end }}
+  {{- with $own.volumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- with $values.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
 
 {{/*

@@ -87,6 +87,8 @@ def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:
         "priorityClassName": spec.priority_class_name,
     }
     ignored = {k: v for k, v in ignored.items() if v is not None}
+    for line in pod_field_notes(spec):
+        print(line, file=stream, flush=True)
     if spec.mwms_storage_problem():  # accepted here: loader's shared_disk
         print(
             f"note: --local: the {spec.replicas(contract.Role.WORKER)} workers share this "
@@ -105,6 +107,36 @@ def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:
         flush=True,
     )
     return spec.model_copy(update={"workload": Workload.JOBS, "queue": None, "priority_class_name": None})
+
+
+# What a pod field means to a local task, which is a process on this machine, not a pod. A
+# role's command, args and env are honoured as on Kubernetes.
+LOCAL_POD_FIELDS = {
+    "image": "the tasks run in this machine's Python (--python)",
+    "volumes": "the tasks see this machine's files",
+    "volumeMounts": "the tasks see this machine's files",
+    "affinity": "every task runs on this machine",
+    "topologySpreadConstraints": "every task runs on this machine",
+    "serviceAccountName": "no Kubernetes API here",
+    "labels": "no pods here",
+    "annotations": "no pods here",
+    "podTemplate": "no pods here",
+}
+
+
+def pod_field_notes(spec: ClusterSpec) -> list[str]:
+    """One line per pod field a local run ignores (each role's, then imagePullSecrets)."""
+    notes = []
+    for role in spec.active_roles():
+        own = spec.roles.get(role).model_dump(by_alias=True)
+        notes += [
+            f"note: --local ignores roles.{role.value}.{key}: {why}"
+            for key, why in LOCAL_POD_FIELDS.items()
+            if own[key] not in (None, [], {})
+        ]
+    if spec.image_pull_secrets:
+        notes.append("note: --local ignores imagePullSecrets: the tasks run in this machine's Python")
+    return notes
 
 
 class ResourceLimitError(LauncherError):

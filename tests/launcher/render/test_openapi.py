@@ -110,7 +110,11 @@ def validate(obj: dict, schemas: dict) -> None:
     jsonschema.Draft7Validator(schema).validate(obj)
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+# A role's pod fields and podTemplate, merged into the pods, stay valid objects too.
+POD_FIELD_SPECS = sorted((EXAMPLES_DIR.parent / "tests" / "charts" / "specs").glob("pod-fields*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES + POD_FIELD_SPECS, ids=lambda p: p.stem)
 def test_examples_validate_against_kubernetes_openapi(example, schemas):
     for obj in render.render(load_file(example)):
         validate(obj, schemas)

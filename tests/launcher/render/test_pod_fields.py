@@ -1,0 +1,223 @@
+"""A role's pod fields (image, command, volumes, affinity, service account, labels, podTemplate)
+and the spec's imagePullSecrets: rendered into the role's pods, merged by the podTemplate rule,
+refused at file:line where they would break a task, and passing Pod Security `restricted`.
+The chart renders the same (tests/charts/specs/pod-fields*.yaml in tests/charts)."""
+
+from pathlib import Path
+
+import pytest
+from support import assert_pod_security_restricted
+
+from launcher.cluster_spec import pod_fields
+from launcher.cluster_spec.loader import load_file, load_text, pack_code
+from launcher.errors import SpecError
+from launcher.render import render
+
+SPECS = Path(__file__).resolve().parents[2] / "charts" / "specs"
+POD_FIELDS = SPECS / "pod-fields.yaml"
+
+
+def _pods(spec_file: Path) -> dict[str, dict]:
+    """Each role's pod template, by role."""
+    spec = load_file(spec_file)
+    return {
+        job["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: job["template"]
+        for _, job in render.job_specs(render.render(spec, pack_code(spec)))
+    }
+
+
+def test_each_role_gets_its_own_image_command_volumes_and_placement():
+    pods = _pods(POD_FIELDS)
+    chief, worker, ps = pods["chief"]["spec"], pods["worker"]["spec"], pods["ps"]["spec"]
+    task = {role: pod["spec"]["containers"][0] for role, pod in pods.items()}
+    assert {role: c["image"] for role, c in task.items()} == {
+        "chief": "registry.example/team/trainer:1.4",
+        "worker": "registry.example/team/trainer:1.4",
+        "ps": "registry.example/team/ps:1.4",
+    }
+    assert task["chief"]["command"] == ["python", "/app/train.py", "--epochs", "3", "--export"]
+    assert task["worker"]["command"][-4:] == ["python", "/app/train.py", "--epochs", "3"]  # after the supervisor
+    assert task["ps"]["command"][-2:] == ["python", "/app/ps.py"]  # its own command: none of the spec's args
+    # The job-watch container keeps the spec's image: its python3 runs the supervisor.
+    assert worker["containers"][1]["image"] == "registry.example/team/trainer:1.4"
+    assert ps["containers"][1]["image"] == "registry.example/team/trainer:1.4"
+    assert [v["name"] for v in worker["volumes"]][-3:] == ["data", "settings", "creds"]
+    assert worker["volumes"][-3] == {
+        "name": "data",
+        "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True},
+    }
+    assert task["worker"]["volumeMounts"][-3:] == [
+        {"name": "data", "mountPath": "/data", "readOnly": True},
+        {"name": "settings", "mountPath": "/etc/train"},
+        {"name": "creds", "mountPath": "/var/secrets/gcs", "readOnly": True},
+    ]
+    assert "data" not in [v["name"] for v in chief["volumes"]]
+    assert worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert worker["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert "affinity" not in chief and "topologySpreadConstraints" not in chief
+    assert {role: pod["spec"]["imagePullSecrets"] for role, pod in pods.items()} == dict.fromkeys(
+        pods, [{"name": "registry-cred"}]
+    )
+    assert chief["serviceAccountName"] == "gcs-reader"
+    assert worker["serviceAccountName"] == ps["serviceAccountName"] == "pod-fields-supervisor"
+    assert pods["chief"]["metadata"]["labels"]["team"] == "vision"
+    assert pods["chief"]["metadata"]["labels"]["app.kubernetes.io/component"] == "chief"
+    assert pods["chief"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
+    assert "team" not in pods["worker"]["metadata"]["labels"]
+
+
+def test_the_pod_template_merges_by_name_and_keeps_the_launchers_fields():
+    pods = _pods(POD_FIELDS)
+    worker = pods["worker"]
+    assert worker["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+    assert worker["metadata"]["annotations"]["prometheus.io/scrape"] == "true"  # ours stay
+    assert worker["spec"]["dnsPolicy"] == "ClusterFirst"
+    assert [c["name"] for c in worker["spec"]["containers"]] == ["tensorflow", "job-watch", "stats"]
+    task = worker["spec"]["containers"][0]
+    assert task["readinessProbe"]["exec"]["command"] == ["test", "-d", "/data"]
+    # merged into ours key by key: restricted's fields stay, readOnlyRootFilesystem is added
+    assert task["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "readOnlyRootFilesystem": True,
+    }
+    assert [e["name"] for e in task["env"]][:2] == ["TFK8S_TASK_INDEX", "TF_CONFIG"]
+    [set_pod] = [p for p in _pods(SPECS / "pod-fields-jobset.yaml").values()]
+    assert set_pod["spec"]["runtimeClassName"] == "gvisor"
+    assert [c["name"] for c in set_pod["spec"]["initContainers"]] == ["warm-cache"]
+
+
+@pytest.mark.parametrize("spec_file", sorted(SPECS.glob("pod-fields*.yaml")), ids=lambda p: p.stem)
+def test_pods_with_pod_fields_pass_pod_security_restricted(spec_file):
+    for pod in _pods(spec_file).values():
+        assert_pod_security_restricted(pod["spec"])
+
+
+def test_merge_rule():
+    base = {"a": {"x": 1, "y": 2}, "items": [{"name": "one", "v": 1}], "plain": [1, 2]}
+    over = {"a": {"y": 3}, "items": [{"name": "one", "w": 2}, {"name": "two"}], "plain": [3], "new": True}
+    assert pod_fields.merge(base, over) == {
+        "a": {"x": 1, "y": 3},
+        "items": [{"name": "one", "v": 1, "w": 2}, {"name": "two"}],
+        "plain": [3],
+        "new": True,
+    }
+    assert base["a"] == {"x": 1, "y": 2}  # a copy
+
+
+def test_the_launchers_volumes_are_the_reserved_ones():
+    """Every volume render gives a pod is one no role may name: pod_fields.RESERVED_VOLUMES."""
+    ours = set()
+    for spec_file in sorted(SPECS.glob("*.yaml")):
+        spec = load_file(spec_file)
+        own = {v["name"] for role in spec.active_roles() for v in spec.roles.get(role).volumes}
+        for pod in _pods(spec_file).values():
+            ours |= {v["name"] for v in pod["spec"]["volumes"]} - own
+    assert ours == set(pod_fields.RESERVED_VOLUMES)
+
+
+BASE = """\
+name: t
+strategy: parameter_server
+command: [python, train.py]
+checkpoint: {volume: {persistentVolumeClaim: {claimName: c}}}
+roles:
+  chief: {replicas: 1}
+  ps: {replicas: 1}
+  worker:
+    replicas: 1
+"""
+
+
+@pytest.mark.parametrize(
+    "role_yaml, line, path, message",
+    [
+        (
+            "    volumes: [{name: data, persistentVolumeClaim: {claimNam: d}}]\n",
+            10,
+            "roles.worker.volumes.0.persistentVolumeClaim.claimNam",
+            "did you mean 'claimName'?",
+        ),
+        ("    volumes: [{name: checkpoint, emptyDir: {}}]\n", 10, "roles.worker.volumes.0.name", "launcher's volumes"),
+        (
+            "    volumes: [{name: d, emptyDir: {}}]\n    volumeMounts: [{name: data, mountPath: /data}]\n",
+            11,
+            "roles.worker.volumeMounts.0.name",
+            "none of roles' volumes",
+        ),
+        (
+            "    volumes: [{name: d, emptyDir: {}}]\n    volumeMounts: [{name: d, mountPath: /ckpt}]\n",
+            11,
+            "roles.worker.volumeMounts.0.mountPath",
+            "the launcher's",
+        ),
+        (
+            "    affinity: {nodeAffinity: {required: {}}}\n",
+            10,
+            "roles.worker.affinity.nodeAffinity.required",
+            "unknown key",
+        ),
+        ("    serviceAccountName: reader\n", 10, "roles.worker.serviceAccountName", "supervised"),
+        (
+            "    labels: {app.kubernetes.io/component: x}\n",
+            10,
+            "roles.worker.labels.app.kubernetes.io/component",
+            "the launcher's label",
+        ),
+        (
+            "    podTemplate:\n      spec:\n        hostNetwork: true\n",
+            12,
+            "roles.worker.podTemplate.spec.hostNetwork",
+            "NetworkPolicy",
+        ),
+        (
+            "    podTemplate:\n      spec:\n        containers:\n        - name: tensorflow\n          env: []\n",
+            14,
+            "roles.worker.podTemplate.spec.containers.0.env",
+            "set it there",
+        ),
+        (
+            "    podTemplate:\n      spec:\n        containers:\n        - name: tensorflow\n"
+            "          securityContext: {privileged: true}\n",
+            14,
+            "roles.worker.podTemplate.spec.containers.0.securityContext.privileged",
+            "restricted",
+        ),
+        (
+            "    podTemplate:\n      spec:\n        securityContext: {runAsUser: 0}\n",
+            12,
+            "roles.worker.podTemplate.spec.securityContext.runAsUser",
+            "restricted",
+        ),
+        (
+            "    podTemplate:\n      spec:\n        containers: [{name: job-watch, image: x}]\n",
+            12,
+            "roles.worker.podTemplate.spec.containers.0.name",
+            "supervisor's",
+        ),
+        (
+            "    podTemplate:\n      spec:\n        affinity: {}\n",
+            12,
+            "roles.worker.podTemplate.spec.affinity",
+            "roles.worker.affinity",
+        ),
+        ("    podTemplate:\n      spek: {}\n", 11, "roles.worker.podTemplate.spek", "did you mean 'spec'?"),
+    ],
+)
+def test_a_pod_field_that_would_break_a_task_is_refused_at_its_line(role_yaml, line, path, message):
+    with pytest.raises(SpecError) as caught:
+        load_text(BASE + role_yaml, filename="c.yaml")
+    [problem] = caught.value.problems
+    assert (problem.line, problem.path) == (line, path), problem
+    assert message in problem.message
+
+
+def test_a_roles_command_needs_the_specs():
+    text = BASE.replace("command: [python, train.py]\n", "") + "    command: [python, w.py]\n"
+    with pytest.raises(SpecError) as caught:
+        load_text(text, filename="c.yaml")
+    [problem] = caught.value.problems
+    assert (problem.line, problem.path) == (9, "roles.worker.command")
+    assert "built-in worker runs every role" in problem.message
