@@ -58,6 +58,7 @@ POD_SPEC_HOMES = {
 POD_SECURITY_SET = ("runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile")
 # The task container's own fields: what a podTemplate may add to it (the rest has a role field).
 TASK_CONTAINER_MAY_SET = (
+    "env",  # only values from a Secret, a ConfigMap or a field (valueFrom): plain ones are roles.<role>.env
     "lifecycle",
     "livenessProbe",
     "readinessProbe",
@@ -188,6 +189,12 @@ def _container_problems(at: str, container: dict, role: str) -> Problems:
         for k in container
         if k != "name" and k not in TASK_CONTAINER_MAY_SET
     ]
+    for i, item in enumerate(container.get("env") or []):
+        name = item.get("name", "")
+        if "valueFrom" not in item:
+            out.append((f"{at}.env.{i}", f"a plain value of {name} belongs in roles.{role}.env: set it there"))
+        elif name in k8s_contract.RESERVED_ENV or name.startswith("TFK8S_"):
+            out.append((f"{at}.env.{i}.name", f"{name} is set by the launcher for every pod; remove it"))
     out += [
         (f"{at}.securityContext.{k}", f"{k} is the launcher's: Pod Security restricted")
         for k in container.get("securityContext") or {}

@@ -84,6 +84,7 @@ def test_the_pod_template_merges_by_name_and_keeps_the_launchers_fields():
         "readOnlyRootFilesystem": True,
     }
     assert [e["name"] for e in task["env"]][:2] == ["TFK8S_TASK_INDEX", "TF_CONFIG"]
+    assert task["env"][-1] == {"name": "GCS_TOKEN", "valueFrom": {"secretKeyRef": {"name": "gcs-key", "key": "token"}}}
     [set_pod] = [p for p in _pods(SPECS / "pod-fields-jobset.yaml").values()]
     assert set_pod["spec"]["runtimeClassName"] == "gvisor"
     assert [c["name"] for c in set_pod["spec"]["initContainers"]] == ["warm-cache"]
@@ -173,10 +174,11 @@ roles:
             "NetworkPolicy",
         ),
         (
-            "    podTemplate:\n      spec:\n        containers:\n        - name: tensorflow\n          env: []\n",
+            "    podTemplate:\n      spec:\n        containers:\n        - name: tensorflow\n"
+            "          env: [{name: A, value: b}]\n",
             14,
-            "roles.worker.podTemplate.spec.containers.0.env",
-            "set it there",
+            "roles.worker.podTemplate.spec.containers.0.env.0",
+            "belongs in roles.worker.env",
         ),
         (
             "    podTemplate:\n      spec:\n        containers:\n        - name: tensorflow\n"
@@ -184,6 +186,13 @@ roles:
             14,
             "roles.worker.podTemplate.spec.containers.0.securityContext.privileged",
             "restricted",
+        ),
+        (
+            "    podTemplate:\n      spec:\n        containers:\n        - name: tensorflow\n"
+            "          env: [{name: TF_CONFIG, valueFrom: {configMapKeyRef: {name: a, key: b}}}]\n",
+            14,
+            "roles.worker.podTemplate.spec.containers.0.env.0.name",
+            "set by the launcher",
         ),
         (
             "    podTemplate:\n      spec:\n        securityContext: {runAsUser: 0}\n",
