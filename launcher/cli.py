@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import yaml
 
 from launcher import completion
-from launcher.api.client import TFK8sClient, load_spec
+from launcher.api.client import TFK8sClient, import_tfjob, load_spec
 from launcher.api.config import (
     DEFAULT_STUCK_SECONDS,
     DEFAULT_WORKDIR,
@@ -86,8 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--tf-config", action="store_true", help="print every pod's TF_CONFIG")
     group.add_argument("--helm-values", action="store_true", help="print values for charts/tfk8s")
 
+    p = sub.add_parser("import", help="write a kubeflow.org/v1 TFJob file as cluster.yaml (stdout; notes on stderr)")
+    p.add_argument("tfjob", help="a TFJob YAML file (several documents, or a List)")
+
     p = sub.add_parser("submit", help="create the training cluster")
-    p.add_argument("spec", nargs="?", help=f"cluster.yaml (default: {DEFAULT_SPEC})")
+    p.add_argument("spec", nargs="?", help=f"cluster.yaml, or a file of one TFJob (default: {DEFAULT_SPEC})")
     _add_cluster_flags(p)
     p.add_argument(
         "--wait",
@@ -293,6 +296,15 @@ def cmd_submit(args) -> int:
     return client.follow(spec.name) if waits else 0
 
 
+def cmd_import(args) -> int:
+    imported = import_tfjob(args.tfjob)
+    for one in imported:
+        for note in one.notes:
+            print(f"note: {note}", file=sys.stderr)
+    sys.stdout.write("---\n".join(one.text for one in imported))
+    return 0
+
+
 def cmd_status(args) -> int:
     client = client_for(backend_config(args), view_options(args) if args.watch else None)
     if args.watch:
@@ -394,6 +406,7 @@ def cmd_completion(args) -> int:
 COMMANDS = {
     "code-archive": cmd_code_archive,
     "completion": cmd_completion,
+    "import": cmd_import,
     "monitoring": cmd_monitoring,
     "render": cmd_render,
     "submit": cmd_submit,

@@ -8,6 +8,7 @@ progress events. Errors are the launcher's own (launcher.errors): SpecError carr
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import AbstractContextManager
 from importlib import resources
@@ -24,7 +25,8 @@ from launcher.api.events import JobEvent
 from launcher.backends.base import Backend, exit_code
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
-from launcher.errors import JobFailed, JobTimeout
+from launcher.cluster_spec.tfjob import document as tfjob
+from launcher.errors import JobFailed, JobTimeout, Problem, SpecError
 from launcher.status.status import ClusterStatus, Phase
 from launcher.status.view import View, status_line
 
@@ -32,13 +34,24 @@ SpecSource = Union[str, Path, dict, ClusterSpec, None]
 EMBEDDED_DEFAULT = "<embedded default>"  # launcher/default-cluster.yaml
 
 
-def load_spec(spec: SpecSource = None, namespace: str | None = None, *, shared_disk: bool = False) -> ClusterSpec:
-    """A validated spec from a file path, a mapping, a ClusterSpec, or None (the embedded
-    default spec); `namespace` replaces its own. Raises SpecError with every problem found.
-    shared_disk: it will run as local processes (see launcher.cluster_spec.spec.SHARED_DISK)."""
+def load_spec(
+    spec: SpecSource = None, namespace: str | None = None, *, shared_disk: bool = False, notes: IO[str] | None = None
+) -> ClusterSpec:
+    """A validated spec from a file path (a cluster.yaml, or a file of one TFJob, converted as
+    `import` does, its notes written to `notes`, default stderr), a mapping, a ClusterSpec, or
+    None (the embedded default spec); `namespace` replaces its own. Raises SpecError with every
+    problem found. shared_disk: it will run as local processes (launcher.cluster_spec.spec.SHARED_DISK)."""
     if spec is None:
         text = resources.files("launcher").joinpath("default-cluster.yaml").read_text()
         spec = loader.load_text(text, filename=EMBEDDED_DEFAULT, shared_disk=shared_disk)
+    elif isinstance(spec, (str, Path)) and tfjob.holds_tfjob(spec):
+        imported = import_tfjob(spec)
+        if len(imported) != 1:
+            hint = f"python -m launcher import {spec} writes each as a cluster.yaml; submit them one by one"
+            raise SpecError([Problem(f"holds {len(imported)} TFJobs; a submit takes one", file=str(spec), hint=hint)])
+        for note in imported[0].notes:
+            print(f"note: {note}", file=notes or sys.stderr, flush=True)
+        spec = loader.load_text(imported[0].text, filename=f"{spec} as cluster.yaml", shared_disk=shared_disk)
     elif isinstance(spec, (str, Path)):
         spec = loader.load_file(spec, shared_disk=shared_disk)
     elif isinstance(spec, dict):
@@ -50,6 +63,13 @@ def load_spec(spec: SpecSource = None, namespace: str | None = None, *, shared_d
         data["namespace"] = namespace
         spec = ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk})
     return spec
+
+
+def import_tfjob(path: str | Path) -> list[tfjob.Imported]:
+    """Each kubeflow.org/v1 TFJob of the file as a cluster.yaml (`text`, with a comment above
+    every key whose meaning changed) and its `notes`; SpecError with each field that cannot be
+    mapped, at its line (docs/migrating-from-tfjob.md)."""
+    return tfjob.import_file(path)
 
 
 class TFK8sClient:
@@ -92,9 +112,12 @@ class TFK8sClient:
     # --- jobs ------------------------------------------------------------------------------
 
     def load(self, spec: SpecSource = None) -> ClusterSpec:
-        """The spec as submit() would run it (validated; the config's namespace applied)."""
+        """The spec as submit() would run it (validated; the config's namespace applied; a
+        TFJob file converted, its notes on stderr)."""
         namespace = None if self.local else self.config.namespace
-        return load_spec(spec, namespace, shared_disk=self.local)
+        return load_spec(spec, namespace, shared_disk=self.local, notes=sys.stderr)
+
+    import_tfjob = staticmethod(import_tfjob)
 
     def submit(self, spec: SpecSource = None, *, replace: bool = False) -> str:
         """Create the cluster of `spec` (see load_spec; None: the embedded default) and return
