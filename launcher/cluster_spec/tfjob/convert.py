@@ -308,7 +308,7 @@ def _strategy(roles: dict[Role, dict], note, refuse) -> Strategy | None:
     if Role.EVALUATOR in roles:
         note(
             roles[Role.EVALUATOR]["_src"],
-            "the evaluator is no longer in the training cluster's TF_CONFIG (its own lists only itself); it "
+            "the evaluator is no longer in the training cluster's TF_CONFIG (its own cluster is empty); it "
             "may run on for evaluatorGraceSeconds after the chief succeeds, to evaluate the final checkpoint",
             "roles.evaluator",
         )
