@@ -440,11 +440,11 @@ def _checkpoint_claim(roles: dict[Role, dict], order: list[Role], spec: dict, no
     if len(shared or ()) != 1:
         return
     [(claim, mount_path)] = shared
-    for r in order:
+    for r in order:  # the claim's writable mounts at that path and their volumes; a read-only one stays
         names = {
-            v["name"]
-            for v in roles[r].get("volumes", [])
-            if v.get("persistentVolumeClaim", {}).get("claimName") == claim
+            m["name"]
+            for m in roles[r].get("volumeMounts", [])
+            if m.get("mountPath") == mount_path and not m.get("readOnly") and "subPath" not in m
         }
         for key in ("volumes", "volumeMounts"):
             kept = [item for item in roles[r].get(key, []) if item.get("name") not in names]
