@@ -193,7 +193,7 @@ def _container_problems(at: str, container: dict, role: str) -> Problems:
         name = item.get("name", "")
         if "valueFrom" not in item:
             out.append((f"{at}.env.{i}", f"a plain value of {name} belongs in roles.{role}.env: set it there"))
-        elif name in k8s_contract.RESERVED_ENV or name.startswith("TFK8S_"):
+        elif name in k8s_contract.RESERVED_ENV:
             out.append((f"{at}.env.{i}.name", f"{name} is set by the launcher for every pod; remove it"))
     out += [
         (f"{at}.securityContext.{k}", f"{k} is the launcher's: Pod Security restricted")

@@ -240,7 +240,7 @@ def _task(container: dict, at: str, role: Role, fields: dict, over: dict, note, 
 def _env(entries: list, at: str, fields: dict, own: dict, refuse) -> None:
     for i, entry in enumerate(entries):
         name = entry.get("name", "")
-        if name in k8s_contract.RESERVED_ENV or name.startswith("TFK8S_"):
+        if name in k8s_contract.RESERVED_ENV:
             refuse(f"{at}.{i}", f"{name} is set by tfk8s for every task")
         elif "valueFrom" in entry:
             own.setdefault("env", []).append(entry)
