@@ -13,8 +13,6 @@ imports Keras 3. tf_keras (TF_USE_LEGACY_KERAS=1) is another package and is neve
 built-in worker (TFK8S_PROGRAM set) picks its Keras itself; TFK8S_KERAS_CHECK=0 turns it off.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

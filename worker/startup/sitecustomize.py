@@ -12,14 +12,14 @@ keras_check.install()
 
 
 def _run_the_hidden_sitecustomize() -> None:
-    import importlib.machinery
-    import importlib.util
+    from importlib.machinery import PathFinder
 
     here = os.path.dirname(os.path.abspath(__file__))
-    rest = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    spec = PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != here])
     if spec is None:
         return
+    import importlib.util  # only now: its imports would be most of this file's cost
+
     module = importlib.util.module_from_spec(spec)
     sys.modules[__name__] = module
     spec.loader.exec_module(module)
