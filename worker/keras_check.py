@@ -83,7 +83,7 @@ class _KerasImports:
         return spec
 
 
-def strategy_of(*candidates) -> str | None:
+def strategy_of(*candidates):
     """PARAMETER_SERVER or MULTI_WORKER for the first of the strategies given (None: the one in
     effect) that is one of them, by class name: TensorFlow is already imported by Keras then."""
     tf = sys.modules.get("tensorflow")
