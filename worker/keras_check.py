@@ -23,6 +23,7 @@ PROGRAM = "TFK8S_PROGRAM"
 EXIT_REFUSED = 1  # Python's uncaught exception: `fatalExitCodes: [1]` makes it fail the cluster at once
 
 PARAMETER_SERVER, MULTI_WORKER = "ParameterServerStrategy", "MultiWorkerMirroredStrategy"
+MULTI_WORKER_FIT = "Model.fit under MultiWorkerMirroredStrategy"  # the other refusal
 # The strategies' classes in TensorFlow (MultiWorkerMirroredStrategy is a subclass of the second)
 _STRATEGY_CLASSES = {"ParameterServerStrategyV2": PARAMETER_SERVER, "CollectiveAllReduceStrategy": MULTI_WORKER}
 _TF_KERAS_FIX = (
@@ -34,7 +35,7 @@ REFUSALS = {
         "Keras 3 cannot train under ParameterServerStrategy (Model.fit fails, a custom loop loses "
         "updates on the ps): " + _TF_KERAS_FIX
     ),
-    "fit": "Keras 3's Model.fit cannot train under MultiWorkerMirroredStrategy (keras#20585): "
+    MULTI_WORKER_FIT: "Keras 3's Model.fit cannot train under MultiWorkerMirroredStrategy (keras#20585): "
     "write a custom loop, or " + _TF_KERAS_FIX,
 }
 WARNING = (
@@ -135,7 +136,7 @@ def _patch_trainer(module) -> None:
     def checked_fit(self, *args, **kwargs):
         strategy = strategy_of(self.distribute_strategy)
         if strategy is not None:
-            refuse(REFUSALS[PARAMETER_SERVER if strategy == PARAMETER_SERVER else "fit"])
+            refuse(REFUSALS[PARAMETER_SERVER if strategy == PARAMETER_SERVER else MULTI_WORKER_FIT])
         return fit(self, *args, **kwargs)
 
     trainer.fit = checked_fit

@@ -38,7 +38,7 @@ def run(backend, spec) -> tuple[int, float]:
 @pytest.mark.parametrize(
     "strategy, loop, refusal",
     [
-        ("multi_worker_mirrored", "fit", keras_check.REFUSALS["fit"]),
+        ("multi_worker_mirrored", "fit", keras_check.REFUSALS[keras_check.MULTI_WORKER_FIT]),
         ("parameter_server", "custom", keras_check.REFUSALS[keras_check.PARAMETER_SERVER]),
     ],
     ids=["mwms-fit", "ps-custom"],
@@ -52,6 +52,7 @@ def test_keras_3_where_it_cannot_train_is_refused_at_start_once(backend, strateg
     measure(f"Keras 3 {strategy} {loop} refused: exit {code} in {seconds:.1f} s: {status.message}")
     assert code == keras_check.EXIT_REFUSED and status.phase == "Failed", status
     assert refusal in status.message and "(deterministic: not retried)" in status.message, status.message
+    assert "set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported" in status.message  # the fix
     first_task = "worker" if strategy == "multi_worker_mirrored" else "chief"
     log = run_files(backend, name).log_path(first_task, 0).read_text()
     assert log.count("=== tfk8s: ") == 1 and "iterations=" not in log, log[-2000:]
