@@ -13,7 +13,9 @@ import sys
 
 from support import REPO
 
-from launcher.backends.local.tasks import STARTUP_DIR
+from launcher.backends.local.tasks import STARTUP_DIR, plan_tasks
+from launcher.cluster_spec.loader import load_text
+from launcher.plan.plan import plan as make_plan
 from worker import contract, keras_check
 
 TASK = {"TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}}'}
@@ -112,3 +114,15 @@ def test_a_keras_3_whose_classes_moved_is_trained_unchecked_with_a_warning(tmp_p
         "tfk8s worker-0: warning: the Keras check does not know this Keras 3 "
         "(keras.src.optimizers.base_optimizer changed): not checked; see docs/keras.md"
     )
+
+
+def test_local_tasks_of_a_command_start_the_check_and_the_built_in_workers_do_not():
+    """--local puts worker/startup first on a command's tasks' PYTHONPATH, before its code dir,
+    as the worker image's .pth file starts the check in a pod; the built-in worker gets none."""
+    roles = "roles:\n  chief: {replicas: 1}\n  worker: {replicas: 2}\n  ps: {replicas: 1}\n"
+    command = load_text(f"name: c\nstrategy: parameter_server\ncommand: [python, t.py]\n{roles}")
+    built_in = load_text(f"name: b\nstrategy: parameter_server\n{roles}")
+    for spec, first in ((command, STARTUP_DIR), (built_in, str(REPO))):
+        held, tasks = plan_tasks(make_plan(spec, model_dir="/tmp/model"), sys.executable)
+        held.close()
+        assert {t.env["PYTHONPATH"].split(os.pathsep)[0] for t in tasks} == {first}, spec.name
