@@ -20,7 +20,7 @@ API_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
 ROLE_OF = {"chief": Role.CHIEF, "master": Role.CHIEF, "worker": Role.WORKER, "ps": Role.PS, "evaluator": Role.EVALUATOR}
 TFJOB_PORT_NAME = "tfjob-port"
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_QUEUE_LABEL = k8s_contract.QUEUE_LABEL  # how a TFJob is queued by Kueue too
 JOBSET = k8s_contract.Workload.JOBSET.value
 # ExitCode: TFJob retries 128 and up (a signal), fails at once on 1-127; tfk8s's reserved codes
 # (the supervisor's 7) keep their own meaning.
