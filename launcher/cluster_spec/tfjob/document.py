@@ -50,7 +50,7 @@ def import_file(path: str | Path) -> list[Imported]:
 
 
 def import_text(text: str, filename: str) -> list[Imported]:
-    jobs = _tfjobs(text, filename)
+    jobs, others = _tfjobs(text, filename)
     out, problems = [], []
     for job, lines, prefix in jobs:
         converted = convert(job)
@@ -76,11 +76,14 @@ def import_text(text: str, filename: str) -> list[Imported]:
         raise SpecError(problems)
     if not out:
         raise SpecError([Problem(f"no {KIND} ({API_VERSION}) in the file", file=filename)])
+    if others:  # what else the file holds is not dropped unsaid
+        out[0] = Imported(out[0].name, out[0].text, (*others, *out[0].notes))
     return out
 
 
-def _tfjobs(text: str, filename: str) -> list[tuple[dict, Lines, tuple]]:
-    """(TFJob, the file's line index, the TFJob's path in its document) for each TFJob."""
+def _tfjobs(text: str, filename: str) -> tuple[list[tuple[dict, Lines, tuple]], list[str]]:
+    """(TFJob, the file's line index, the TFJob's path in its document) for each TFJob, and a
+    note for each other object of the file (a claim, a ConfigMap: tfk8s creates none of them)."""
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
         documents = list(yaml.safe_load_all(text))
@@ -89,7 +92,7 @@ def _tfjobs(text: str, filename: str) -> list[tuple[dict, Lines, tuple]]:
         raise SpecError(
             [Problem(f"invalid YAML: {exc.problem}", file=filename, line=mark.line + 1 if mark else None)]
         ) from None
-    found = []
+    found, others = [], []
     for node, document in zip(nodes, documents):
         lines: Lines = {}
         _index(node, (), lines)
@@ -98,7 +101,11 @@ def _tfjobs(text: str, filename: str) -> list[tuple[dict, Lines, tuple]]:
         for i, item in enumerate(items):
             if is_tfjob(item):
                 found.append((item, lines, prefix_of(i) if prefix_of else ()))
-    return found
+            elif isinstance(item, dict):
+                kind, name = item.get("kind"), (item.get("metadata") or {}).get("name")
+                line = _line(lines, prefix_of(i) if prefix_of else (), "kind")
+                others.append(f"{filename}:{line}: {kind} {name}: not a TFJob, left out: apply it yourself")
+    return found, others
 
 
 def _items(document: object) -> list:

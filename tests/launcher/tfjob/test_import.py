@@ -182,6 +182,13 @@ def test_a_chief_without_a_command_is_refused():
     assert "no command (the image's entrypoint ran)" in problem.message
 
 
+def test_other_objects_of_the_file_are_named_not_dropped():
+    claim = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\n"
+    [imported] = import_text(claim + "---\n" + BASE, "tfjob.yaml")
+    assert imported.notes[0] == "tfjob.yaml:2: PersistentVolumeClaim data: not a TFJob, left out: apply it yourself"
+    assert load_text(imported.text).name == "r"
+
+
 def test_a_file_without_a_tfjob_is_refused():
     with pytest.raises(SpecError, match=r"no TFJob \(kubeflow.org/v1\) in the file"):
         import_text(textwrap.dedent("apiVersion: v1\nkind: ConfigMap\n"), "cm.yaml")
