@@ -340,6 +340,20 @@ def generate_schema() -> dict:
         *_role_count_rules(),
         # args without command: set command too, or use program.args
         {"if": _is_set("args", "array"), "then": _is_set("command", "array")},
+        # a role's own command or args need the spec's command (pod_fields.role_problems)
+        {
+            "if": {"not": _is_set("command", "array")},
+            "then": {
+                "properties": {
+                    "roles": {
+                        "properties": {
+                            role.value: {"properties": {"command": {"type": "null"}, "args": {"type": "null"}}}
+                            for role in contract.ROLES
+                        }
+                    }
+                }
+            },
+        },
         # spec.QUEUE_NEEDS_JOBSET: Kueue admits a cluster as one unit only as a JobSet
         {
             "if": _is_set("queue", "string"),

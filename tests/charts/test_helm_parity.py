@@ -580,6 +580,11 @@ REFUSED = [
     ),
     ("wrong-pull-policy", {"imagePullPolicy": "Sometimes"}, "at '/imagePullPolicy'"),
     (
+        "role-command-without-command",
+        {"roles.ps.command": ["python", "ps.py"]},
+        "at '/roles/ps/command': got array, want null",
+    ),
+    (
         "pod-template-host-network",
         {"roles.worker.podTemplate": {"spec": {"hostNetwork": True}}},
         "invalid propertyName 'hostNetwork'",
