@@ -280,13 +280,22 @@ def generate_schema() -> dict:
     role_def["properties"]["env"] = env
     # A podTemplate may not set what the launcher decides (pod_fields.py; the rest of its rules:
     # `render --helm-values` checks them before Helm sees the values).
+    task_container = {  # the task's container takes only what pod_fields lets a podTemplate add
+        "properties": {"name": {"not": {"const": k8s_contract.WATCHER_CONTAINER}}},
+        "if": {"properties": {"name": {"const": k8s_contract.CONTAINER}}},
+        "then": {"propertyNames": {"enum": ["name", *pod_fields.TASK_CONTAINER_MAY_SET]}},
+    }
     role_def["properties"]["podTemplate"] = {
         "anyOf": [
             {
                 "type": "object",
                 "properties": {
                     "metadata": {"type": "object", "propertyNames": {"enum": ["labels", "annotations"]}},
-                    "spec": {"type": "object", "propertyNames": {"not": {"enum": sorted(pod_fields.POD_SPEC_HOMES)}}},
+                    "spec": {
+                        "type": "object",
+                        "propertyNames": {"not": {"enum": sorted(pod_fields.POD_SPEC_HOMES)}},
+                        "properties": {"containers": {"type": "array", "items": task_container}},
+                    },
                 },
                 "additionalProperties": False,
             },

@@ -590,6 +590,11 @@ REFUSED = [
         "invalid propertyName 'hostNetwork'",
     ),
     (
+        "pod-template-task-image",
+        {"roles.worker.podTemplate": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}}},
+        "invalid propertyName 'image'",
+    ),
+    (
         "pod-template-metadata-name",
         {"roles.worker.podTemplate": {"metadata": {"name": "x"}}},
         "invalid propertyName 'name'",
