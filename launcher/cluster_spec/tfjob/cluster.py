@@ -7,8 +7,9 @@ from launcher import k8s_contract
 from worker.contract import Role, Strategy
 
 # ExitCode: TFJob retries 128 and up (a signal), fails at once on 1-127; tfk8s's reserved codes
-# (the supervisor's 7) keep their own meaning.
-PERMANENT_EXIT_CODES = [c for c in range(1, 128) if c not in k8s_contract.RESERVED_EXIT_CODES]
+# (the supervisor's 7, the Keras check's 78) keep their own meaning.
+RESERVED_BELOW_128 = sorted(c for c in k8s_contract.RESERVED_EXIT_CODES if c < 128)
+PERMANENT_EXIT_CODES = [c for c in range(1, 128) if c not in RESERVED_BELOW_128]
 
 
 def common(roles: dict[Role, dict], strategy: Strategy, spec: dict, note, refuse) -> None:
@@ -134,7 +135,7 @@ def _restart(roles: dict[Role, dict], order: list[Role], spec: dict, note) -> No
         roles_ = ", ".join(r.value for r, p in policies.items() if p == "ExitCode")
         note(
             "spec.tfReplicaSpecs",
-            f"ExitCode ({roles_}): exit codes 1-127 fail the cluster at once for every role (7 is "
-            "tfk8s's supervisor's), 128 and up are retried",
+            f"ExitCode ({roles_}): exit codes 1-127 fail the cluster at once for every role (but tfk8s's "
+            f"own {' and '.join(map(str, RESERVED_BELOW_128))}, which keep their meaning), 128 and up are retried",
             "fatalExitCodes",
         )
