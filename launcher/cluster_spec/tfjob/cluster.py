@@ -34,7 +34,10 @@ def common(roles: dict[Role, dict], strategy: Strategy, spec: dict, note, refuse
             refuse(roles[order[0]]["_src"], f"the replicas differ in {key[1:]}: tfk8s has one for the cluster")
         elif values:
             name = {"_port": "port"}.get(key, key[1:])
-            spec[name] = next(roles[r][key] for r in order if key in roles[r])
+            value = next(roles[r][key] for r in order if key in roles[r])
+            if spec.get(name, value) != value:  # schedulingPolicy.priorityClass said another
+                refuse(roles[order[0]]["_src"], f"the pods' {name} {value} is not the runPolicy's {spec[name]}")
+            spec[name] = value
     secrets = [s for r in order for s in roles[r].get("_imagePullSecrets", [])]
     if secrets:
         spec["imagePullSecrets"] = [dict(t) for t in {tuple(sorted(s.items())) for s in secrets}]
