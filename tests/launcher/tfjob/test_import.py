@@ -141,6 +141,12 @@ spec:
         ),
         ("  runPolicy: {suspend: true}\n", 15, "spec.runPolicy.suspend", "no suspended submit"),
         (
+            "          priorityClassName: low\n  runPolicy: {schedulingPolicy: {priorityClass: high}}\n",
+            7,
+            "spec.tfReplicaSpecs.Chief",
+            "the pods' priorityClassName low is not the runPolicy's high",
+        ),
+        (
             "  runPolicy: {schedulingPolicy: {minAvailable: 2}}\n",
             15,
             "spec.runPolicy.schedulingPolicy.minAvailable",
