@@ -290,7 +290,6 @@ def generate_schema() -> dict:
             {
                 "type": "object",
                 "properties": {
-                    "metadata": {"type": "object", "propertyNames": {"enum": ["labels", "annotations"]}},
                     "spec": {
                         "type": "object",
                         "propertyNames": {"not": {"enum": sorted(pod_fields.POD_SPEC_HOMES)}},

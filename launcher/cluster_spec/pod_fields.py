@@ -5,7 +5,8 @@ The merge rule of `podTemplate`, applied to each rendered pod (launcher/render/r
 the chart (`tfk8s.podTemplate` in charts/tfk8s/templates/_job.tpl): mappings are merged key by
 key, the template's value winning; a list of named items (containers, initContainers, env) is
 merged by `name`, an item of a new name appended; any other list is replaced. It may not set
-what the launcher decides or what has a field of its own: TF_CONFIG and the task's env, command,
+what the launcher decides or what has a field of its own (its `metadata`: the role's labels and
+annotations): TF_CONFIG and the task's env, command,
 image, resources and mounts, the addresses TF_CONFIG names (subdomain, hostname, hostNetwork),
 the token rule, the supervisor's container and volumes, or the restricted security context.
 """
@@ -133,23 +134,16 @@ def _volume_problems(at: str, volumes: list[dict], mounts: list[dict], model_mou
 
 
 def template_problems(role: str, template: object) -> Problems:
-    """What roles.<role>.podTemplate may not set, or what is not a pod template's."""
+    """What roles.<role>.podTemplate (a pod template's `spec`) may not set, or what is not a pod
+    template's."""
     at = f"roles.{role}.podTemplate"
     shape = k8s_shapes.problems(template, "V1PodTemplateSpec", at)
     if shape:
         return shape
     out: Problems = []
-    meta, spec = template.get("metadata") or {}, template.get("spec") or {}
-    out += [
-        (f"{at}.metadata.{k}", f"only labels and annotations are a pod's own: set {k} on the spec instead")
-        for k in meta
-        if k not in ("labels", "annotations")
-    ]
-    out += [
-        (f"{at}.metadata.labels.{k}", f"{k} is the launcher's label: remove it")
-        for k in meta.get("labels") or {}
-        if k in RESERVED_LABELS
-    ]
+    spec = template.get("spec") or {}
+    if "metadata" in template:  # one home for a pod's labels and annotations: the role's fields
+        out.append((f"{at}.metadata", f"set roles.{role}.labels and roles.{role}.annotations instead"))
     for key in spec:
         if key in POD_SPEC_HOMES:
             out.append((f"{at}.spec.{key}", f"{key}: " + POD_SPEC_HOMES[key].format(role=role, key=key)))

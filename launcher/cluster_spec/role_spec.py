@@ -108,8 +108,8 @@ class RoleSpec(SpecModel):
     annotations: dict[str, str] = Field(default_factory=dict, description="added to this role's pods")
     pod_template: dict | None = Field(
         None,
-        description="a partial pod template (`metadata`, `spec`) merged into this role's pods for any "
-        "other field: maps key by key, named lists by `name`; what it may not set: docs/spec.md#pod-template",
+        description="a partial pod template (its `spec`) merged into this role's pods for any other field: "
+        "maps key by key, named lists by `name`; what it may not set: docs/spec.md#pod-template",
     )
 
     @field_validator("env")

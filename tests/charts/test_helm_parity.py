@@ -596,8 +596,8 @@ REFUSED = [
     ),
     (
         "pod-template-metadata-name",
-        {"roles.worker.podTemplate": {"metadata": {"name": "x"}}},
-        "invalid propertyName 'name'",
+        {"roles.worker.podTemplate": {"metadata": {"labels": {"a": "b"}}}},
+        "additional properties 'metadata' not allowed",
     ),
     ("name-70-chars", {"name": "a" * 70}, "maxLength: got 70, want 63"),
     ("name-not-dns", {"name": "Bad_Name"}, "at '/name'"),

@@ -64,12 +64,12 @@ def test_each_role_gets_its_own_image_command_volumes_and_placement():
     assert pods["chief"]["metadata"]["labels"]["app.kubernetes.io/component"] == "chief"
     assert pods["chief"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
     assert "team" not in pods["worker"]["metadata"]["labels"]
+    assert pods["worker"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
 
 
 def test_the_pod_template_merges_by_name_and_keeps_the_launchers_fields():
     pods = _pods(POD_FIELDS)
     worker = pods["worker"]
-    assert worker["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
     assert worker["metadata"]["annotations"]["prometheus.io/scrape"] == "true"  # ours stay
     assert worker["spec"]["dnsPolicy"] == "ClusterFirst"
     assert [c["name"] for c in worker["spec"]["containers"]] == ["tensorflow", "job-watch", "stats"]
@@ -213,6 +213,12 @@ roles:
             "roles.worker.affinity",
         ),
         ("    podTemplate:\n      spek: {}\n", 11, "roles.worker.podTemplate.spek", "did you mean 'spec'?"),
+        (
+            "    podTemplate:\n      metadata: {labels: {a: b}}\n",
+            11,
+            "roles.worker.podTemplate.metadata",
+            "set roles.worker.labels and roles.worker.annotations instead",
+        ),
     ],
 )
 def test_a_pod_field_that_would_break_a_task_is_refused_at_its_line(role_yaml, line, path, message):

@@ -31,6 +31,7 @@ def test_local_tasks_run_each_roles_command_and_name_what_they_ignore():
         "note: --local ignores roles.worker.volumeMounts: the tasks see this machine's files",
         "note: --local ignores roles.worker.affinity: every task runs on this machine",
         "note: --local ignores roles.worker.topologySpreadConstraints: every task runs on this machine",
+        "note: --local ignores roles.worker.annotations: no pods here",
         "note: --local ignores roles.worker.podTemplate: no pods here",
         "note: --local ignores roles.ps.image: the tasks run in this machine's Python (--python)",
         "note: --local ignores imagePullSecrets: the tasks run in this machine's Python",
