@@ -311,6 +311,7 @@ def startup_breakdown(cluster, namespace: str, name: str, submitted: float) -> s
 
 TFJOB_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
 DATA_CLAIM = "training-data"
+PULL_SECRET = "registry-cred"  # the images are in the nodes already: never used to pull
 
 
 def as_tfjob(spec_file: Path, data_claim: str) -> Path:
@@ -334,7 +335,18 @@ def as_tfjob(spec_file: Path, data_claim: str) -> Path:
         if role == "worker":
             container["volumeMounts"].append({"name": "data", "mountPath": "/data", "readOnly": True})
             volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": data_claim, "readOnly": True}})
-        pod = {"containers": [container], "volumes": volumes, "nodeSelector": own.get("nodeSelector", {})}
+        # The team's pod fields: a registry secret, placement by affinity, a pod field of its own.
+        pod = {"containers": [container], "volumes": volumes, "imagePullSecrets": [{"name": PULL_SECRET}]}
+        pod["enableServiceLinks"] = False  # into the role's podTemplate
+        if own.get("nodeSelector"):
+            terms = [{"key": k, "operator": "In", "values": [v]} for k, v in own["nodeSelector"].items()]
+            pod["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": terms}]
+                    }
+                }
+            }
         replicas[TFJOB_TYPES[role]] = {"replicas": own["replicas"], "restartPolicy": "Never", "template": {"spec": pod}}
     job = {
         "apiVersion": "kubeflow.org/v1",
@@ -410,6 +422,10 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, env=progress_env, roles=roles
     )
     bind_data_claim(kind_cluster, namespace, checkpoint_pvc)
+    kind_cluster.kubectl(
+        "-n", namespace, "create", "secret", "docker-registry", PULL_SECRET,
+        "--docker-server=registry.invalid", "--docker-username=team", "--docker-password=unused",
+    )  # fmt: skip
     tfjob = as_tfjob(spec, DATA_CLAIM)
     started, submitted = time.monotonic(), time.time()
     proc = submit_in_background(kind_cluster, tfjob)
@@ -468,6 +484,9 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     task = worker_pod["spec"]["containers"][0]
     assert {"name": "data", "mountPath": "/data", "readOnly": True} in task["volumeMounts"]
     assert task["command"][-len(spec_args(spec)) - 3 :] == ["python", "-m", "worker", *spec_args(spec)]
+    assert worker_pod["spec"]["imagePullSecrets"] == [{"name": PULL_SECRET}]
+    assert worker_pod["spec"]["enableServiceLinks"] is False  # the podTemplate's override
+    assert worker_pod["spec"]["affinity"]["nodeAffinity"]  # placed by it: the node checks below
     policies = kind_cluster.get_json("networkpolicies", "-n", namespace, "-l", f"{LABEL}=ps")["items"]
     assert policies, "networkPolicy (on by default) rendered no NetworkPolicy"
     placed = {
