@@ -181,6 +181,17 @@ def _merge(*schemas: dict) -> dict:
     return out
 
 
+def _no_role_account(roles) -> dict:
+    """No roles.<role>.serviceAccountName of its own for these roles."""
+    return {
+        "properties": {
+            "roles": {
+                "properties": {role.value: {"properties": {"serviceAccountName": {"type": "null"}}} for role in roles}
+            }
+        }
+    }
+
+
 def _count_rule(role: Role, count: contract.Count) -> dict | None:
     """contract.Count as a constraint on roles.<role>.replicas (None: any count will do).
 
@@ -348,6 +359,20 @@ def generate_schema() -> dict:
         *_role_count_rules(),
         # args without command: set command too, or use program.args
         {"if": _is_set("args", "array"), "then": _is_set("command", "array")},
+        # a supervised role's pods take the spec's account (pod_fields.role_problems): under jobs
+        # a strategy's servers, and any evaluator
+        *(
+            {
+                "if": {
+                    "required": ["strategy"],
+                    "properties": {"strategy": {"const": strategy.value}, "workload": {"const": Workload.JOBS.value}},
+                },
+                "then": _no_role_account(contract.traits(strategy).servers),
+            }
+            for strategy in Strategy
+            if contract.traits(strategy).servers
+        ),
+        {"if": _replicas(evaluator, {"minimum": 1}, need=True), "then": _no_role_account((Role.EVALUATOR,))},
         # a role's own command or args need the spec's command (pod_fields.role_problems)
         {
             "if": {"not": _is_set("command", "array")},

@@ -580,6 +580,11 @@ REFUSED = [
     ),
     ("wrong-pull-policy", {"imagePullPolicy": "Sometimes"}, "at '/imagePullPolicy'"),
     (
+        "supervised-role-account",
+        {"roles.ps.serviceAccountName": "reader"},
+        "at '/roles/ps/serviceAccountName': got string, want null",
+    ),
+    (
         "role-command-without-command",
         {"roles.ps.command": ["python", "ps.py"]},
         "at '/roles/ps/command': got array, want null",
