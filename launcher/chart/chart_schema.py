@@ -296,6 +296,11 @@ def generate_schema() -> dict:
         "if": {"properties": {"name": {"const": k8s_contract.CONTAINER}}},
         "then": {"propertyNames": {"enum": ["name", *pod_fields.TASK_CONTAINER_MAY_SET]}},
     }
+    role_def["properties"]["volumes"] = {  # the launcher's volumes keep their names (pod_fields)
+        "type": "array",
+        "items": {"type": "object", "properties": {"name": {"not": {"enum": list(pod_fields.RESERVED_VOLUMES)}}}},
+        "description": role_def["properties"]["volumes"]["description"],
+    }
     role_def["properties"]["podTemplate"] = {
         "anyOf": [
             {

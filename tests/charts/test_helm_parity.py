@@ -585,6 +585,11 @@ REFUSED = [
         "at '/roles/ps/serviceAccountName': got string, want null",
     ),
     (
+        "role-volume-named-like-ours",
+        {"roles.worker.volumes": [{"name": "checkpoint", "emptyDir": {}}]},
+        "at '/roles/worker/volumes/0/name'",
+    ),
+    (
         "role-command-without-command",
         {"roles.ps.command": ["python", "ps.py"]},
         "at '/roles/ps/command': got array, want null",
