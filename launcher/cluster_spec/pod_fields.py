@@ -124,7 +124,7 @@ def _volume_problems(at: str, volumes: list[dict], mounts: list[dict], model_mou
     for i, mount in enumerate(mounts):
         if mount.get("name") not in names:
             out.append(
-                (f"{at}.volumeMounts.{i}.name", f"{mount.get('name')!r} is none of roles' volumes: add it there")
+                (f"{at}.volumeMounts.{i}.name", f"{mount.get('name')!r} is not in {at}.volumes: add the volume there")
             )
         if "mountPath" not in mount:
             out.append((f"{at}.volumeMounts.{i}", "a volumeMount needs a mountPath"))

@@ -146,7 +146,7 @@ roles:
             "    volumes: [{name: d, emptyDir: {}}]\n    volumeMounts: [{name: data, mountPath: /data}]\n",
             11,
             "roles.worker.volumeMounts.0.name",
-            "none of roles' volumes",
+            "is not in roles.worker.volumes: add the volume there",
         ),
         (
             "    volumes: [{name: d, emptyDir: {}}]\n    volumeMounts: [{name: d, mountPath: /ckpt}]\n",
