@@ -45,7 +45,8 @@ from launcher.chart import chart_schema
 from launcher.cluster_spec import names, role_spec, spec
 from launcher.code_shipping import code_bundle
 from launcher.k8s_contract import Workload  # noqa: E402
-from launcher.plan import job_failure, plan
+from launcher.plan import plan
+from launcher.render import job_failure
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 

@@ -59,14 +59,6 @@ def code_objects(cluster: ClusterPlan, context: dict) -> list[dict]:
     ]
 
 
-def hashed(spec, code: code_bundle.Bundle | None, data: dict) -> dict:
-    """The spec's dump for its hash: the code's content, not where it sits on this machine."""
-    code_bundle.check_given(spec, code, "spec_hash()")
-    if spec.code is not None:
-        data["code"] = {"exclude": spec.code.exclude, "sha256": code.digest}
-    return data
-
-
 # The unpacking init container: python3 and tarfile over an archive of at most 1 MiB (about
 # 15 MiB resident, measured in tests/kind/test_code.py's pods). ResourceQuota admission checks
 # init containers too: without requests and limits, a namespace with a cpu or memory quota

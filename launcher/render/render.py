@@ -1,4 +1,4 @@
-"""Render a spec into Kubernetes objects with the jinja2 templates in manifests/. Pure: no cluster.
+"""Render a plan into Kubernetes objects with the jinja2 templates in manifests/. Pure: no cluster.
 
 Objects, in apply order (the first is the root, which owns the rest):
 - workload jobs: the root ConfigMap, the headless Service, the supervisor's RBAC (only when some
@@ -12,7 +12,6 @@ Every rule comes from the plan (launcher/plan/plan.py); here the objects are onl
 
 from __future__ import annotations
 
-import hashlib
 import json
 from importlib import resources
 
@@ -21,7 +20,6 @@ import yaml
 from launcher import k8s_contract
 from launcher.cluster_spec import names
 from launcher.cluster_spec.spec import ClusterSpec
-from launcher.code_shipping.code_bundle import Bundle
 from launcher.k8s_contract import (
     GRACE_ENV,
     NAMESPACE_ENV,
@@ -32,9 +30,9 @@ from launcher.k8s_contract import (
     WATCH_JOB_ENV,
 )
 from launcher.plan import tfconfig
-from launcher.plan.job_failure import backoff, pod_failure_policy
-from launcher.plan.plan import ClusterPlan, RolePlan, Supervision, plan
+from launcher.plan.plan import ClusterPlan, RolePlan, Supervision
 from launcher.render import code_render, supervised_pod, templating
+from launcher.render.job_failure import backoff, pod_failure_policy
 from launcher.render.network_policy import network_policies
 from worker import contract
 
@@ -44,13 +42,6 @@ INDEX_FIELD_PATH = f"metadata.annotations['{k8s_contract.INDEX_ANNOTATION}']"
 def supervisor_sources() -> dict[str, str]:
     """The supervisor's scripts by file name, as the root ConfigMap carries them."""
     return {name: resources.files("launcher.pod").joinpath(name).read_text() for name in supervised_pod.SCRIPTS}
-
-
-def spec_hash(spec: ClusterSpec, code: Bundle | None = None) -> str:
-    """What a resubmit compares: the spec and its packed code's digest (`code`, as for render)."""
-    data = code_render.hashed(spec, code, spec.model_dump(by_alias=True, mode="json"))
-    canonical = json.dumps(data, sort_keys=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def scrape_annotations(spec: ClusterSpec) -> dict[str, str]:
@@ -74,10 +65,8 @@ def selector_labels(name: str) -> dict[str, str]:
     return {k8s_contract.LABEL_NAME: k8s_contract.MANAGED_BY, k8s_contract.LABEL_INSTANCE: name}
 
 
-def render(spec: ClusterSpec, code: Bundle | None = None) -> list[dict]:
-    """The cluster's objects as plain dicts, ready for server-side apply; the root first.
-    `code`: the spec's code packed (loader.pack_code), required with `code:`."""
-    cluster = plan(spec, code)
+def render(cluster: ClusterPlan) -> list[dict]:
+    """The planned cluster's objects as plain dicts, ready for server-side apply; the root first."""
     context = _context(cluster)
     rbac = [("rbac.yaml.j2", {})] if cluster.watched_jobs else []
     policies = [("networkpolicy.yaml.j2", {})] if context["network_policies"] else []

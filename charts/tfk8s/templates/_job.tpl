@@ -41,7 +41,7 @@ podReplacementPolicy: Failed
 {{- $policy := ternary $c.podFailurePolicy.builtin $c.podFailurePolicy.command $builtin }}
 {{- $fatal := default list $values.fatalExitCodes }}
 {{- if and (not $builtin) $fatal }}
-{{- /* job_failure.pod_failure_policy: FailJob right after the Ignore rule, codes in order. */}}
+{{- /* launcher/render/job_failure.py pod_failure_policy: FailJob right after the Ignore rule, codes in order. */}}
 {{- $padded := list }}
 {{- range $code := $fatal }}{{ $padded = append $padded (printf "%03d" (int $code)) }}{{ end }}
 {{- $sorted := list }}
