@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import types
 from pathlib import Path
 
 import yaml
@@ -125,21 +124,21 @@ def _generated_kinds() -> list[str]:
 
 
 def _code_contract() -> dict:
-    """Where pods find the code, and code_render's unpacking init container without image and
-    pull policy (the templates set those)."""
-    from launcher.plan.plan import CodePlan
-    from launcher.render.code_render import CONTAINER_SECURITY, pod_code
+    """Where pods find the code, and the unpacking init container as manifests/job.yaml.j2 lays
+    it out, without what the chart's templates set themselves (image, pull policy, security:
+    templates/_job.tpl)."""
+    from launcher.cluster_spec.spec import ClusterSpec
+    from launcher.render import render
 
-    stub = types.SimpleNamespace(
-        code=CodePlan(
-            dir=code_bundle.CODE_DIR, object_name="", bundle=code_bundle.Bundle(root="", archive=b"", files=())
-        ),
-        spec=types.SimpleNamespace(image="", image_pull_policy=""),
+    sample = ClusterSpec.model_validate(
+        {"name": "x", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}}, "code": code_bundle.CODE_DIR}
     )
-    init = pod_code(stub, CONTAINER_SECURITY)["init_containers"][0]
+    cluster = plan.plan(sample, code_bundle.Bundle(root="", archive=b"", files=()))
+    [(_, job)] = render.job_specs(render.render(cluster))
+    [init] = job["template"]["spec"]["initContainers"]
     return {
         "dir": code_bundle.CODE_DIR,
-        "initContainer": {k: v for k, v in init.items() if k not in ("image", "imagePullPolicy")},
+        "initContainer": {k: v for k, v in init.items() if k not in ("image", "imagePullPolicy", "securityContext")},
     }
 
 

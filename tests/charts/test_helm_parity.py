@@ -36,7 +36,6 @@ from pydantic import ValidationError
 from support import REPO, example_specs, find_helm, in_ci
 
 from launcher import k8s_contract
-from launcher.backends.kubernetes import submit
 from launcher.chart import chart_schema, chart_values
 from launcher.cluster_spec import names
 from launcher.cluster_spec import spec as spec_module
@@ -537,13 +536,13 @@ def test_values_add_an_affinity_a_sidecar_and_a_volume_to_every_pod(helm, worklo
 @pytest.mark.parametrize("workload", ["jobs", "jobset"])
 def test_the_platform_value_reaches_every_task_as_submit_sets_it(helm, workload):
     """`platform` (what `helm install` reads itself, and `helm template` cannot) gives every task
-    container the TFK8S_PLATFORM that submit adds to the launcher's objects, in the same place."""
+    container the TFK8S_PLATFORM that submit renders into the launcher's objects, in the same place."""
     spec = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml").model_copy(
         update={"workload": k8s_contract.Workload(workload)}
     )
     named = k8s_contract.kubernetes_platform("-----BEGIN CERTIFICATE-----\nMIIabc\n-----END CERTIFICATE-----\n")
     objects = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec) | {"platform": named})
-    assert_same_objects(submit.with_platform(render.render(plan(spec)), named), objects)
+    assert_same_objects(render.render(plan(spec), named), objects)
 
 
 # ------------------------------------------------------------------------------ lint

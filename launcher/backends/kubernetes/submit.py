@@ -23,7 +23,6 @@ from launcher.k8s_contract import Workload
 from launcher.plan.plan import ClusterPlan
 from launcher.render import render
 from launcher.render.code_render import SHA256_ANNOTATION
-from worker import contract
 
 
 @dataclass
@@ -54,7 +53,7 @@ def run(sub: Submission) -> bool:
     platform_id = platform(sub.api, sub.namespace)  # before make_room: a refusal replaces nothing
     if not make_room(sub):
         return False
-    objects = with_platform(render.render(sub.plan), platform_id)
+    objects = render.render(sub.plan, platform_id)
     apply_all(sub, objects)
     if sub.dry_run:
         sub.say(f"server dry run: {len(objects)} objects accepted by the API server")
@@ -88,23 +87,6 @@ def platform(api: Api, namespace: str) -> str:
             "kube-controller-manager's root-ca-cert-publisher controller runs"
         )
     return k8s_contract.kubernetes_platform(root_ca)
-
-
-def with_platform(objects: list[dict], platform_id: str) -> list[dict]:
-    """`objects` with TFK8S_PLATFORM in every task container (render is pure and knows no
-    cluster; the chart names it itself, templates/_helpers.tpl tfk8s.platform)."""
-    for obj in objects:
-        if obj["kind"] == "Job":
-            templates = [obj["spec"]["template"]]
-        elif obj["kind"] == "JobSet":
-            templates = [job["template"]["spec"]["template"] for job in obj["spec"]["replicatedJobs"]]
-        else:
-            continue
-        for template in templates:
-            for container in template["spec"]["containers"]:
-                if container["name"] == k8s_contract.CONTAINER:
-                    container["env"].append({"name": contract.PLATFORM, "value": platform_id})
-    return objects
 
 
 # The versions the kind tier installs (tests/kind/toolchain.sh; a unit test keeps them equal).

@@ -10,7 +10,7 @@ from support import assert_pod_security_restricted
 
 from launcher.cluster_spec.loader import load_file, load_text, pack_code
 from launcher.plan.plan import plan
-from launcher.render import render
+from launcher.render import context, render
 from worker.errors import EXIT_CONFIG, EXIT_NODE_FAULT, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -295,7 +295,7 @@ def test_built_in_evaluator_is_supervised():
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["rules"][0]["resourceNames"] == ["mw-worker"]
     [root] = [o for o in objects if o["kind"] == "ConfigMap"]
-    assert root["data"] == render.supervisor_sources()
+    assert root["data"] == context.supervisor_sources()
     assert set(root["data"]) == {"supervise.py", "job_watch.py"}
 
 
