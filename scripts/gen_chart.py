@@ -101,7 +101,7 @@ def generate_contract() -> dict:
         # The kinds names.generated_names reports a name of (the refusal says which).
         "generatedKinds": dict(zip(("service", "account", "job", "hostname"), _generated_kinds())),
         # The Jobs' podFailurePolicy under restartPolicy Never (plan.restart_rules, rendered by
-        # job_failure.pod_failure_policy), for the built-in worker and for a user's command; the
+        # launcher/render/job_failure.py), for the built-in worker and for a user's command; the
         # rules do not depend on the strategy.
         "podFailurePolicy": {
             kind: job_failure.pod_failure_policy(plan.restart_rules("Never", 0, Strategy.MIRRORED, builtin))
