@@ -45,6 +45,6 @@ def backoff(failure: FailurePolicy, role: Role) -> dict:
     """A Job's retry budget: backoffLimit for the role, or backoffLimitPerIndex with
     maxFailedIndexes 0 (the first index out of retries fails the Job). backoffLimit is then left
     unset (Kubernetes: unlimited), or every peer's failure would count against it again."""
-    if failure.restart_policy == "Never" and failure.per_index(role):
+    if failure.restart_policy == "Never" and role in failure.per_index_roles:
         return {"backoffLimitPerIndex": failure.backoff_limit, "maxFailedIndexes": k8s_contract.MAX_FAILED_INDEXES}
     return {"backoffLimit": failure.backoff_limit}
