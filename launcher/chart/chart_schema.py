@@ -291,11 +291,6 @@ def generate_schema() -> dict:
     role_def["properties"]["env"] = env
     # A podTemplate may not set what the launcher decides (pod_fields.py; the rest of its rules:
     # `render --helm-values` checks them before Helm sees the values).
-    task_container = {  # the task's container takes only what pod_fields lets a podTemplate add
-        "properties": {"name": {"not": {"const": k8s_contract.WATCHER_CONTAINER}}},
-        "if": {"properties": {"name": {"const": k8s_contract.CONTAINER}}},
-        "then": {"propertyNames": {"enum": ["name", *pod_fields.TASK_CONTAINER_MAY_SET]}},
-    }
     role_def["properties"]["volumes"] = {  # the launcher's volumes keep their names (pod_fields)
         "type": "array",
         "items": {"type": "object", "properties": {"name": {"not": {"enum": list(pod_fields.RESERVED_VOLUMES)}}}},
@@ -306,11 +301,7 @@ def generate_schema() -> dict:
             {
                 "type": "object",
                 "properties": {
-                    "spec": {
-                        "type": "object",
-                        "propertyNames": {"not": {"enum": sorted(pod_fields.POD_SPEC_HOMES)}},
-                        "properties": {"containers": {"type": "array", "items": task_container}},
-                    },
+                    "spec": {"type": "object", "propertyNames": {"not": {"enum": sorted(pod_fields.POD_SPEC_HOMES)}}},
                 },
                 "additionalProperties": False,
             },

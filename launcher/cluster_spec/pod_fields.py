@@ -29,26 +29,18 @@ RESERVED_LABELS = (
     k8s_contract.LABEL_MANAGED_BY,
     k8s_contract.LABEL_STRATEGY,
 )
-# Pod spec keys a podTemplate may not set, and where that setting lives instead (a role field
-# `roles.<role>.<key>`, a spec field, or why it is the launcher's).
-_ROLE_FIELD = "set roles.{role}.{key} instead"
-_SPEC_FIELD = "set {field} in the spec instead"
+# Pod spec keys a podTemplate may not set, and where that setting lives instead: a role's field,
+# the spec's, or why it is the launcher's.
+_ROLE_FIELDS = ("affinity", "topologySpreadConstraints", "serviceAccountName", "nodeSelector", "tolerations")
+_SPEC_FIELDS = ("imagePullSecrets", "priorityClassName", "terminationGracePeriodSeconds", "activeDeadlineSeconds")
+_ADDRESSED = "the launcher's: TF_CONFIG names every task by its host name"
 POD_SPEC_HOMES = {
-    "affinity": _ROLE_FIELD,
-    "topologySpreadConstraints": _ROLE_FIELD,
-    "serviceAccountName": _ROLE_FIELD,
+    **{key: f"set roles.{{role}}.{key} instead" for key in (*_ROLE_FIELDS, "volumes")},
     "serviceAccount": "set roles.{role}.serviceAccountName instead",
-    "nodeSelector": _ROLE_FIELD,
-    "tolerations": _ROLE_FIELD,
-    "volumes": _ROLE_FIELD,
-    "imagePullSecrets": _SPEC_FIELD.replace("{field}", "imagePullSecrets"),
-    "priorityClassName": _SPEC_FIELD.replace("{field}", "priorityClassName"),
-    "terminationGracePeriodSeconds": _SPEC_FIELD.replace("{field}", "terminationGracePeriodSeconds"),
-    "activeDeadlineSeconds": _SPEC_FIELD.replace("{field}", "activeDeadlineSeconds"),
-    "restartPolicy": _SPEC_FIELD.replace("{field}", "restartPolicy"),
-    "subdomain": "the launcher's: TF_CONFIG names every task by it",
-    "hostname": "the launcher's: TF_CONFIG names every task by it",
-    "setHostnameAsFQDN": "the launcher's: TF_CONFIG names every task by its host name",
+    **{key: f"set {key} in the spec instead" for key in (*_SPEC_FIELDS, "restartPolicy")},
+    "subdomain": _ADDRESSED,
+    "hostname": _ADDRESSED,
+    "setHostnameAsFQDN": _ADDRESSED,
     "hostNetwork": "refused: tasks on the node's network share its ports and escape the NetworkPolicy",
     "hostPID": "refused: Pod Security restricted forbids host namespaces",
     "hostIPC": "refused: Pod Security restricted forbids host namespaces",

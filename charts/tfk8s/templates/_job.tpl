@@ -35,8 +35,8 @@ podReplacementPolicy: Failed
 {{- $policy := ternary $c.podFailurePolicy.builtin $c.podFailurePolicy.command $builtin }}
 {{- $fatal := default list $values.fatalExitCodes }}
 {{- if and (not $builtin) $fatal }}
-{{- /* job_failure.pod_failure_policy: the FailJob rule after the Ignore one (the Keras check's
-code) takes the spec's codes too, in order. */}}
+{{- /* launcher/render/job_failure.py pod_failure_policy: the FailJob rule after the Ignore one (the
+Keras check's code) takes the spec's codes too, in order. */}}
 {{- $padded := list }}
 {{- range $code := concat (index $policy.rules 1).onExitCodes.values $fatal }}
 {{- $padded = append $padded (printf "%03d" (int $code)) }}
@@ -87,7 +87,7 @@ template:
 {{- if $supervised }}
 {{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
 {{- end -}}
-{{- /* The role's labels under ours; its annotations over ours (render.py's _job). */}}
+{{- /* The role's labels under ours; its annotations over ours (launcher/render/context.py). */}}
 {{- $labels := merge (include "tfk8s.roleLabels" . | fromYaml) (deepCopy (default dict $own.labels)) }}
 {{- $ours := include "tfk8s.podAnnotations" $root | fromYaml }}
 {{- $annotations := merge (deepCopy (default dict $own.annotations)) $ours }}
@@ -143,6 +143,8 @@ spec:
   - image: {{ $values.image | quote }}
     imagePullPolicy: {{ $values.imagePullPolicy }}
     {{- toYaml $c.code.initContainer | nindent 4 }}
+    securityContext:
+      {{- include "tfk8s.containerSecurity" . | nindent 6 }}
   {{- end }}
   {{- /* Native sidecars: they run beside the task and never keep the Job from completing. */}}
   {{- range $sidecar := $values.sidecars }}
@@ -188,12 +190,7 @@ spec:
     resources:
       {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 6 }}
     securityContext:
-      allowPrivilegeEscalation: false
-      runAsNonRoot: true
-      capabilities:
-        drop: [ALL]
-      seccompProfile:
-        type: RuntimeDefault
+      {{- include "tfk8s.containerSecurity" . | nindent 6 }}
     volumeMounts:
     - name: tmp
       mountPath: /tmp
@@ -246,7 +243,7 @@ spec:
 {{- end }}
 
 {{/*
-A supervised pod's job-watch container (launcher/render/supervised_pod.py): it alone mounts the
+A supervised pod's job-watch container (manifests/job.yaml.j2 has the launcher's): it alone mounts the
 account's token, follows the Job whose end ends the task, and tells the task's container through
 a shared emptyDir. TF's gRPC server can read any file of its own container: no token there.
 */}}
@@ -261,12 +258,7 @@ a shared emptyDir. TF's gRPC server can read any file of its own container: no t
     requests: {cpu: 10m, memory: 48Mi}
     limits: {cpu: 100m, memory: 96Mi}
   securityContext:
-    allowPrivilegeEscalation: false
-    runAsNonRoot: true
-    capabilities:
-      drop: [ALL]
-    seccompProfile:
-      type: RuntimeDefault
+    {{- include "tfk8s.containerSecurity" . | nindent 4 }}
   volumeMounts:
   - name: supervisor
     mountPath: /var/run/tfk8s
@@ -319,4 +311,14 @@ a shared emptyDir. TF's gRPC server can read any file of its own container: no t
           fieldRef:
             apiVersion: v1
             fieldPath: metadata.namespace
+{{- end }}
+
+{{/* Pod Security `restricted` for every container (manifests/_security.j2 is the launcher's). */}}
+{{- define "tfk8s.containerSecurity" -}}
+allowPrivilegeEscalation: false
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
 {{- end }}

@@ -111,17 +111,17 @@ def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:
 
 # What a pod field means to a local task, which is a process on this machine, not a pod. A
 # role's command, args and env are honoured as on Kubernetes.
-LOCAL_POD_FIELDS = {
-    "image": "the tasks run in this machine's Python (--python)",
-    "volumes": "the tasks see this machine's files",
-    "volumeMounts": "the tasks see this machine's files",
-    "affinity": "every task runs on this machine",
-    "topologySpreadConstraints": "every task runs on this machine",
-    "serviceAccountName": "no Kubernetes API here",
-    "labels": "no pods here",
-    "annotations": "no pods here",
-    "podTemplate": "no pods here",
-}
+LOCAL_POD_FIELDS = (
+    ("image", "the tasks run in this machine's Python (--python)"),
+    ("volumes", "the tasks see this machine's files"),
+    ("volumeMounts", "the tasks see this machine's files"),
+    ("affinity", "every task runs on this machine"),
+    ("topologySpreadConstraints", "every task runs on this machine"),
+    ("serviceAccountName", "no Kubernetes API here"),
+    ("labels", "no pods here"),
+    ("annotations", "no pods here"),
+    ("podTemplate", "no pods here"),
+)
 
 
 def pod_field_notes(spec: ClusterSpec) -> list[str]:
@@ -131,7 +131,7 @@ def pod_field_notes(spec: ClusterSpec) -> list[str]:
         own = spec.roles.get(role).model_dump(by_alias=True)
         notes += [
             f"note: --local ignores roles.{role.value}.{key}: {why}"
-            for key, why in LOCAL_POD_FIELDS.items()
+            for key, why in LOCAL_POD_FIELDS
             if own[key] not in (None, [], {})
         ]
     if spec.image_pull_secrets:

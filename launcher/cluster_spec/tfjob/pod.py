@@ -11,8 +11,10 @@ from launcher.cluster_spec.role_spec import KNOWN_RESOURCES
 from worker.contract import Role
 
 TFJOB_PORT_NAME = "tfjob-port"  # the task container's port TFJob reads the gRPC port from
-_OURS = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
 _RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
+# A task container's securityContext keys whose value can ask for more than Pod Security
+# restricted allows: refused then; any other value the restricted context replaces, with a note.
+_MORE_THAN_RESTRICTED = ("privileged", "capabilities", "runAsNonRoot", "procMount")
 
 
 def pod(template: dict, at: str, role: Role, fields: dict, note, refuse) -> None:
@@ -68,9 +70,7 @@ def pod(template: dict, at: str, role: Role, fields: dict, note, refuse) -> None
         else:
             over.setdefault("spec", {})[key] = value
     spec_over = over.pop("spec", {})
-    init = over.pop("initContainers", None)
-    spec_over.update({"initContainers": init} if init else {})
-    spec_over.update(over)
+    spec_over.update(over)  # initContainers and securityContext
     if spec_over:
         fields.setdefault("podTemplate", {})["spec"] = {**fields.get("podTemplate", {}).get("spec", {}), **spec_over}
 
@@ -85,6 +85,16 @@ def _pod_security(value: dict, at: str, role: Role, fields: dict, over: dict, no
             refuse(f"{at}.{key}", "tfk8s's pods are Pod Security restricted: non-root, seccomp RuntimeDefault")
         else:
             over.setdefault("securityContext", {})[key] = item
+
+
+def _more_than_restricted(name: str, value) -> bool:
+    if name == "capabilities":
+        return bool((value or {}).get("add"))
+    if name == "runAsNonRoot":
+        return value is False
+    if name == "procMount":
+        return value != "Default"
+    return bool(value)  # privileged
 
 
 def _task(container: dict, at: str, role: Role, fields: dict, over: dict, note, refuse) -> None:
@@ -111,12 +121,12 @@ def _task(container: dict, at: str, role: Role, fields: dict, over: dict, note, 
             for name, item in value.items():
                 if name in pod_fields.TASK_SECURITY_MAY_SET:
                     own.setdefault("securityContext", {})[name] = item
-                elif _OURS.get(name, _RUNTIME_DEFAULT if name == "seccompProfile" else None) == item:
-                    note(f"{here}.{name}", "tfk8s sets it for every task")
                 elif name in ("runAsUser", "runAsGroup"):
                     fields.setdefault("_securityContext", {})[name] = item
+                elif name in _MORE_THAN_RESTRICTED and _more_than_restricted(name, item):
+                    refuse(f"{here}.{name}", "tfk8s's tasks are Pod Security restricted: no more privilege")
                 else:
-                    refuse(f"{here}.{name}", "tfk8s's tasks are Pod Security restricted")
+                    note(f"{here}.{name}", "tfk8s's restricted securityContext decides it (docs/security.md)")
         elif key == "terminationMessagePolicy":
             note(here, "tfk8s uses FallbackToLogsOnError: the cause is the last log lines when none is written")
         elif key in pod_fields.TASK_CONTAINER_MAY_SET:

@@ -11,6 +11,7 @@ from support import assert_pod_security_restricted
 from launcher.cluster_spec import pod_fields
 from launcher.cluster_spec.loader import load_file, load_text, pack_code
 from launcher.errors import SpecError
+from launcher.plan.plan import plan
 from launcher.render import render
 
 SPECS = Path(__file__).resolve().parents[2] / "charts" / "specs"
@@ -22,7 +23,7 @@ def _pods(spec_file: Path) -> dict[str, dict]:
     spec = load_file(spec_file)
     return {
         job["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: job["template"]
-        for _, job in render.job_specs(render.render(spec, pack_code(spec)))
+        for _, job in render.job_specs(render.render(plan(spec, pack_code(spec))))
     }
 
 

@@ -18,6 +18,7 @@ from launcher.cluster_spec.loader import load_text
 from launcher.cluster_spec.tfjob.document import import_text
 from launcher.errors import SpecError
 from launcher.plan import storage
+from launcher.plan.plan import plan
 from launcher.render import render
 
 HERE = Path(__file__).parent
@@ -63,7 +64,7 @@ def test_each_note_is_one_line_on_stderr_and_a_comment_in_the_yaml(tfjob, capsys
 def test_the_written_cluster_yaml_loads_and_renders_with_no_undeserved_warning(tfjob):
     for one in _imported(tfjob):
         spec = load_text(one.text, filename="cluster.yaml")
-        assert render.render(spec)
+        assert render.render(plan(spec))
         warned = storage.ephemeral_warning(spec) is not None
         assert warned == (tfjob.stem in NO_SHARED_CLAIM), (tfjob.name, storage.ephemeral_warning(spec))
 
