@@ -316,6 +316,23 @@ def _random_specs():
                 "env": env,
                 "nodeSelector": st.dictionaries(label_key, text, max_size=2),
                 "tolerations": st.lists(toleration, max_size=2),
+                # a role's pod fields (docs/spec.md#pod-template); its volumes are added in spec()
+                "image": st.sampled_from(["team/trainer:1", "registry.example/x/y:2.16"]),
+                "labels": st.dictionaries(st.sampled_from(["team", "example.com/tier"]), text, max_size=2),
+                "annotations": st.dictionaries(label_key, text, max_size=2),
+                "affinity": st.just({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}),
+                "podTemplate": st.sampled_from(
+                    [
+                        {"spec": {"dnsPolicy": "ClusterFirst", "runtimeClassName": "gvisor"}},
+                        {
+                            "spec": {
+                                "containers": [
+                                    {"name": "tensorflow", "readinessProbe": {"exec": {"command": ["true"]}}}
+                                ]
+                            }
+                        },
+                    ]
+                ),
                 "resources": st.fixed_dictionaries(
                     {},
                     optional={
@@ -451,6 +468,10 @@ def _random_specs():
             metrics.pop("podMonitor", None)  # a PodMonitor needs a metrics port
         elif metrics_port == data.get("port", 2222):  # not the gRPC port
             metrics["port"] = metrics_port + 1 if metrics_port < 65535 else metrics_port - 1
+        for cfg in r.values():  # a role's own data claim, mounted in its task's container
+            if draw(st.booleans()):
+                cfg["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "d", "readOnly": True}}]
+                cfg["volumeMounts"] = [{"name": "data", "mountPath": "/mnt/team-data", "readOnly": True}]
         for cfg in r.values():  # a GPU request must equal its limit
             resources = cfg.get("resources", {})
             if "nvidia.com/gpu" in resources.get("limits", {}) and draw(st.booleans()):
