@@ -118,6 +118,39 @@ def test_every_whole_spec_in_the_docs_loads():
         assert spec.name == yaml.safe_load(block.text)["name"]
 
 
+# A repository path a reader may open: a top-level folder of ours, then a file name with a suffix.
+REPO_PATH = re.compile(
+    r"(?<![\w/.$-])((?:bench|charts|docs|examples|launcher|manifests|scripts|tests|worker)/[\w./-]*\w"
+    r"\.(?:j2|json|md|py|sh|tpl|txt|ya?ml))(?![\w/])"
+)
+
+
+def missing_paths(pages: list[Path], sources: list[Path]) -> list[str]:
+    """`file:line: path` for every repository path that a page or a source file (docstrings and
+    comments included) names and that does not exist."""
+    missing = []
+    for where in [*pages, *sources]:
+        for number, line in enumerate(where.read_text().splitlines(), 1):
+            for found in REPO_PATH.finditer(line):
+                if not (REPO / found[1]).exists():
+                    missing.append(f"{where.relative_to(REPO)}:{number}: {found[1]}")
+    return missing
+
+
+def test_every_repository_path_the_docs_and_docstrings_name_exists():
+    sources = sorted(p for top in ("launcher", "worker", "scripts", "bench") for p in (REPO / top).rglob("*.py"))
+    assert missing_paths(PAGES, sources) == []
+
+
+def test_a_missing_path_is_named_with_its_line(tmp_path, monkeypatch):
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "ps.yaml").write_text("")
+    source = tmp_path / "client.py"
+    source.write_text('"""\n    client.submit("examples/ps.yaml")\n    client.submit("examples/mnist-ps.yaml")\n"""\n')
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert missing_paths([], [source]) == ["client.py:3: examples/mnist-ps.yaml"]
+
+
 @pytest.mark.process
 def test_the_readme_python_api_example_runs_as_shown(tmp_path):
     """The README's Python API example, run as a user would paste it, in a directory of its own:

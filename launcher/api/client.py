@@ -56,7 +56,7 @@ class TFK8sClient:
     """Submit, follow, inspect and delete training clusters on one backend.
 
         client = TFK8sClient(LocalProcessBackendConfig(workdir=".tfk8s"))
-        name = client.submit("examples/mnist-ps.yaml")
+        name = client.submit("examples/ps.yaml")
         for event in client.watch(name):
             print(event.step, event.loss, event.eta_seconds)
 
