@@ -8,6 +8,7 @@ Every yaml block that is a whole spec (it has `name:` and `strategy:`) loads as 
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import yaml
 
 from launcher.cluster_spec import reference
 from launcher.cluster_spec.loader import load_text
+from worker import contract
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "charts/tfk8s/README.md"]
@@ -149,6 +151,27 @@ def test_a_missing_path_is_named_with_its_line(tmp_path, monkeypatch):
     source.write_text('"""\n    client.submit("examples/ps.yaml")\n    client.submit("examples/mnist-ps.yaml")\n"""\n')
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert missing_paths([], [source]) == ["client.py:3: examples/mnist-ps.yaml"]
+
+
+EXIT_CODES_MARKER = "<!-- exit codes: checked against worker/contract.py by tests/test_docs.py -->"
+
+
+def documented_exit_codes(page: Path) -> dict[str, int]:
+    """{constant: exit} of the table after EXIT_CODES_MARKER."""
+    lines = page.read_text().splitlines()
+    start = lines.index(EXIT_CODES_MARKER) + 3  # the header and its rule
+    rows = {}
+    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start:]):
+        code, constant = (cell.strip() for cell in line.strip("|").split("|")[:2])
+        rows[constant.strip("`")] = int(code)
+    return rows
+
+
+def test_the_built_in_workers_exit_code_table_is_worker_contracts():
+    """docs/lifecycle.md's table of the built-in worker's exit codes, apart from a program's
+    own, has one row per EXIT_ constant of worker/contract.py, with its value."""
+    ours = {name: value for name, value in vars(contract).items() if name.startswith("EXIT_")}
+    assert documented_exit_codes(REPO / "docs" / "lifecycle.md") == ours
 
 
 @pytest.mark.process
