@@ -12,6 +12,7 @@ import argparse
 import base64
 import dataclasses
 import json
+import logging
 import signal
 import sys
 import time
@@ -405,8 +406,33 @@ COMMANDS = {
 }
 
 
+class _Stderr(logging.StreamHandler):
+    """The library's log lines (launcher.api and the backends print nothing), as the CLI's own
+    on whatever sys.stderr is at each line."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
+
+
+def show_library_logs() -> None:
+    logger = logging.getLogger("tfk8s")
+    logger.setLevel(logging.INFO)
+    if not any(isinstance(h, _Stderr) for h in logger.handlers):  # main() may run again (tests)
+        logger.addHandler(_Stderr())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    show_library_logs()
     try:
         return COMMANDS[args.command](args)
     except SpecError as exc:

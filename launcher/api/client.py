@@ -62,7 +62,8 @@ class TFK8sClient:
 
     backend_config: KubernetesBackendConfig (the default: kubectl's current context) or
     LocalProcessBackendConfig. view and out are for the CLI: what follow() shows, and where
-    the backends write their notes (default: stderr for Kubernetes, stdout locally)."""
+    the backends write their notes (default: INFO records of the loggers `tfk8s.kubernetes`
+    and `tfk8s.local`; the client prints nothing)."""
 
     def __init__(
         self, backend_config: BackendConfig | None = None, *, view: View | None = None, out: IO[str] | None = None

@@ -9,10 +9,33 @@ backend once and then calls the same methods whatever it chose.
 from __future__ import annotations
 
 import abc
+import io
+import logging
 from typing import ContextManager, Iterator
 
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.status.status import ClusterStatus, Phase
+
+
+class LogLines(io.TextIOBase):
+    """A text stream whose every line is one INFO record of `logger` (`tfk8s.<backend>`): where
+    a backend's notes and status lines go when its caller gave it no stream, so a program
+    that uses the library (launcher.api) gets nothing on its stdout; the CLI passes its own
+    streams and configures logging for the rest (launcher/cli.py)."""
+
+    def __init__(self, logger: logging.Logger):
+        self.logger = logger
+        self._partial = ""  # a line written in pieces (print's text, then its end)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            if line.strip():
+                self.logger.info(line)
+        return len(text)
 
 
 class Backend(abc.ABC):

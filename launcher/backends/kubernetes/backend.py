@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import heapq
-import sys
+import logging
 import time
 from typing import Iterator, TextIO
 
 from launcher import k8s_contract
-from launcher.backends.base import Backend, exit_code
+from launcher.backends.base import Backend, LogLines, exit_code
 from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import (
@@ -39,15 +39,17 @@ class KubernetesBackend(Backend):
         self,
         config: KubernetesBackendConfig | None = None,
         *,
-        out: TextIO = sys.stderr,
+        out: TextIO | None = None,
         view: View | None = None,
         api: Api | None = None,
     ):
-        """out: where notes go. view: what wait() shows (default: plain status lines on `out`).
+        """out: where notes go (default: the `tfk8s.kubernetes` logger). view: what wait()
+        shows (default: plain status lines on `out`).
         api: the API boundary (default: a client for the config's kubeconfig and context;
         tests pass a fake)."""
         self.config = config if config is not None else KubernetesBackendConfig()
         self._api = api if api is not None else Api(self.config.kubeconfig, self.config.context)
+        out = out if out is not None else LogLines(logging.getLogger("tfk8s.kubernetes"))
         self._view = view if view is not None else LineView(out)
         self._out = out
         self._namespace = self.config.namespace

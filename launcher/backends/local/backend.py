@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from launcher.backends.base import Backend, exit_code
+from launcher.backends.base import Backend, LogLines, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles
 from launcher.backends.local.foreground import ForegroundRun
@@ -52,11 +53,11 @@ class LocalBackend(Backend):
         stream: IO[str] | None = None,
         view: View | None = None,
     ):
-        """stream: where notes (and, with echo_tasks, the tasks' output) go (default: stdout).
-        view: what wait() shows (default: plain status lines on `stream`)."""
+        """stream: where notes (and, with echo_tasks, the tasks' output) go (default: the
+        `tfk8s.local` logger). view: what wait() shows (default: plain status lines on `stream`)."""
         self.config = config if config is not None else LocalProcessBackendConfig()
         self._workdir = self.config.resolved_workdir
-        self._stream = stream if stream is not None else sys.stdout
+        self._stream = stream if stream is not None else LogLines(logging.getLogger("tfk8s.local"))
         self._view = view if view is not None else LineView(self._stream)
         self._runs: dict[str, ForegroundRun] = {}  # supervised here (foreground), not yet waited
 

@@ -109,7 +109,8 @@ import sys
 sys.path[:0] = [{str(REPO_ROOT / "tests")!r}, {str(Path(__file__).parent)!r}]
 from test_like_a_pod import byo_spec, SAVES_ON_SIGTERM
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
-backend = LocalBackend(LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True, echo_tasks=True))
+config = LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True, echo_tasks=True)
+backend = LocalBackend(config, stream=sys.stdout)  # the CLI's: the library's own default is logging
 backend.submit(byo_spec("hangup", [SAVES_ON_SIGTERM]))
 sys.exit(backend.wait("hangup"))
 """
