@@ -227,11 +227,10 @@ def kubernetes_configured() -> bool:
 def runs_locally(args) -> bool:
     """Which backend a command uses: submit's is --local. Any other's: --local, or a flag only
     local runs have (--workdir, --python); kubectl's flags (--kubeconfig, --context, -n) pick
-    Kubernetes. Without either,
-    a command after submit finds the cluster where it is: a name with a local run in the
-    workdir (submit --local records it there) is local, and with no Kubernetes configured every
-    command but submit is. ClusterNotFound, in one line naming the flags, for a name that is
-    neither a local run nor anywhere to look on Kubernetes."""
+    Kubernetes. Without either, a command after submit finds the cluster where it is: a name
+    with a local run in the workdir (submit --local records it there) is local, and with no
+    Kubernetes configured every command is. ClusterNotFound, in one line naming the flags, for
+    a name that is neither a local run nor anywhere to look on Kubernetes."""
     if args.command == "submit":  # the spec goes where it is told
         return args.local
     if args.local or args.workdir is not None or args.python is not None:
