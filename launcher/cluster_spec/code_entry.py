@@ -30,11 +30,7 @@ def program_outside(spec: ClusterSpec, bundle: code_bundle.Bundle) -> tuple[str,
     parts = module.split(".")
     shipped = {rel for rel, _ in bundle.files}
     stock = spec.image == DEFAULT_IMAGE
-    if stock and parts[0] == "worker":
-        return None
-    if not stock and f"{parts[0]}.py" not in shipped and f"{parts[0]}/__init__.py" not in shipped:
-        return None  # from the image, or a namespace package the image may add to
-    if _ships_module("/".join(parts), shipped):
+    if not _code_decides(spec, shipped) or _ships_module("/".join(parts), shipped):
         return None
     modules = sorted(_module_name(rel) for rel in shipped if rel.endswith(".py"))
     nearest = difflib.get_close_matches(module, modules, n=3, cutoff=0.6)
@@ -45,6 +41,31 @@ def program_outside(spec: ClusterSpec, bundle: code_bundle.Bundle) -> tuple[str,
         (f"did you mean {' or '.join(nearest)}? " if nearest else "")
         + (f"modules in {spec.code.path}: {', '.join(modules)}"[:200] if modules else "the code has no .py files"),
     )
+
+
+def program_from_image(spec: ClusterSpec, bundle: code_bundle.Bundle) -> str | None:
+    """A note for a program.module that the shipped code does not hold and the image is to
+    provide (the code does not decide, program_outside): it is checked only when a task starts.
+    None with the stock image, whose own modules (worker.*) are the only ones it provides."""
+    if spec.program is None or spec.image == DEFAULT_IMAGE:
+        return None
+    shipped = {rel for rel, _ in bundle.files}
+    if _code_decides(spec, shipped) or _ships_module(spec.program.module.replace(".", "/"), shipped):
+        return None
+    return (
+        f"program.module {spec.program.module!r} is not in code: {spec.code.path}, so image {spec.image} "
+        "must provide it; that is checked when each task starts (exit 2, not retried)"
+    )
+
+
+def _code_decides(spec: ClusterSpec, shipped: set[str]) -> bool:
+    """Whether the program module can only come from the code: with the stock image (but the
+    worker's own), or when the code holds its top-level module or regular package, which,
+    first on PYTHONPATH, hides the image's (a namespace package the image may add to)."""
+    top = spec.program.module.split(".")[0]
+    if spec.image == DEFAULT_IMAGE:
+        return top != "worker"
+    return f"{top}.py" in shipped or f"{top}/__init__.py" in shipped
 
 
 def _ships_module(path: str, shipped: set[str]) -> bool:

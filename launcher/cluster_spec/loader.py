@@ -6,6 +6,7 @@ pydantic reports field paths; PyYAML's composed node tree knows where each path 
 from __future__ import annotations
 
 import difflib
+import logging
 import types
 import typing
 from pathlib import Path
@@ -114,7 +115,9 @@ def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename:
     load refuses what a submit would). The Bundle is not kept: each submit packs it again
     (pack_code), so what ships is the dir as it is then."""
     root = code_bundle.resolve(spec.code, base)
-    pack_code(spec, root=root, filename=filename, lines=lines)
+    bundle = pack_code(spec, root=root, filename=filename, lines=lines)
+    if (note := code_entry.program_from_image(spec, bundle)) is not None:
+        logging.getLogger("tfk8s.spec").info(f"note: {filename}: {note}")
     return spec.model_copy(update={"code": spec.code.model_copy(update={"path": str(root)})})
 
 

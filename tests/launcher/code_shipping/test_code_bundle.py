@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import io
+import logging
 import os
 import shutil
 import subprocess
@@ -244,7 +245,7 @@ def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
         assert pack_code(load_file(tmp_path / "cluster.yaml")) is not None
 
 
-def test_a_program_module_missing_in_a_shipped_package_is_refused_at_load(tmp_path):
+def test_a_program_module_missing_in_a_shipped_package_is_refused_at_load(tmp_path, caplog):
     """The whole dotted name is looked up in the packed files, not only its top: a module
     missing in a package of the code failed 32 s into the run, after TF's import."""
     _tree(tmp_path / "src", {**TWO_MODULES, "pkg/sub/model.py": ""})
@@ -267,10 +268,15 @@ def test_a_program_module_missing_in_a_shipped_package_is_refused_at_load(tmp_pa
     for module in ("pkg.sub.model", "pkg.sub", "pkg"):  # a module, a namespace package, a package
         assert load(module).program.module == module
     # Another image: a package of the code hides the image's, so it is checked; a module the
-    # code does not hold comes from the image, checked when the task starts.
+    # code does not hold comes from the image, checked when the task starts, as a note says.
     with pytest.raises(SpecError):
         load("pkg.helpr", image="team/trainer:1")
-    assert load("trainer.main", image="team/trainer:1").program.module == "trainer.main"
+    with caplog.at_level(logging.INFO, logger="tfk8s"):
+        assert load("trainer.main", image="team/trainer:1").program.module == "trainer.main"
+    assert caplog.messages == [
+        f"note: {tmp_path / 'cluster.yaml'}: program.module 'trainer.main' is not in code: ./src, so image "
+        "team/trainer:1 must provide it; that is checked when each task starts (exit 2, not retried)"
+    ]
 
 
 def test_a_command_script_not_in_the_code_is_refused_at_load(tmp_path):
