@@ -20,6 +20,7 @@ import yaml
 
 from launcher.cluster_spec import reference
 from launcher.cluster_spec.loader import load_text
+from launcher.status.failure_reasons import OUR_EXIT_CODES
 from worker import contract
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,6 +172,15 @@ def test_the_built_in_workers_exit_code_table_is_worker_contracts():
     own, has one row per EXIT_ constant of worker/contract.py, with its value."""
     ours = {name: value for name, value in vars(contract).items() if name.startswith("EXIT_")}
     assert documented_exit_codes(REPO / "docs" / "lifecycle.md") == ours
+    # and the codes a program's exit is said to be its own for are the ones the page lists
+    runs: list[tuple[int, int]] = []  # (first, last) of consecutive codes
+    for code in sorted(OUR_EXIT_CODES):
+        if runs and code == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], code)
+        else:
+            runs.append((code, code))
+    listed = ", ".join(f"{a}-{b}" if b - a > 1 else (f"{a}, {b}" if b > a else f"{a}") for a, b in runs)
+    assert f"that is one of ours ({listed})" in " ".join((REPO / "docs" / "lifecycle.md").read_text().split())
 
 
 @pytest.mark.process
