@@ -12,14 +12,16 @@ import abc
 from typing import ContextManager, Iterator
 
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.code_shipping.code_bundle import Bundle
 from launcher.status.status import ClusterStatus, Phase
 
 
 class Backend(abc.ABC):
     @abc.abstractmethod
-    def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
+    def submit(self, spec: ClusterSpec, *, replace: bool = False, code: Bundle | None = None) -> None:
         """Create the cluster and start it, then return (a no-op when the same spec already
-        runs); refuse to clobber a different one unless `replace`."""
+        runs); refuse to clobber a different one unless `replace`. `code`: the spec's code as its
+        load packed it (loader.Loaded); without it, a spec with `code:` is packed here."""
 
     @abc.abstractmethod
     def wait(self, name: str) -> int:
