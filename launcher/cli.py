@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from launcher import completion
-from launcher.api.client import TFK8sClient, load_spec
+from launcher.api.client import TFK8sClient, load_packed
 from launcher.api.config import (
     DEFAULT_STUCK_SECONDS,
     DEFAULT_WORKDIR,
@@ -33,7 +33,6 @@ from launcher.api.config import (
 )
 from launcher.backends.local.files import RunFiles
 from launcher.chart import chart_values
-from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SpecError
@@ -301,18 +300,16 @@ def warn_about_storage(spec: ClusterSpec) -> None:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
 
 
-def packed_code(spec: ClusterSpec) -> code_bundle.Bundle | None:
-    """The spec's code packed for render (a submit packs its own), noted on stderr."""
-    code = loader.pack_code(spec)
-    if code is not None:  # what `code:` ships (launcher/code_shipping/code_bundle.py)
+def note_code(spec: ClusterSpec, code: code_bundle.Bundle | None) -> None:
+    """What `code:` ships (launcher/code_shipping/code_bundle.py), on stderr (a submit notes its own)."""
+    if code is not None:
         print(f"note: {code_bundle.note(spec, code)}", file=sys.stderr, flush=True)
-    return code
 
 
 def cmd_render(args) -> int:
-    spec = load_spec(args.spec, args.namespace)
+    spec, code = load_packed(args.spec, args.namespace)
     warn_about_storage(spec)
-    code = packed_code(spec)
+    note_code(spec, code)
     if args.helm_values:
         sys.stdout.write(chart_values.helm_values_yaml(spec, code))
         return 0
@@ -335,13 +332,15 @@ def cmd_submit(args) -> int:
     waits = (args.wait or args.local) and not server_dry_run
     config = backend_config(args, dry_run=server_dry_run, stuck_seconds=args.stuck_timeout, echo_tasks=args.raw)
     client = client_for(config, view_options(args) if waits else None)
-    spec = client.load(args.spec)
+    loaded = client.load_packed(args.spec)
+    spec = loaded.spec
     if not args.local:
         warn_about_storage(spec)
     if args.dry_run == "client":
-        sys.stdout.write(render.to_yaml(render.render(plan(spec, packed_code(spec)))))
+        note_code(spec, loaded.code)
+        sys.stdout.write(render.to_yaml(render.render(plan(spec, loaded.code))))
         return 0
-    client.submit(spec, replace=args.replace)
+    client.submit(loaded, replace=args.replace)
     return client.follow(spec.name) if waits else 0
 
 

@@ -14,6 +14,7 @@ import logging
 from typing import ContextManager, Iterator
 
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.code_shipping.code_bundle import Bundle
 from launcher.status.status import ClusterStatus, Phase
 
 
@@ -40,9 +41,10 @@ class LogLines(io.TextIOBase):
 
 class Backend(abc.ABC):
     @abc.abstractmethod
-    def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
+    def submit(self, spec: ClusterSpec, *, replace: bool = False, code: Bundle | None = None) -> None:
         """Create the cluster and start it, then return (a no-op when the same spec already
-        runs); refuse to clobber a different one unless `replace`."""
+        runs); refuse to clobber a different one unless `replace`. `code`: the spec's code as its
+        load packed it (loader.Loaded); without it, a spec with `code:` is packed here."""
 
     @abc.abstractmethod
     def wait(self, name: str) -> int:

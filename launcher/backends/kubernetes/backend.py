@@ -61,9 +61,10 @@ class KubernetesBackend(Backend):
             self._namespace = self._api.default_namespace()
         return self._namespace
 
-    def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
+    def submit(self, spec: ClusterSpec, *, replace: bool = False, code: code_bundle.Bundle | None = None) -> None:
         self._api.connect()
-        code = loader.pack_code(spec)  # once: what the ConfigMap carries is what the hash names
+        if code is None:  # packed once: what the ConfigMap carries is what the hash names
+            code = loader.pack_code(spec)
         if code is not None:
             self._say(f"note: {code_bundle.note(spec, code)}")
         submit_steps.run(

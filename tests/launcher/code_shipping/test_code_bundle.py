@@ -464,3 +464,38 @@ def test_a_workdir_inside_the_code_dir_is_not_shipped(tmp_path):
     backend.submit(load_file(tmp_path / "cluster.yaml"))
     assert backend.wait("demo") == 0, out.getvalue()[-2000:]
     assert "sees ['run.py']" in out.getvalue(), out.getvalue()[-2000:]
+
+
+@pytest.mark.parametrize("command", [["render"], ["submit", "--dry-run=client"]])
+def test_a_command_packs_the_code_once(tmp_path, monkeypatch, capsys, command):
+    """The load's check packs the code, and that archive is the one planned and shipped: the
+    command packs nothing again (what ships is what the load checked)."""
+    from launcher import cli
+
+    _tree(tmp_path / "src", TWO_MODULES)
+    path = _spec(tmp_path, "code: ./src") and tmp_path / "cluster.yaml"
+    packed = []
+    pack = code_bundle.pack_checked
+    monkeypatch.setattr(code_bundle, "pack_checked", lambda *args: packed.append(args) or pack(*args))
+    assert cli.main([*command, str(path)]) == 0
+    assert len(packed) == 1, f"`{' '.join(command)}` packed the code {len(packed)} times"
+    assert code_bundle.CODE_DIR in capsys.readouterr().out  # the rendered pods unpack it there
+
+
+def test_a_client_submit_ships_the_code_its_load_packed(tmp_path, monkeypatch):
+    """TFK8sClient.submit(path): one pack, at the load, and the run's copy is that archive."""
+    from launcher.api.client import TFK8sClient
+    from launcher.api.config import LocalProcessBackendConfig
+
+    _tree(tmp_path / "src", TWO_MODULES)
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, train.py]\nroles: {chief: {replicas: 1}}\n"
+    )
+    packed = []
+    pack = code_bundle.pack_checked
+    monkeypatch.setattr(code_bundle, "pack_checked", lambda *args: packed.append(pack(*args)) or packed[-1])
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=str(tmp_path / "runs"), foreground=True))
+    assert client.submit(tmp_path / "cluster.yaml") == "demo"
+    assert client.follow("demo") == 0
+    assert len(packed) == 1
+    assert (tmp_path / "runs" / "demo" / "code.tar.gz").read_bytes() == packed[0].archive
