@@ -182,7 +182,7 @@ def values_text() -> str:
     start, end = text.index(COUNTS_BEGIN) + len(COUNTS_BEGIN), text.index(COUNTS_END)
     rows = []
     for strategy, counts in contract.ROLE_COUNTS.items():
-        parts = [_count_text(role, counts[role]) for role in contract.ROLES]
+        parts = [_count_text(role, counts[role]) for role in contract.COUNTED_ROLES]
         rows.append(f"#   {strategy.value:<23}{', '.join(p for p in parts if p)}\n")
     return text[:start] + "".join(rows) + text[end:]
 

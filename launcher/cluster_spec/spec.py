@@ -20,11 +20,11 @@ from launcher.cluster_spec.checkpoints import (
     MWMS_UNSHARED,
     default_model_dir,
 )
-from launcher.cluster_spec.role_spec import Roles, SpecModel, check_env
+from launcher.cluster_spec.role_spec import DataService, PodFields, Roles, SpecModel, check_env
 from launcher.code_shipping.code_bundle import CodeSpec
 from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
 from worker import contract
-from worker.contract import ROLES, Role, Strategy  # noqa: F401 (re-exported)
+from worker.contract import COUNTED_ROLES, ROLES, Role, Strategy  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
 DEFAULT_METRICS_PORT = 9401
@@ -215,6 +215,11 @@ class ClusterSpec(SpecModel):
     )
     env: dict[str, str] = Field(default_factory=dict, description="environment for every role")
     roles: Roles = Field(default_factory=Roles)
+    data_service: DataService | None = Field(
+        None,
+        description="a tf.data service the trainers' input pipelines run on: one `dispatcher` and `workers` "
+        "`data-worker` tasks, under every strategy; trainers get `TFK8S_DATA_SERVICE` (docs/data-service.md)",
+    )
     port: int = Field(default=2222, ge=1024, le=65535, description="the gRPC port of every task")
     network_policy: bool = Field(
         default=True,
@@ -377,7 +382,20 @@ class ClusterSpec(SpecModel):
         return self.program or Program()
 
     def replicas(self, role: str) -> int:
+        if role == Role.DISPATCHER:
+            return 0 if self.data_service is None else 1
+        if role == Role.DATA_WORKER:
+            return 0 if self.data_service is None else self.data_service.workers
         return self.roles.get(role).replicas
+
+    def pods(self, role: str) -> PodFields:
+        """What the role's pods get (resources, env, nodeSelector, tolerations): roles.<role>, or
+        for the data service's roles dataService.dispatcher / dataService.worker."""
+        if role in contract.DATA_SERVICE_ROLES:
+            if self.data_service is None:
+                raise ValueError(f"role {role}: the spec has no dataService")
+            return self.data_service.dispatcher if role == Role.DISPATCHER else self.data_service.worker
+        return self.roles.get(role)
 
     def active_roles(self) -> list[Role]:
         return [r for r in ROLES if self.replicas(r) > 0]
@@ -420,4 +438,4 @@ def fatal_exit_code_problems(spec: ClusterSpec) -> list[str]:
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
-    return k8s_contract.role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in ROLES})
+    return k8s_contract.role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in contract.COUNTED_ROLES})

@@ -147,7 +147,7 @@ def _context(cluster: ClusterPlan) -> dict:
 
 def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     spec = cluster.spec
-    cfg = spec.roles.get(role.role)
+    cfg = spec.pods(role.role)
     command = list(role.command)
     env = {**role.env, **metrics_env(spec), "HOME": "/tmp"}
     supervision = role.supervision

@@ -12,6 +12,8 @@ roles:
 - worker
 - ps
 - evaluator
+- dispatcher
+- data-worker
 trainingRoles:
 - chief
 - worker
