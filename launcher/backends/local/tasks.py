@@ -49,10 +49,10 @@ class Task:
 
 
 def ports_needed(plan: ClusterPlan) -> int:
-    """One gRPC port per training task and, for the built-in worker, which serves Prometheus
+    """One gRPC port per training and data service task and, for the built-in worker, which serves Prometheus
     metrics (worker/metrics.py), one metrics port per task (metrics.port is the pods' one), as
     each pod has. A program of the user's gets none to ignore; metrics.port null: none at all."""
-    return sum(r.replicas for r in plan.training_roles) + (len(list(plan.tasks())) if serves_metrics(plan) else 0)
+    return sum(r.replicas for r in plan.listening_roles) + (len(list(plan.tasks())) if serves_metrics(plan) else 0)
 
 
 def serves_metrics(plan: ClusterPlan) -> bool:
@@ -68,7 +68,7 @@ def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
     with_metrics = serves_metrics(plan)
     held = HeldPorts(ports_needed(plan))
     ports = list(held.ports)
-    port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles for i in range(r.replicas)}
+    port_of = {(r.role.value, i): ports.pop() for r in plan.listening_roles for i in range(r.replicas)}
 
     def address(role: str, index: int) -> str:
         return f"{LOCALHOST}:{port_of[(Role(role).value, index)]}"
@@ -89,7 +89,12 @@ def task(
     # The container's own env list in the pod's order (manifests/job.yaml.j2), its $(VAR)
     # references expanded as the kubelet does
     container_env = expand_env(
-        [(contract.TASK_INDEX, str(index)), (contract.TF_CONFIG, tf_config), *role_plan.env.items()]
+        [
+            (contract.TASK_INDEX, str(index)),
+            (contract.TF_CONFIG, tf_config),
+            *role_plan.env.items(),
+            *plan.data_service_env(role, address).items(),
+        ]
     )
     if metrics_port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
         container_env[contract.METRICS_PORT], container_env[contract.METRICS_HOST] = str(metrics_port), LOCALHOST
