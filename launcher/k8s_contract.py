@@ -13,6 +13,7 @@ from enum import Enum
 
 from launcher.pod import job_watch, supervise
 from worker.contract import (
+    DATA_READERS,
     DATA_SERVICE_ROLES,
     EXIT_PREEMPTED,
     GRPC_FAIL_FAST,
@@ -204,6 +205,12 @@ def nccl_roles(strategy: Strategy) -> tuple[Role, ...]:
     between these pods the NetworkPolicy must admit every TCP port, not only the gRPC port.
     """
     return traits(strategy).lockstep
+
+
+def data_service_clients(role: Role) -> tuple[Role, ...]:
+    """Who may reach a data service role's gRPC port (its NetworkPolicy): the trainers read from
+    both; the data workers register at the dispatcher. Nothing else reaches either."""
+    return DATA_READERS + ((Role.DATA_WORKER,) if Role(role) is Role.DISPATCHER else ())
 
 
 # A per-index role fails with its first index out of retries: the others cannot go on without it.

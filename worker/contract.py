@@ -52,6 +52,8 @@ TRAINING_ROLES: tuple[Role, ...] = (Role.CHIEF, Role.WORKER, Role.PS)
 # over, under every strategy. Their gRPC ports are fenced like the training roles' (the
 # dispatcher's admits trainers and data workers, the data workers' only trainers).
 DATA_SERVICE_ROLES: tuple[Role, ...] = (Role.DISPATCHER, Role.DATA_WORKER)
+# The trainers, which read their input through the data service (the PS chief registers it).
+DATA_READERS: tuple[Role, ...] = (Role.CHIEF, Role.WORKER)
 # The roles of the spec's `roles:`, whose replica counts each strategy rules (TRAITS counts); the
 # data service's come from dataService and run under every strategy.
 COUNTED_ROLES: tuple[Role, ...] = tuple(r for r in Role if r not in DATA_SERVICE_ROLES)

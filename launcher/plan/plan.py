@@ -163,7 +163,7 @@ class ClusterPlan:
     def data_service_env(self, role: str, address: AddressFn) -> dict[str, str]:
         """TFK8S_DATA_SERVICE, the dispatcher's grpc:// address, for the trainers (which read
         through it) and the data workers (which register there); nothing without a dataService."""
-        if not self.data_service_roles or Role(role) not in contract.TRAINING_ROLES + (Role.DATA_WORKER,):
+        if not self.data_service_roles or Role(role) not in contract.DATA_READERS + (Role.DATA_WORKER,):
             return {}
         return {contract.DATA_SERVICE: f"grpc://{address(Role.DISPATCHER.value, 0)}"}
 

@@ -7,7 +7,10 @@ the evaluator, outside the training cluster and listening on nothing, admits non
 that get GPUs also admit every TCP port from each other, and from nothing else: NCCL listens on
 ephemeral ports (k8s_contract.nccl_roles). Every pod admits the metrics scrapers
 (metrics.scrapers: the monitoring namespace by default) on the metrics port, and only there:
-policies add up, so the gRPC port stays fenced from them. Egress stays open (DNS, the API server, gs://). The
+policies add up, so the gRPC port stays fenced from them. The data service's dispatcher admits
+the trainers and the data workers on the gRPC port, a data worker only the trainers
+(k8s_contract.data_service_clients); nothing else reaches them:
+Egress stays open (DNS, the API server, gs://). The
 chart writes the same objects (charts/tfk8s/templates/networkpolicy.yaml); local runs have none.
 """
 
@@ -27,7 +30,7 @@ def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | N
     spec = cluster.spec
     if not spec.network_policy:
         return None
-    outside = [r for r in cluster.roles if not r.in_training_cluster]
+    outside = [r for r in cluster.roles if not r.listens]
     nccl = [r for r in cluster.roles if r.role in cluster.nccl_roles]
     return {
         "grpc": {"name": names.grpc_policy(spec.name), "pods": pod_selector(selector, cluster.training_roles)},
@@ -37,6 +40,16 @@ def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | N
         "no_ingress": {"name": names.no_ingress_policy(spec.name), "pods": pod_selector(selector, outside)}
         if outside
         else None,
+        "data_service": [
+            {
+                "name": names.data_service_policy(spec.name, role.role),
+                "pods": pod_selector(selector, [role]),
+                "from": pod_selector(
+                    selector, [r for r in cluster.roles if r.role in k8s_contract.data_service_clients(role.role)]
+                ),
+            }
+            for role in cluster.data_service_roles
+        ],
         "metrics": metrics_policy(cluster, selector),
     }
 

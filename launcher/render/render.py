@@ -149,7 +149,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
     spec = cluster.spec
     cfg = spec.pods(role.role)
     command = list(role.command)
-    env = {**role.env, **metrics_env(spec), "HOME": "/tmp"}
+    env = {**role.env, **cluster.data_service_env(role.role, context["address"]), **metrics_env(spec), "HOME": "/tmp"}
     supervision = role.supervision
     watcher = None
     if supervision is not None:
@@ -165,7 +165,7 @@ def _job(cluster: ClusterPlan, role: RolePlan, context: dict) -> dict:
         "command": command,
         "env": env,
         "tf_config": tfconfig.tf_config_template(cluster, role.role, context["address"]),
-        "in_training_cluster": role.in_training_cluster,
+        "listens": role.listens,
         "resources": resources_,
         "node_selector": cfg.node_selector,
         "tolerations": list(role.tolerations),

@@ -55,7 +55,7 @@ def test_trainers_and_data_workers_get_the_dispatchers_address_and_tf_config_kee
     dispatcher = "grpc://t-dispatcher-0.t.default.svc:2222"
     for role in cluster.roles:
         env = cluster.data_service_env(role.role, address)
-        if role.role in (*contract.TRAINING_ROLES, Role.DATA_WORKER):
+        if role.role in (*contract.DATA_READERS, Role.DATA_WORKER):
             assert env == {contract.DATA_SERVICE: dispatcher}
         else:
             assert env == {}
