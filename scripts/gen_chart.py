@@ -64,12 +64,20 @@ def generate_contract() -> dict:
         "roles": [r.value for r in contract.ROLES],
         # TF_CONFIG's cluster: never the evaluator.
         "trainingRoles": [r.value for r in contract.TRAINING_ROLES],
+        # dataService: its roles (TF_CONFIG lists the service's own tasks), who reads through it
+        # (TFK8S_DATA_SERVICE) and who may reach each role's port (its NetworkPolicy).
+        "dataServiceRoles": [r.value for r in contract.DATA_SERVICE_ROLES],
+        "dataReaders": [r.value for r in contract.DATA_READERS],
+        "dataServiceClients": {
+            r.value: [c.value for c in k8s_contract.data_service_clients(r)] for r in contract.DATA_SERVICE_ROLES
+        },
         "strategies": {
             s.value: {
                 "successRole": contract.success_role(s).value,
                 # The evaluator, when it has replicas, is supervised too (the templates add it).
                 "supervisedRoles": {
-                    w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w)] for w in Workload
+                    w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w, has_data_service=True)]
+                    for w in Workload
                 },
                 # The success role's Job succeeds when index 0 does (a Job successPolicy).
                 "successPolicy": k8s_contract.success_needs_index_policy(s),

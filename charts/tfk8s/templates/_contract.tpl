@@ -18,6 +18,20 @@ trainingRoles:
 - chief
 - worker
 - ps
+dataServiceRoles:
+- dispatcher
+- data-worker
+dataReaders:
+- chief
+- worker
+dataServiceClients:
+  dispatcher:
+  - chief
+  - worker
+  - data-worker
+  data-worker:
+  - chief
+  - worker
 strategies:
   parameter_server:
     successRole: chief
@@ -25,6 +39,8 @@ strategies:
       jobs:
       - worker
       - ps
+      - dispatcher
+      - data-worker
       jobset: []
     successPolicy: false
     setMaxRestarts: 0
@@ -36,7 +52,9 @@ strategies:
   multi_worker_mirrored:
     successRole: worker
     supervisedRoles:
-      jobs: []
+      jobs:
+      - dispatcher
+      - data-worker
       jobset: []
     successPolicy: true
     setMaxRestarts: 1
@@ -48,7 +66,9 @@ strategies:
   mirrored:
     successRole: chief
     supervisedRoles:
-      jobs: []
+      jobs:
+      - dispatcher
+      - data-worker
       jobset: []
     successPolicy: false
     setMaxRestarts: 0

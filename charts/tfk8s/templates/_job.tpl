@@ -91,7 +91,7 @@ template:
       fsGroup: {{ int $values.securityContext.fsGroup }}
       seccompProfile:
         type: RuntimeDefault
-    {{- with dig .role "nodeSelector" dict (default dict $values.roles) }}
+    {{- with dig "nodeSelector" dict (include "tfk8s.podFields" . | fromJson) }}
     nodeSelector:
       {{- toYaml . | nindent 6 }}
     {{- end }}
@@ -137,10 +137,10 @@ template:
           fieldRef:
             fieldPath: spec.nodeName
       {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 6 }}
-      {{- $training := has .role $c.trainingRoles }}
-      {{- if or $training $metricsPort }}
+      {{- $listens := or (has .role $c.trainingRoles) (has .role $c.dataServiceRoles) }}
+      {{- if or $listens $metricsPort }}
       ports:
-      {{- if $training }}
+      {{- if $listens }}
       - name: tf-grpc
         containerPort: {{ int $values.port }}
         protocol: TCP
