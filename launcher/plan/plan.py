@@ -154,9 +154,11 @@ class ClusterPlan:
         that sees an evaluator in the cluster waits for it forever (tensorflow#46169). The data
         service's tasks see the service's own tasks (a data worker registers its own address),
         never TF's resolver; the training cluster never sees them."""
-        members = self.data_service_roles if Role(role) in contract.DATA_SERVICE_ROLES else self.training_roles
-        if Role(role) not in contract.TRAINING_ROLES + contract.DATA_SERVICE_ROLES:
-            members = ()
+        members: tuple[RolePlan, ...] = ()
+        if Role(role) in contract.TRAINING_ROLES:
+            members = self.training_roles
+        elif Role(role) in contract.DATA_SERVICE_ROLES:
+            members = self.data_service_roles
         cluster = {r.role.value: [address(r.role.value, i) for i in range(r.replicas)] for r in members}
         return {"cluster": cluster, "task": {"type": Role(role).value, "index": index}}
 
