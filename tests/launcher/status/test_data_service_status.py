@@ -43,6 +43,7 @@ def test_data_workers_still_serving_keep_the_cluster_finishing_until_their_job_e
         "c", "ns", [chief, job("data-worker", 2, active=2)], [pod("chief", phase="Succeeded", exit_code=0)]
     )
     assert s.phase == "Finishing" and "data-worker" in s.message
+    assert [(r.role, r.active) for r in s.roles] == [("chief", 0), ("data-worker", 2)]
     s = compute_status("c", "ns", [chief, job("data-worker", 2, condition="Complete")], [])
     assert s.phase == "Succeeded"
 
