@@ -44,7 +44,7 @@ from launcher.cluster_spec import names, role_spec, spec
 from launcher.code_shipping import code_bundle
 from launcher.k8s_contract import Workload  # noqa: E402
 from launcher.plan import job_failure, plan
-from worker import contract  # noqa: E402
+from worker import args, contract  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 
 CHART_DIR = REPO / "charts" / "tfk8s"
@@ -66,6 +66,7 @@ def generate_contract() -> dict:
         # (TFK8S_DATA_SERVICE) and who may reach each role's port (its NetworkPolicy).
         "dataServiceRoles": [r.value for r in contract.DATA_SERVICE_ROLES],
         "dataReaders": [r.value for r in contract.DATA_READERS],
+        "dataServiceFlag": args.DATA_SERVICE_FLAG,  # the built-in worker's flag that needs a dataService
         "dataServiceClients": {
             r.value: [c.value for c in k8s_contract.data_service_clients(r)] for r in contract.DATA_SERVICE_ROLES
         },

@@ -14,6 +14,7 @@ from worker import errors
 from worker.contract import Strategy
 
 LOOPS = ("custom", "fit")
+DATA_SERVICE_FLAG = "--data-service"  # needs the spec's dataService (launcher/cluster_spec/spec.py)
 COLLECTIVES = ("auto", "ring", "nccl")
 DATA_HELP = (
     "training data, passed to the program's build_dataset(data=...). The built-in program "
@@ -160,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         "otherwise), ring or nccl (default: auto)",
     )
     parser.add_argument(
-        "--data-service",
+        DATA_SERVICE_FLAG,
         action="store_true",
         help="run the training input pipeline on the cluster's tf.data service (the spec's "
         "dataService; its dispatcher is TFK8S_DATA_SERVICE): sharding OFF, one job per input "

@@ -106,6 +106,7 @@ def messages() -> dict[str, str]:
         "fatalCodesNeedNever": spec.FATAL_CODES_NEED_NEVER,
         "fatalCodeReserved": spec.FATAL_CODE_RESERVED,
         "fatalCodeTwice": spec.FATAL_CODE_TWICE,
+        "dataServiceFlagWithoutService": spec.DATA_SERVICE_FLAG_WITHOUT_SERVICE,
     }
     return {key: tokens(text) for key, text in table.items()}
 

@@ -24,6 +24,7 @@ from launcher.cluster_spec.role_spec import DataService, PodFields, Roles, SpecM
 from launcher.code_shipping.code_bundle import CodeSpec
 from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
 from worker import contract
+from worker.args import DATA_SERVICE_FLAG
 from worker.contract import COUNTED_ROLES, ROLES, Role, Strategy  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
@@ -47,6 +48,10 @@ FATAL_CODES_NEED_NEVER = (
 )
 FATAL_CODE_RESERVED = "{code} is {meaning}, not your program's: remove it from fatalExitCodes"
 FATAL_CODE_TWICE = "{code} is listed twice: list each code once"
+DATA_SERVICE_FLAG_WITHOUT_SERVICE = (
+    f"{DATA_SERVICE_FLAG} reads the training input through the cluster's tf.data service, which this spec "
+    f"does not have: add dataService (with its workers), or remove {DATA_SERVICE_FLAG}"
+)
 _MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)
 
 
@@ -341,6 +346,8 @@ class ClusterSpec(SpecModel):
         if self.metrics.pod_monitor and self.metrics.port is None:
             problems.append(("metrics.podMonitor", POD_MONITOR_WITHOUT_PORT))
         problems += [("fatalExitCodes", problem) for problem in fatal_exit_code_problems(self)]
+        if self.builtin and DATA_SERVICE_FLAG in self.effective_program.args and self.data_service is None:
+            problems.append(("program.args", DATA_SERVICE_FLAG_WITHOUT_SERVICE))
         if problems:
             raise CrossFieldProblems(problems)
         return self

@@ -659,6 +659,11 @@ REFUSED_LIKE_THE_LAUNCHER = [
     ),
     ("reserved-env-all-pods", {"env": {"GRPC_FAIL_FAST": "x"}}, "env: GRPC_FAIL_FAST is set"),
     (
+        "data-service-flag-without-service",
+        {"program": {"args": ["--data-service"]}},
+        "program.args: --data-service reads the training input through the cluster's tf.data service",
+    ),
+    (
         "reserved-env-data-worker",
         {"dataService": {"workers": 1, "worker": {"env": {"TF_CONFIG": "{}"}}}},
         "dataService.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",

@@ -24,6 +24,7 @@ dataServiceRoles:
 dataReaders:
 - chief
 - worker
+dataServiceFlag: --data-service
 dataServiceClients:
   dispatcher:
   - chief
@@ -220,5 +221,7 @@ messages:
     set restartPolicy: Never, or remove fatalExitCodes'
   fatalCodeReserved: '@code@ is @meaning@, not your program''s: remove it from fatalExitCodes'
   fatalCodeTwice: '@code@ is listed twice: list each code once'
+  dataServiceFlagWithoutService: '--data-service reads the training input through the cluster''s tf.data
+    service, which this spec does not have: add dataService (with its workers), or remove --data-service'
 
 {{- end }}

@@ -121,6 +121,12 @@ a template picks one and fills it, never spells one out.
 {{- include "tfk8s.refuse" (list "metrics.podMonitor" $m.podMonitorWithoutPort dict) -}}
 {{- end -}}
 
+{{- /* spec: the built-in worker's --data-service reads through the spec's dataService */ -}}
+{{- $programArgs := dig "args" list (default dict $v.program) | default list -}}
+{{- if and (kindIs "invalid" $v.command) (has $c.dataServiceFlag $programArgs) (empty $v.dataService) -}}
+{{- include "tfk8s.refuse" (list "program.args" $m.dataServiceFlagWithoutService dict) -}}
+{{- end -}}
+
 {{- /* spec.fatal_exit_code_problems: a command's codes, under Never; none reserved, none twice */ -}}
 {{- $fatal := default list $v.fatalExitCodes -}}
 {{- if $fatal -}}

@@ -96,6 +96,15 @@ def test_a_wrong_data_service_is_refused_at_its_field(extra, path):
     assert path in {p.path for p in err.value.problems}, err.value.problems
 
 
+def test_the_built_in_workers_data_service_flag_needs_a_data_service():
+    with pytest.raises(SpecError) as err:
+        spec("mirrored", "program: {args: [--steps, '10', --data-service]}\n")
+    [problem] = err.value.problems
+    assert problem.path == "program.args" and "add dataService" in problem.message
+    # a command of your own may take any argument
+    spec("mirrored", "command: [python, train.py, --data-service]\n")
+
+
 def test_data_worker_names_must_fit_a_dns_label():
     long_name = "n" * 50  # its chief fits, data-worker-11 does not
     with pytest.raises(SpecError, match="data-worker"):
