@@ -69,6 +69,7 @@ class RolePlan:
     # The index whose success is the Job's (a Job successPolicy); None: every index must succeed.
     success_index: int | None = None
     tolerations: tuple[dict, ...] = ()  # the role's own, then nodeLossTolerationSeconds' taints
+    builtin: bool = True  # runs the built-in worker (`python -m worker`), not a command of the user's
 
     @property
     def in_training_cluster(self) -> bool:
@@ -208,7 +209,8 @@ def plan(
                 role=role,
                 replicas=spec.replicas(role),
                 job_name=names.job(spec.name, role, workload),
-                command=tuple(task_command(spec)),
+                command=tuple(task_command(spec, role)),
+                builtin=spec.builtin or role in contract.DATA_SERVICE_ROLES,
                 env=task_env(spec, role, storage.model_dir, code.dir if code else None, code.digest if code else None),
                 workdir=code.dir if code else None,
                 supervision=supervision,
@@ -301,8 +303,12 @@ def task_env(
     return env
 
 
-def task_command(spec: ClusterSpec) -> list[str]:
-    """The built-in worker with the program's args, or the user's own command."""
+def task_command(spec: ClusterSpec, role: str | None = None) -> list[str]:
+    """The built-in worker with the program's args, or the user's own command. The data
+    service's servers run the built-in worker whatever the trainers run: the spec's image must
+    hold it (the stock image does; an image of your own built FROM it too)."""
+    if not spec.builtin and role in contract.DATA_SERVICE_ROLES:
+        return ["python", "-m", "worker"]
     if spec.builtin:
         return ["python", "-m", "worker", *spec.effective_program.args]
     return [*spec.command, *(spec.args or [])]

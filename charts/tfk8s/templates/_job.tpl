@@ -20,6 +20,10 @@ annotations:
 {{- $supervised := include "tfk8s.supervised" . -}}
 {{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
 {{- $command := include "tfk8s.taskCommand" $root | fromJsonArray -}}
+{{- if and (has .role $c.dataServiceRoles) (not (kindIs "invalid" $values.command)) -}}
+{{- /* plan.task_command: the data service's servers run the built-in worker */ -}}
+{{- $command = list "python" "-m" "worker" -}}
+{{- end -}}
 {{- $metricsPort := include "tfk8s.metricsPort" $root -}}
 {{- if $supervised }}
 {{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}

@@ -99,7 +99,7 @@ def task(
     if metrics_port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
         container_env[contract.METRICS_PORT], container_env[contract.METRICS_HOST] = str(metrics_port), LOCALHOST
     argv = expand_command(role_plan.command, container_env)
-    if plan.spec.builtin:
+    if role_plan.builtin:
         argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages
     env = {
         **os.environ,
@@ -110,7 +110,7 @@ def task(
         # the code dir (code:) first, like /opt/tfk8s/code in a pod; before it, for a command of
         # your own, the Keras check the worker image's .pth file runs in a pod
         "PYTHONPATH": os.pathsep.join(
-            filter(None, [None if plan.spec.builtin else STARTUP_DIR, role_plan.workdir, runner.pythonpath()])
+            filter(None, [None if role_plan.builtin else STARTUP_DIR, role_plan.workdir, runner.pythonpath()])
         ),
     }
     if not sees_gpus(plan.strategy, role):  # the spec's GPUs are hidden from it here: it expects none

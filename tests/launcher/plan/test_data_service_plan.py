@@ -105,6 +105,13 @@ def test_the_built_in_workers_data_service_flag_needs_a_data_service():
     spec("mirrored", "command: [python, train.py, --data-service]\n")
 
 
+def test_the_data_roles_run_the_built_in_worker_beside_a_command_of_your_own():
+    cluster = plan(spec("mirrored", DATA_SERVICE + "image: me/train:1\ncommand: [python, train.py]\n"))
+    assert cluster.role(Role.CHIEF).command == ("python", "train.py") and not cluster.role(Role.CHIEF).builtin
+    for role in cluster.data_service_roles:
+        assert role.command == ("python", "-m", "worker") and role.builtin
+
+
 def test_data_worker_names_must_fit_a_dns_label():
     long_name = "n" * 50  # its chief fits, data-worker-11 does not
     with pytest.raises(SpecError, match="data-worker"):
