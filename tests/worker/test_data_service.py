@@ -17,6 +17,7 @@ from local_clusters import (
     kill_task,
     make_spec,
     measure,
+    run_files,
     wait_until,
     worker_args,
 )
@@ -51,6 +52,14 @@ def serving(backend, name: str, role: str, index: int) -> list[dict]:
 def trained_step(backend, name: str) -> int:
     blocks = events(backend, name, "chief", 0, "block")
     return blocks[-1]["step"] if blocks else 0
+
+
+def journaled_jobs(backend, name: str) -> set[str]:
+    """The named jobs in the dispatcher's journal (<model dir>/data-service): one per input
+    pipeline that read through it (worker/roles/data_service.py distribute)."""
+    journal = run_files(backend, name).dir / "model" / "data-service" / "tf_data_dispatcher_journal"
+    records = b"".join(path.read_bytes() for path in journal.iterdir())
+    return {job for job in ("train-0", "train-1", "train-2") if job.encode() in records}
 
 
 def assert_data_roles_ended_with_the_chief(backend, name: str, workdir) -> None:
@@ -89,6 +98,7 @@ def test_ps_training_goes_on_through_a_lost_dispatcher_and_then_a_lost_data_work
     # the restarted dispatcher found the datasets and jobs of its first attempt in its journal
     first, second = serving(backend, name, "dispatcher", 0)
     assert first["resumed_datasets"] == 0 and second["resumed_datasets"] >= 1, (first, second)
+    assert journaled_jobs(backend, name) == {"train-0"}  # the PS workers share one job: a batch goes to one
     # training went on while the dispatcher was down, and while the data worker was
     assert step_at_second_kill > step_at_first_kill and step_with_worker_back > step_at_second_kill
     roles = {r.role: r for r in backend.status(name).roles}
@@ -110,4 +120,5 @@ def test_mwms_training_reads_through_the_data_service_to_the_end(backend, workdi
     run = Submission(backend, spec)
     assert run.wait(TIMEOUT) == 0, backend.status(name)
     assert final_marker(backend, name)["step"] == 200
+    assert journaled_jobs(backend, name) == {"train-0", "train-1"}  # each worker reads its own shard's job
     assert_data_roles_ended_with_the_chief(backend, name, workdir)
