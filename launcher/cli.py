@@ -35,6 +35,7 @@ from launcher.code_shipping import code_bundle
 from launcher.errors import LauncherError, SpecError
 from launcher.monitoring import alerts, dashboard
 from launcher.plan import storage
+from launcher.plan.plan import plan
 from launcher.render import render
 from launcher.status.node_loss import EXIT_NODE_LOST
 from launcher.status.view import DEFAULT_LINE_SECONDS, LineView, make_view
@@ -264,7 +265,7 @@ def cmd_render(args) -> int:
     if args.helm_values:
         sys.stdout.write(chart_values.helm_values_yaml(spec, code))
         return 0
-    objects = render.render(spec, code)
+    objects = render.render(plan(spec, code))
     if args.tf_config:
         configs = render.pod_tf_configs(spec, objects)
         if args.output == "json":
@@ -287,7 +288,7 @@ def cmd_submit(args) -> int:
     if not args.local:
         warn_about_storage(spec)
     if args.dry_run == "client":
-        sys.stdout.write(render.to_yaml(render.render(spec, packed_code(spec))))
+        sys.stdout.write(render.to_yaml(render.render(plan(spec, packed_code(spec)))))
         return 0
     client.submit(spec, replace=args.replace)
     return client.follow(spec.name) if waits else 0

@@ -1,4 +1,4 @@
-"""The cluster's NetworkPolicies (manifests/networkpolicy.yaml.j2), as template context.
+"""The cluster's NetworkPolicies (manifests/networkpolicy.yaml.j2): which pods each one selects.
 
 TF's gRPC servers accept any caller, unauthenticated and in plaintext: any pod that reaches a
 ps or worker could read or overwrite the model's variables. The training pods (contract
@@ -9,13 +9,13 @@ ephemeral ports (k8s_contract.nccl_roles). Every pod admits the metrics scrapers
 (metrics.scrapers: the monitoring namespace by default) on the metrics port, and only there:
 policies add up, so the gRPC port stays fenced from them. The data service's dispatcher admits
 the trainers and the data workers on the gRPC port, a data worker only the trainers
-(k8s_contract.data_service_clients); nothing else reaches them:
-Egress stays open (DNS, the API server, gs://). The
+(k8s_contract.data_service_clients); nothing else reaches them. Egress stays open (DNS, the API server, gs://). The
 chart writes the same objects (charts/tfk8s/templates/networkpolicy.yaml); local runs have none.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
 from launcher import k8s_contract
@@ -23,54 +23,58 @@ from launcher.cluster_spec import names
 from launcher.plan.plan import ClusterPlan, RolePlan
 
 
-def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | None:
-    """{"grpc": {name, pods}, "collective": {name, pods} or None, "no_ingress": {name, pods} or
-    None, "metrics": {name, pods, scrapers} or None}; None when the spec says networkPolicy:
-    false. `selector`: the labels every pod of the cluster carries."""
+@dataclass(frozen=True)
+class PolicyPods:
+    """One policy's name and the roles whose pods it selects (every pod carries its role in the
+    component label, under workload jobs and jobset alike)."""
+
+    name: str
+    roles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClientsPolicy:
+    """A data service role's pods (`pods`) and the roles whose pods may reach its gRPC port."""
+
+    pods: PolicyPods
+    clients: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NetworkPolicies:
+    grpc: PolicyPods
+    collective: PolicyPods | None  # MWMS workers with GPUs (NCCL)
+    no_ingress: PolicyPods | None  # the roles that listen on nothing (the evaluator)
+    data_service: tuple[ClientsPolicy, ...]  # the dispatcher's and the data workers', if any
+    metrics: PolicyPods | None  # None without metrics or scrapers (nothing reaches the port)
+    scrapers: tuple[dict, ...]  # metrics.scrapers, as NetworkPolicy peers
+
+
+def network_policies(cluster: ClusterPlan) -> NetworkPolicies | None:
+    """None when the spec says networkPolicy: false."""
     spec = cluster.spec
     if not spec.network_policy:
         return None
     outside = [r for r in cluster.roles if not r.listens]
     nccl = [r for r in cluster.roles if r.role in cluster.nccl_roles]
-    return {
-        "grpc": {"name": names.grpc_policy(spec.name), "pods": pod_selector(selector, cluster.training_roles)},
-        "collective": {"name": names.collective_policy(spec.name), "pods": pod_selector(selector, nccl)}
-        if nccl
-        else None,
-        "no_ingress": {"name": names.no_ingress_policy(spec.name), "pods": pod_selector(selector, outside)}
-        if outside
-        else None,
-        "data_service": [
-            {
-                "name": names.data_service_policy(spec.name, role.role),
-                "pods": pod_selector(selector, [role]),
-                "from": pod_selector(
-                    selector, [r for r in cluster.roles if r.role in k8s_contract.data_service_clients(role.role)]
-                ),
-            }
+    scrapers = tuple(s.model_dump(by_alias=True, exclude_none=True) for s in spec.metrics.scrapers)
+    return NetworkPolicies(
+        grpc=_pods(names.grpc_policy(spec.name), cluster.training_roles),
+        collective=_pods(names.collective_policy(spec.name), nccl) if nccl else None,
+        no_ingress=_pods(names.no_ingress_policy(spec.name), outside) if outside else None,
+        data_service=tuple(
+            ClientsPolicy(
+                _pods(names.data_service_policy(spec.name, role.role), [role]),
+                tuple(r.role.value for r in cluster.roles if r.role in k8s_contract.data_service_clients(role.role)),
+            )
             for role in cluster.data_service_roles
-        ],
-        "metrics": metrics_policy(cluster, selector),
-    }
+        ),
+        metrics=_pods(names.metrics_policy(spec.name), cluster.roles)
+        if spec.metrics.port is not None and scrapers
+        else None,
+        scrapers=scrapers,
+    )
 
 
-def metrics_policy(cluster: ClusterPlan, selector: dict[str, str]) -> dict | None:
-    """Every task's pod admits the scrapers on the metrics port; None without metrics or
-    scrapers (then nothing reaches the port: the other policies select every task's pod)."""
-    spec = cluster.spec
-    scrapers = [s.model_dump(by_alias=True, exclude_none=True) for s in spec.metrics.scrapers]
-    if spec.metrics.port is None or not scrapers:
-        return None
-    pods = pod_selector(selector, cluster.roles)
-    return {"name": names.metrics_policy(spec.name), "pods": pods, "scrapers": scrapers}
-
-
-def pod_selector(selector: dict[str, str], roles: Iterable[RolePlan]) -> dict:
-    """A podSelector for the cluster's pods of `roles`: every pod carries its role in the
-    component label, under workload jobs and jobset alike."""
-    return {
-        "matchLabels": dict(selector),
-        "matchExpressions": [
-            {"key": k8s_contract.LABEL_COMPONENT, "operator": "In", "values": [r.role.value for r in roles]}
-        ],
-    }
+def _pods(name: str, roles: Iterable[RolePlan]) -> PolicyPods:
+    return PolicyPods(name, tuple(r.role.value for r in roles))

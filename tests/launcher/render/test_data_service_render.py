@@ -8,6 +8,7 @@ import pytest
 from support import assert_pod_security_restricted
 
 from launcher.cluster_spec.loader import load_text
+from launcher.plan.plan import plan
 from launcher.render import render
 from worker import contract
 
@@ -37,7 +38,7 @@ def _pods_of(roles: list[str]) -> dict:
 @pytest.mark.parametrize("workload", ["jobs", "jobset"])
 def test_only_the_clients_reach_the_data_services_ports(workload):
     policies = {
-        o["metadata"]["name"]: o["spec"] for o in render.render(_spec(workload)) if o["kind"] == "NetworkPolicy"
+        o["metadata"]["name"]: o["spec"] for o in render.render(plan(_spec(workload))) if o["kind"] == "NetworkPolicy"
     }
     port = [{"protocol": "TCP", "port": 2222}]
     assert policies["c-dispatcher-grpc"] == {
@@ -57,7 +58,7 @@ def test_only_the_clients_reach_the_data_services_ports(workload):
 
 @pytest.mark.parametrize("workload", ["jobs", "jobset"])
 def test_data_pods_listen_are_sized_and_trainers_get_the_dispatchers_stable_address(workload):
-    objects = render.render(_spec(workload))
+    objects = render.render(plan(_spec(workload)))
     jobs = dict(render.job_specs(objects))
     suffix = "-0" if workload == "jobset" else ""  # a JobSet's child Job is <set>-<role>-0
     dispatcher = f"grpc://c-dispatcher{suffix}-0.c.default.svc:2222"
@@ -84,7 +85,7 @@ def test_data_pods_listen_are_sized_and_trainers_get_the_dispatchers_stable_addr
 
 
 def test_data_roles_are_ended_by_the_supervisor_like_ps():
-    objects = render.render(_spec())
+    objects = render.render(plan(_spec()))
     jobs = dict(render.job_specs(objects))
     for name in ("c-dispatcher", "c-data-worker", "c-ps"):
         containers = [c["name"] for c in jobs[name]["template"]["spec"]["containers"]]
