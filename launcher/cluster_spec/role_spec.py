@@ -69,8 +69,9 @@ class Toleration(SpecModel):
     toleration_seconds: int | None = None
 
 
-class RoleSpec(SpecModel):
-    replicas: int = Field(default=0, ge=0, le=10000, description="how many tasks of this role (rules below)")
+class PodFields(SpecModel):
+    """What a role's pods get: a training role's (RoleSpec) and each data service role's."""
+
     resources: Resources = Field(
         default_factory=Resources,
         description="`requests`/`limits` of cpu, memory, ephemeral-storage, `nvidia.com/gpu` (GPUs under limits)",
@@ -80,6 +81,18 @@ class RoleSpec(SpecModel):
     tolerations: list[Toleration] = Field(
         default_factory=list, description="Kubernetes tolerations of this role's pods"
     )
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env(value)
+
+
+class RolePodFields(PodFields):
+    """A training role's pods besides PodFields: its own image, command, volumes, scheduling,
+    metadata and podTemplate. The data service's roles take none of these: they run the spec's
+    image and the built-in worker (ClusterSpec.pods)."""
+
     image: str | None = Field(None, min_length=1, description="this role's task image, over the spec's `image`")
     command: list[str] | None = Field(
         None,
@@ -112,10 +125,13 @@ class RoleSpec(SpecModel):
         "maps key by key, named lists by `name`; what it may not set: docs/spec.md#pod-template",
     )
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_env(value)
+
+class _Replicas(SpecModel):
+    replicas: int = Field(default=0, ge=0, le=10000, description="how many tasks of this role (rules below)")
+
+
+class RoleSpec(RolePodFields, _Replicas):  # replicas first, in the spec reference too
+    pass
 
 
 # One value: Linux refuses to start a process with an environment string over 128 KiB
@@ -147,4 +163,19 @@ class Roles(SpecModel):
     evaluator: RoleSpec = Field(default_factory=RoleSpec)
 
     def get(self, role: str) -> RoleSpec:
+        """A training role's (or the evaluator's) part; the data service's roles are not here
+        (ClusterSpec.pods)."""
         return getattr(self, Role(role).value)
+
+
+class DataService(SpecModel):
+    """The tf.data service (docs/data-service.md): one dispatcher and `workers` data workers
+    that run the trainers' input pipelines, started, fenced and ended with the training."""
+
+    workers: int = Field(ge=1, le=1000, description="how many data workers run the input pipelines")
+    dispatcher: PodFields = Field(
+        default_factory=PodFields, description="the dispatcher's pods: resources, env, nodeSelector, tolerations"
+    )
+    worker: PodFields = Field(
+        default_factory=PodFields, description="the data workers' pods: resources, env, nodeSelector, tolerations"
+    )

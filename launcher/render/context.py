@@ -60,8 +60,9 @@ class JobContext:
     resources: dict
     node_selector: dict[str, str]
     backoff: dict[str, int]
-    # The role's pod fields (roles.<role>: launcher/cluster_spec/role_spec.py); its podTemplate is
-    # merged into the rendered pod (render.py).
+    # The role's pod fields (roles.<role>: launcher/cluster_spec/role_spec.py; a data service
+    # role has none of them, ClusterSpec.pods); its podTemplate is merged into the rendered pod
+    # (render.py).
     image: str  # the task container's: the role's, else the spec's
     pod_labels: dict[str, str]  # the role's labels under the Job's
     pod_annotations: dict[str, str]  # the pods' (the cluster's) with the role's over them
@@ -132,7 +133,7 @@ def cluster_context(cluster: ClusterPlan) -> ClusterContext:
 
 def job_context(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> JobContext:
     spec = cluster.spec
-    cfg = spec.roles.get(role.role)
+    cfg = spec.pods(role.role)
     job_labels = labels(spec, role.role.value)
     return JobContext(
         role=role,
@@ -158,7 +159,7 @@ def pod_env(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> dict[
     and locally), then what only a pod needs. `platform`: the Kubernetes cluster's name for the
     model dir's OWNER.json (submit reads it from the cluster; a render for review has none)."""
     spec = cluster.spec
-    env = dict(role.env)
+    env = {**role.env, **cluster.data_service_env(role.role, tfconfig.kubernetes_address(cluster))}
     if spec.metrics.port is not None:  # the named port, on every interface
         env[contract.METRICS_PORT] = str(spec.metrics.port)
     env["HOME"] = "/tmp"  # the root filesystem is the image's, not the task user's

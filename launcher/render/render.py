@@ -52,7 +52,7 @@ def _with_pod_template(spec: ClusterSpec, obj: dict) -> dict:
     """A Job with its role's podTemplate merged into its pod (pod_fields.merge); others as they are."""
     if obj["kind"] != "Job":
         return obj
-    overlay = spec.roles.get(obj["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]).pod_template
+    overlay = spec.pods(obj["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]).pod_template
     if overlay:
         obj["spec"]["template"] = pod_fields.merge(obj["spec"]["template"], overlay)
     return obj

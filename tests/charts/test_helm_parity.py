@@ -40,6 +40,7 @@ from launcher.chart import chart_schema, chart_values
 from launcher.cluster_spec import names
 from launcher.cluster_spec import spec as spec_module
 from launcher.cluster_spec.loader import load_data, load_file, pack_code
+from launcher.cluster_spec.role_spec import PodFields
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import SpecError
 from launcher.monitoring import alerts, dashboard
@@ -345,6 +346,7 @@ def _random_specs():
             },
         )
 
+    service_fields = {field.alias for field in PodFields.model_fields.values()}
     evaluator = st.sampled_from([0, 1])
     roles = st.one_of(
         st.fixed_dictionaries(
@@ -458,6 +460,9 @@ def _random_specs():
             data["queue"] = draw(st.sampled_from(["q", "team-a"]))
         if draw(st.booleans()):
             data["priorityClassName"] = "high"
+        if draw(st.booleans()):  # a tf.data service, its roles' pods with what a role's take of PodFields
+            pods = role(st.just(0)).map(lambda fields: {k: v for k, v in fields.items() if k in service_fields})
+            data["dataService"] = {"workers": draw(st.integers(1, 3)), "dispatcher": draw(pods), "worker": draw(pods)}
         if draw(st.booleans()):
             data.update(draw(byo))
         elif (p := draw(program)) is not None:
@@ -472,7 +477,8 @@ def _random_specs():
             if draw(st.booleans()):
                 cfg["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "d", "readOnly": True}}]
                 cfg["volumeMounts"] = [{"name": "data", "mountPath": "/mnt/team-data", "readOnly": True}]
-        for cfg in r.values():  # a GPU request must equal its limit
+        service = data.get("dataService") or {}
+        for cfg in [*r.values(), *(service.get(k, {}) for k in ("dispatcher", "worker"))]:  # GPU requests == limits
             resources = cfg.get("resources", {})
             if "nvidia.com/gpu" in resources.get("limits", {}) and draw(st.booleans()):
                 resources["requests"] = {
@@ -702,6 +708,16 @@ REFUSED_LIKE_THE_LAUNCHER = [
         "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",
     ),
     ("reserved-env-all-pods", {"env": {"GRPC_FAIL_FAST": "x"}}, "env: GRPC_FAIL_FAST is set"),
+    (
+        "data-service-flag-without-service",
+        {"program": {"args": ["--data-service"]}},
+        "program.args: --data-service reads the training input through the cluster's tf.data service",
+    ),
+    (
+        "reserved-env-data-worker",
+        {"dataService": {"workers": 1, "worker": {"env": {"TF_CONFIG": "{}"}}}},
+        "dataService.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",
+    ),
     ("fatal-codes-built-in", {"fatalExitCodes": [1]}, "fatalExitCodes: the built-in worker's exit codes"),
     (
         "fatal-codes-on-failure",
@@ -1011,7 +1027,7 @@ def test_schema_role_counts_are_the_contracts():
     validator = jsonschema.Draft202012Validator(json.loads((CHART / "values.schema.json").read_text()))
     base = yaml.safe_load((CHART / "values.yaml").read_text())
     base["checkpoint"] = {"dir": "gs://bucket/run"}  # an evaluator needs shared storage
-    roles = [r.value for r in contract.ROLES]
+    roles = [r.value for r in contract.COUNTED_ROLES]  # the data service's come from dataService
     for strategy in contract.Strategy:
         for counts in itertools.product(range(3), repeat=len(roles)):
             values = copy.deepcopy(base)

@@ -17,7 +17,7 @@ annotations:
 {{- $strategy := get $c.strategies $values.strategy -}}
 {{- $name := include "tfk8s.name" $root -}}
 {{- $replicas := include "tfk8s.replicas" . -}}
-{{- $own := get (default dict $values.roles) .role | default dict -}}
+{{- $own := include "tfk8s.podFields" . | fromJson -}}
 completionMode: Indexed
 completions: {{ $replicas }}
 parallelism: {{ $replicas }}
@@ -83,7 +83,7 @@ template:
 {{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
 {{- $command := include "tfk8s.taskCommand" . | fromJsonArray -}}
 {{- $metricsPort := include "tfk8s.metricsPort" $root -}}
-{{- $own := get (default dict $values.roles) .role | default dict -}}
+{{- $own := include "tfk8s.podFields" . | fromJson -}}
 {{- if $supervised }}
 {{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
 {{- end -}}
@@ -117,7 +117,7 @@ spec:
     fsGroup: {{ int $values.securityContext.fsGroup }}
     seccompProfile:
       type: RuntimeDefault
-  {{- with dig .role "nodeSelector" dict (default dict $values.roles) }}
+  {{- with $own.nodeSelector }}
   nodeSelector:
     {{- toYaml . | nindent 4 }}
   {{- end }}
@@ -173,10 +173,10 @@ spec:
         fieldRef:
           fieldPath: spec.nodeName
     {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 4 }}
-    {{- $training := has .role $c.trainingRoles }}
-    {{- if or $training $metricsPort }}
+    {{- $listens := or (has .role $c.trainingRoles) (has .role $c.dataServiceRoles) }}
+    {{- if or $listens $metricsPort }}
     ports:
-    {{- if $training }}
+    {{- if $listens }}
     - name: tf-grpc
       containerPort: {{ int $values.port }}
       protocol: TCP

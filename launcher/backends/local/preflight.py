@@ -128,7 +128,7 @@ def pod_field_notes(spec: ClusterSpec) -> list[str]:
     """One line per pod field a local run ignores (each role's, then imagePullSecrets)."""
     notes = []
     for role in spec.active_roles():
-        own = spec.roles.get(role).model_dump(by_alias=True)
+        own = spec.pods(role).model_dump(by_alias=True)
         notes += [
             f"note: --local ignores roles.{role.value}.{key}: {why}"
             for key, why in LOCAL_POD_FIELDS

@@ -35,6 +35,8 @@ def test_each_role_gets_its_own_image_command_volumes_and_placement():
         "chief": "registry.example/team/trainer:1.4",
         "worker": "registry.example/team/trainer:1.4",
         "ps": "registry.example/team/ps:1.4",
+        "dispatcher": "registry.example/team/trainer:1.4",
+        "data-worker": "registry.example/team/trainer:1.4",
     }
     assert task["chief"]["command"] == ["python", "/app/train.py", "--epochs", "3", "--export"]
     assert task["worker"]["command"][-4:] == ["python", "/app/train.py", "--epochs", "3"]  # after the supervisor
@@ -66,6 +68,33 @@ def test_each_role_gets_its_own_image_command_volumes_and_placement():
     assert pods["chief"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
     assert "team" not in pods["worker"]["metadata"]["labels"]
     assert pods["worker"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+
+
+def test_the_data_service_pods_take_the_specs_image_and_pull_secrets_and_no_roles_fields():
+    """A data role has no pod fields of its own (ClusterSpec.pods): the spec's image, account and
+    imagePullSecrets, the built-in worker, none of a training role's volumes, labels or podTemplate."""
+    pods = _pods(POD_FIELDS)
+    for role in ("dispatcher", "data-worker"):
+        pod = pods[role]["spec"]
+        task = pod["containers"][0]
+        assert task["image"] == "registry.example/team/trainer:1.4"
+        assert task["command"][-3:] == ["python", "-m", "worker"]  # after the supervisor
+        assert pod["imagePullSecrets"] == [{"name": "registry-cred"}]
+        assert pod["serviceAccountName"] == "pod-fields-supervisor"
+        assert [c["name"] for c in pod["containers"]] == ["tensorflow", "job-watch"]
+        assert not {"data", "settings", "creds"} & {v["name"] for v in pod["volumes"]}
+        assert "affinity" not in pod and "dnsPolicy" not in pod
+        assert "team" not in pods[role]["metadata"]["labels"]
+    assert pods["data-worker"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m"}
+
+
+@pytest.mark.parametrize("field", ["image: x", "command: [x]", "volumes: []", "podTemplate: {spec: {}}"])
+@pytest.mark.parametrize("role", ["dispatcher", "worker"])
+def test_a_data_service_role_takes_no_pod_field_of_a_training_roles(role, field):
+    key = field.split(":")[0]
+    with pytest.raises(SpecError) as err:
+        load_text(BASE + f"dataService:\n  workers: 1\n  {role}: {{{field}}}\n")
+    assert f"dataService.{role}.{key}" in {p.path for p in err.value.problems}, err.value.problems
 
 
 def test_the_pod_template_merges_by_name_and_keeps_the_launchers_fields():
@@ -114,7 +143,7 @@ def test_the_launchers_volumes_are_the_reserved_ones():
     ours = set()
     for spec_file in sorted(SPECS.glob("*.yaml")):
         spec = load_file(spec_file)
-        own = {v["name"] for role in spec.active_roles() for v in spec.roles.get(role).volumes}
+        own = {v["name"] for role in spec.active_roles() for v in spec.pods(role).volumes}
         for pod in _pods(spec_file).values():
             ours |= {v["name"] for v in pod["spec"]["volumes"]} - own
     assert ours == set(pod_fields.RESERVED_VOLUMES)
