@@ -33,6 +33,7 @@ LAYERS = {
     "launcher.api": 8,
     "launcher.cli": 9,
     "launcher.completion": 9,
+    "launcher.live_view": 9,
     "worker.contract": 0,
     "worker.exit_cause": 0,
     "worker.progress": 1,
@@ -133,3 +134,22 @@ def test_no_flat_package_of_more_than_twelve_modules():
             if len(modules) > 12:
                 crowded[str(folder.relative_to(REPO))] = len(modules)
     assert crowded == {}
+
+
+TERMINAL_UI = ("rich",)  # drawing on a terminal is the CLI's business
+
+
+def terminal_ui_problems() -> list[str]:
+    problems = []
+    for path in sorted((REPO / "launcher").rglob("*.py")):
+        module = module_name(path)
+        for line, target in imported_modules(path):
+            if target.split(".")[0] in TERMINAL_UI and layer_of(module)[1] < LAYERS["launcher.cli"]:
+                problems.append(f"{path.relative_to(REPO)}:{line}: {module} imports {target}: move it next to the CLI")
+    return problems
+
+
+def test_only_the_cli_layer_draws_on_a_terminal():
+    """The status layer reads objects and the backends write plain lines; the live panel (rich)
+    is the CLI's (launcher/live_view.py)."""
+    assert terminal_ui_problems() == []

@@ -9,10 +9,20 @@ backend once and then calls the same methods whatever it chose.
 from __future__ import annotations
 
 import abc
-from typing import ContextManager, Iterator
+from typing import ContextManager, Iterator, Protocol
 
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.status.status import ClusterStatus, Phase
+
+
+class View(Protocol):
+    """Where a backend's wait() shows a running cluster: its status, and notes between."""
+
+    def show(self, status: ClusterStatus) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Backend(abc.ABC):
