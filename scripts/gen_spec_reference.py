@@ -1,5 +1,5 @@
 """Write docs/spec.md's key table from the spec model's field descriptions
-(launcher/cluster_spec/reference.py); tests/test_docs.py fails while it is stale.
+(scripts/spec_reference.py); tests/test_docs.py fails while it is stale.
 
     python scripts/gen_spec_reference.py --write
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launcher.cluster_spec import reference  # noqa: E402
+from scripts import spec_reference as reference  # noqa: E402
 
 DOC = REPO / "docs" / "spec.md"
 

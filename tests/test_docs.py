@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.cluster_spec import reference
 from launcher.cluster_spec.loader import load_text
+from scripts import spec_reference as reference
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "charts/tfk8s/README.md"]

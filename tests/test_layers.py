@@ -153,3 +153,20 @@ def test_only_the_cli_layer_draws_on_a_terminal():
     """The status layer reads objects and the backends write plain lines; the live panel (rich)
     is the CLI's (launcher/live_view.py)."""
     assert terminal_ui_problems() == []
+
+
+def test_the_runtime_package_holds_nothing_only_scripts_or_tests_use():
+    """Every launcher module is an entry point (a __main__) or imported by another launcher
+    module; a generator that only scripts/ run lives in scripts/, out of the installed package."""
+    modules = {module_name(p): p for p in (REPO / "launcher").rglob("*.py")}
+    imported = set()
+    for path in modules.values():
+        for _, target in imported_modules(path):
+            parts = target.split(".")
+            imported.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
+    unused = [
+        str(path.relative_to(REPO))
+        for module, path in sorted(modules.items())
+        if module not in imported and not module.endswith(".__main__")
+    ]
+    assert unused == [], f"imported by no launcher module: {unused}; move them to scripts/ (or import them)"

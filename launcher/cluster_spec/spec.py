@@ -36,7 +36,7 @@ POD_MONITOR_WITHOUT_CRD = (
     "the cluster serves no monitoring.coreos.com/v1 PodMonitor (the Prometheus Operator's CRDs are "
     "not installed): install them, or set metrics.podMonitor: false and scrape by the pods' annotations"
 )
-# fatalExitCodes' refusals (str.format; the chart fills the same ones: launcher/chart/chart_schema.py).
+# fatalExitCodes' refusals (str.format; the chart fills the same ones: scripts/chart_schema.py).
 FATAL_CODES_NEED_COMMAND = (
     "the built-in worker's exit codes have fixed meanings (docs/lifecycle.md); "
     "fatalExitCodes is for a command of your own: remove it"
@@ -89,7 +89,7 @@ class Volume(SpecModel):
         return self
 
 
-# str.format strings (the chart fills the same ones: launcher/chart/chart_schema.py).
+# str.format strings (the chart fills the same ones: scripts/chart_schema.py).
 DIR_NOT_UNDER_MOUNT = "dir '{dir}' is not under the volume's mountPath '{mount_path}'"
 
 
