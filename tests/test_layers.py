@@ -170,3 +170,23 @@ def test_the_runtime_package_holds_nothing_only_scripts_or_tests_use():
         if module not in imported and not module.endswith(".__main__")
     ]
     assert unused == [], f"imported by no launcher module: {unused}; move them to scripts/ (or import them)"
+
+
+KUBERNETES_ADDRESS = ("names.hostname", "names.service", ".svc")  # a pod's DNS name and its parts
+
+
+def kubernetes_address_problems() -> list[str]:
+    problems = []
+    for path in sorted((REPO / "launcher" / "plan").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            text = ast.unparse(node) if isinstance(node, (ast.Attribute, ast.Constant, ast.JoinedStr)) else ""
+            if any(form in text for form in KUBERNETES_ADDRESS):
+                problems.append(f"{path.relative_to(REPO)}:{node.lineno}: {text[:80]}")
+    return sorted(set(problems))
+
+
+def test_the_plan_leaves_the_address_form_to_the_backends():
+    """The plan says which tasks there are and their port; a Kubernetes DNS name
+    (<job>-<index>.<service>.<namespace>.svc) is render's (render/tfconfig.py), 127.0.0.1 the
+    local backend's."""
+    assert kubernetes_address_problems() == []

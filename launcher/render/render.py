@@ -31,10 +31,9 @@ from launcher.k8s_contract import (
     RESTART_ATTEMPT_KEY,
     WATCH_JOB_ENV,
 )
-from launcher.plan import tfconfig
 from launcher.plan.job_failure import backoff, pod_failure_policy
 from launcher.plan.plan import ClusterPlan, RolePlan, Supervision, plan
-from launcher.render import code_render, supervised_pod, templating
+from launcher.render import code_render, supervised_pod, templating, tfconfig
 from launcher.render.network_policy import network_policies
 from worker import contract
 
