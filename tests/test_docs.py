@@ -152,6 +152,7 @@ def _env() -> dict:
 # --- the docs are a reference: short pages, current names --------------------------------------
 
 MAX_PAGE_LINES = 250
+MAX_CELL_CHARACTERS = 500  # a table cell longer than this is a paragraph: write it as one
 TOP_DIRS = ("launcher", "worker", "docs", "examples", "tests", "scripts", "charts", "bench", "manifests", ".ci")
 CITED_PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(re.escape(d) for d in TOP_DIRS)})/[\w./-]*[\w/])")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -232,6 +233,18 @@ def stale_citations_in_sources() -> list[str]:
 def test_no_page_is_over_250_lines():
     long = {str(p.relative_to(REPO)): n for p in PAGES if (n := len(p.read_text().splitlines())) > MAX_PAGE_LINES}
     assert long == {}, f"pages over {MAX_PAGE_LINES} lines (split them; history stays in git): {long}"
+
+
+def test_no_table_cell_is_a_paragraph():
+    long = [
+        f"{page.relative_to(REPO)}:{number}: a cell of {len(cell.strip())} characters"
+        for page in PAGES
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if line.startswith("|")
+        for cell in line.strip("|").split("|")
+        if len(cell.strip()) > MAX_CELL_CHARACTERS
+    ]
+    assert long == [], "\n".join(long)
 
 
 def test_no_page_is_a_diary_of_parts():
