@@ -175,17 +175,26 @@ def job_states(
     retry_seconds: float = RETRY_SECONDS,
     attempt: int | None = None,
     give_up_seconds: float | None = None,
+    refused_give_up_seconds: float | None = None,
 ) -> Iterator[str]:
     """The Job's state now and at every change: one list, then watches resumed from the last
     resourceVersion; list again after 410 Gone. API errors are logged and retried with a
     growing pause: a hiccup must not kill a healthy server. Only while the API server has never
     answered (an HTTP status counts as an answer, except 401/403), for `give_up_seconds` (None:
     never), ApiUnreachable is raised: that is a blocked egress or a missing credential, which no
-    retry cures."""
+    retry cures. While every attempt so far was a refused connection, the bound is
+    `refused_give_up_seconds` (None: the same): an API server restarting refuses connections,
+    and so does an egress policy that rejects; only the time tells them apart."""
     version, answered, started, last_error = None, False, time.monotonic(), None
-    failures = 0  # in a row: the pause grows with them
+    failures, only_refused = 0, True  # failures in a row: the pause grows with them
+
+    def left_seconds() -> float | None:
+        refused = only_refused and last_error is not None and refused_give_up_seconds
+        bound = refused_give_up_seconds if refused else give_up_seconds
+        return (started + bound - time.monotonic()) if bound else None
+
     while True:
-        left = (started + give_up_seconds - time.monotonic()) if give_up_seconds else None
+        left = left_seconds()
         if not answered and left is not None and left <= 0:
             host = urllib.parse.urlsplit(api.base_url).netloc
             fix = (
@@ -193,9 +202,15 @@ def job_states(
                 if _is_refusal(last_error)
                 else f"the supervised pods need egress to the API server: {host}"
             )
+            silence = (
+                f"every connection to the API server {api.base_url} refused for "
+                f"{time.monotonic() - started:.0f}s (an egress policy that rejects, or a control plane "
+                "down that long)"
+                if only_refused and last_error is not None
+                else f"no answer from the API server {api.base_url} for {give_up_seconds:.0f}s"
+            )
             raise ApiUnreachable(
-                f"tfk8s supervisor: no answer from the API server {api.base_url} for "
-                f"{give_up_seconds:.0f}s while watching job {namespace}/{name} (last error: "
+                f"tfk8s supervisor: {silence} while watching job {namespace}/{name} (last error: "
                 f"{str(last_error)[:160]}); {fix}; see docs/security.md"
             )
         try:
@@ -213,6 +228,7 @@ def job_states(
             version = None
         except Exception as exc:  # noqa: BLE001 - see the docstring
             last_error, failures = exc, failures + 1
+            only_refused = only_refused and _is_connection_refused(exc)
             # Any HTTP status but a refusal is the API server answering: reachable, only busy or
             # upgrading (429, 5xx), so an outage never stops a healthy server.
             answered = answered or (isinstance(exc, urllib.error.HTTPError) and not _is_refusal(exc))
@@ -220,11 +236,16 @@ def job_states(
             # jittered: 1000 pods refused together (429 from the API server's flow control, seen
             # in tests/scale) must not all come back together; longer while it keeps failing
             pause = retry_pause(retry_seconds, failures, exc) * random.uniform(0.5, 1.5)
-            left = (started + give_up_seconds - time.monotonic()) if give_up_seconds else None
+            left = left_seconds()
             time.sleep(pause if answered or left is None else max(0.0, min(pause, left)))
 
 
 MAX_RETRY_SECONDS = 30.0  # a retrying supervisor notices a deleted Job within this
+
+
+def _is_connection_refused(error: BaseException) -> bool:
+    """Nothing listened at the API server's address (urllib wraps the socket error)."""
+    return isinstance(getattr(error, "reason", error), ConnectionRefusedError)
 
 
 def _is_refusal(error: BaseException | None) -> bool:
@@ -264,12 +285,19 @@ def wait_for_end(
     watch_seconds: float = DEFAULT_WATCH_SECONDS,
     attempt: int | None = None,
     give_up_seconds: float | None = None,
+    refused_give_up_seconds: float | None = None,
 ) -> str:
     """Block until the watched Job (of JobSet attempt `attempt`, if given) has ended; its
     TERMINAL condition type or ABSENT. ApiUnreachable: see job_states."""
     seen = False
     for state in job_states(
-        api, namespace, name, watch_seconds=watch_seconds, attempt=attempt, give_up_seconds=give_up_seconds
+        api,
+        namespace,
+        name,
+        watch_seconds=watch_seconds,
+        attempt=attempt,
+        give_up_seconds=give_up_seconds,
+        refused_give_up_seconds=refused_give_up_seconds,
     ):
         seen, ended = training_ended(seen, state)
         if ended:

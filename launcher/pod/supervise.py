@@ -25,10 +25,13 @@ token missing, a 401/403): `watch` gives up with the verdict api-unreachable and
 why; `run` stops the task and exits EXIT_API_UNREACHABLE with that line as the termination
 message. Any other HTTP status (429, 5xx: an overloaded or upgrading API server) is an answer,
 and once it has answered, errors are retried without end with a growing pause: an outage must
-not kill a healthy server. A restarted `run` (OnFailure) ignores an earlier give-up.
+not kill a healthy server. While every connection is refused (an API server restarting, or an
+egress policy that rejects: the same TCP answer), the bound is TFK8S_API_REFUSED_GIVE_UP_SECONDS
+instead. A restarted `run` (OnFailure) ignores an earlier give-up.
 
 Environment (TFK8S_...): WATCH_JOB, the Job whose end ends the task; NAMESPACE, its namespace;
-WATCH_SECONDS (300); API_GIVE_UP_SECONDS (300); POD_RESTART_POLICY, the pod's (Never);
+WATCH_SECONDS (300); API_GIVE_UP_SECONDS (300); API_REFUSED_GIVE_UP_SECONDS (900);
+POD_RESTART_POLICY, the pod's (Never);
 RESTART_ATTEMPT, in a JobSet this pod's restart attempt: a watched Job of an earlier attempt is
 not ours, as if not created yet (acting on it would stop a new attempt's evaluator at once).
 For `run`: GRACE_SECONDS (0) after a success; POD_GRACE_SECONDS, the pod's grace period (30),
@@ -65,6 +68,7 @@ POD_GRACE_ENV = "TFK8S_POD_GRACE_SECONDS"
 WATCH_SECONDS_ENV = "TFK8S_WATCH_SECONDS"
 RESTART_ATTEMPT_ENV = "TFK8S_RESTART_ATTEMPT"
 GIVE_UP_ENV = "TFK8S_API_GIVE_UP_SECONDS"
+REFUSED_GIVE_UP_ENV = "TFK8S_API_REFUSED_GIVE_UP_SECONDS"
 POD_RESTART_POLICY_ENV = "TFK8S_POD_RESTART_POLICY"
 STATE_DIR_ENV = "TFK8S_SUPERVISOR_STATE_DIR"
 STATE_DIR = "/var/run/tfk8s-state"  # an emptyDir both containers mount
@@ -74,6 +78,9 @@ TERMINATION_LOG_ENV = "TFK8S_TERMINATION_LOG"  # elsewhere only in tests
 # like any unlisted code (plan.restart_rules says why). No worker exit code may take it.
 EXIT_API_UNREACHABLE = 7
 DEFAULT_GIVE_UP_SECONDS = 300.0
+# While every connection is refused: a control-plane restart (an upgrade, a crashed API server)
+# refuses for minutes, and is no reason to spend a retry of the training.
+DEFAULT_REFUSED_GIVE_UP_SECONDS = 900.0
 # Verdicts `watch` writes for `run` (the file's first line; a reason may follow).
 VERDICT_FILE, TASK_EXITED_FILE = "verdict", "task-exited"
 SUCCEEDED_VERDICT, FAILED_VERDICT, GONE_VERDICT = "succeeded", "failed", "gone"
@@ -169,6 +176,7 @@ def watch(state_dir: str) -> int:
                 watch_seconds=float(os.environ.get(WATCH_SECONDS_ENV, DEFAULT_WATCH_SECONDS)),
                 attempt=int(attempt_text) if attempt_text else None,
                 give_up_seconds=float(os.environ.get(GIVE_UP_ENV, DEFAULT_GIVE_UP_SECONDS)),
+                refused_give_up_seconds=float(os.environ.get(REFUSED_GIVE_UP_ENV, DEFAULT_REFUSED_GIVE_UP_SECONDS)),
             )
             verdict.append(verdict_of(state))
             log(f"job {namespace}/{watched} ended ({state}): verdict {verdict[0]}")

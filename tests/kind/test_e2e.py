@@ -657,6 +657,8 @@ def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_sa
                     {"name": "KUBERNETES_SERVICE_HOST", "value": api},
                     {"name": "KUBERNETES_SERVICE_PORT", "value": "443"},
                     {"name": "TFK8S_API_GIVE_UP_SECONDS", "value": str(give_up)},
+                    # kind's network refuses an unroutable address, as an API server restarting does
+                    {"name": "TFK8S_API_REFUSED_GIVE_UP_SECONDS", "value": str(give_up)},
                 ]
     kind_cluster.apply(objects, namespace)
 

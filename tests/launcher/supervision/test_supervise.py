@@ -404,9 +404,76 @@ def test_a_refused_connection_gives_up_with_the_last_error(service_account, monk
     api = job_watch.ApiServer.in_cluster()
     started = time.monotonic()
     with pytest.raises(job_watch.ApiUnreachable, match="Connection refused") as raised:
-        next(job_watch.job_states(api, "ns", "c-chief", watch_seconds=5, retry_seconds=0.2, give_up_seconds=1.0))
-    assert time.monotonic() - started < 5
+        next(
+            job_watch.job_states(
+                api,
+                "ns",
+                "c-chief",
+                watch_seconds=5,
+                retry_seconds=0.2,
+                give_up_seconds=0.5,
+                refused_give_up_seconds=2.0,
+            )
+        )
+    took = time.monotonic() - started
+    assert 2.0 <= took < 6, took  # the refused bound, not the shorter one for silence
+    assert "every connection to the API server" in str(raised.value)
     assert f"egress to the API server: 127.0.0.1:{port}" in str(raised.value)
+
+
+class _RefusesThenAnswers:
+    """Refuses `refusals` connections (an API server restarting), then lists the Job complete."""
+
+    def __init__(self, refusals: int):
+        self.refusals = refusals
+        self.base_url = "https://api:443"
+
+    def open(self, path: str, timeout: float):
+        import io
+
+        if self.refusals:
+            self.refusals -= 1
+            raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+        return io.BytesIO(
+            json.dumps({"metadata": {"resourceVersion": "1"}, "items": [job(("Complete", "True"))]}).encode()
+        )
+
+
+def test_a_control_plane_restart_longer_than_the_give_up_bound_costs_no_retry():
+    """Refused connections past the bound for silence (an API server restarting as the pod
+    starts) are waited out up to the longer refused bound; the watch then goes on."""
+    api = _RefusesThenAnswers(refusals=6)
+    started = time.monotonic()
+    states = job_watch.job_states(
+        api, "ns", "c-chief", watch_seconds=5, retry_seconds=0.1, give_up_seconds=0.2, refused_give_up_seconds=30
+    )
+    assert next(states) == "Complete"
+    assert api.refusals == 0 and time.monotonic() - started > 0.2
+
+
+def test_a_silence_after_refusals_gives_up_at_the_shorter_bound():
+    """One timeout among the refusals is a dropping firewall, not a restart: the short bound."""
+
+    class _RefusesThenTimesOut(_RefusesThenAnswers):
+        def open(self, path: str, timeout: float):
+            if self.refusals:
+                return super().open(path, timeout)
+            raise urllib.error.URLError(TimeoutError("timed out"))
+
+    started = time.monotonic()
+    with pytest.raises(job_watch.ApiUnreachable, match="no answer from the API server"):
+        next(
+            job_watch.job_states(
+                _RefusesThenTimesOut(refusals=1),
+                "ns",
+                "c-chief",
+                watch_seconds=5,
+                retry_seconds=0.05,
+                give_up_seconds=0.5,
+                refused_give_up_seconds=30,
+            )
+        )
+    assert time.monotonic() - started < 5
 
 
 class _AnswersOnceThenFails:
