@@ -21,7 +21,7 @@ from worker import contract
 from worker.contract import Role, Strategy
 
 GPU = role_spec.GPU
-COMMAND = "python scripts/gen_chart.py --write"  # what regenerates the chart's files
+COMMAND = "python scripts/generate.py --write"  # what regenerates the chart's files
 
 # The chart's own refusals, of values the model does not have (the release's name and
 # namespace stand in for empty ones; codeArchive for code), as str.format strings.

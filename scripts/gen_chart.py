@@ -20,8 +20,7 @@ in _contract.tpl's "messages" with {field} as @field@ (scripts/chart_schema.mess
 values differ from the model on purpose: `name` and `namespace` may be empty, meaning the
 release name and namespace.
 
-    python scripts/gen_chart.py --write   # update the generated chart files
-    python scripts/gen_chart.py --check   # exit 1 when one is out of date (a unit test does too)
+Written and checked with every other generated file by scripts/generate.py (--write / --check).
 
 Not part of the runtime packages: it imports the launcher (pydantic) and writes into the
 source tree. The chart's files/supervise.py and files/job_watch.py are symlinks to the launcher's.
@@ -29,7 +28,6 @@ source tree. The chart's files/supervise.py and files/job_watch.py are symlinks 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import types
 from pathlib import Path
@@ -201,25 +199,5 @@ def stale_files() -> list[Path]:
     return [path for path, text in expected_files().items() if not path.exists() or path.read_text() != text]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python scripts/gen_chart.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--write", action="store_true", help="update the generated chart files")
-    group.add_argument("--check", action="store_true", help="exit 1 when a generated chart file is out of date")
-    args = parser.parse_args(argv)
-    if args.write:
-        for path, text in expected_files().items():
-            if not path.exists() or path.read_text() != text:
-                path.write_text(text)
-                print(f"wrote {path.relative_to(REPO)}", file=sys.stderr)
-        return 0
-    stale = stale_files()
-    for path in stale:
-        print(f"{path.relative_to(REPO)} is out of date: run {COMMAND}", file=sys.stderr)
-    return 1 if stale else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(f"{__file__} is a module of scripts/generate.py: run {COMMAND} (or --check)")

@@ -183,7 +183,7 @@ class Metrics(SpecModel):
 
 class ClusterSpec(SpecModel):
     """cluster.yaml. Each field's description is its entry in docs/spec.md (generated:
-    scripts/gen_spec_reference.py) and in the chart's values.schema.json."""
+    scripts/generate.py) and in the chart's values.schema.json."""
 
     name: str = Field(
         description="DNS-1035 label; every generated name (`<name>-<role>-<index>`) must fit 63 characters"

@@ -3,7 +3,6 @@ current (their PromQL runs against a real Prometheus in tests/worker/test_promet
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -27,13 +26,6 @@ def test_the_cli_prints_the_alerts_with_the_thresholds_asked_for():
     stalled = printed["groups"][0]["rules"][0]
     assert stalled["alert"] == "TFK8sTrainingStalled" and "> 1800 unless" in stalled["expr"]
     assert stalled["for"] == "5m"
-
-
-def test_the_docs_copies_are_what_the_cli_prints():
-    """docs/tfk8s-dashboard.json and docs/tfk8s-alerts.yaml, for users who import them as files;
-    regenerate: python -m launcher monitoring dashboard > docs/tfk8s-dashboard.json (alerts alike)."""
-    assert json.loads((REPO / "docs" / "tfk8s-dashboard.json").read_text()) == json.loads(cli("dashboard"))
-    assert (REPO / "docs" / "tfk8s-alerts.yaml").read_text() == cli("alerts")
 
 
 def test_every_panel_reads_the_chosen_trainings_and_the_table_all():
