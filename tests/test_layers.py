@@ -45,6 +45,8 @@ LAYERS = {
     "worker.program": 1,
     "worker.lifecycle": 2,
     "worker.model_dir": 2,
+    "worker.keras_check": 2,
+    "worker.startup": 3,
     "worker.roles": 3,
     "worker.examples": 4,
 }

@@ -114,7 +114,16 @@ def exception_line(kind: str, message: str) -> str:
     if not message.strip():
         return kind
     said = first_informative_line(message)
-    return said if _NESTED_EXCEPTION.match(said) else f"{kind}: {said}"
+    if not _NESTED_EXCEPTION.match(said):
+        return f"{kind}: {said}"
+    # The repeated exception's own message may open with an announcement too (Keras 3's layer
+    # error inside a tf.function step): its first informative line, from the lines after it on.
+    nested_kind, _, first = said.partition(": ")
+    lines = message.splitlines()
+    at = next((i for i, line in enumerate(lines) if said in _ANSI_ESCAPE.sub("", line)), None)
+    if at is None:
+        return said
+    return exception_line(nested_kind.rsplit(".", 1)[-1], "\n".join([first, *lines[at + 1 :]]))
 
 
 def signal_of(exit_code: int | None) -> str | None:

@@ -11,7 +11,7 @@ checkpoints, restarts, evaluation, export. The program only builds things:
         strategy's scope for training and outside any strategy for evaluation and export.
         Use `tf.keras` (not `import keras`): it is tf_keras for the fit loop and under
         parameter_server (the worker sets TF_USE_LEGACY_KERAS=1 before importing TensorFlow),
-        and Keras 3 otherwise.
+        and Keras 3 otherwise; a model of the other Keras fails at once (exit 2; docs/keras.md).
 
     build_optimizer() -> keras optimizer
         A new optimizer, created in the strategy's scope. Use `tf.keras.optimizers`, as for the

@@ -62,6 +62,17 @@ def test_a_tf_keras_optimizer_where_tf_keras_is_keras_3_fails_once_saying_so(bac
     assert "build it with tf.keras.optimizers, as the model" in reason, reason
 
 
+@pytest.mark.process
+def test_a_keras_3_model_where_the_worker_runs_tf_keras_fails_once_saying_so(backend, probe_programs_importable):
+    """Before: `ValueError: Unrecognized data type: x=<tf_keras...DatasetCreator>` from tf_keras'
+    fit, exit 1, retried to backoffLimit (under parameter_server it trained, losing updates)."""
+    reason = fails_once_as_a_config_error(
+        backend, "k3model", "keras3_model_program", ["--steps", "10", "--loop", "fit"], "Keras 3 model on tf_keras"
+    )
+    assert "keras3_model_program.build_model() returned a Keras 3 model (keras.src." in reason, reason
+    assert "but tf.keras is tf_keras here" in reason and "build it with tf.keras, not `import keras`" in reason
+
+
 def fails_once_as_a_config_error(backend, name: str, module: str, args: list[str], what: str) -> str:
     """A mirrored cluster of program `module` that must fail at its first attempt (exit 2,
     backoffLimit 3 unused); its chief's reason."""

@@ -29,6 +29,10 @@ PER_REPLICA = (
     "ValueError: Attempt to convert a value (PerReplica:{...}) with an unsupported type "
     "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor."
 )
+KERAS_3_LAYER_IN_STEP = (
+    "ValueError: Input 0 with name 'None' of layer 'dense' is incompatible with the layer: expected axis -1 "
+    "of input shape to have value 8, but received input with shape (16, 9)"
+)
 GRAPH_EXECUTION = "InvalidArgumentError: Input to reshape is a tensor with 10 values, but the requested shape has 12"
 
 
@@ -39,6 +43,8 @@ GRAPH_EXECUTION = "InvalidArgumentError: Input to reshape is a tensor with 10 va
         ("keras3_shape", 1, KERAS_3_SHAPE),
         # tf_keras: "in user code:", the frames, then the real exception, indented
         ("tf_keras_shape", 1, TF_KERAS_SHAPE),
+        # a custom loop's step: "in user code:", then Keras 3's wrapper line, then the cause in bold
+        ("keras3_layer_in_step", 1, KERAS_3_LAYER_IN_STEP),
         # a value printout across lines, closed on the line that says what is wrong
         ("per_replica", 1, PER_REPLICA),
         # TF's "Graph execution error:" and the frames that defined the op

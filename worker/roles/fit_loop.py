@@ -23,7 +23,7 @@ from worker.roles import training
 def build_compiled_model(program: Program, strategy):
     """For Model.fit: Keras scales the loss by the global batch itself under a strategy."""
     with strategy.scope():
-        model = program.build_model()
+        model = training.build_model(program)
         model.compile(
             optimizer=training.build_optimizer(program),
             loss=program.per_example_loss,

@@ -81,7 +81,7 @@ def build_optimizer(program: Program):
     """The program's optimizer (in the strategy's scope), loss-scaled under mixed_float16."""
     try:
         optimizer = program.build_optimizer()
-        require_the_models_keras(program, optimizer)
+        require_tf_keras(program, "build_optimizer", "optimizer", optimizer, "tf.keras.optimizers, as the model")
         return wrap_for_mixed_precision(optimizer)
     except ValueError as exc:
         if "Loss scaling is not supported" not in str(exc):
@@ -93,20 +93,34 @@ def build_optimizer(program: Program):
         ) from None
 
 
-def require_the_models_keras(program: Program, optimizer) -> None:
-    """The optimizer must come from the Keras that tf.keras is here: a tf_keras optimizer meets
-    Keras 3's variables in build() (AttributeError: no `_unique_id`), a Keras 3 one is no
-    optimizer to tf_keras; either fails every retry alike."""
+def require_tf_keras(program: Program, builder: str, what: str, built, fix: str) -> None:
+    """What `builder` returned must come from the Keras that tf.keras is here; any other fails
+    every retry alike: a tf_keras optimizer meets Keras 3's variables in build() (no
+    `_unique_id`), a Keras 3 one is no optimizer to tf_keras, tf_keras' fit refuses a Keras 3
+    model's data, and under parameter_server a Keras 3 model would train with lost updates."""
     wanted = _keras_library(tf.keras.__name__)
-    got = next(filter(None, (_keras_library(c.__module__) for c in type(optimizer).__mro__)), None)
+    got = next(filter(None, (_keras_library(c.__module__) for c in type(built).__mro__)), None)
     if None in (wanted, got) or got == wanted:
         return
-    kind = type(optimizer)
+    kind = type(built)
     raise errors.ConfigError(
-        f"{program.name}.build_optimizer() returned a {_KERAS[got]} optimizer ({kind.__module__}."
+        f"{program.name}.{builder}() returned a {_KERAS[got]} {what} ({kind.__module__}."
         f"{kind.__qualname__}), but tf.keras is {_KERAS[wanted]} here (tf_keras for --loop fit and "
-        "under parameter_server, else Keras 3): build it with tf.keras.optimizers, as the model"
+        f"under parameter_server, else Keras 3): build it with {fix}"
     )
+
+
+def build_model(program: Program):
+    """The program's model, from the Keras that tf.keras is here."""
+    model = program.build_model()
+    require_tf_keras(
+        program,
+        "build_model",
+        "model",
+        model,
+        "tf.keras, not `import keras` or tf_keras (the worker sets TF_USE_LEGACY_KERAS=1 where tf_keras runs)",
+    )
+    return model
 
 
 _KERAS = {"tf_keras": "tf_keras", "keras": "Keras 3"}  # top-level package: the name users know
@@ -150,7 +164,7 @@ def build_model_and_optimizer(program: Program, strategy):
 
 def build_model_with_variables(program: Program):
     """The program's model, whose variables exist: a checkpoint is compared and restored into them."""
-    model = program.build_model()
+    model = build_model(program)
     if not model.built:
         raise errors.ConfigError(
             f"{program.name}.build_model() returned an unbuilt model: start it with "

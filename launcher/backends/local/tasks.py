@@ -102,8 +102,11 @@ def task(
         contract.PLATFORM: platform(),
         **container_env,
         "PYTHONUNBUFFERED": "1",  # lines reach the log as they are printed
-        # the code dir (code:) first, like /opt/tfk8s/code in a pod
-        "PYTHONPATH": os.pathsep.join(filter(None, [role_plan.workdir, runner.pythonpath()])),
+        # the code dir (code:) first, like /opt/tfk8s/code in a pod; before it, for a command of
+        # your own, the Keras check the worker image's .pth file runs in a pod
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [None if plan.spec.builtin else STARTUP_DIR, role_plan.workdir, runner.pythonpath()])
+        ),
     }
     if not sees_gpus(plan.strategy, role):  # the spec's GPUs are hidden from it here: it expects none
         env.pop(contract.GPUS, None)
@@ -111,6 +114,8 @@ def task(
 
 
 LOCALHOST = "127.0.0.1"
+# worker/startup/sitecustomize.py, which Python imports at start: worker/keras_check.py
+STARTUP_DIR = os.path.join(os.path.dirname(contract.__file__), "startup")
 
 
 def metrics_addresses(tasks: list[Task]) -> dict[str, str]:

@@ -19,6 +19,22 @@ model.compile("adam", "sparse_categorical_crossentropy")
 print("epoch 1/1", flush=True)
 model.fit(np.zeros((64, 784), "float32"), np.zeros((64,), "int32"), batch_size=32, epochs=1, verbose=0)
 """
+# A custom loop's step (tf.function) calls a Keras 3 model on rows of the wrong width; run from
+# a file, as a program is: autograph then repeats the exception after "in user code:".
+LAYER_IN_STEP = """
+import numpy as np, tensorflow as tf, keras
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+@tf.function
+def step(x):
+    return model(x, training=True)
+step(np.zeros((16, 9), "float32"))
+"""
+FROM_A_FILE = (
+    "import pathlib, runpy, tempfile\n"
+    "program = pathlib.Path(tempfile.mkdtemp()) / 'train.py'\n"
+    "program.write_text({code!r})\n"
+    "runpy.run_path(str(program))\n"
+)
 SNIPPETS = {
     "chained": (
         "def load():\n"
@@ -35,6 +51,7 @@ SNIPPETS = {
     "killed": ("import os, signal\nprint('step 10 loss 0.5', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n", {}),
     "keras3_shape": (SHAPE_MISMATCH, {}),
     "tf_keras_shape": (SHAPE_MISMATCH, {"TF_USE_LEGACY_KERAS": "1"}),
+    "keras3_layer_in_step": (FROM_A_FILE.format(code=LAYER_IN_STEP), {}),
     "per_replica": (
         "import tensorflow as tf\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"

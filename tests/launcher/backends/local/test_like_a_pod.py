@@ -25,6 +25,7 @@ from local_clusters import (
     assert_no_task_processes,
     run_files,
     wait_until,
+    worker_args,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))  # as test_backend.py's own scripts import it
@@ -34,6 +35,7 @@ from launcher.backends.local.preflight import ResourceLimitError
 from launcher.backends.local.tasks import expand, expand_command, expand_env
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import SubmitRefused
+from worker.contract import EXIT_PREEMPTED
 
 # --- $(VAR) ----------------------------------------------------------------------------------
 
@@ -104,14 +106,69 @@ def test_closing_the_terminal_of_a_foreground_run_stops_its_tasks_with_sigterm(t
     the tasks (sessions of their own) must get the SIGTERM a pod gets, and save, not the
     parent-death SIGKILL of a launcher that died of SIGHUP."""
     workdir = tmp_path / "work"
+    spec = "byo_spec('hangup', [SAVES_ON_SIGTERM])"
+    launcher = close_the_terminal_of_a_run(workdir, spec, "hangup", lambda shown: b"[chief-0] training" in shown)
+    log = (workdir / "hangup" / "logs" / "chief-0.log").read_text()
+    assert "saved on SIGTERM" in log, log
+    status = json.loads((workdir / "hangup" / "status.json").read_text())
+    assert status["phase"] == "Failed" and "SIGHUP" in status["message"], status
+    assert launcher.returncode == 128 + signal.SIGHUP
+    assert_no_task_processes(workdir)
+
+
+@pytest.mark.process
+def test_closing_the_terminal_of_a_real_training_saves_the_step_it_reached(tmp_path, backend):
+    """The built-in worker (mirrored custom loop, the small program, no periodic checkpoint
+    before step 100000): the terminal closed mid-training, the chief saves the step it had
+    reached and exits 143; that save is the model dir's only checkpoint."""
+    workdir = tmp_path / "work"
+    args = worker_args(200000, 100000, batch=16)
+    program = {"module": "worker.examples.digits", "args": args}
+    progress_every_second = {"TFK8S_PROGRESS_SECONDS": "1"}
+    spec = f"make_spec('hupt', 'mirrored', [], evaluator=False, program={program!r}, env={progress_every_second!r})"
+
+    def past_the_first_step(shown: bytes) -> bool:
+        return shown.count(b'"event": "step"') >= 3  # progress lines, a second apart
+
+    launcher = close_the_terminal_of_a_run(workdir, spec, "hupt", past_the_first_step, backend.config.task_python)
+    assert launcher.returncode == 128 + signal.SIGHUP
+    log = (workdir / "hupt" / "logs" / "chief-0.log").read_text()
+    records = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines() if line.startswith("tfk8s-progress ")]
+    reached = max(r["step"] for r in records if r["event"] == "step")
+    [preempted] = [r for r in records if r["event"] == "preempted"]
+    [exited] = [r for r in records if r["event"] == "exit"]
+    checkpoints = sorted(p.name for p in (workdir / "hupt" / "model" / "checkpoints").glob("ckpt-*.index"))
+    print(f"SIGHUP of a real training: reached step {reached}, saved {preempted}, checkpoints {checkpoints}")
+    assert exited["code"] == EXIT_PREEMPTED and preempted["step"] >= reached > 1, records[-5:]
+    assert checkpoints == [f"ckpt-{preempted['step']}.index"] and preempted["checkpoint"].endswith(
+        f"ckpt-{preempted['step']}"
+    ), (preempted, checkpoints)
+    # the checkpoint holds the optimizer at that step, not only that step's name
+    read = (
+        "import sys, tensorflow as tf; r = tf.train.load_checkpoint(sys.argv[1]); "
+        "print(*[int(r.get_tensor(k)) for k in r.get_variable_to_shape_map() if 'iterations/' in k])"
+    )
+    done = subprocess.run(
+        [backend.config.task_python, "-c", read, preempted["checkpoint"]], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == [str(preempted["step"])], done.stdout
+    assert_no_task_processes(workdir)
+
+
+def close_the_terminal_of_a_run(workdir, spec: str, name: str, until, python: str | None = None):
+    """Runs `submit --local --wait` of `spec` (an expression over this module's and
+    local_clusters' names) as a launcher in a terminal of its own, closes the terminal once what
+    it shows passes `until`, and returns the ended launcher."""
     script = f"""
 import sys
 sys.path[:0] = [{str(REPO_ROOT / "tests")!r}, {str(Path(__file__).parent)!r}]
 from test_like_a_pod import byo_spec, SAVES_ON_SIGTERM
+from local_clusters import make_spec
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
-backend = LocalBackend(LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True, echo_tasks=True))
-backend.submit(byo_spec("hangup", [SAVES_ON_SIGTERM]))
-sys.exit(backend.wait("hangup"))
+config = LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True, echo_tasks=True, python={python!r})
+backend = LocalBackend(config)
+backend.submit({spec})
+sys.exit(backend.wait({name!r}))
 """
     terminal, terminal_side = os.openpty()
 
@@ -130,22 +187,17 @@ sys.exit(backend.wait("hangup"))
     os.close(terminal_side)
     shown = bytearray()
 
-    def training() -> bool:
+    def passed() -> bool:
         while select.select([terminal], [], [], 0)[0]:  # read what it shows: a full terminal blocks it
             shown.extend(os.read(terminal, 65536))
-        return b"[chief-0] training" in shown
+        return until(bytes(shown))
 
     try:
-        wait_until(training, 60, "the chief to train")
+        wait_until(passed, 90, f"the terminal to show what {name} waits for")
     finally:
         os.close(terminal)  # the terminal window closes
-    launcher.wait(timeout=60)
-    log = (workdir / "hangup" / "logs" / "chief-0.log").read_text()
-    assert "saved on SIGTERM" in log, log
-    status = json.loads((workdir / "hangup" / "status.json").read_text())
-    assert status["phase"] == "Failed" and "SIGHUP" in status["message"], status
-    assert launcher.returncode == 128 + signal.SIGHUP
-    assert_no_task_processes(workdir)
+    launcher.wait(timeout=90)
+    return launcher
 
 
 # --- one submit at a time --------------------------------------------------------------------

@@ -1,0 +1,165 @@
+"""Keras 3 where it cannot train multi-worker, caught when a program of your own first uses it.
+
+Keras 3 has no ParameterServerStrategy path (its Model.fit fails there, and its custom-loop
+updates are not atomic across workers: `optimizer.iterations` ends short of the steps, exit 0)
+and its Model.fit fails under MultiWorkerMirroredStrategy (keras#20585). A task that does either
+exits 1 at once with one line naming the fix (docs/keras.md); a Keras 3 optimizer under
+MultiWorkerMirroredStrategy, which trains in a custom loop, gets a one-line warning.
+
+`install()` runs at every start of a task's Python (the worker image's .pth file; --local:
+worker/startup/sitecustomize.py), so it imports nothing but `os` and `sys`, never TensorFlow or
+Keras: it only adds an import hook that patches three Keras 3 methods when the program itself
+imports Keras 3. tf_keras (TF_USE_LEGACY_KERAS=1) is another package and is never touched. The
+built-in worker (TFK8S_PROGRAM set) picks its Keras itself; TFK8S_KERAS_CHECK=0 turns it off.
+"""
+
+import os
+import sys
+
+OPT_OUT = "TFK8S_KERAS_CHECK"  # "0": no check
+# worker/contract.py's names, spelled here so that a task's start imports none of the worker
+TF_CONFIG = "TF_CONFIG"
+PROGRAM = "TFK8S_PROGRAM"
+EXIT_REFUSED = 1  # Python's uncaught exception: `fatalExitCodes: [1]` makes it fail the cluster at once
+
+PARAMETER_SERVER, MULTI_WORKER = "ParameterServerStrategy", "MultiWorkerMirroredStrategy"
+MULTI_WORKER_FIT = "Model.fit under MultiWorkerMirroredStrategy"  # the other refusal
+# The strategies' classes in TensorFlow (MultiWorkerMirroredStrategy is a subclass of the second)
+_STRATEGY_CLASSES = {"ParameterServerStrategyV2": PARAMETER_SERVER, "CollectiveAllReduceStrategy": MULTI_WORKER}
+_TF_KERAS_FIX = (
+    "use tf_keras: `pip install --no-deps tf-keras==<TF major.minor>.*`, set TF_USE_LEGACY_KERAS=1 "
+    "before TensorFlow is imported and build with tf.keras (docs/keras.md; TFK8S_KERAS_CHECK=0 skips this check)"
+)
+REFUSALS = {
+    PARAMETER_SERVER: (
+        "Keras 3 cannot train under ParameterServerStrategy (Model.fit fails, a custom loop loses "
+        "updates on the ps): " + _TF_KERAS_FIX
+    ),
+    MULTI_WORKER_FIT: "Keras 3's Model.fit cannot train under MultiWorkerMirroredStrategy (keras#20585): "
+    "write a custom loop, or " + _TF_KERAS_FIX,
+}
+WARNING = (
+    "Keras 3 under MultiWorkerMirroredStrategy: a custom loop trains, but Keras 3's callbacks and "
+    "model.save() write one path from every worker; save with tf.train.CheckpointManager, worker 0 "
+    "to the model dir and the others elsewhere (docs/keras.md)"
+)
+
+_TRAINER = "keras.src.backend.tensorflow.trainer"  # TensorFlowTrainer: Keras 3's Model.fit
+_OPTIMIZER = "keras.src.optimizers.base_optimizer"  # BaseOptimizer: build() and apply()
+
+
+def install() -> None:
+    """Watch for Keras 3 in this process, if it is a task of a program of your own."""
+    if os.environ.get(OPT_OUT) == "0" or TF_CONFIG not in os.environ or PROGRAM in os.environ:
+        return
+    if not any(isinstance(finder, _KerasImports) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _KerasImports())
+
+
+class _KerasImports:
+    """A meta path finder that finds nothing itself: for the two Keras 3 modules it watches, it
+    takes the spec the other finders give and patches the module once it has run."""
+
+    patches = {}  # module name -> patch(module), filled below
+
+    def find_spec(self, name, path=None, target=None):
+        patch = self.patches.get(name)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader_run = spec.loader.exec_module
+
+        def exec_module(module):
+            loader_run(module)
+            try:
+                patch(module)
+            except AttributeError:  # a Keras 3 whose classes moved: train unchecked, and say so
+                warn(f"the Keras check does not know this Keras 3 ({name} changed): not checked; see docs/keras.md")
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def strategy_of(*candidates):
+    """PARAMETER_SERVER or MULTI_WORKER for the first of the strategies given (None: the one in
+    effect) that is one of them, by class name: TensorFlow is already imported by Keras then."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return None
+    for strategy in (*candidates, tf.distribute.get_strategy()):
+        for cls in type(strategy).__mro__ if strategy is not None else ():
+            if cls.__name__ in _STRATEGY_CLASSES:
+                return _STRATEGY_CLASSES[cls.__name__]
+    return None
+
+
+def refuse(message: str) -> None:
+    """The task's one line (the cause `status` shows), then exit: not an exception the program
+    could catch and train on regardless."""
+    from worker import contract, errors  # only now: a refusal's cost does not matter
+
+    line = contract.ERROR_LINE.format(task=_task(), message=message)
+    errors.write_termination_message(message)
+    sys.stdout.flush()
+    print(line, file=sys.stderr, flush=True)
+    os._exit(EXIT_REFUSED)
+
+
+_warned = set()
+
+
+def warn(message: str) -> None:
+    """One line in the task's log, once per process."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"tfk8s {_task()}: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _task() -> str:
+    import json
+
+    task = json.loads(os.environ.get(TF_CONFIG) or "{}").get("task", {})
+    return f"{task.get('type', 'task')}-{task.get('index', 0)}"
+
+
+def _patch_trainer(module) -> None:
+    trainer = module.TensorFlowTrainer
+    fit = trainer.fit
+
+    def checked_fit(self, *args, **kwargs):
+        strategy = strategy_of(self.distribute_strategy)
+        if strategy is not None:
+            refuse(REFUSALS[PARAMETER_SERVER if strategy == PARAMETER_SERVER else MULTI_WORKER_FIT])
+        return fit(self, *args, **kwargs)
+
+    trainer.fit = checked_fit
+
+
+def _patch_optimizer(module) -> None:
+    optimizer = module.BaseOptimizer
+    for name in ("build", "apply"):
+        setattr(optimizer, name, _checked_update(getattr(optimizer, name)))
+
+
+def _checked_update(method):
+    """An optimizer's build() or apply(): refused under PS, a warning under MWMS."""
+
+    def checked(self, *args, **kwargs):
+        strategy = strategy_of(getattr(self, "_distribution_strategy", None))
+        if strategy == PARAMETER_SERVER:
+            refuse(REFUSALS[PARAMETER_SERVER])
+        elif strategy == MULTI_WORKER:
+            warn(WARNING)
+        return method(self, *args, **kwargs)
+
+    return checked
+
+
+_KerasImports.patches = {_TRAINER: _patch_trainer, _OPTIMIZER: _patch_optimizer}
