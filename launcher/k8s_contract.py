@@ -13,6 +13,7 @@ from enum import Enum
 
 from launcher.pod import job_watch, supervise
 from worker.contract import (
+    EXIT_KERAS_REFUSED,
     EXIT_PREEMPTED,
     GRPC_FAIL_FAST,
     NODE_NAME,
@@ -62,6 +63,7 @@ RESERVED_EXIT_CODES = {
     EXIT_API_UNREACHABLE: "the supervisor's (its job-watch never reached the API server)",
     SIGKILL_EXIT: "SIGKILL's (an OOM kill, or a drain whose grace ran out)",
     EXIT_PREEMPTED: "SIGTERM's (a preemption, never counted)",
+    EXIT_KERAS_REFUSED: "the Keras check's (Keras 3 where it cannot train, always fatal)",
 }
 
 

@@ -150,6 +150,10 @@ EXIT_NODE_FAULT = 9
 # Another writer took the model dir's lease (worker/model_dir/writer_lease.py): this task was replaced
 # while it still ran (its node declared lost during a partition). It stops without saving.
 EXIT_SUPERSEDED = 8
+# A program of your own used Keras 3 where it cannot train (worker/keras_check.py): a retry fails
+# alike, so it fails the cluster at once, whatever the spec's fatalExitCodes (78: sysexits'
+# EX_CONFIG, which programs seldom use; a spec may not list it).
+EXIT_KERAS_REFUSED = 78
 # SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
 # of the signal read alike. Not a failure: the task is replaced without counting it.

@@ -3,7 +3,7 @@
 Keras 3 has no ParameterServerStrategy path (its Model.fit fails there, and its custom-loop
 updates are not atomic across workers: `optimizer.iterations` ends short of the steps, exit 0)
 and its Model.fit fails under MultiWorkerMirroredStrategy (keras#20585). A task that does either
-exits 1 at once with one line naming the fix (docs/keras.md); a Keras 3 optimizer under
+exits 78 at once (never retried) with one line naming the fix (docs/keras.md); a Keras 3 optimizer under
 MultiWorkerMirroredStrategy, which trains in a custom loop, gets a one-line warning.
 
 `install()` runs at every start of a task's Python (the worker image's .pth file; --local:
@@ -20,7 +20,7 @@ OPT_OUT = "TFK8S_KERAS_CHECK"  # "0": no check
 # worker/contract.py's names, spelled here so that a task's start imports none of the worker
 TF_CONFIG = "TF_CONFIG"
 PROGRAM = "TFK8S_PROGRAM"
-EXIT_REFUSED = 1  # Python's uncaught exception: `fatalExitCodes: [1]` makes it fail the cluster at once
+EXIT_REFUSED = 78  # contract.EXIT_KERAS_REFUSED: fails the cluster at once (launcher/plan/job_failure.py)
 
 PARAMETER_SERVER, MULTI_WORKER = "ParameterServerStrategy", "MultiWorkerMirroredStrategy"
 MULTI_WORKER_FIT = "Model.fit under MultiWorkerMirroredStrategy"  # the other refusal

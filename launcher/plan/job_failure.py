@@ -52,7 +52,7 @@ BUILTIN_FATAL = (
     "a deterministic failure of the built-in worker (bad arguments, a program that does not import, "
     "a checkpoint that does not fit the model; see its log)"
 )
-USER_FATAL = "listed in fatalExitCodes"
+USER_FATAL = "listed in fatalExitCodes, or 78: Keras 3 where it cannot train"
 
 
 def restart_rules(
@@ -76,9 +76,9 @@ def restart_rules(
         # user's command may use for anything: only the built-in worker's is trusted).
         ignored_exit_codes=(contract.EXIT_PREEMPTED,) + ((contract.EXIT_PEER_LOST,) if builtin else ()),
         # The built-in worker's bad arguments or program: a retry fails the same way. A command of
-        # your own: the codes its spec says a retry cannot mend; none by default, because a
-        # program's exit 1 is as often a lost peer (retried, it resumes) as a bug.
-        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else tuple(user_fatal_exit_codes),
+        # your own: the Keras check's refusal, and the codes its spec says a retry cannot mend
+        # (none by default: a program's exit 1 is as often a lost peer, retried it resumes, as a bug).
+        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (contract.EXIT_KERAS_REFUSED, *user_fatal_exit_codes),
         fatal_meaning=BUILTIN_FATAL if builtin else USER_FATAL,
         # A node fault (the built-in worker's: a user's command may use 9 for anything) and
         # SIGKILL (128 + 9: OOM, nothing saved) are counted, so that an environment broken on

@@ -40,7 +40,11 @@ def python(code: str, env: dict, pythonpath: list[str] | None = None) -> str:
 
 
 def test_the_check_is_the_contracts_names():
-    assert (keras_check.TF_CONFIG, keras_check.PROGRAM) == (contract.TF_CONFIG, contract.PROGRAM)
+    assert (keras_check.TF_CONFIG, keras_check.PROGRAM, keras_check.EXIT_REFUSED) == (
+        contract.TF_CONFIG,
+        contract.PROGRAM,
+        contract.EXIT_KERAS_REFUSED,
+    )
 
 
 def test_a_task_of_a_program_of_your_own_is_watched_without_importing_tensorflow_or_keras():

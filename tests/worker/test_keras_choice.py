@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 from local_clusters import Submission, attempts, make_spec, measure, run_files
 
-from worker import keras_check
+from worker import contract, keras_check
 
 PROGRAM = str(Path(__file__).parent / "probes" / "keras_choice_program.py")
 STEPS = 6
 
 
-def program_spec(backend, name: str, strategy: str, args: list[str], env: dict | None = None):
-    """A cluster of keras_choice_program.py, backoffLimit 3, fatalExitCodes [1] (Python's
-    uncaught exception: docs/keras.md's advice for a program of your own)."""
+def program_spec(backend, name: str, strategy: str, args: list[str], env: dict | None = None, fatal=(1,)):
+    """A cluster of keras_choice_program.py, backoffLimit 3, fatalExitCodes `fatal` (by default
+    [1], Python's uncaught exception: docs/keras.md's advice for a program of your own)."""
     spec = make_spec(name, strategy, [], evaluator=False, backoffLimit=3, env=env or {})
     data = spec.model_dump(by_alias=True)
     data.pop("program")
-    data.update(command=[backend.config.task_python, PROGRAM], args=args, fatalExitCodes=[1])
+    data.update(command=[backend.config.task_python, PROGRAM], args=args, fatalExitCodes=list(fatal))
     return type(spec).model_validate(data)
 
 
@@ -47,10 +47,11 @@ def test_keras_3_where_it_cannot_train_is_refused_at_start_once(backend, strateg
     """Before: Keras 3's fit under MWMS failed deep in Keras (`... with an unsupported type
     (<class '...PerReplica'>) to a Tensor.`) and a PS custom loop "succeeded" with lost updates."""
     name = f"k3-{loop}"
-    code, seconds = run(backend, program_spec(backend, name, strategy, [loop, str(STEPS)]))
+    # no fatalExitCodes: the refusal's own code is fatal
+    code, seconds = run(backend, program_spec(backend, name, strategy, [loop, str(STEPS)], fatal=()))
     status = backend.status(name)
     measure(f"Keras 3 {strategy} {loop} refused: exit {code} in {seconds:.1f} s: {status.message}")
-    assert code == keras_check.EXIT_REFUSED and status.phase == "Failed", status
+    assert code == keras_check.EXIT_REFUSED == contract.EXIT_KERAS_REFUSED and status.phase == "Failed", status
     assert refusal in status.message and "(deterministic: not retried)" in status.message, status.message
     assert "set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported" in status.message  # the fix
     first_task = "worker" if strategy == "multi_worker_mirrored" else "chief"

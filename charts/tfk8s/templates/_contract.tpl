@@ -113,6 +113,12 @@ podFailurePolicy:
         operator: In
         values:
         - 143
+    - action: FailJob
+      onExitCodes:
+        containerName: tensorflow
+        operator: In
+        values:
+        - 78
     - action: Ignore
       onPodConditions:
       - type: DisruptionTarget
@@ -128,6 +134,7 @@ reservedExitCodes:
   '7': the supervisor's (its job-watch never reached the API server)
   '137': SIGKILL's (an OOM kill, or a drain whose grace ran out)
   '143': SIGTERM's (a preemption, never counted)
+  '78': the Keras check's (Keras 3 where it cannot train, always fatal)
 code:
   dir: /opt/tfk8s/code
   initContainer:

@@ -41,14 +41,17 @@ podReplacementPolicy: Failed
 {{- $policy := ternary $c.podFailurePolicy.builtin $c.podFailurePolicy.command $builtin }}
 {{- $fatal := default list $values.fatalExitCodes }}
 {{- if and (not $builtin) $fatal }}
-{{- /* job_failure.pod_failure_policy: FailJob right after the Ignore rule, codes in order. */}}
+{{- /* job_failure.pod_failure_policy: the FailJob rule after the Ignore one (the Keras check's
+code) takes the spec's codes too, in order. */}}
 {{- $padded := list }}
-{{- range $code := $fatal }}{{ $padded = append $padded (printf "%03d" (int $code)) }}{{ end }}
+{{- range $code := concat (index $policy.rules 1).onExitCodes.values $fatal }}
+{{- $padded = append $padded (printf "%03d" (int $code)) }}
+{{- end }}
 {{- $sorted := list }}
 {{- range $code := sortAlpha $padded }}{{ $sorted = append $sorted (atoi $code) }}{{ end }}
 {{- $exits := dict "containerName" $c.containerName "operator" "In" "values" $sorted }}
 {{- $failJob := dict "action" "FailJob" "onExitCodes" $exits }}
-{{- $policy = dict "rules" (concat (list (first $policy.rules) $failJob) (rest $policy.rules)) }}
+{{- $policy = dict "rules" (concat (list (first $policy.rules) $failJob) (rest (rest $policy.rules))) }}
 {{- end }}
 podFailurePolicy:
   {{- toYaml $policy | nindent 2 }}

@@ -26,6 +26,9 @@ DEFINED_IN = {
     REPO / "worker" / "contract.py",
     REPO / "launcher" / "k8s_contract.py",
     REPO / "launcher" / "pod" / "job_watch.py",  # a Job's terminal conditions (shipped alone)
+    # imported at every Python start, so it imports no contract: tests/worker/test_keras_check.py
+    # keeps its names equal to worker/contract.py's
+    REPO / "worker" / "keras_check.py",
 }
 
 
@@ -174,9 +177,9 @@ def test_mwms_plan_and_user_env_comes_last():
     assert env[contract.STRATEGY] == "multi_worker_mirrored"
 
 
-def test_bring_your_own_command_has_no_fatal_exit_and_on_failure_no_policy():
+def test_bring_your_own_command_is_fatal_only_on_the_keras_check_and_on_failure_no_policy():
     byo = plan(spec(PS + "command: [python, train.py]\n"))
-    assert byo.failure.fatal_exit_codes == ()
+    assert byo.failure.fatal_exit_codes == (contract.EXIT_KERAS_REFUSED,)
     assert byo.role(Role.CHIEF).command == ("python", "train.py")
     assert contract.PROGRAM not in byo.role(Role.CHIEF).env
     on_failure = plan(spec(PS + "restartPolicy: OnFailure\n"))
@@ -203,7 +206,7 @@ def test_a_users_command_gets_no_trusted_worker_codes():
         )
     ).failure
     assert failure.ignored_exit_codes == (contract.EXIT_PREEMPTED,)
-    assert failure.fatal_exit_codes == ()
+    assert failure.fatal_exit_codes == (contract.EXIT_KERAS_REFUSED,)  # its own check's, not the worker's 2
     assert failure.per_index_roles == (Role.WORKER,)
 
 

@@ -9,6 +9,7 @@ from support import assert_pod_security_restricted
 
 from launcher.cluster_spec.loader import load_file, load_text, pack_code
 from launcher.render import render
+from worker.contract import EXIT_KERAS_REFUSED
 from worker.errors import EXIT_CONFIG, EXIT_NODE_FAULT, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
@@ -231,8 +232,9 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
     # Exit code 2 means a config error only for the built-in worker.
     jobs = _jobs(render.render(load_file(EXAMPLES_DIR / "byo.yaml")))
     for job in jobs.values():
-        actions = [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]]
-        assert actions == ["Ignore", "Ignore", "Count"]
+        rules = job["spec"]["podFailurePolicy"]["rules"]
+        assert [r["action"] for r in rules] == ["Ignore", "FailJob", "Ignore", "Count"]
+        assert rules[1]["onExitCodes"]["values"] == [EXIT_KERAS_REFUSED]  # the Keras check's only
 
 
 def test_fatal_exit_codes_of_a_command_fail_the_job_at_once():
@@ -244,7 +246,11 @@ def test_fatal_exit_codes_of_a_command_fail_the_job_at_once():
         rules = job["spec"]["podFailurePolicy"]["rules"]
         assert [r["action"] for r in rules] == ["Ignore", "FailJob", "Ignore", "Count"]
         assert rules[0]["onExitCodes"]["values"] == [EXIT_PREEMPTED]
-        assert rules[1]["onExitCodes"] == {"containerName": "tensorflow", "operator": "In", "values": [1, 3, 100]}
+        assert rules[1]["onExitCodes"] == {
+            "containerName": "tensorflow",
+            "operator": "In",
+            "values": [1, 3, EXIT_KERAS_REFUSED, 100],  # the Keras check's refusal is always fatal
+        }
         assert "onPodConditions" in rules[2]
 
 
@@ -343,6 +349,7 @@ def test_pod_failure_policy_rules_in_order():
     byo = _job_specs(MWMS8 + "command: [python, t.py]\n")["m-worker"]["podFailurePolicy"]["rules"]
     assert [(r["action"], r.get("onExitCodes", {}).get("values")) for r in byo] == [
         ("Ignore", [143]),
+        ("FailJob", [EXIT_KERAS_REFUSED]),
         ("Ignore", None),
         ("Count", [137]),  # a user's command may exit 9 for anything: counted as any exit is
     ]
