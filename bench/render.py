@@ -45,13 +45,15 @@ checkpoint: {{dir: gs://bucket/bench}}
 
 
 def ours(spec) -> list[dict]:
-    return render.render(spec)
+    return render.render(plan.plan(spec))
 
 
 def tfjob_style(spec) -> list[dict]:
     """One Pod + one Service per task, each Pod carrying its own expanded TF_CONFIG."""
     jobs = {
-        o["metadata"]["labels"].get(k8s_contract.LABEL_COMPONENT): o for o in render.render(spec) if o["kind"] == "Job"
+        o["metadata"]["labels"].get(k8s_contract.LABEL_COMPONENT): o
+        for o in render.render(plan.plan(spec))
+        if o["kind"] == "Job"
     }
     cluster = plan.plan(spec)
     address = tfconfig.kubernetes_address(cluster)
@@ -103,7 +105,7 @@ def measure(layout, spec, repeat: int) -> tuple[float, int, int]:
 
 
 def jobset(spec) -> list[dict]:
-    return render.render(spec.model_copy(update={"workload": contract.Workload.JOBSET}))
+    return render.render(plan.plan(spec.model_copy(update={"workload": contract.Workload.JOBSET})))
 
 
 def compare_projections(sizes, repeat: int) -> None:
@@ -125,7 +127,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,10,100,1000")
     parser.add_argument("--jobset", action="store_true", help="compare the Jobs projection with the JobSet projection")
     args = parser.parse_args()
-    render.render(load_text(SPEC.format(n=1)))  # warm the template cache
+    render.render(plan.plan(load_text(SPEC.format(n=1))))  # warm the template cache
     if args.jobset:
         compare_projections([int(s) for s in args.sizes.split(",")], args.repeat)
         return

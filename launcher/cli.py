@@ -37,6 +37,7 @@ from launcher.errors import LauncherError, SpecError
 from launcher.live_view import make_view
 from launcher.monitoring import alerts, dashboard
 from launcher.plan import storage
+from launcher.plan.plan import plan
 from launcher.render import render
 from launcher.status.node_loss import EXIT_NODE_LOST
 from worker.contract import ROLES
@@ -265,7 +266,7 @@ def cmd_render(args) -> int:
     if args.helm_values:
         sys.stdout.write(chart_values.helm_values_yaml(spec, code))
         return 0
-    objects = render.render(spec, code)
+    objects = render.render(plan(spec, code))
     if args.tf_config:
         configs = render.pod_tf_configs(spec, objects)
         if args.output == "json":
@@ -288,7 +289,7 @@ def cmd_submit(args) -> int:
     if not args.local:
         warn_about_storage(spec)
     if args.dry_run == "client":
-        sys.stdout.write(render.to_yaml(render.render(spec, packed_code(spec))))
+        sys.stdout.write(render.to_yaml(render.render(plan(spec, packed_code(spec)))))
         return 0
     client.submit(spec, replace=args.replace)
     return client.follow(spec.name) if waits else 0

@@ -96,7 +96,7 @@ SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 CONTAINER = "tensorflow"
 # A supervised pod's second container, the only one with the service-account token
-# (launcher/render/supervised_pod.py); the Jobs' podFailurePolicy reads CONTAINER's exit code only.
+# (manifests/job.yaml.j2); the Jobs' podFailurePolicy reads CONTAINER's exit code only.
 WATCHER_CONTAINER = "job-watch"
 # `tfk8s tensorboard`'s pod: the cluster's labels with this component (never a Role: status and
 # the NetworkPolicies, which select pods by role, leave it alone).

@@ -29,7 +29,6 @@ source tree. The chart's files/supervise.py and files/job_watch.py are symlinks 
 from __future__ import annotations
 
 import sys
-import types
 from pathlib import Path
 
 import yaml
@@ -42,7 +41,8 @@ from launcher import k8s_contract  # noqa: E402
 from launcher.cluster_spec import names, role_spec, spec
 from launcher.code_shipping import code_bundle
 from launcher.k8s_contract import Workload  # noqa: E402
-from launcher.plan import job_failure, plan
+from launcher.plan import plan
+from launcher.render import job_failure
 from scripts import chart_schema
 from worker import contract  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
@@ -101,7 +101,7 @@ def generate_contract() -> dict:
         # The kinds names.generated_names reports a name of (the refusal says which).
         "generatedKinds": dict(zip(("service", "account", "job", "hostname"), _generated_kinds())),
         # The Jobs' podFailurePolicy under restartPolicy Never (plan.restart_rules, rendered by
-        # job_failure.pod_failure_policy), for the built-in worker and for a user's command; the
+        # launcher/render/job_failure.py), for the built-in worker and for a user's command; the
         # rules do not depend on the strategy.
         "podFailurePolicy": {
             kind: job_failure.pod_failure_policy(plan.restart_rules("Never", 0, Strategy.MIRRORED, builtin))
@@ -122,21 +122,21 @@ def _generated_kinds() -> list[str]:
 
 
 def _code_contract() -> dict:
-    """Where pods find the code, and code_render's unpacking init container without image and
-    pull policy (the templates set those)."""
-    from launcher.plan.plan import CodePlan
-    from launcher.render.code_render import CONTAINER_SECURITY, pod_code
+    """Where pods find the code, and the unpacking init container as manifests/job.yaml.j2 lays
+    it out, without what the chart's templates set themselves (image, pull policy, security:
+    templates/_job.tpl)."""
+    from launcher.cluster_spec.spec import ClusterSpec
+    from launcher.render import render
 
-    stub = types.SimpleNamespace(
-        code=CodePlan(
-            dir=code_bundle.CODE_DIR, object_name="", bundle=code_bundle.Bundle(root="", archive=b"", files=())
-        ),
-        spec=types.SimpleNamespace(image="", image_pull_policy=""),
+    sample = ClusterSpec.model_validate(
+        {"name": "x", "strategy": "mirrored", "roles": {"chief": {"replicas": 1}}, "code": code_bundle.CODE_DIR}
     )
-    init = pod_code(stub, CONTAINER_SECURITY)["init_containers"][0]
+    cluster = plan.plan(sample, code_bundle.Bundle(root="", archive=b"", files=()))
+    [(_, job)] = render.job_specs(render.render(cluster))
+    [init] = job["template"]["spec"]["initContainers"]
     return {
         "dir": code_bundle.CODE_DIR,
-        "initContainer": {k: v for k, v in init.items() if k not in ("image", "imagePullPolicy")},
+        "initContainer": {k: v for k, v in init.items() if k not in ("image", "imagePullPolicy", "securityContext")},
     }
 
 

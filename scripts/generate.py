@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from launcher.cluster_spec.loader import load_file  # noqa: E402
 from launcher.monitoring import alerts, dashboard  # noqa: E402
+from launcher.plan.plan import plan  # noqa: E402
 from launcher.render import render  # noqa: E402
 from scripts import spec_reference as reference  # noqa: E402
 
@@ -65,7 +66,7 @@ def goldens() -> dict[Path, str]:
     examples = sorted(EXAMPLES_DIR.glob("*.yaml"))
     if not examples:  # nothing to render would pass by checking nothing
         raise FileNotFoundError(f"no example specs in {EXAMPLES_DIR}")
-    return {GOLDEN_DIR / example.name: golden_form(render.render(load_file(example))) for example in examples}
+    return {GOLDEN_DIR / example.name: golden_form(render.render(plan(load_file(example)))) for example in examples}
 
 
 def expected_files() -> dict[Path, str]:

@@ -41,9 +41,10 @@ def test_it_covers_the_chart_the_spec_reference_monitoring_and_one_golden_per_ex
 
 def test_goldens_name_the_pod_scripts_by_digest_and_refuse_a_changed_copy():
     from launcher.cluster_spec.loader import load_file
+    from launcher.plan.plan import plan
     from launcher.render import render
 
-    objects = render.render(load_file(REPO / "examples" / "ps.yaml"))
+    objects = render.render(plan(load_file(REPO / "examples" / "ps.yaml")))
     text = generate.golden_form(objects)
     assert "supervise.py: sha256:" in text and "def run(command" not in text
     [config_map] = [o for o in objects if o["kind"] == "ConfigMap" and "supervise.py" in o.get("data", {})]

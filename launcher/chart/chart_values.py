@@ -10,6 +10,7 @@ from launcher.chart import helm_release
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.code_shipping.code_files import Unshippable
+from launcher.plan.plan import plan
 from launcher.render import code_render, render
 
 
@@ -37,7 +38,7 @@ def helm_values_yaml(spec: ClusterSpec, code: code_bundle.Bundle | None = None) 
     if code is not None:
         helm_release.check(
             values,
-            render.to_yaml(render.render(spec, code)),
+            render.to_yaml(render.render(plan(spec, code))),
             f"code: {spec.code.path} ({code_bundle.human(code.size)} packed)",
         )
     return yaml.dump(values, Dumper=_QuotedDumper, sort_keys=False, allow_unicode=True, width=1 << 20)

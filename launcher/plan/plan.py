@@ -18,6 +18,7 @@ from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.code_shipping.code_bundle import Bundle
 from launcher.plan.job_failure import FailurePolicy, restart_rules  # noqa: F401 (re-exported)
+from launcher.plan.spec_hash import spec_hash
 from launcher.plan.storage import StoragePlan, storage_plan
 from worker import contract
 from worker.contract import Role, Strategy
@@ -99,6 +100,7 @@ class ClusterPlan:
     create_service_account: bool
     supervisor_account: str  # the account supervised pods run as: the spec's, or the created one
     storage: StoragePlan  # the model dir: the path every task is told, the volume that holds it
+    spec_hash: str  # what a resubmit compares (launcher/plan/spec_hash.py)
     # Roles whose pods connect to each other through NCCL on ports nobody can pin
     # (k8s_contract.nccl_roles): those that may use it and get GPUs (NCCL needs one).
     nccl_roles: tuple[Role, ...] = ()
@@ -197,6 +199,7 @@ def plan(
         create_service_account=bool(supervised) and spec.service_account_name is None,
         supervisor_account=supervisor_account,
         storage=storage,
+        spec_hash=spec_hash(spec, code.bundle if code else None),
         nccl_roles=tuple(
             r for r in k8s_contract.nccl_roles(strategy) if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus
         ),

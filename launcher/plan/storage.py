@@ -13,27 +13,25 @@ from dataclasses import dataclass
 from launcher.cluster_spec.checkpoints import FIX
 from launcher.cluster_spec.spec import ClusterSpec
 
-VOLUME_NAME = "checkpoint"  # the model dir's volume in every pod (tensorboard and status read it back)
+# the model dir's volume in every pod (render lays it out; tensorboard and status read it back)
+VOLUME_NAME = "checkpoint"
 
 
 @dataclass(frozen=True)
 class StoragePlan:
+    """The model dir and the volume that holds it: a claim, a hostPath (created if missing), or
+    (neither) an emptyDir at the model dir, since the image's filesystem is not writable by the
+    non-root user; no volume for gs:// (mount_path None). manifests/job.yaml.j2 lays it out."""
+
     model_dir: str  # what every task is told (TFK8S_MODEL_DIR)
-    # The pods' volume source: a claim, a hostPath (created if missing) or an emptyDir at the
-    # model dir (the image's filesystem is not writable by the non-root user); None for gs://.
-    source: dict | None
     mount_path: str | None  # where the volume is mounted; None for gs://
+    claim_name: str | None = None
+    host_path: str | None = None
 
     @property
     def ephemeral(self) -> bool:
         """The model dir goes with its pod: a replaced pod trains from step 0."""
-        return self.source is not None and "emptyDir" in self.source
-
-    def volumes(self) -> list[dict]:
-        return [] if self.source is None else [{"name": VOLUME_NAME, **self.source}]
-
-    def mounts(self) -> list[dict]:
-        return [] if self.mount_path is None else [{"name": VOLUME_NAME, "mountPath": self.mount_path}]
+        return self.mount_path is not None and self.claim_name is None and self.host_path is None
 
 
 def storage_plan(spec: ClusterSpec, model_dir: str | None = None) -> StoragePlan:
@@ -42,13 +40,11 @@ def storage_plan(spec: ClusterSpec, model_dir: str | None = None) -> StoragePlan
     volume = spec.checkpoint.volume
     if volume is not None:
         if volume.persistent_volume_claim is not None:
-            source = {"persistentVolumeClaim": {"claimName": volume.persistent_volume_claim.claim_name}}
-        else:
-            source = {"hostPath": {"path": volume.host_path.path, "type": "DirectoryOrCreate"}}
-        return StoragePlan(model_dir, source, volume.mount_path)
+            return StoragePlan(model_dir, volume.mount_path, claim_name=volume.persistent_volume_claim.claim_name)
+        return StoragePlan(model_dir, volume.mount_path, host_path=volume.host_path.path)
     if spec.checkpoint.is_remote:
-        return StoragePlan(model_dir, None, None)
-    return StoragePlan(model_dir, {"emptyDir": {}}, model_dir)
+        return StoragePlan(model_dir, None)
+    return StoragePlan(model_dir, model_dir)
 
 
 def ephemeral_warning(spec: ClusterSpec) -> str | None:

@@ -1,4 +1,4 @@
-"""The cluster's NetworkPolicies (manifests/networkpolicy.yaml.j2), as template context.
+"""The cluster's NetworkPolicies (manifests/networkpolicy.yaml.j2): which pods each one selects.
 
 TF's gRPC servers accept any caller, unauthenticated and in plaintext: any pod that reaches a
 ps or worker could read or overwrite the model's variables. The training pods (contract
@@ -13,51 +13,49 @@ chart writes the same objects (charts/tfk8s/templates/networkpolicy.yaml); local
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
-from launcher import k8s_contract
 from launcher.cluster_spec import names
 from launcher.plan.plan import ClusterPlan, RolePlan
 
 
-def network_policies(cluster: ClusterPlan, selector: dict[str, str]) -> dict | None:
-    """{"grpc": {name, pods}, "collective": {name, pods} or None, "no_ingress": {name, pods} or
-    None, "metrics": {name, pods, scrapers} or None}; None when the spec says networkPolicy:
-    false. `selector`: the labels every pod of the cluster carries."""
+@dataclass(frozen=True)
+class PolicyPods:
+    """One policy's name and the roles whose pods it selects (every pod carries its role in the
+    component label, under workload jobs and jobset alike)."""
+
+    name: str
+    roles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NetworkPolicies:
+    grpc: PolicyPods
+    collective: PolicyPods | None  # MWMS workers with GPUs (NCCL)
+    no_ingress: PolicyPods | None  # the roles outside the training cluster
+    metrics: PolicyPods | None  # None without metrics or scrapers (nothing reaches the port)
+    scrapers: tuple[dict, ...]  # metrics.scrapers, as NetworkPolicy peers
+
+
+def network_policies(cluster: ClusterPlan) -> NetworkPolicies | None:
+    """None when the spec says networkPolicy: false."""
     spec = cluster.spec
     if not spec.network_policy:
         return None
     outside = [r for r in cluster.roles if not r.in_training_cluster]
     nccl = [r for r in cluster.roles if r.role in cluster.nccl_roles]
-    return {
-        "grpc": {"name": names.grpc_policy(spec.name), "pods": pod_selector(selector, cluster.training_roles)},
-        "collective": {"name": names.collective_policy(spec.name), "pods": pod_selector(selector, nccl)}
-        if nccl
+    scrapers = tuple(s.model_dump(by_alias=True, exclude_none=True) for s in spec.metrics.scrapers)
+    return NetworkPolicies(
+        grpc=_pods(names.grpc_policy(spec.name), cluster.training_roles),
+        collective=_pods(names.collective_policy(spec.name), nccl) if nccl else None,
+        no_ingress=_pods(names.no_ingress_policy(spec.name), outside) if outside else None,
+        metrics=_pods(names.metrics_policy(spec.name), cluster.roles)
+        if spec.metrics.port is not None and scrapers
         else None,
-        "no_ingress": {"name": names.no_ingress_policy(spec.name), "pods": pod_selector(selector, outside)}
-        if outside
-        else None,
-        "metrics": metrics_policy(cluster, selector),
-    }
+        scrapers=scrapers,
+    )
 
 
-def metrics_policy(cluster: ClusterPlan, selector: dict[str, str]) -> dict | None:
-    """Every task's pod admits the scrapers on the metrics port; None without metrics or
-    scrapers (then nothing reaches the port: the other policies select every task's pod)."""
-    spec = cluster.spec
-    scrapers = [s.model_dump(by_alias=True, exclude_none=True) for s in spec.metrics.scrapers]
-    if spec.metrics.port is None or not scrapers:
-        return None
-    pods = pod_selector(selector, cluster.roles)
-    return {"name": names.metrics_policy(spec.name), "pods": pods, "scrapers": scrapers}
-
-
-def pod_selector(selector: dict[str, str], roles: Iterable[RolePlan]) -> dict:
-    """A podSelector for the cluster's pods of `roles`: every pod carries its role in the
-    component label, under workload jobs and jobset alike."""
-    return {
-        "matchLabels": dict(selector),
-        "matchExpressions": [
-            {"key": k8s_contract.LABEL_COMPONENT, "operator": "In", "values": [r.role.value for r in roles]}
-        ],
-    }
+def _pods(name: str, roles: Iterable[RolePlan]) -> PolicyPods:
+    return PolicyPods(name, tuple(r.role.value for r in roles))

@@ -20,11 +20,13 @@ without the spec file. The pod:
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 
 from launcher import k8s_contract
 from launcher.cluster_spec import names
 from launcher.errors import LauncherError
 from launcher.plan import storage
+from launcher.render import templating
 from worker import contract
 
 TENSORBOARD_PORT = 6006  # inside the pod; the local port is the CLI's --port
@@ -43,8 +45,8 @@ def model_dir(template: dict) -> str:
     )
 
 
-def checkpoint_volume(template: dict, logdir: str) -> tuple[dict, dict] | None:
-    """(volume, mount) that holds `logdir` in the cluster's pods; None for a gs:// dir.
+def checkpoint_volume(template: dict, logdir: str) -> tuple[dict, str] | None:
+    """(volume source, mount path) that holds `logdir` in the cluster's pods; None for a gs:// dir.
 
     Refuses an emptyDir: each pod has its own, so there is nothing another pod could read."""
     if logdir.startswith("gs://"):
@@ -62,11 +64,31 @@ def checkpoint_volume(template: dict, logdir: str) -> tuple[dict, dict] | None:
             "(checkpoint.volume: persistentVolumeClaim or hostPath, or a gs:// checkpoint.dir) "
             "and resubmit"
         )
-    source = {k: v for k, v in volume.items() if k != "name"}
-    return (
-        {"name": CHECKPOINT_MOUNT, **source},
-        {"name": CHECKPOINT_MOUNT, "mountPath": mount["mountPath"], "readOnly": True},
-    )
+    return {k: v for k, v in volume.items() if k != "name"}, mount["mountPath"]
+
+
+@dataclass(frozen=True)
+class TensorBoardPod:
+    """What manifests/tensorboard.yaml.j2 lays out, read from the cluster's own pod template."""
+
+    generate_name: str
+    namespace: str
+    labels: dict[str, str]
+    owner: dict  # the cluster's root object
+    image: str
+    image_pull_policy: str
+    logdir: str
+    run_as_user: int
+    run_as_group: int
+    fs_group: int
+    checkpoint_source: dict | None  # None: a gs:// dir, read directly
+    checkpoint_mount_path: str | None
+    node_selector: dict | None
+    tolerations: list | None
+    service_account: str | None
+    checkpoint_volume_name: str
+    port: int  # TensorBoard's, inside the pod
+    deadline_seconds: int
 
 
 def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> dict:
@@ -74,7 +96,7 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
 
     template: the success role Job's pod template; owner: the cluster's root object."""
     logdir = model_dir(template)
-    found = checkpoint_volume(template, logdir)
+    source, mount_path = checkpoint_volume(template, logdir) or (None, None)
     container = _container(template)
     pod_spec = template.get("spec") or {}
     security = pod_spec.get("securityContext") or {}
@@ -83,79 +105,35 @@ def tensorboard_pod(name: str, namespace: str, template: dict, owner: dict) -> d
         for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
         if k != k8s_contract.LABEL_COMPONENT
     }
-    mounts = [{"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]
-    if found is not None:
-        volume, mount = found
-        volumes.append(volume)
-        mounts.append(mount)
-    spec = {
-        "restartPolicy": "Never",
-        "activeDeadlineSeconds": DEADLINE_SECONDS,
-        "automountServiceAccountToken": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": security.get("runAsUser", 1000),
-            "runAsGroup": security.get("runAsGroup", 1000),
-            "fsGroup": security.get("fsGroup", 1000),
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [
-            {
-                "name": k8s_contract.TENSORBOARD_COMPONENT,
-                "image": container["image"],
-                "imagePullPolicy": container.get("imagePullPolicy", "IfNotPresent"),
-                "command": [
-                    "python",
-                    "-m",
-                    "tensorboard.main",
-                    "--logdir",
-                    logdir,
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(TENSORBOARD_PORT),
-                ],
-                "env": [{"name": "HOME", "value": "/tmp"}],
-                "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
-                # limits too: a namespace with a ResourceQuota on limits refuses a pod without them
-                "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "runAsNonRoot": True,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                "volumeMounts": mounts,
-            }
-        ],
-        "volumes": volumes,
-    }
-    # Where the cluster's pods may run, this one may too (a PVC bound to one node's storage);
-    # their service account is what reads a gs:// dir (Workload Identity needs no token mount).
-    for key in ("nodeSelector", "tolerations", "serviceAccountName"):
-        if pod_spec.get(key):
-            spec[key] = pod_spec[key]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": names.tensorboard_pod_prefix(name),
-            "namespace": namespace,
-            "labels": {**labels, k8s_contract.LABEL_COMPONENT: k8s_contract.TENSORBOARD_COMPONENT},
-            "ownerReferences": [
-                {
-                    "apiVersion": owner["apiVersion"],
-                    "kind": owner["kind"],
-                    "name": owner["metadata"]["name"],
-                    "uid": owner["metadata"]["uid"],
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": spec,
-    }
+    pod = TensorBoardPod(
+        generate_name=names.tensorboard_pod_prefix(name),
+        namespace=namespace,
+        # the cluster's, with component tensorboard: never a role, which status and the
+        # NetworkPolicies select pods by
+        labels={**labels, k8s_contract.LABEL_COMPONENT: k8s_contract.TENSORBOARD_COMPONENT},
+        owner=owner,
+        image=container["image"],
+        image_pull_policy=container.get("imagePullPolicy", "IfNotPresent"),
+        logdir=logdir,
+        run_as_user=security.get("runAsUser", 1000),
+        run_as_group=security.get("runAsGroup", 1000),
+        fs_group=security.get("fsGroup", 1000),
+        checkpoint_source=source,
+        checkpoint_mount_path=mount_path,
+        node_selector=pod_spec.get("nodeSelector"),
+        tolerations=pod_spec.get("tolerations"),
+        service_account=pod_spec.get("serviceAccountName"),
+        checkpoint_volume_name=CHECKPOINT_MOUNT,
+        port=TENSORBOARD_PORT,
+        deadline_seconds=DEADLINE_SECONDS,
+    )
+    [rendered] = templating.render_all(_Context(pod), [("tensorboard.yaml.j2", {})])
+    return rendered
+
+
+@dataclass(frozen=True)
+class _Context:
+    pod: TensorBoardPod
 
 
 def local_listener(port: int) -> socket.socket:

@@ -13,6 +13,7 @@ from test_helm_parity import CHART, SPECS_DIR, assert_same_objects, chart_refusa
 
 from launcher.chart import chart_values
 from launcher.cluster_spec.loader import load_file, pack_code
+from launcher.plan.plan import plan
 from launcher.render import render
 from scripts import chart_schema
 
@@ -43,7 +44,7 @@ def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811
         f"codeArchive={tmp_path / 'code.b64'}",
     )
     assert r.returncode == 0, r.stderr
-    assert_same_objects(render.render(spec, code), [d for d in yaml.safe_load_all(r.stdout) if d])
+    assert_same_objects(render.render(plan(spec, code)), [d for d in yaml.safe_load_all(r.stdout) if d])
 
 
 def test_code_without_archive_is_refused(helm):  # noqa: F811

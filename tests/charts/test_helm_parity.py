@@ -2,7 +2,7 @@
 
 For every example spec (and tests/charts/specs/*.yaml), and for random valid specs (hypothesis):
 `helm template` with the values that `chart_values.helm_values(spec)` produces yields exactly the
-objects of `render.render(spec)`, parsed (only Helm's own release labels/annotations would be
+objects of `render.render(plan(spec))`, parsed (only Helm's own release labels/annotations would be
 ignored; the chart adds none). Env order and TF_CONFIG text are compared as they are. The
 values the CLI prints (`render --helm-values`) reach Helm unchanged. `helm lint --strict` passes,
 and invalid values are refused by values.schema.json (or the chart's _validate.tpl) with a
@@ -36,7 +36,6 @@ from pydantic import ValidationError
 from support import REPO, example_specs, find_helm, in_ci
 
 from launcher import k8s_contract
-from launcher.backends.kubernetes import submit
 from launcher.chart import chart_values
 from launcher.cluster_spec import names
 from launcher.cluster_spec import spec as spec_module
@@ -44,6 +43,7 @@ from launcher.cluster_spec.loader import load_data, load_file, pack_code
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.errors import SpecError
 from launcher.monitoring import alerts, dashboard
+from launcher.plan.plan import plan
 from launcher.render import render
 from scripts import chart_schema
 from worker import contract
@@ -201,7 +201,7 @@ def assert_same_objects(expected: list[dict], actual: list[dict]) -> None:
 def test_helm_template_equals_render(helm, spec_file):
     spec = load_file(spec_file)
     code = pack_code(spec)  # a spec with `code:` (tests/charts/specs/code-*) ships it as codeArchive
-    expected = render.render(spec, code)
+    expected = render.render(plan(spec, code))
     actual = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec, code))
     assert_same_objects(expected, actual)
     # Spelled out, though equality above covers them: TF_CONFIG text and env order per Job.
@@ -227,7 +227,7 @@ def test_cli_helm_values_reach_helm_unchanged(helm, spec_file):
     spec = load_file(spec_file)
     code = pack_code(spec)
     assert yaml.safe_load(r.stdout) == chart_values.helm_values(spec, code)
-    assert_same_objects(render.render(spec, code), helm.objects(spec.name, spec.namespace, r.stdout))
+    assert_same_objects(render.render(plan(spec, code)), helm.objects(spec.name, spec.namespace, r.stdout))
 
 
 @pytest.mark.helm
@@ -242,7 +242,7 @@ def test_non_bmp_characters(helm):
         }
     )
     actual = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec))
-    assert_same_objects(render.render(spec), actual)
+    assert_same_objects(render.render(plan(spec)), actual)
 
 
 @pytest.mark.helm
@@ -250,14 +250,14 @@ def test_release_name_and_namespace_stand_in_when_empty(helm):
     spec = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml")
     values = {**chart_values.helm_values(spec), "name": "", "namespace": ""}
     actual = helm.objects(spec.name, spec.namespace, values)
-    assert_same_objects(render.render(spec), actual)
+    assert_same_objects(render.render(plan(spec)), actual)
 
 
 @pytest.mark.helm
 def test_values_name_wins_over_release_name(helm):
     spec = load_file(SPECS_DIR / "mwms.yaml")
     actual = helm.objects("some-release", spec.namespace, chart_values.helm_values(spec))
-    assert_same_objects(render.render(spec), actual)
+    assert_same_objects(render.render(plan(spec)), actual)
 
 
 @pytest.mark.helm
@@ -267,7 +267,7 @@ def test_chart_without_values_is_one_mirrored_pod(helm):
     )
     r = helm.run("template", "demo", str(CHART), "-n", "ns1")
     assert r.returncode == 0, r.stderr
-    assert_same_objects(render.render(spec), [d for d in yaml.safe_load_all(r.stdout) if d])
+    assert_same_objects(render.render(plan(spec)), [d for d in yaml.safe_load_all(r.stdout) if d])
     lint = helm.run("lint", "--strict", str(CHART))
     assert lint.returncode == 0, f"helm lint --strict failed:\n{lint.stdout}\n{lint.stderr}"
 
@@ -280,7 +280,7 @@ def test_chart_defaults_plus_minimal_values(helm):
         "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}},
     }
     spec = ClusterSpec.model_validate({**values, "name": "mini", "namespace": "ns1"})
-    assert_same_objects(render.render(spec), helm.objects("mini", "ns1", values))
+    assert_same_objects(render.render(plan(spec)), helm.objects("mini", "ns1", values))
 
 
 # ------------------------------------------------------------------------------ random specs
@@ -479,7 +479,9 @@ def test_random_specs_render_the_same(helm):
     )
     @hypothesis.given(_random_specs())
     def check(spec):
-        assert_same_objects(render.render(spec), helm.objects("rel", spec.namespace, chart_values.helm_values(spec)))
+        assert_same_objects(
+            render.render(plan(spec)), helm.objects("rel", spec.namespace, chart_values.helm_values(spec))
+        )
 
     check()
 
@@ -528,20 +530,20 @@ def test_values_add_an_affinity_a_sidecar_and_a_volume_to_every_pod(helm, worklo
             del pod["initContainers"]
         pod["volumes"].pop()
         pod["containers"][0]["volumeMounts"].pop()
-    assert_same_objects(render.render(spec, code), objects)
+    assert_same_objects(render.render(plan(spec, code)), objects)
 
 
 @pytest.mark.helm
 @pytest.mark.parametrize("workload", ["jobs", "jobset"])
 def test_the_platform_value_reaches_every_task_as_submit_sets_it(helm, workload):
     """`platform` (what `helm install` reads itself, and `helm template` cannot) gives every task
-    container the TFK8S_PLATFORM that submit adds to the launcher's objects, in the same place."""
+    container the TFK8S_PLATFORM that submit renders into the launcher's objects, in the same place."""
     spec = load_file(SPECS_DIR / "ps-evaluator-pvc.yaml").model_copy(
         update={"workload": k8s_contract.Workload(workload)}
     )
     named = k8s_contract.kubernetes_platform("-----BEGIN CERTIFICATE-----\nMIIabc\n-----END CERTIFICATE-----\n")
     objects = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec) | {"platform": named})
-    assert_same_objects(submit.with_platform(render.render(spec), named), objects)
+    assert_same_objects(render.render(plan(spec), named), objects)
 
 
 # ------------------------------------------------------------------------------ lint

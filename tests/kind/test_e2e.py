@@ -644,11 +644,12 @@ def test_a_supervised_pod_that_cannot_reach_the_api_ends_within_the_bound_and_sa
     nothing answers at, TEST-NET-1). Within TFK8S_API_GIVE_UP_SECONDS the ps ends, exit 7, and
     `status` says what to open."""
     from launcher.cluster_spec.spec import ClusterSpec
+    from launcher.plan.plan import plan
     from launcher.render import render
 
     name, give_up, api = "noapi", 20, "192.0.2.1"
     objects = render.render(
-        ClusterSpec.model_validate(stand_in_spec(name, namespace, worker_image, chief_seconds=3600))
+        plan(ClusterSpec.model_validate(stand_in_spec(name, namespace, worker_image, chief_seconds=3600)))
     )
     for obj in objects:
         for container in obj["spec"]["template"]["spec"]["containers"] if obj["kind"] == "Job" else []:

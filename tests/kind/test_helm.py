@@ -29,6 +29,7 @@ from launcher import k8s_contract
 from launcher.chart import chart_values
 from launcher.cluster_spec.loader import load_file, pack_code
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.plan.plan import plan
 from launcher.render import render
 from worker import progress
 
@@ -212,7 +213,7 @@ def test_helm_install_ps_example_trains_evaluates_and_uninstalls(
 
     helm("install", name, str(CHART), "-n", namespace, "-f", str(values), "--timeout", "2m")
     # Exactly the launcher's objects, as the API server stored them.
-    want = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in render.render(spec))
+    want = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in render.render(plan(spec)))
     created = sorted(
         o for o in instance_objects(kind_cluster, namespace, name) if not o.startswith(("Pod/", "EndpointSlice/"))
     )
@@ -370,7 +371,7 @@ def test_helm_install_of_shipped_code_up_to_the_release_limit_and_our_refusal_ab
     spec = load_file(spec_file)
     launched = sorted(
         f"{o['kind']}/{o['metadata']['name']}"
-        for o in render.render(spec, pack_code(spec))
+        for o in render.render(plan(spec, pack_code(spec)))
         if o["kind"] in ("Job", "Service", "ConfigMap", "NetworkPolicy")
     )
     assert set(launched) <= set(objects), (launched, objects)

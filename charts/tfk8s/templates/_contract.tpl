@@ -155,14 +155,6 @@ code:
       limits:
         cpu: 500m
         memory: 128Mi
-    securityContext:
-      allowPrivilegeEscalation: false
-      runAsNonRoot: true
-      capabilities:
-        drop:
-        - ALL
-      seccompProfile:
-        type: RuntimeDefault
     volumeMounts:
     - name: code-archive
       mountPath: /opt/tfk8s/code-archive

@@ -41,8 +41,8 @@ podReplacementPolicy: Failed
 {{- $policy := ternary $c.podFailurePolicy.builtin $c.podFailurePolicy.command $builtin }}
 {{- $fatal := default list $values.fatalExitCodes }}
 {{- if and (not $builtin) $fatal }}
-{{- /* job_failure.pod_failure_policy: the FailJob rule after the Ignore one (the Keras check's
-code) takes the spec's codes too, in order. */}}
+{{- /* launcher/render/job_failure.py pod_failure_policy: the FailJob rule after the Ignore one (the
+Keras check's code) takes the spec's codes too, in order. */}}
 {{- $padded := list }}
 {{- range $code := concat (index $policy.rules 1).onExitCodes.values $fatal }}
 {{- $padded = append $padded (printf "%03d" (int $code)) }}
@@ -112,6 +112,8 @@ template:
     - image: {{ $values.image | quote }}
       imagePullPolicy: {{ $values.imagePullPolicy }}
       {{- toYaml $c.code.initContainer | nindent 6 }}
+      securityContext:
+        {{- include "tfk8s.containerSecurity" . | nindent 8 }}
     {{- end }}
     {{- /* Native sidecars: they run beside the task and never keep the Job from completing. */}}
     {{- range $sidecar := $values.sidecars }}
@@ -157,12 +159,7 @@ template:
       resources:
         {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 8 }}
       securityContext:
-        allowPrivilegeEscalation: false
-        runAsNonRoot: true
-        capabilities:
-          drop: [ALL]
-        seccompProfile:
-          type: RuntimeDefault
+        {{- include "tfk8s.containerSecurity" . | nindent 8 }}
       volumeMounts:
       - name: tmp
         mountPath: /tmp
@@ -209,7 +206,7 @@ template:
 {{- end }}
 
 {{/*
-A supervised pod's job-watch container (launcher/render/supervised_pod.py): it alone mounts the
+A supervised pod's job-watch container (manifests/job.yaml.j2 has the launcher's): it alone mounts the
 account's token, follows the Job whose end ends the task, and tells the task's container through
 a shared emptyDir. TF's gRPC server can read any file of its own container: no token there.
 */}}
@@ -224,12 +221,7 @@ a shared emptyDir. TF's gRPC server can read any file of its own container: no t
     requests: {cpu: 10m, memory: 48Mi}
     limits: {cpu: 100m, memory: 96Mi}
   securityContext:
-    allowPrivilegeEscalation: false
-    runAsNonRoot: true
-    capabilities:
-      drop: [ALL]
-    seccompProfile:
-      type: RuntimeDefault
+    {{- include "tfk8s.containerSecurity" . | nindent 4 }}
   volumeMounts:
   - name: supervisor
     mountPath: /var/run/tfk8s
@@ -282,4 +274,14 @@ a shared emptyDir. TF's gRPC server can read any file of its own container: no t
           fieldRef:
             apiVersion: v1
             fieldPath: metadata.namespace
+{{- end }}
+
+{{/* Pod Security `restricted` for every container (manifests/_security.j2 is the launcher's). */}}
+{{- define "tfk8s.containerSecurity" -}}
+allowPrivilegeEscalation: false
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
 {{- end }}

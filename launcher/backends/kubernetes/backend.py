@@ -28,6 +28,7 @@ from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError
 from launcher.plan import storage
+from launcher.plan.plan import plan
 from launcher.status import admission, lifecycle, node_loss
 from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase
@@ -66,8 +67,7 @@ class KubernetesBackend(Backend):
         submit_steps.run(
             submit_steps.Submission(
                 api=self._api,
-                spec=spec,
-                code=code,
+                plan=plan(spec, code),
                 replace=replace,
                 dry_run=self.config.dry_run,
                 delete_timeout=self.config.delete_timeout,

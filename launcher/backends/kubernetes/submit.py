@@ -20,20 +20,27 @@ from launcher.cluster_spec.spec import POD_MONITOR_WITHOUT_CRD, ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
 from launcher.errors import LauncherError, SubmitRefused
 from launcher.k8s_contract import Workload
+from launcher.plan.plan import ClusterPlan
 from launcher.render import render
 from launcher.render.code_render import SHA256_ANNOTATION
-from worker import contract
 
 
 @dataclass
 class Submission:
     api: Api
-    spec: ClusterSpec
-    code: Bundle | None  # the spec's code, packed once for this submit (loader.pack_code)
+    plan: ClusterPlan  # planned once for this submit, with its code packed once (loader.pack_code)
     replace: bool
     dry_run: bool
     delete_timeout: float
     say: Callable[[str], None]
+
+    @property
+    def spec(self) -> ClusterSpec:
+        return self.plan.spec
+
+    @property
+    def code(self) -> Bundle | None:
+        return None if self.plan.code is None else self.plan.code.bundle
 
     @property
     def namespace(self) -> str:
@@ -46,7 +53,7 @@ def run(sub: Submission) -> bool:
     platform_id = platform(sub.api, sub.namespace)  # before make_room: a refusal replaces nothing
     if not make_room(sub):
         return False
-    objects = with_platform(render.render(sub.spec, sub.code), platform_id)
+    objects = render.render(sub.plan, platform_id)
     apply_all(sub, objects)
     if sub.dry_run:
         sub.say(f"server dry run: {len(objects)} objects accepted by the API server")
@@ -80,23 +87,6 @@ def platform(api: Api, namespace: str) -> str:
             "kube-controller-manager's root-ca-cert-publisher controller runs"
         )
     return k8s_contract.kubernetes_platform(root_ca)
-
-
-def with_platform(objects: list[dict], platform_id: str) -> list[dict]:
-    """`objects` with TFK8S_PLATFORM in every task container (render is pure and knows no
-    cluster; the chart names it itself, templates/_helpers.tpl tfk8s.platform)."""
-    for obj in objects:
-        if obj["kind"] == "Job":
-            templates = [obj["spec"]["template"]]
-        elif obj["kind"] == "JobSet":
-            templates = [job["template"]["spec"]["template"] for job in obj["spec"]["replicatedJobs"]]
-        else:
-            continue
-        for template in templates:
-            for container in template["spec"]["containers"]:
-                if container["name"] == k8s_contract.CONTAINER:
-                    container["env"].append({"name": contract.PLATFORM, "value": platform_id})
-    return objects
 
 
 # The versions the kind tier installs (tests/kind/toolchain.sh; a unit test keeps them equal).
@@ -153,7 +143,7 @@ def make_room(sub: Submission) -> bool:
     if root is None and not existing:
         return True
     old = ((root or {}).get("metadata", {}).get("annotations") or {}).get(k8s_contract.SPEC_HASH_ANNOTATION)
-    if root is not None and old == render.spec_hash(spec, sub.code) and not sub.replace:
+    if root is not None and old == sub.plan.spec_hash and not sub.replace:
         sub.say(f"cluster {ns}/{spec.name} is unchanged; nothing applied")
         return False
     changed = code_change(root, sub.code)
@@ -191,7 +181,7 @@ def apply_all(sub: Submission, objects: list[dict]) -> None:
             **root["metadata"],
             "annotations": {
                 **root["metadata"].get("annotations", {}),
-                k8s_contract.SPEC_HASH_ANNOTATION: render.spec_hash(sub.spec, sub.code),
+                k8s_contract.SPEC_HASH_ANNOTATION: sub.plan.spec_hash,
                 **({SHA256_ANNOTATION: sub.code.digest} if sub.code is not None else {}),
             },
         },

@@ -24,7 +24,6 @@ from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
 from launcher.plan.plan import plan as make_plan
-from launcher.render import render
 from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 from worker.contract import SUCCESS_INDEX, Role, success_role
@@ -70,14 +69,12 @@ class LocalBackend(Backend):
         check_worker_environment(spec, self.config.task_python)
         files = self._files(spec.name)
         code = self._pack_code(spec)  # once: the run's copy and its hash are of the same files
-        spec_hash = render.spec_hash(spec, code)
-        # before anything exists: the tasks fit this machine's limits
         code_dir = str(files.code_dir) if code is not None else None
-        check_resource_limits(
-            make_plan(spec, code, model_dir=files.model_dir(spec), code_dir=code_dir), self.config.task_python
-        )
+        cluster = make_plan(spec, code, model_dir=files.model_dir(spec), code_dir=code_dir)
+        # before anything exists: the tasks fit this machine's limits
+        check_resource_limits(cluster, self.config.task_python)
         with files.submit_lock():
-            self._submit(files, spec, code, spec_hash, replace)
+            self._submit(files, spec, code, cluster.spec_hash, replace)
 
     def _submit(
         self, files: RunFiles, spec: ClusterSpec, code: code_bundle.Bundle | None, spec_hash: str, replace: bool

@@ -92,7 +92,7 @@ class RunFiles:
         return self.dir / "code"
 
     def prepare(self, spec: ClusterSpec, spec_hash: str) -> None:
-        """Create logs/ and pids/ and record the spec and its hash (render.spec_hash: the code
+        """Create logs/ and pids/ and record the spec and its hash (the plan's spec_hash: the code
         archive's digest included, which spec.json does not hold)."""
         for sub in ("logs", "pids"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)

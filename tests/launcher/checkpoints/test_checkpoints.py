@@ -12,7 +12,7 @@ from launcher import cli, k8s_contract
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.plan import storage
-from launcher.plan.plan import task_env
+from launcher.plan.plan import plan, task_env
 from launcher.pod import supervise
 from launcher.render import render
 from worker import contract
@@ -47,7 +47,7 @@ def test_every_task_gets_the_model_dir_and_whose_it_is():
 
 
 def test_the_emptydir_is_mounted_at_the_default_dir():
-    objects = render.render(spec())
+    objects = render.render(plan(spec()))
     job = next(o for o in objects if o["kind"] == "Job")
     mounts = job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "checkpoint", "mountPath": "/ckpt/default/run"} in mounts
@@ -75,14 +75,16 @@ def test_every_pod_mounts_what_the_storage_plan_decided(checkpoint, source, moun
     """One decision (plan/storage.py), laid out by render for every role, read back by status."""
     cluster_spec = spec(strategy="parameter_server", roles=PS_ROLES, checkpoint=checkpoint)
     decided = storage.storage_plan(cluster_spec)
-    assert (decided.source, decided.mount_path) == (source, mount)
-    jobs = [o for o in render.render(cluster_spec) if o["kind"] == "Job"]
+    assert decided.mount_path == mount
+    jobs = [o for o in render.render(plan(cluster_spec)) if o["kind"] == "Job"]
     assert len(jobs) == 3
     for job in jobs:
         pod = job["spec"]["template"]["spec"]
         [container] = [c for c in pod["containers"] if c["name"] == k8s_contract.CONTAINER]
-        assert [v for v in pod["volumes"] if v["name"] == storage.VOLUME_NAME] == decided.volumes()
-        assert [m for m in container["volumeMounts"] if m["name"] == storage.VOLUME_NAME] == decided.mounts()
+        volumes = [] if source is None else [{"name": storage.VOLUME_NAME, **source}]
+        mounts = [] if mount is None else [{"name": storage.VOLUME_NAME, "mountPath": mount}]
+        assert [v for v in pod["volumes"] if v["name"] == storage.VOLUME_NAME] == volumes
+        assert [m for m in container["volumeMounts"] if m["name"] == storage.VOLUME_NAME] == mounts
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env[contract.MODEL_DIR] == decided.model_dir
     notes = storage.storage_notes([job["spec"] for job in jobs])
@@ -121,12 +123,12 @@ def test_emptydir_warning_names_the_field_the_loss_and_the_fix():
 def test_durable_storage_gets_no_warning(checkpoint):
     durable = spec(checkpoint=checkpoint)
     assert storage.ephemeral_warning(durable) is None
-    jobs = [job for _, job in render.job_specs(render.render(durable))]
+    jobs = [job for _, job in render.job_specs(render.render(plan(durable)))]
     assert storage.storage_notes(jobs) == []
 
 
 def test_status_notes_read_the_emptydir_back_from_the_jobs():
-    jobs = [job for _, job in render.job_specs(render.render(spec()))]
+    jobs = [job for _, job in render.job_specs(render.render(plan(spec())))]
     assert storage.storage_notes(jobs) == [storage.EPHEMERAL_NOTE]
 
 

@@ -122,7 +122,7 @@ def test_render_ships_the_code_to_every_pod(tmp_path, workload, program):
     )
     spec = load_file(tmp_path / "cluster.yaml")
     code = pack_code(spec)
-    objects = render.render(spec, code)
+    objects = render.render(plan(spec, code))
     maps = [o for o in objects if o["kind"] == "ConfigMap" and "binaryData" in o]
     assert len(maps) == 1
     cm = maps[0]
@@ -151,9 +151,9 @@ def test_spec_hash_follows_the_content_not_the_place(tmp_path):
     _tree(one / "src", TWO_MODULES)
     _tree(two / "src", TWO_MODULES)
     a, b = _spec(one, "code: ./src"), _spec(two, "code: ./src")
-    assert a.code.path != b.code.path and render.spec_hash(a, pack_code(a)) == render.spec_hash(b, pack_code(b))
+    assert a.code.path != b.code.path and plan(a, pack_code(a)).spec_hash == plan(b, pack_code(b)).spec_hash
     (two / "src" / "pkg" / "helper.py").write_text("VALUE = 2\n")
-    assert render.spec_hash(b, pack_code(b)) != render.spec_hash(a, pack_code(a))
+    assert plan(b, pack_code(b)).spec_hash != plan(a, pack_code(a)).spec_hash
 
 
 def test_plan_takes_the_packed_code_and_the_code_dir_it_is_given(tmp_path):
@@ -165,11 +165,11 @@ def test_plan_takes_the_packed_code_and_the_code_dir_it_is_given(tmp_path):
     assert local.roles[0].env["PYTHONPATH"] == str(tmp_path / "copy")
     assert local.roles[0].env[contract.CODE_DIGEST] == code.digest
     assert plan(spec, code).code.object_name == code.object_name("demo")
-    # the spec holds where the code is, never the packed code: plan, render and the hash take it
+    # the spec holds where the code is, never the packed code: the plan takes it (render and the
+    # hash take the plan)
     assert "code_bundle" not in dir(spec)
-    for needs_it in (plan, render.render, render.spec_hash):
-        with pytest.raises(ValueError, match=r"the spec has `code:` but no packed code was given \(loader.pack_code"):
-            needs_it(spec)
+    with pytest.raises(ValueError, match=r"the spec has `code:` but no packed code was given \(loader.pack_code"):
+        plan(spec)
     with pytest.raises(ValueError, match="packed code was given for a spec without `code:`"):
         plan(spec.model_copy(update={"code": None}), code)
 
@@ -182,7 +182,7 @@ def test_the_pods_commands_unpack_and_run_the_code(tmp_path):
         "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, run.py]\nroles: {chief: {replicas: 1}}\n"
     )
     spec = load_file(tmp_path / "cluster.yaml")
-    objects = render.render(spec, pack_code(spec))
+    objects = render.render(plan(spec, pack_code(spec)))
     cm = next(o for o in objects if "binaryData" in o)
     pod = render.job_specs(objects)[0][1]["template"]["spec"]
     archive_dir, code_dir = tmp_path / "code-archive", tmp_path / "code"

@@ -33,7 +33,7 @@ def resolve(config: dict):
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_pod_resolves_to_its_task(example):
     spec = load_file(EXAMPLES_DIR / example)
-    objects = render.render(spec)
+    objects = render.render(plan.plan(spec))
     pods = render.pod_tf_configs(spec, objects)
     # pod hostnames: <job>-<index>; a JobSet's child Job of a role is <name>-<role>-0
     job = {"jobs": "{name}-{role}", "jobset": "{name}-{role}-0"}[spec.workload.value]

@@ -12,6 +12,7 @@ from support import REPO, example_specs
 from launcher import k8s_contract
 from launcher.cluster_spec.loader import load_file, load_text
 from launcher.errors import SpecError
+from launcher.plan.plan import plan
 from launcher.render import render
 from worker import contract
 
@@ -29,7 +30,7 @@ def _children(jobset: dict) -> dict[str, dict]:
 
 
 def test_queued_example_is_one_jobset_with_the_queue_label():
-    objects = render.render(load_file(QUEUED))
+    objects = render.render(plan(load_file(QUEUED)))
     kinds = [o["kind"] for o in objects]
     assert kinds.count("JobSet") == 1 and kinds[0] == "JobSet"
     # No Service (JobSet's own), no Job objects; ConfigMap + RBAC only for the evaluator's
@@ -58,7 +59,7 @@ def test_without_evaluator_nothing_but_the_jobset_and_its_policies():
         "name: p\nstrategy: parameter_server\nworkload: jobset\n"
         "roles: {chief: {replicas: 1}, worker: {replicas: 2}, ps: {replicas: 1}}\n"
     )
-    jobset, policy, metrics_policy = render.render(spec)
+    jobset, policy, metrics_policy = render.render(plan(spec))
     assert jobset["kind"] == "JobSet"
     assert (policy["kind"], policy["metadata"]["name"]) == ("NetworkPolicy", "p-grpc")
     assert (metrics_policy["kind"], metrics_policy["metadata"]["name"]) == ("NetworkPolicy", "p-metrics")
@@ -78,9 +79,11 @@ def test_same_pods_as_the_jobs_projection(example):
     jobs_spec = _as(example, workload="jobs", queue=None)
     set_spec = _as(example, workload="jobset")
     jobs = {
-        o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: o for o in render.render(jobs_spec) if o["kind"] == "Job"
+        o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT]: o
+        for o in render.render(plan(jobs_spec))
+        if o["kind"] == "Job"
     }
-    [jobset] = [o for o in render.render(set_spec) if o["kind"] == "JobSet"]
+    [jobset] = [o for o in render.render(plan(set_spec)) if o["kind"] == "JobSet"]
     children = _children(jobset)
     assert list(children) == list(jobs)
     supervised = k8s_contract.supervised_roles(set_spec.strategy, "evaluator" in jobs, "jobset")
@@ -121,11 +124,11 @@ def test_same_pods_as_the_jobs_projection(example):
 
 
 def test_success_and_failure_policies_follow_the_contract():
-    ps = render.render(load_file(QUEUED))[0]
+    ps = render.render(plan(load_file(QUEUED)))[0]
     assert ps["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["chief", "evaluator"]}
     assert ps["spec"]["failurePolicy"]["maxRestarts"] == 0
     mwms = _as(REPO / "examples" / "mwms.yaml", workload="jobset")
-    [mw] = [o for o in render.render(mwms) if o["kind"] == "JobSet"]
+    [mw] = [o for o in render.render(plan(mwms)) if o["kind"] == "JobSet"]
     targets = ["worker"] + (["evaluator"] if mwms.replicas("evaluator") else [])
     assert mw["spec"]["successPolicy"]["targetReplicatedJobs"] == targets
     assert mw["spec"]["failurePolicy"]["maxRestarts"] == 1  # a failed worker restarts the set
@@ -136,7 +139,7 @@ def test_success_and_failure_policies_follow_the_contract():
 
 
 def test_evaluator_supervisor_watches_the_jobset_child_and_may_read_only_it():
-    objects = render.render(load_file(QUEUED))
+    objects = render.render(plan(load_file(QUEUED)))
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["rules"][0]["resourceNames"] == ["mnist-ps-queued-chief-0"]
     evaluator = _children(objects[0])["evaluator"]["spec"]["template"]["spec"]
@@ -146,7 +149,7 @@ def test_evaluator_supervisor_watches_the_jobset_child_and_may_read_only_it():
 
 def test_priority_class_reaches_every_pod():
     spec = _as(QUEUED, priorityClassName="high")
-    for template in _children(render.render(spec)[0]).values():
+    for template in _children(render.render(plan(spec))[0]).values():
         assert template["spec"]["template"]["spec"]["priorityClassName"] == "high"
 
 
@@ -186,19 +189,19 @@ def test_install_hints_name_the_versions_the_kind_tier_tests():
 def test_a_restart_recreates_no_job_before_every_old_one_is_gone():
     """BlockingRecreate: a new evaluator never starts beside the old attempt's failed Jobs."""
     for example in (QUEUED, REPO / "examples" / "mwms.yaml"):
-        [jobset] = [o for o in render.render(_as(example, workload="jobset")) if o["kind"] == "JobSet"]
+        [jobset] = [o for o in render.render(plan(_as(example, workload="jobset"))) if o["kind"] == "JobSet"]
         assert jobset["spec"]["failurePolicy"]["restartStrategy"] == "BlockingRecreate"
 
 
 def test_a_supervised_evaluator_knows_its_restart_attempt():
-    objects = render.render(load_file(QUEUED))
+    objects = render.render(plan(load_file(QUEUED)))
     evaluator = _children(objects[0])["evaluator"]["spec"]["template"]["spec"]["containers"][1]
     [attempt] = [e for e in evaluator["env"] if e["name"] == "TFK8S_RESTART_ATTEMPT"]
     assert attempt["valueFrom"] == {
         "fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}
     }
     # not under workload jobs: there is no attempt there
-    jobs = render.render(_as(QUEUED, workload="jobs", queue=None))
+    jobs = render.render(plan(_as(QUEUED, workload="jobs", queue=None)))
     for job_name, spec in render.job_specs(jobs):
         names_ = [e["name"] for c in spec["template"]["spec"]["containers"] for e in c["env"]]
         assert "TFK8S_RESTART_ATTEMPT" not in names_, job_name

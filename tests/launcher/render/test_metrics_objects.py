@@ -10,6 +10,7 @@ import pytest
 from launcher import k8s_contract
 from launcher.cluster_spec.loader import load_text
 from launcher.errors import SpecError
+from launcher.plan.plan import plan
 from launcher.render import render
 from worker import contract
 
@@ -31,7 +32,7 @@ def _pods(objects: list[dict]) -> dict[str, dict]:
 
 @pytest.mark.parametrize("workload", ["jobs", "jobset"])
 def test_every_pod_serves_metrics_on_a_named_port_with_the_scrape_annotations(workload):
-    pods = _pods(render.render(_spec(workload)))
+    pods = _pods(render.render(plan(_spec(workload))))
     assert len(pods) == 4  # the evaluator too: it is a task with progress of its own
     for name, pod in pods.items():
         container = pod["spec"]["containers"][0]
@@ -46,14 +47,14 @@ def test_every_pod_serves_metrics_on_a_named_port_with_the_scrape_annotations(wo
 
 
 def test_the_scrape_annotations_are_on_pods_only_and_can_be_turned_off():
-    objects = render.render(_spec(scrapeAnnotations=False))
+    objects = render.render(plan(_spec(scrapeAnnotations=False)))
     assert all(pod["metadata"]["annotations"] == {} for pod in _pods(objects).values())
-    on = render.render(_spec())
+    on = render.render(plan(_spec()))
     assert all("prometheus.io/scrape" not in o["metadata"]["annotations"] for o in on)  # Jobs, Service, ...
 
 
 def test_no_port_no_metrics_at_all():
-    objects = render.render(_spec(port=None))
+    objects = render.render(plan(_spec(port=None)))
     for pod in _pods(objects).values():
         container = pod["spec"]["containers"][0]
         assert all(p["name"] != "metrics" for p in container.get("ports", []))
@@ -63,7 +64,7 @@ def test_no_port_no_metrics_at_all():
 
 
 def test_the_scrapers_reach_the_metrics_port_of_every_pod_and_nothing_else():
-    [policy] = [o["spec"] for o in render.render(_spec()) if o["metadata"]["name"] == "c-metrics"]
+    [policy] = [o["spec"] for o in render.render(plan(_spec())) if o["metadata"]["name"] == "c-metrics"]
     assert policy == {
         "podSelector": {
             "matchLabels": CLUSTER_PODS,  # the tasks' pods (not a `tensorboard` pod of the cluster)
@@ -84,21 +85,23 @@ def test_the_scrapers_reach_the_metrics_port_of_every_pod_and_nothing_else():
         ],
     }
     scrapers = [{"namespaceSelector": {"matchLabels": {"team": "ops"}}, "podSelector": {"matchLabels": {"app": "p"}}}]
-    [policy] = [o["spec"] for o in render.render(_spec(scrapers=scrapers)) if o["metadata"]["name"] == "c-metrics"]
+    [policy] = [
+        o["spec"] for o in render.render(plan(_spec(scrapers=scrapers))) if o["metadata"]["name"] == "c-metrics"
+    ]
     assert policy["ingress"][0]["from"] == scrapers
     # Nobody may scrape: no policy admits the port (the gRPC and no-ingress ones select every pod).
-    assert [o for o in render.render(_spec(scrapers=[])) if o["metadata"]["name"] == "c-metrics"] == []
+    assert [o for o in render.render(plan(_spec(scrapers=[]))) if o["metadata"]["name"] == "c-metrics"] == []
 
 
 @pytest.mark.parametrize("workload", ["jobs", "jobset"])
 def test_a_pod_monitor_selects_the_clusters_pods_on_the_named_port(workload):
-    [monitor] = [o for o in render.render(_spec(workload, podMonitor=True)) if o["kind"] == "PodMonitor"]
+    [monitor] = [o for o in render.render(plan(_spec(workload, podMonitor=True))) if o["kind"] == "PodMonitor"]
     assert monitor["apiVersion"] == k8s_contract.POD_MONITOR_API_VERSION
     assert monitor["spec"] == {
         "selector": {"matchLabels": CLUSTER_PODS},
         "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics"}],
     }
-    assert [o for o in render.render(_spec(workload)) if o["kind"] == "PodMonitor"] == []
+    assert [o for o in render.render(plan(_spec(workload))) if o["kind"] == "PodMonitor"] == []
 
 
 @pytest.mark.parametrize(

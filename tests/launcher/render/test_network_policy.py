@@ -10,6 +10,7 @@ from support import example_specs
 
 from launcher import k8s_contract
 from launcher.cluster_spec.loader import load_text
+from launcher.plan.plan import plan
 from launcher.render import render
 from worker import contract
 
@@ -32,7 +33,7 @@ def _spec(text: str, workload: str = "jobs", **changes):
 
 
 def _policies(spec) -> dict[str, dict]:
-    return {o["metadata"]["name"]: o["spec"] for o in render.render(spec) if o["kind"] == "NetworkPolicy"}
+    return {o["metadata"]["name"]: o["spec"] for o in render.render(plan(spec)) if o["kind"] == "NetworkPolicy"}
 
 
 def _pods_of(roles: list[str]) -> dict:
@@ -86,7 +87,7 @@ def test_evaluator_admits_no_ingress_at_all(workload):
 
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_a_non_default_port_is_the_one_admitted(workload):
-    objects = render.render(_spec(PS, workload, port=40123))
+    objects = render.render(plan(_spec(PS, workload, port=40123)))
     [grpc] = [o for o in objects if o["metadata"]["name"] == "c-grpc"]
     assert grpc["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 40123}]
     # ... the very port the training pods listen on
@@ -115,14 +116,14 @@ def test_without_evaluator_no_deny_all_policy(workload):
 @pytest.mark.parametrize("text", [PS, MWMS, MIRRORED], ids=["ps", "mwms", "mirrored"])
 def test_network_policy_false_renders_none(workload, text):
     spec = _spec(text, workload, networkPolicy=False)
-    assert not [o for o in render.render(spec) if o["kind"] == "NetworkPolicy"]
+    assert not [o for o in render.render(plan(spec)) if o["kind"] == "NetworkPolicy"]
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.parametrize("text", [PS, MWMS], ids=["ps", "mwms"])
 def test_every_pod_is_selected_by_exactly_its_policy(workload, text):
     """The selectors match the labels the pods really carry, in both projections."""
-    objects = render.render(_spec(text, workload))
+    objects = render.render(plan(_spec(text, workload)))
     policies = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "NetworkPolicy"}
     pods = _pod_labels(objects)
     assert set(pods) >= {"worker", "evaluator"}
@@ -144,7 +145,7 @@ def test_every_pod_is_selected_by_exactly_its_policy(workload, text):
 def test_policies_are_in_place_before_any_job(example):
     """workload jobs: the policies come before the Jobs, so no pod starts unprotected."""
     spec = _spec(example.read_text(), "jobs", queue=None)
-    kinds = [o["kind"] for o in render.render(spec)]
+    kinds = [o["kind"] for o in render.render(plan(spec))]
     assert "NetworkPolicy" in kinds
     assert max(i for i, k in enumerate(kinds) if k == "NetworkPolicy") < kinds.index("Job")
 
@@ -165,7 +166,7 @@ def test_mwms_workers_with_gpus_admit_every_tcp_port_from_each_other_only(worklo
     }  # no port: all of TCP
     # the gRPC policy is unchanged, the evaluator still admits nothing
     assert policies["c-grpc"] == _policies(_spec(MWMS, workload))["c-grpc"]
-    objects = render.render(_spec(MWMS_GPU, workload))
+    objects = render.render(plan(_spec(MWMS_GPU, workload)))
     evaluator = {**_pod_labels(objects)["evaluator"]}
     assert not _selects(collective["ingress"][0]["from"][0]["podSelector"], evaluator)
     stranger = {**_pod_labels(objects)["worker"], k8s_contract.LABEL_INSTANCE: "other"}

@@ -16,6 +16,7 @@ import yaml
 
 from launcher.backends.kubernetes import submit
 from launcher.cluster_spec.loader import load_file
+from launcher.plan.plan import plan
 from launcher.render import render
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -112,12 +113,12 @@ def validate(obj: dict, schemas: dict) -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_examples_validate_against_kubernetes_openapi(example, schemas):
-    for obj in render.render(load_file(example)):
+    for obj in render.render(plan(load_file(example))):
         validate(obj, schemas)
 
 
 def test_jobset_validator_catches_a_misspelled_field(schemas):
-    [jobset] = [o for o in render.render(load_file(EXAMPLES_DIR / "ps-queued.yaml")) if o["kind"] == "JobSet"]
+    [jobset] = [o for o in render.render(plan(load_file(EXAMPLES_DIR / "ps-queued.yaml"))) if o["kind"] == "JobSet"]
     bad = json.loads(json.dumps(jobset))
     bad["spec"]["successPolicy"]["targetReplicatedJob"] = ["chief"]
     with pytest.raises(jsonschema.ValidationError, match="targetReplicatedJob"):
@@ -129,14 +130,14 @@ def test_jobset_validator_catches_a_misspelled_field(schemas):
 
 
 def test_validator_catches_a_misspelled_field(schemas):
-    [job] = [o for o in render.render(load_file(EXAMPLES_DIR / "mirrored.yaml")) if o["kind"] == "Job"]
+    [job] = [o for o in render.render(plan(load_file(EXAMPLES_DIR / "mirrored.yaml"))) if o["kind"] == "Job"]
     job["spec"]["template"]["spec"]["restartPolcy"] = "Never"
     with pytest.raises(jsonschema.ValidationError, match="restartPolcy"):
         validate(job, schemas)
 
 
 def test_validator_catches_a_misspelled_network_policy_field(schemas):
-    policies = [o for o in render.render(load_file(EXAMPLES_DIR / "ps.yaml")) if o["kind"] == "NetworkPolicy"]
+    policies = [o for o in render.render(plan(load_file(EXAMPLES_DIR / "ps.yaml"))) if o["kind"] == "NetworkPolicy"]
     assert [p["metadata"]["name"] for p in policies] == ["mnist-ps-grpc", "mnist-ps-no-ingress", "mnist-ps-metrics"]
     for policy in policies:
         validate(policy, schemas)

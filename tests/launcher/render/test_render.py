@@ -8,7 +8,8 @@ import yaml
 from support import assert_pod_security_restricted
 
 from launcher.cluster_spec.loader import load_file, load_text, pack_code
-from launcher.render import render
+from launcher.plan.plan import plan
+from launcher.render import context, render
 from worker.contract import EXIT_KERAS_REFUSED
 from worker.errors import EXIT_CONFIG, EXIT_NODE_FAULT, EXIT_PEER_LOST, EXIT_PREEMPTED
 
@@ -24,14 +25,14 @@ def _pods(objects):
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_pods_pass_pod_security_restricted(example):
-    for pod in _pods(render.render(load_file(example))):
+    for pod in _pods(render.render(plan(load_file(example)))):
         assert_pod_security_restricted(pod)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_labels_and_valid_json_tf_config(example):
     spec = load_file(example)
-    objects = render.render(spec)
+    objects = render.render(plan(spec))
     for obj in objects:
         labels = obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/instance"] == spec.name
@@ -42,7 +43,7 @@ def test_labels_and_valid_json_tf_config(example):
 
 
 def test_rbac_is_least_privilege():
-    objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
+    objects = render.render(plan(load_file(EXAMPLES_DIR / "ps.yaml")))
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["rules"] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": ["mnist-ps-chief"], "verbs": ["list", "watch"]}
@@ -76,7 +77,7 @@ def _token_mount(pod: dict, container: dict) -> bool:
 
 
 def test_job_watch_container_mounts_what_the_kubelet_would_and_shares_only_the_verdict_dir():
-    objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
+    objects = render.render(plan(load_file(EXAMPLES_DIR / "ps.yaml")))
     pod = _jobs(objects)["ps"]["spec"]["template"]["spec"]
     task, watcher = pod["containers"]
     assert (task["name"], watcher["name"]) == ("tensorflow", "job-watch")
@@ -104,7 +105,7 @@ def test_job_watch_container_mounts_what_the_kubelet_would_and_shares_only_the_v
 
 
 def test_supervisor_wraps_only_servers():
-    objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
+    objects = render.render(plan(load_file(EXAMPLES_DIR / "ps.yaml")))
     commands = {
         o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["command"]
         for o in objects
@@ -115,7 +116,7 @@ def test_supervisor_wraps_only_servers():
 
 
 def test_mwms_success_is_worker_zero():
-    objects = render.render(load_file(EXAMPLES_DIR / "mwms.yaml"))
+    objects = render.render(plan(load_file(EXAMPLES_DIR / "mwms.yaml")))
     [job] = [o for o in objects if o["kind"] == "Job"]
     assert job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
     assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding", "ServiceAccount")]
@@ -131,7 +132,7 @@ def _spec_with_workers(n: int):
 def test_object_count_is_constant_and_bytes_grow_linearly():
     sizes = {}
     for n in (10, 100, 1000):
-        objects = render.render(_spec_with_workers(n))
+        objects = render.render(plan(_spec_with_workers(n)))
         assert len(objects) == 10  # root, service, sa, role, binding, gRPC and metrics policies, 3 Jobs
         sizes[n] = len(json.dumps(objects))
     # Linear: 10x the workers costs about 10x the bytes of the per-worker part, not 100x.
@@ -141,7 +142,7 @@ def test_object_count_is_constant_and_bytes_grow_linearly():
 
 
 def test_yaml_output_round_trips():
-    objects = render.render(load_file(EXAMPLES_DIR / "ps.yaml"))
+    objects = render.render(plan(load_file(EXAMPLES_DIR / "ps.yaml")))
     assert list(yaml.safe_load_all(render.to_yaml(objects))) == objects
     assert json.loads(render.to_json(objects))["items"] == objects
 
@@ -150,14 +151,14 @@ def test_checkpoint_dir_without_volume_is_an_empty_dir():
     # The image's filesystem is not writable by the non-root user: without a volume the
     # checkpoint dir gets an emptyDir, which survives the chief's restarts in place.
     spec = load_text("name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\ncheckpoint: {dir: /ckpt/run}\n")
-    [pod] = _pods(render.render(spec))
+    [pod] = _pods(render.render(plan(spec)))
     [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "checkpoint"]
     assert mount["mountPath"] == "/ckpt/run"
     assert {"name": "checkpoint", "emptyDir": {}} in pod["volumes"]
     remote = load_text(
         "name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\ncheckpoint: {dir: gs://bucket/run}\n"
     )
-    [pod] = _pods(render.render(remote))
+    [pod] = _pods(render.render(plan(remote)))
     assert all(v["name"] != "checkpoint" for v in pod["volumes"])
 
 
@@ -171,7 +172,7 @@ def _env(job):
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_no_overlapping_pods_and_a_grace_longer_than_a_save(example):
-    for job in _jobs(render.render(load_file(example))).values():
+    for job in _jobs(render.render(plan(load_file(example)))).values():
         # A replacement pod waits until the old one has terminated (two coordinators, or two
         # tasks with one hostname, never run at once).
         assert job["spec"]["podReplacementPolicy"] == "Failed"
@@ -179,7 +180,7 @@ def test_no_overlapping_pods_and_a_grace_longer_than_a_save(example):
 
 
 def test_pod_failure_policy_ignores_preemption_and_fails_fast_on_config_errors():
-    jobs = _jobs(render.render(load_file(EXAMPLES_DIR / "ps.yaml")))
+    jobs = _jobs(render.render(plan(load_file(EXAMPLES_DIR / "ps.yaml"))))
     assert set(jobs) == {"chief", "worker", "ps", "evaluator"}
     for job in jobs.values():
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
@@ -218,19 +219,19 @@ def test_every_task_knows_its_node_and_a_role_given_gpus_their_number():
         "  worker: {replicas: 2, resources: {limits: {nvidia.com/gpu: 2}}}\n  ps: {replicas: 1}\n"
     )
     for text in (gpus, gpus + "image: me/train:1\ncommand: [python, train.py]\n"):
-        jobs = _jobs(render.render(load_text(text)))
+        jobs = _jobs(render.render(plan(load_text(text))))
         for job in jobs.values():
             env = job["spec"]["template"]["spec"]["containers"][0]["env"]
             assert {"name": "TFK8S_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in env
         assert "TFK8S_GPUS" not in _env(jobs["ps"]) and "TFK8S_GPUS" not in _env(jobs["chief"])
-    assert _env(_jobs(render.render(load_text(gpus)))["worker"])["TFK8S_GPUS"] == "2"
+    assert _env(_jobs(render.render(plan(load_text(gpus))))["worker"])["TFK8S_GPUS"] == "2"
     # a user's command gets no variable of the built-in worker's to ignore
     assert "TFK8S_GPUS" not in _env(jobs["worker"])
 
 
 def test_bring_your_own_exit_2_is_an_ordinary_failure():
     # Exit code 2 means a config error only for the built-in worker.
-    jobs = _jobs(render.render(load_file(EXAMPLES_DIR / "byo.yaml")))
+    jobs = _jobs(render.render(plan(load_file(EXAMPLES_DIR / "byo.yaml"))))
     for job in jobs.values():
         rules = job["spec"]["podFailurePolicy"]["rules"]
         assert [r["action"] for r in rules] == ["Ignore", "FailJob", "Ignore", "Count"]
@@ -241,7 +242,7 @@ def test_fatal_exit_codes_of_a_command_fail_the_job_at_once():
     """fatalExitCodes become a FailJob rule, codes in order (Kubernetes refuses others), after the
     preemption's Ignore and before the disruption's, so a drained pod's SIGKILL is still ignored."""
     spec = load_file(EXAMPLES_DIR / "byo.yaml").model_copy(update={"fatal_exit_codes": [3, 1, 100]})
-    jobs = _jobs(render.render(type(spec).model_validate(spec.model_dump(by_alias=True))))
+    jobs = _jobs(render.render(plan(type(spec).model_validate(spec.model_dump(by_alias=True)))))
     for job in jobs.values():
         rules = job["spec"]["podFailurePolicy"]["rules"]
         assert [r["action"] for r in rules] == ["Ignore", "FailJob", "Ignore", "Count"]
@@ -260,7 +261,7 @@ def test_on_failure_restarts_in_place_without_pod_failure_policy():
         "name: one\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n"
         "restartPolicy: OnFailure\nterminationGracePeriodSeconds: 300\n"
     )
-    [job] = _jobs(render.render(spec)).values()
+    [job] = _jobs(render.render(plan(spec))).values()
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
     assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 300
     assert "podFailurePolicy" not in job["spec"]
@@ -275,7 +276,7 @@ def test_built_in_evaluator_is_supervised():
         "checkpoint: {dir: gs://b/m}\nevaluatorGraceSeconds: 90\n"
         "terminationGracePeriodSeconds: 60\n"
     )
-    objects = render.render(spec)
+    objects = render.render(plan(spec))
     jobs = _jobs(objects)
     command = jobs["evaluator"]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command == ["python3", "/var/run/tfk8s/supervise.py", "run", "--", "python", "-m", "worker"]
@@ -288,7 +289,7 @@ def test_built_in_evaluator_is_supervised():
     [role] = [o for o in objects if o["kind"] == "Role"]
     assert role["rules"][0]["resourceNames"] == ["mw-worker"]
     [root] = [o for o in objects if o["kind"] == "ConfigMap"]
-    assert root["data"] == render.supervisor_sources()
+    assert root["data"] == context.supervisor_sources()
     assert set(root["data"]) == {"supervise.py", "job_watch.py"}
 
 
@@ -303,12 +304,12 @@ def test_every_rendered_kind_is_one_the_backend_lists_and_deletes(example):
         data = {**spec.model_dump(by_alias=True, mode="json"), "workload": workload}
         if workload == "jobs":
             data["queue"] = None
-        for obj in render.render(load_text(json.dumps(data))):
+        for obj in render.render(plan(load_text(json.dumps(data)))):
             assert (obj["apiVersion"], obj["kind"]) in OWNED_KINDS, obj["kind"]
 
 
 def _job_specs(text: str) -> dict[str, dict]:
-    return {o["metadata"]["name"]: o["spec"] for o in render.render(load_text(text)) if o["kind"] == "Job"}
+    return {o["metadata"]["name"]: o["spec"] for o in render.render(plan(load_text(text))) if o["kind"] == "Job"}
 
 
 MWMS8 = "name: m\nstrategy: multi_worker_mirrored\nroles: {worker: {replicas: 8}}\ncheckpoint: {dir: gs://b/m}\n"
@@ -359,7 +360,7 @@ def test_pod_failure_policy_rules_in_order():
 def test_exit_codes_are_in_order(example):
     """The API server refuses onExitCodes values out of order ("must be ordered"), which the
     OpenAPI schema does not say: seen on kind, as a JobSet that never created its Jobs."""
-    for name, spec in render.job_specs(render.render(load_file(example))):
+    for name, spec in render.job_specs(render.render(plan(load_file(example)))):
         for rule in (spec.get("podFailurePolicy") or {}).get("rules", []):
             values = rule.get("onExitCodes", {}).get("values")
             assert values is None or values == sorted(set(values)), (name, rule)
@@ -372,9 +373,9 @@ def test_node_loss_toleration_seconds_reach_every_pod_unless_a_role_sets_its_own
         "operator: Exists, effect: NoExecute, tolerationSeconds: 900}]}, "
         "worker: {replicas: 1}, ps: {replicas: 1}}\n"
     )
-    untouched = _jobs(render.render(load_text(base)))
+    untouched = _jobs(render.render(plan(load_text(base))))
     assert [t["key"] for t in untouched["worker"]["spec"]["template"]["spec"].get("tolerations", [])] == []
-    jobs = _jobs(render.render(load_text(base + "nodeLossTolerationSeconds: 45\n")))
+    jobs = _jobs(render.render(plan(load_text(base + "nodeLossTolerationSeconds: 45\n"))))
     seconds = {
         role: {t["key"]: t["tolerationSeconds"] for t in job["spec"]["template"]["spec"]["tolerations"]}
         for role, job in jobs.items()
@@ -395,7 +396,7 @@ def test_every_container_we_add_has_requests_and_limits(spec_file):
     from launcher import k8s_contract
 
     spec = load_file(spec_file)
-    pods = [job["template"]["spec"] for _, job in render.job_specs(render.render(spec, pack_code(spec)))]
+    pods = [job["template"]["spec"] for _, job in render.job_specs(render.render(plan(spec, pack_code(spec))))]
     added = [
         c
         for pod in pods
@@ -406,3 +407,15 @@ def test_every_container_we_add_has_requests_and_limits(spec_file):
     for container in added:
         for kind in ("requests", "limits"):
             assert set(container["resources"].get(kind, {})) >= {"cpu", "memory"}, container
+
+
+def test_render_lays_out_the_plan_it_is_given_and_plans_nothing_itself():
+    """render takes the caller's plan: a plan with its own model dir (as a local run makes) is
+    the one rendered, and the plan carries the spec hash a submit stamps on the root."""
+    spec = load_file(EXAMPLES_DIR / "ps.yaml")
+    cluster = plan(spec, model_dir="/elsewhere/model")
+    for _, job in render.job_specs(render.render(cluster)):
+        [task] = [c for c in job["template"]["spec"]["containers"] if c["name"] == "tensorflow"]
+        assert {"name": "TFK8S_MODEL_DIR", "value": "/elsewhere/model"} in task["env"]
+    assert cluster.spec_hash == plan(spec).spec_hash  # where the model dir goes is not the spec
+    assert cluster.spec_hash != plan(spec.model_copy(update={"port": spec.port + 1})).spec_hash

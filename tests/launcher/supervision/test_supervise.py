@@ -25,8 +25,8 @@ import pytest
 
 from launcher import k8s_contract
 from launcher.plan import plan
-from launcher.plan.job_failure import pod_failure_policy
 from launcher.pod import job_watch, supervise
+from launcher.render.job_failure import pod_failure_policy
 from worker import contract, exit_cause
 from worker.errors import EXIT_PREEMPTED
 

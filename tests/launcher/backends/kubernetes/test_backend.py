@@ -158,9 +158,10 @@ def test_delete_removes_every_object_and_says_so(api):
 
 def test_delete_removes_a_cluster_another_tool_created_by_its_labels(api):
     """A Helm install has no ownerReferences: every object with the instance label goes."""
+    from launcher.plan.plan import plan
     from launcher.render import render
 
-    for obj in render.render(spec_of()):
+    for obj in render.render(plan(spec_of())):
         api.add(obj)
     backend(api)[0].delete(NAME)
     assert [o["kind"] for o in api.objects.values()] == ["Namespace", "ConfigMap"]  # its kube-root-ca.crt

@@ -17,6 +17,7 @@ from launcher.backends.kubernetes import KubernetesBackend, KubernetesBackendCon
 from launcher.backends.kubernetes.api import JOBSET
 from launcher.cluster_spec.loader import load_data
 from launcher.errors import LauncherError, SubmitRefused
+from launcher.plan.plan import plan
 from launcher.render import render
 from worker import contract
 
@@ -41,10 +42,10 @@ def test_submit_applies_the_root_first_and_every_other_object_owned_by_it():
     tfk8s, out = backend(api)
     tfk8s.submit(spec)
     applied = [call for call in api.mutations()]
-    rendered = render.render(spec)
+    rendered = render.render(plan(spec))
     assert applied == [("apply", o["kind"], o["metadata"]["name"], False) for o in rendered]
     root = api.get("v1", "ConfigMap", "default", spec.name)
-    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == render.spec_hash(spec)
+    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == plan(spec).spec_hash
     owned = [o for o in api.objects.values() if o["kind"] not in ("Namespace", "ConfigMap")]
     assert len(owned) == len(rendered) - 1
     for obj in owned:
@@ -80,7 +81,7 @@ def test_a_different_spec_of_that_name_is_refused_and_left_alone():
 def test_objects_another_tool_created_are_refused_without_replace():
     """A Helm release of the chart has the same objects but no spec hash: never clobbered."""
     api, spec = FakeApi(), spec_of()
-    for obj in render.render(spec):
+    for obj in render.render(plan(spec)):
         api.add(obj)
     tfk8s, _ = backend(api)
     with pytest.raises(SubmitRefused, match="exists but was not created by this launcher"):
@@ -101,10 +102,10 @@ def test_replace_deletes_the_old_cluster_before_applying_the_new_one():
     applies = [c for c in calls if c[0] == "apply"]
     assert calls == deletes + applies, "every delete comes before the first apply"
     assert {c[1] for c in deletes} >= {"ConfigMap", "Job", "Service"}
-    assert len(applies) == len(render.render(changed))
+    assert len(applies) == len(render.render(plan(changed)))
     root = api.get("v1", "ConfigMap", "default", "mnist-ps")
     assert root["metadata"]["uid"] != old_uid
-    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == render.spec_hash(changed)
+    assert root["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == plan(changed).spec_hash
     assert "replacing cluster default/mnist-ps" in out.getvalue()
 
 
@@ -118,7 +119,10 @@ def test_a_server_dry_run_replace_deletes_nothing_and_stores_nothing():
     calls = api.mutations()[before:]
     assert calls and all(c[0] == "apply" and c[3] is True for c in calls), calls
     assert api.objects == objects
-    assert out.getvalue().strip() == f"server dry run: {len(render.render(changed))} objects accepted by the API server"
+    assert (
+        out.getvalue().strip()
+        == f"server dry run: {len(render.render(plan(changed)))} objects accepted by the API server"
+    )
 
 
 def test_a_failed_apply_takes_back_everything_this_submit_created():
@@ -189,7 +193,7 @@ def test_a_queued_jobset_is_submitted_with_the_jobset_as_root():
     applied = [c for c in api.mutations() if c[0] == "apply"]
     assert applied[0][:3] == ("apply", "JobSet", spec.name)
     jobset = api.get(*JOBSET, "default", spec.name)
-    assert jobset["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == render.spec_hash(spec)
+    assert jobset["metadata"]["annotations"][k8s_contract.SPEC_HASH_ANNOTATION] == plan(spec).spec_hash
 
 
 def _chief_env(api: FakeApi) -> dict[str, str]:

@@ -14,6 +14,7 @@ from launcher import k8s_contract
 from launcher.backends.kubernetes.tensorboard import success_template
 from launcher.cluster_spec.loader import load_file, load_text
 from launcher.errors import LauncherError
+from launcher.plan.plan import plan
 from launcher.render import render, tensorboard
 from launcher.status.lifecycle import compute_jobset_status, compute_status
 
@@ -23,7 +24,7 @@ ROOT_UID = "0b5e3c7e-1111-4d2a-9c55-4a5b6c7d8e9f"
 
 def _cluster(spec) -> tuple[dict, dict, list[dict]]:
     """(root as the API server returns it, the chief Job's pod template, all objects)."""
-    objects = render.render(spec)
+    objects = render.render(plan(spec))
     root = {**objects[0], "metadata": {**objects[0]["metadata"], "uid": ROOT_UID}}
     [chief] = [
         o for o in objects if o["kind"] == "Job" and o["metadata"]["labels"][k8s_contract.LABEL_COMPONENT] == "chief"
@@ -111,7 +112,7 @@ def test_gs_dir_is_read_directly_with_the_clusters_service_account():
 
 def test_jobset_cluster_reads_the_chief_template_from_the_jobset():
     spec = _with(load_file(PS_EXAMPLE), workload="jobset")
-    objects = render.render(spec)
+    objects = render.render(plan(spec))
     [root] = [o for o in objects if o["kind"] == "JobSet"]
     template = success_template(None, spec.namespace, spec.name, root)  # no API call needed
     assert template["metadata"]["labels"][k8s_contract.LABEL_COMPONENT] == "chief"

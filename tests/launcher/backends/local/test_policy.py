@@ -52,7 +52,7 @@ def job_action(s, role: str, exit_code: int, disrupted: bool = False) -> str:
     matching rule's action, or 'Count' (counted against backoffLimit)."""
     [job] = [
         o
-        for o in render.render(s)
+        for o in render.render(plan.plan(s))
         if o["kind"] == "Job" and o["metadata"]["labels"]["app.kubernetes.io/component"] == role
     ]
     for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules", []):
