@@ -12,15 +12,18 @@ import argparse
 import base64
 import dataclasses
 import json
+import logging
+import os
 import signal
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import yaml
 
 from launcher import completion
-from launcher.api.client import TFK8sClient, load_spec
+from launcher.api.client import TFK8sClient, load_packed
 from launcher.api.config import (
     DEFAULT_STUCK_SECONDS,
     DEFAULT_WORKDIR,
@@ -28,12 +31,12 @@ from launcher.api.config import (
     KubernetesBackendConfig,
     LocalProcessBackendConfig,
 )
+from launcher.backends.local.files import RunFiles
 from launcher.backends.view import DEFAULT_LINE_SECONDS, LineView
 from launcher.chart import chart_values
-from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
-from launcher.errors import LauncherError, SpecError
+from launcher.errors import ClusterNotFound, LauncherError, SpecError
 from launcher.live_view import make_view
 from launcher.monitoring import alerts, dashboard
 from launcher.plan import storage
@@ -50,8 +53,12 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context to use")
     p.add_argument("-n", "--namespace", help="namespace (default: the spec's, or the context's)")
-    p.add_argument("--local", action="store_true", help="use local processes instead of Kubernetes")
-    p.add_argument("--workdir", default=DEFAULT_WORKDIR, help=f"where --local keeps runs (default: {DEFAULT_WORKDIR})")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="use local processes instead of Kubernetes (after submit --local: found without it, see docs/local.md)",
+    )
+    p.add_argument("--workdir", help=f"where --local keeps runs (default: {DEFAULT_WORKDIR})")
     p.add_argument(
         "--python",
         metavar="PATH",
@@ -211,17 +218,60 @@ def view_options(args) -> ViewOptions:
     return ViewOptions(raw=args.raw, every=args.every)
 
 
+def kubernetes_configured() -> bool:
+    """Whether kubectl would find a cluster: a kubeconfig ($KUBECONFIG, else ~/.kube/config)
+    or a pod's service account."""
+    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or ["~/.kube/config"]
+    return any(Path(p).expanduser().is_file() for p in paths) or "KUBERNETES_SERVICE_HOST" in os.environ
+
+
+def runs_locally(args) -> bool:
+    """Which backend a command uses: submit's is --local. Any other's: --local, or a flag only
+    local runs have (--workdir, --python); kubectl's flags (--kubeconfig, --context, -n) pick
+    Kubernetes. Without either, a command after submit finds the cluster where it is: a name
+    with a local run in the workdir (submit --local records it there) is local, and with no
+    Kubernetes configured every command is. ClusterNotFound, in one line naming the flags, for
+    a name that is neither a local run nor anywhere to look on Kubernetes."""
+    if args.command == "submit":  # the spec goes where it is told
+        return args.local
+    if args.local or args.workdir is not None or args.python is not None:
+        return True
+    if args.kubeconfig or args.context or args.namespace:
+        return False
+    workdir = Path(DEFAULT_WORKDIR).resolve()
+    name = getattr(args, "name", None)
+    if name is not None and RunFiles(workdir, name).has_status():
+        if kubernetes_configured():
+            print(
+                f"note: {name!r} is the local run in {workdir}; for a cluster of that name on Kubernetes "
+                "pass --context or -n",
+                file=sys.stderr,
+                flush=True,
+            )
+        return True
+    if kubernetes_configured():
+        # said if Kubernetes has none either (main)
+        args.not_found_hint = f"; no local run of it in {workdir} either (elsewhere: --workdir DIR)"
+        return False
+    if name is None:
+        return True  # `list`: the local runs, the only ones there can be
+    raise ClusterNotFound(
+        f"no cluster {name!r}: no local run of it in {workdir} and no Kubernetes configured ($KUBECONFIG, "
+        "~/.kube/config); for a local run elsewhere pass --workdir DIR, for a cluster --kubeconfig or --context"
+    )
+
+
 def backend_config(
     args, *, dry_run: bool = False, stuck_seconds: float = DEFAULT_STUCK_SECONDS, echo_tasks: bool = False
 ) -> BackendConfig:
-    """The one place that knows which backend, from the cluster flags every command has; the
-    rest are the command's own (submit's --dry-run, --stuck-timeout, --raw)."""
-    if args.local:
+    """The one place that knows which backend (runs_locally), from the cluster flags every
+    command has; the rest are the command's own (submit's --dry-run, --stuck-timeout, --raw)."""
+    if runs_locally(args):
         if dry_run:
             raise LauncherError("--dry-run=server needs a cluster; drop --local")
         # The CLI runs a local cluster in its own process: Ctrl-C stops every task.
         return LocalProcessBackendConfig(
-            workdir=args.workdir, foreground=True, echo_tasks=echo_tasks, python=args.python
+            workdir=args.workdir or DEFAULT_WORKDIR, foreground=True, echo_tasks=echo_tasks, python=args.python
         )
     return KubernetesBackendConfig(
         namespace=args.namespace,
@@ -251,18 +301,16 @@ def warn_about_storage(spec: ClusterSpec) -> None:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
 
 
-def packed_code(spec: ClusterSpec) -> code_bundle.Bundle | None:
-    """The spec's code packed for render (a submit packs its own), noted on stderr."""
-    code = loader.pack_code(spec)
-    if code is not None:  # what `code:` ships (launcher/code_shipping/code_bundle.py)
+def note_code(spec: ClusterSpec, code: code_bundle.Bundle | None) -> None:
+    """What `code:` ships (launcher/code_shipping/code_bundle.py), on stderr (a submit notes its own)."""
+    if code is not None:
         print(f"note: {code_bundle.note(spec, code)}", file=sys.stderr, flush=True)
-    return code
 
 
 def cmd_render(args) -> int:
-    spec = load_spec(args.spec, args.namespace)
+    spec, code = load_packed(args.spec, args.namespace)
     warn_about_storage(spec)
-    code = packed_code(spec)
+    note_code(spec, code)
     if args.helm_values:
         sys.stdout.write(chart_values.helm_values_yaml(spec, code))
         return 0
@@ -285,13 +333,15 @@ def cmd_submit(args) -> int:
     waits = (args.wait or args.local) and not server_dry_run
     config = backend_config(args, dry_run=server_dry_run, stuck_seconds=args.stuck_timeout, echo_tasks=args.raw)
     client = client_for(config, view_options(args) if waits else None)
-    spec = client.load(args.spec)
+    loaded = client.load_packed(args.spec)
+    spec = loaded.spec
     if not args.local:
         warn_about_storage(spec)
     if args.dry_run == "client":
-        sys.stdout.write(render.to_yaml(render.render(plan(spec, packed_code(spec)))))
+        note_code(spec, loaded.code)
+        sys.stdout.write(render.to_yaml(render.render(plan(spec, loaded.code))))
         return 0
-    client.submit(spec, replace=args.replace)
+    client.submit(loaded, replace=args.replace)
     return client.follow(spec.name) if waits else 0
 
 
@@ -407,13 +457,41 @@ COMMANDS = {
 }
 
 
+class _Stderr(logging.StreamHandler):
+    """The library's log lines (launcher.api and the backends print nothing), as the CLI's own
+    on whatever sys.stderr is at each line."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
+
+
+def show_library_logs() -> None:
+    logger = logging.getLogger("tfk8s")
+    logger.setLevel(logging.INFO)
+    if not any(isinstance(h, _Stderr) for h in logger.handlers):  # main() may run again (tests)
+        logger.addHandler(_Stderr())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    show_library_logs()
     try:
         return COMMANDS[args.command](args)
     except SpecError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
+        return exc.exit_code
+    except ClusterNotFound as exc:
+        print(f"error: {exc}{getattr(args, 'not_found_hint', '')}", file=sys.stderr)
         return exc.exit_code
     except LauncherError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ Every yaml block that is a whole spec (it has `name:` and `strategy:`) loads as 
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -18,7 +19,9 @@ import pytest
 import yaml
 
 from launcher.cluster_spec.loader import load_text
+from launcher.status.failure_reasons import OUR_EXIT_CODES
 from scripts import spec_reference as reference
+from worker import contract
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "charts/tfk8s/README.md"]
@@ -115,6 +118,69 @@ def test_every_whole_spec_in_the_docs_loads():
     for block in specs:
         spec = load_text(block.text, filename=block.where())
         assert spec.name == yaml.safe_load(block.text)["name"]
+
+
+# A repository path a reader may open: a top-level folder of ours, then a file name with a suffix.
+REPO_PATH = re.compile(
+    r"(?<![\w/.$-])((?:bench|charts|docs|examples|launcher|manifests|scripts|tests|worker)/[\w./-]*\w"
+    r"\.(?:j2|json|md|py|sh|tpl|txt|ya?ml))(?![\w/])"
+)
+
+
+def missing_paths(pages: list[Path], sources: list[Path]) -> list[str]:
+    """`file:line: path` for every repository path that a page or a source file (docstrings and
+    comments included) names and that does not exist."""
+    missing = []
+    for where in [*pages, *sources]:
+        for number, line in enumerate(where.read_text().splitlines(), 1):
+            for found in REPO_PATH.finditer(line):
+                if not (REPO / found[1]).exists():
+                    missing.append(f"{where.relative_to(REPO)}:{number}: {found[1]}")
+    return missing
+
+
+def test_every_repository_path_the_docs_and_docstrings_name_exists():
+    sources = sorted(p for top in ("launcher", "worker", "scripts", "bench") for p in (REPO / top).rglob("*.py"))
+    assert missing_paths(PAGES, sources) == []
+
+
+def test_a_missing_path_is_named_with_its_line(tmp_path, monkeypatch):
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "ps.yaml").write_text("")
+    source = tmp_path / "client.py"
+    source.write_text('"""\n    client.submit("examples/ps.yaml")\n    client.submit("examples/mnist-ps.yaml")\n"""\n')
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert missing_paths([], [source]) == ["client.py:3: examples/mnist-ps.yaml"]
+
+
+EXIT_CODES_MARKER = "<!-- exit codes: checked against worker/contract.py by tests/test_docs.py -->"
+
+
+def documented_exit_codes(page: Path) -> dict[str, int]:
+    """{constant: exit} of the table after EXIT_CODES_MARKER."""
+    lines = page.read_text().splitlines()
+    start = lines.index(EXIT_CODES_MARKER) + 3  # the header and its rule
+    rows = {}
+    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start:]):
+        code, constant = (cell.strip() for cell in line.strip("|").split("|")[:2])
+        rows[constant.strip("`")] = int(code)
+    return rows
+
+
+def test_the_built_in_workers_exit_code_table_is_worker_contracts():
+    """docs/lifecycle.md's table of the built-in worker's exit codes, apart from a program's
+    own, has one row per EXIT_ constant of worker/contract.py, with its value."""
+    ours = {name: value for name, value in vars(contract).items() if name.startswith("EXIT_")}
+    assert documented_exit_codes(REPO / "docs" / "lifecycle.md") == ours
+    # and the codes a program's exit is said to be its own for are the ones the page lists
+    runs: list[tuple[int, int]] = []  # (first, last) of consecutive codes
+    for code in sorted(OUR_EXIT_CODES):
+        if runs and code == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], code)
+        else:
+            runs.append((code, code))
+    listed = ", ".join(f"{a}-{b}" if b - a > 1 else (f"{a}, {b}" if b > a else f"{a}") for a, b in runs)
+    assert f"that is one of ours ({listed})" in " ".join((REPO / "docs" / "lifecycle.md").read_text().split())
 
 
 @pytest.mark.process

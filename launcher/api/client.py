@@ -23,12 +23,13 @@ from launcher.api.config import (
 from launcher.api.events import JobEvent
 from launcher.backends.base import Backend, View, exit_code
 from launcher.cluster_spec import loader
+from launcher.cluster_spec.loader import Loaded
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
 from launcher.errors import JobFailed, JobTimeout
 from launcher.status.lines import status_line
 from launcher.status.status import ClusterStatus, Phase
 
-SpecSource = Union[str, Path, dict, ClusterSpec, None]
+SpecSource = Union[str, Path, dict, ClusterSpec, Loaded, None]
 EMBEDDED_DEFAULT = "<embedded default>"  # launcher/default-cluster.yaml
 
 
@@ -36,33 +37,44 @@ def load_spec(spec: SpecSource = None, namespace: str | None = None, *, shared_d
     """A validated spec from a file path, a mapping, a ClusterSpec, or None (the embedded
     default spec); `namespace` replaces its own. Raises SpecError with every problem found.
     shared_disk: it will run as local processes (see launcher.cluster_spec.spec.SHARED_DISK)."""
+    return load_packed(spec, namespace, shared_disk=shared_disk).spec
+
+
+def load_packed(spec: SpecSource = None, namespace: str | None = None, *, shared_disk: bool = False) -> Loaded:
+    """load_spec's spec with its code packed once (loader.Loaded): by its load, or here for a
+    ClusterSpec made elsewhere; a Loaded is kept as it is."""
     if spec is None:
         text = resources.files("launcher").joinpath("default-cluster.yaml").read_text()
-        spec = loader.load_text(text, filename=EMBEDDED_DEFAULT, shared_disk=shared_disk)
+        loaded = loader.load_text_packed(text, filename=EMBEDDED_DEFAULT, shared_disk=shared_disk)
     elif isinstance(spec, (str, Path)):
-        spec = loader.load_file(spec, shared_disk=shared_disk)
+        loaded = loader.load_file_packed(spec, shared_disk=shared_disk)
     elif isinstance(spec, dict):
-        spec = loader.load_data(spec, shared_disk=shared_disk)
-    elif not isinstance(spec, ClusterSpec):
+        loaded = loader.load_data_packed(spec, shared_disk=shared_disk)
+    elif isinstance(spec, Loaded):
+        loaded = spec
+    elif isinstance(spec, ClusterSpec):
+        loaded = Loaded(spec, loader.pack_code(spec))
+    else:
         raise TypeError(f"spec must be a path, a dict or a ClusterSpec, not {type(spec).__name__}")
-    if namespace and namespace != spec.namespace:
-        data = spec.model_dump(by_alias=True)
+    if namespace and namespace != loaded.spec.namespace:
+        data = loaded.spec.model_dump(by_alias=True)
         data["namespace"] = namespace
-        spec = ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk})
-    return spec
+        loaded = Loaded(ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk}), loaded.code)
+    return loaded
 
 
 class TFK8sClient:
     """Submit, follow, inspect and delete training clusters on one backend.
 
         client = TFK8sClient(LocalProcessBackendConfig(workdir=".tfk8s"))
-        name = client.submit("examples/mnist-ps.yaml")
+        name = client.submit("examples/ps.yaml")
         for event in client.watch(name):
             print(event.step, event.loss, event.eta_seconds)
 
     backend_config: KubernetesBackendConfig (the default: kubectl's current context) or
     LocalProcessBackendConfig. view and out are for the CLI: what follow() shows, and where
-    the backends write their notes (default: stderr for Kubernetes, stdout locally)."""
+    the backends write their notes (default: INFO records of the loggers `tfk8s.kubernetes`
+    and `tfk8s.local`; the client prints nothing)."""
 
     def __init__(
         self, backend_config: BackendConfig | None = None, *, view: View | None = None, out: IO[str] | None = None
@@ -93,18 +105,23 @@ class TFK8sClient:
 
     def load(self, spec: SpecSource = None) -> ClusterSpec:
         """The spec as submit() would run it (validated; the config's namespace applied)."""
+        return self.load_packed(spec).spec
+
+    def load_packed(self, spec: SpecSource = None) -> Loaded:
+        """load() with the spec's code packed once (loader.Loaded), which submit() then ships."""
         namespace = None if self.local else self.config.namespace
-        return load_spec(spec, namespace, shared_disk=self.local)
+        return load_packed(spec, namespace, shared_disk=self.local)
 
     def submit(self, spec: SpecSource = None, *, replace: bool = False) -> str:
         """Create the cluster of `spec` (see load_spec; None: the embedded default) and return
         its name. A no-op when the same spec already runs; SubmitRefused for a different one
         unless `replace`. Locally the tasks start now, under a detached supervisor (with
         foreground=True: under a thread of this process, so they end with it)."""
-        spec = spec if isinstance(spec, ClusterSpec) and self._applied(spec) else self.load(spec)
+        loaded = self.load_packed(spec)  # the code packed once: the submit ships what the load checked
+        spec = loaded.spec
         if not self.local:
             self._namespaces[spec.name] = spec.namespace
-        self.backend(spec.name).submit(spec, replace=replace)
+        self.backend(spec.name).submit(spec, replace=replace, code=loaded.code)
         return spec.name
 
     train = submit  # the Kubeflow SDK's name
@@ -194,9 +211,3 @@ class TFK8sClient:
         in the client's view, and return the CLI exit code (the chief's). In a foreground local
         config, Ctrl-C or SIGTERM meanwhile stops every task."""
         return self.backend(name).wait(name)
-
-    # --- internals -------------------------------------------------------------------------
-
-    def _applied(self, spec: ClusterSpec) -> bool:
-        """A ClusterSpec that needs no re-validation: nothing of the config to apply to it."""
-        return self.local or not self.config.namespace or self.config.namespace == spec.namespace

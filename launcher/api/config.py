@@ -7,7 +7,6 @@ The backend classes are imported only when a client first needs one.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import IO, Union
 
 from launcher.backends.base import Backend
@@ -30,17 +29,18 @@ def make_backend(
     config: BackendConfig, *, view=None, out: IO[str] | None = None, namespace: str | None = None
 ) -> Backend:
     """The backend for `config`. view: what a blocking wait shows (the CLI's live view or
-    status lines; None: plain lines on `out`). namespace: overrides the config's (Kubernetes)."""
+    status lines; None: plain lines on `out`). out: where its notes go (None: the backend's
+    logger, backends/base.py LogLines). namespace: overrides the config's (Kubernetes)."""
     if isinstance(config, LocalProcessBackendConfig):
         from launcher.backends.local.backend import LocalBackend
 
-        return LocalBackend(config, view=view, stream=out if out is not None else sys.stdout)
+        return LocalBackend(config, view=view, stream=out)
     if isinstance(config, KubernetesBackendConfig):
         from launcher.backends.kubernetes.backend import KubernetesBackend
 
         if namespace:
             config = dataclasses.replace(config, namespace=namespace)
-        return KubernetesBackend(config, view=view, out=out if out is not None else sys.stderr)
+        return KubernetesBackend(config, view=view, out=out)
     raise TypeError(
         f"backend config must be KubernetesBackendConfig or LocalProcessBackendConfig, not {type(config).__name__}"
     )

@@ -9,9 +9,12 @@ backend once and then calls the same methods whatever it chose.
 from __future__ import annotations
 
 import abc
+import io
+import logging
 from typing import ContextManager, Iterator, Protocol
 
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.code_shipping.code_bundle import Bundle
 from launcher.status.status import ClusterStatus, Phase
 
 
@@ -25,11 +28,33 @@ class View(Protocol):
     def close(self) -> None: ...
 
 
+class LogLines(io.TextIOBase):
+    """A text stream whose every line is one INFO record of `logger` (`tfk8s.<backend>`): where
+    a backend's notes and status lines go when its caller gave it no stream, so a program
+    that uses the library (launcher.api) gets nothing on its stdout; the CLI passes its own
+    streams and configures logging for the rest (launcher/cli.py)."""
+
+    def __init__(self, logger: logging.Logger):
+        self.logger = logger
+        self._partial = ""  # a line written in pieces (print's text, then its end)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            if line.strip():
+                self.logger.info(line)
+        return len(text)
+
+
 class Backend(abc.ABC):
     @abc.abstractmethod
-    def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
+    def submit(self, spec: ClusterSpec, *, replace: bool = False, code: Bundle | None = None) -> None:
         """Create the cluster and start it, then return (a no-op when the same spec already
-        runs); refuse to clobber a different one unless `replace`."""
+        runs); refuse to clobber a different one unless `replace`. `code`: the spec's code as its
+        load packed it (loader.Loaded); without it, a spec with `code:` is packed here."""
 
     @abc.abstractmethod
     def wait(self, name: str) -> int:

@@ -6,10 +6,11 @@ pydantic reports field paths; PyYAML's composed node tree knows where each path 
 from __future__ import annotations
 
 import difflib
+import logging
 import types
 import typing
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -34,7 +35,34 @@ Path_ = tuple[Union[str, int], ...]
 MAX_SPEC_BYTES = 256 * 1024
 
 
+class Loaded(NamedTuple):
+    """A spec and its code as its load packed it (None without `code:`): what plan() takes, so
+    a command packs the code once, and what ships is the dir as it was at the load."""
+
+    spec: ClusterSpec
+    code: code_bundle.Bundle | None
+
+
 def load_file(path: str | Path, *, shared_disk: bool = False) -> ClusterSpec:
+    """load_file_packed's spec (its code checked by packing it, the archive not kept)."""
+    return load_file_packed(path, shared_disk=shared_disk).spec
+
+
+def load_text(
+    text: str, filename: str = "<spec>", base_dir: Path | None = None, *, shared_disk: bool = False
+) -> ClusterSpec:
+    """load_text_packed's spec (its code checked by packing it, the archive not kept)."""
+    return load_text_packed(text, filename, base_dir, shared_disk=shared_disk).spec
+
+
+def load_data(
+    data: Any, filename: str = "<dict>", base_dir: Path | None = None, *, shared_disk: bool = False
+) -> ClusterSpec:
+    """load_data_packed's spec (its code checked by packing it, the archive not kept)."""
+    return load_data_packed(data, filename, base_dir, shared_disk=shared_disk).spec
+
+
+def load_file_packed(path: str | Path, *, shared_disk: bool = False) -> Loaded:
     path = Path(path)
     try:
         text = path.read_text()
@@ -42,12 +70,12 @@ def load_file(path: str | Path, *, shared_disk: bool = False) -> ClusterSpec:
         raise SpecError([Problem(f"cannot read the spec: {exc.strerror}", file=str(path))]) from None
     except UnicodeDecodeError:
         raise SpecError([Problem("the spec is not UTF-8 text", file=str(path))]) from None
-    return load_text(text, filename=str(path), base_dir=path.parent, shared_disk=shared_disk)
+    return load_text_packed(text, filename=str(path), base_dir=path.parent, shared_disk=shared_disk)
 
 
-def load_text(
+def load_text_packed(
     text: str, filename: str = "<spec>", base_dir: Path | None = None, *, shared_disk: bool = False
-) -> ClusterSpec:
+) -> Loaded:
     """The spec in `text`; its code dir (if any) is relative to `base_dir` (default: the
     working dir), checked here by packing it (pack_code). shared_disk: the spec runs as local
     processes on one disk, so the rules that make pods on different nodes share their
@@ -80,9 +108,9 @@ def load_text(
     return _validate(data, lines, filename, shared_disk, base_dir)
 
 
-def load_data(
+def load_data_packed(
     data: Any, filename: str = "<dict>", base_dir: Path | None = None, *, shared_disk: bool = False
-) -> ClusterSpec:
+) -> Loaded:
     """A spec given as a mapping (the Python API): the same problems as from a file, without
     line numbers."""
     if not isinstance(data, dict):
@@ -98,24 +126,23 @@ def load_data(
     return _validate(data, {}, filename, shared_disk, base_dir)
 
 
-def _validate(
-    data: dict, lines: dict[Path_, int], filename: str, shared_disk: bool, base_dir: Path | None
-) -> ClusterSpec:
+def _validate(data: dict, lines: dict[Path_, int], filename: str, shared_disk: bool, base_dir: Path | None) -> Loaded:
     try:
         spec = ClusterSpec.model_validate(data, context={SHARED_DISK: shared_disk})
     except ValidationError as exc:
         problems = _problems(exc, lines, filename)
         raise SpecError(problems + _role_problems_of_raw(data, problems, lines, filename)) from None
-    return spec if spec.code is None else _with_code(spec, base_dir or Path.cwd(), lines, filename)
+    return Loaded(spec, None) if spec.code is None else _with_code(spec, base_dir or Path.cwd(), lines, filename)
 
 
-def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename: str) -> ClusterSpec:
+def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename: str) -> Loaded:
     """The spec with code.path made absolute, once its code packs and holds the entry point (a
-    load refuses what a submit would). The Bundle is not kept: each submit packs it again
-    (pack_code), so what ships is the dir as it is then."""
+    load refuses what a submit would), and the code as packed."""
     root = code_bundle.resolve(spec.code, base)
-    pack_code(spec, root=root, filename=filename, lines=lines)
-    return spec.model_copy(update={"code": spec.code.model_copy(update={"path": str(root)})})
+    code = pack_code(spec, root=root, filename=filename, lines=lines)
+    if (note := code_entry.program_from_image(spec, code)) is not None:
+        logging.getLogger("tfk8s.spec").info(f"note: {filename}: {note}")
+    return Loaded(spec.model_copy(update={"code": spec.code.model_copy(update={"path": str(root)})}), code)
 
 
 def pack_code(

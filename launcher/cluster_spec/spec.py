@@ -262,7 +262,7 @@ class ClusterSpec(SpecModel):
         le=86400,
         description="every pod's `tolerationSeconds` for the `not-ready`/`unreachable` NoExecute taints of a node "
         "that stopped reporting; unset: the cluster's 300; a role's own toleration wins "
-        "(docs/lifecycle.md#lost-nodes)",
+        "(docs/lost-nodes.md)",
     )
     peer_timeout_seconds: int = Field(
         default=300, ge=1, description="how long the built-in chief waits for every peer's DNS name and port"

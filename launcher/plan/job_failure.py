@@ -37,6 +37,9 @@ class FailurePolicy:
     ignores_disruptions: bool = False
     per_index_roles: tuple[Role, ...] = ()
     fatal_meaning: str = ""  # why an exit in fatal_exit_codes is not retried, for the log
+    # The built-in worker, whose exit codes are ours (worker/contract.py); False: a command of
+    # the user's, whose codes mean what its program says.
+    builtin: bool = True
 
     def per_index(self, role: str) -> bool:
         return Role(role) in self.per_index_roles
@@ -65,7 +68,7 @@ def restart_rules(
     `user_fatal_exit_codes`: the spec's fatalExitCodes (a command of your own, restartPolicy Never:
     the spec refuses them elsewhere)."""
     if restart_policy != "Never":
-        return FailurePolicy(restart_policy, backoff_limit)
+        return FailurePolicy(restart_policy, backoff_limit, builtin=builtin)
     return FailurePolicy(
         restart_policy,
         backoff_limit,
@@ -85,4 +88,5 @@ def restart_rules(
         counted_exit_codes=((contract.EXIT_NODE_FAULT,) if builtin else ()) + (k8s_contract.SIGKILL_EXIT,),
         ignores_disruptions=True,
         per_index_roles=k8s_contract.per_index_roles(strategy),
+        builtin=builtin,
     )

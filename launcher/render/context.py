@@ -1,6 +1,7 @@
 """What the templates (manifests/*.j2) lay out, typed: the plan itself, and the few values render
 derives from it for Kubernetes (pure). A template reads the plan's own fields (`cluster`, `spec`,
-a Job's `role`); nothing here is an object or a piece of one."""
+a Job's `role`); the labels and a task's pod env are assembled here, once; no object is built
+here (tests/launcher/render/test_one_form.py)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,37 @@ logging, a Keras argument list or a tensor printout, never the cause.
 from __future__ import annotations
 
 from launcher import k8s_contract
-from worker import exit_cause
+from launcher.status import node_loss
+from worker import contract, exit_cause
+
+# The exit codes that mean something of ours (docs/lifecycle.md, "Exit codes"): the built-in
+# worker's (worker/contract.py EXIT_*, but 0, 1 and the signals') and the CLI's lost node. A
+# command of the user's that exits with one of them is said to be the program's code: its 2 is
+# no spec or configuration error of ours. Not the Keras check's 78, which our check gives inside
+# the program's process, with its own line.
+OUR_EXIT_CODES = frozenset(
+    code
+    for name, code in vars(contract).items()
+    if name.startswith("EXIT_") and 1 < code < 128 and code != contract.EXIT_KERAS_REFUSED
+) | {node_loss.EXIT_NODE_LOST}
+PROGRAM_EXIT_NOTE = "your program's exit code"
+
+
+def exited(code: int, own_program: bool, *notes: str) -> str:
+    """'exited 2', or for a command of the user's exiting with one of our codes 'exited 2 (your
+    program's exit code)'; `notes` join the parenthesis."""
+    said = ([PROGRAM_EXIT_NOTE] if own_program and code in OUR_EXIT_CODES else []) + list(notes)
+    return f"exited {code}" + (f" ({'; '.join(said)})" if said else "")
+
+
+def runs_own_program(pod: dict) -> bool:
+    """Whether the pod's task is a command of the user's: only the built-in worker's task is
+    told its program module (launcher/plan/plan.py task_env)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") == k8s_contract.CONTAINER:
+            return all(env.get("name") != contract.PROGRAM for env in container.get("env") or [])
+    return False
+
 
 # Container terminations whose `reason` is the whole story: the message, if any, is the log tail.
 CONTAINER_REASONS = {
@@ -75,7 +105,11 @@ def failure_reason(pod: dict, term: dict | None) -> str | None:
         return recorded
     if term is None or not term.get("exitCode"):
         return None
-    return exit_cause.exit_cause(term.get("message") or "", term.get("exitCode"))
+    code = term["exitCode"]
+    said = exit_cause.exit_cause(term.get("message") or "", code)
+    if not runs_own_program(pod) or code not in OUR_EXIT_CODES:
+        return said
+    return exited(code, True) + (f": {said}" if said else "")
 
 
 def said_once(said: list[tuple[str, str]], separator: str = ": ") -> list[str]:

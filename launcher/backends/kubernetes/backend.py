@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import heapq
-import sys
+import logging
 import time
 from typing import Iterator, TextIO
 
 from launcher import k8s_contract
-from launcher.backends.base import Backend, View, exit_code
+from launcher.backends.base import Backend, LogLines, View, exit_code
 from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import (
@@ -40,15 +40,17 @@ class KubernetesBackend(Backend):
         self,
         config: KubernetesBackendConfig | None = None,
         *,
-        out: TextIO = sys.stderr,
+        out: TextIO | None = None,
         view: View | None = None,
         api: Api | None = None,
     ):
-        """out: where notes go. view: what wait() shows (default: plain status lines on `out`).
+        """out: where notes go (default: the `tfk8s.kubernetes` logger). view: what wait()
+        shows (default: plain status lines on `out`).
         api: the API boundary (default: a client for the config's kubeconfig and context;
         tests pass a fake)."""
         self.config = config if config is not None else KubernetesBackendConfig()
         self._api = api if api is not None else Api(self.config.kubeconfig, self.config.context)
+        out = out if out is not None else LogLines(logging.getLogger("tfk8s.kubernetes"))
         self._view = view if view is not None else LineView(out)
         self._out = out
         self._namespace = self.config.namespace
@@ -59,9 +61,10 @@ class KubernetesBackend(Backend):
             self._namespace = self._api.default_namespace()
         return self._namespace
 
-    def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
+    def submit(self, spec: ClusterSpec, *, replace: bool = False, code: code_bundle.Bundle | None = None) -> None:
         self._api.connect()
-        code = loader.pack_code(spec)  # once: what the ConfigMap carries is what the hash names
+        if code is None:  # packed once: what the ConfigMap carries is what the hash names
+            code = loader.pack_code(spec)
         if code is not None:
             self._say(f"note: {code_bundle.note(spec, code)}")
         submit_steps.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from launcher.backends.base import Backend, View, exit_code
+from launcher.backends.base import Backend, LogLines, View, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles
 from launcher.backends.local.foreground import ForegroundRun
@@ -51,15 +52,15 @@ class LocalBackend(Backend):
         stream: IO[str] | None = None,
         view: View | None = None,
     ):
-        """stream: where notes (and, with echo_tasks, the tasks' output) go (default: stdout).
-        view: what wait() shows (default: plain status lines on `stream`)."""
+        """stream: where notes (and, with echo_tasks, the tasks' output) go (default: the
+        `tfk8s.local` logger). view: what wait() shows (default: plain status lines on `stream`)."""
         self.config = config if config is not None else LocalProcessBackendConfig()
         self._workdir = self.config.resolved_workdir
-        self._stream = stream if stream is not None else sys.stdout
+        self._stream = stream if stream is not None else LogLines(logging.getLogger("tfk8s.local"))
         self._view = view if view is not None else LineView(self._stream)
         self._runs: dict[str, ForegroundRun] = {}  # supervised here (foreground), not yet waited
 
-    def submit(self, spec: ClusterSpec, *, replace: bool = False) -> None:
+    def submit(self, spec: ClusterSpec, *, replace: bool = False, code: code_bundle.Bundle | None = None) -> None:
         """Start the run and return once its tasks have started: in the foreground under a
         supervisor thread of this process, else under a detached supervisor process that writes
         its output to <workdir>/<name>/supervisor.log. Refused while another submit of the
@@ -68,7 +69,7 @@ class LocalBackend(Backend):
         # before anything exists: says what to install, and where
         check_worker_environment(spec, self.config.task_python)
         files = self._files(spec.name)
-        code = self._pack_code(spec)  # once: the run's copy and its hash are of the same files
+        code = self._pack_code(spec, code)  # once: the run's copy and its hash are of the same files
         code_dir = str(files.code_dir) if code is not None else None
         cluster = make_plan(spec, code, model_dir=files.model_dir(spec), code_dir=code_dir)
         # before anything exists: the tasks fit this machine's limits
@@ -264,13 +265,16 @@ class LocalBackend(Backend):
 
     # --- internals -------------------------------------------------------------------------
 
-    def _pack_code(self, spec: ClusterSpec) -> code_bundle.Bundle | None:
-        """The spec's code packed (loader.pack_code), without this backend's workdir when it
-        lies inside the code dir (`--workdir` there: earlier runs' logs and checkpoints would
-        ship with the code); the default `.tfk8s/` is excluded anyway."""
+    def _pack_code(self, spec: ClusterSpec, loaded: code_bundle.Bundle | None) -> code_bundle.Bundle | None:
+        """The spec's code: as its load packed it (`loaded`), or packed here (loader.pack_code),
+        and packed again without this backend's workdir when it lies inside the code dir
+        (`--workdir` there: earlier runs' logs and checkpoints would ship with the code); the
+        default `.tfk8s/` is excluded anyway."""
         if spec.code is None:
             return None
         root = code_bundle.resolve(spec.code, Path.cwd())
+        if loaded is not None and root not in self._workdir.parents:
+            return loaded
         if root in self._workdir.parents:
             inside = "/" + self._workdir.relative_to(root).as_posix() + "/"
             spec = spec.model_copy(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import collections
-import sys
+import logging
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -20,7 +20,7 @@ def read_log(
     `[task]` prefix of a combined log, as `logs --all --tail` gives on Kubernetes); with follow,
     until finished(): waiting for a log that does not exist yet."""
     if follow and not path.exists() and not finished():
-        print(f"waiting for {what} to start (no log yet)", file=sys.stderr, flush=True)
+        logging.getLogger("tfk8s.local").info(f"waiting for {what} to start (no log yet)")
     while follow and not path.exists() and not finished():
         time.sleep(POLL_SECONDS)
     if not path.exists():

@@ -72,7 +72,8 @@ def restart_decision(
     status = shell_status(code)
     limit = failure.backoff_limit
     in_place = failure.restart_policy == "OnFailure"
-    described = describe_exit(code)
+    own_program = not failure.builtin
+    described = describe_exit(code, own_program)
     if last_words:
         return _with_last_words(restart_decision(failure, role, code, restarts_used, training_over), last_words)
     preempted = status == contract.EXIT_PREEMPTED
@@ -95,7 +96,7 @@ def restart_decision(
         return RestartDecision(
             False,
             True,
-            f"{described} (deterministic: not retried)",
+            describe_exit(code, own_program, "deterministic: not retried"),
             (
                 f"{described}, {failure.fatal_meaning}; not restarting it, a retry would fail alike "
                 "(podFailurePolicy FailJob)"
@@ -317,10 +318,12 @@ def gpu_env(strategy: str, role: str) -> dict[str, str]:
     return {"TF_FORCE_GPU_ALLOW_GROWTH": "true"} if sees_gpus(strategy, role) else {"CUDA_VISIBLE_DEVICES": ""}
 
 
-def describe_exit(code: int) -> str:
+def describe_exit(code: int, own_program: bool = False, *notes: str) -> str:
+    """'was killed by SIGKILL', 'exited 2', or for a command of the user's 'exited 2 (your
+    program's exit code)' (failure_reasons.exited)."""
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
-    return f"exited {code}"
+    return failure_reasons.exited(code, own_program, *notes)
 
 
 def shell_status(code: int | None) -> int:

@@ -6,6 +6,8 @@ and deleted is the one observed PS run of tests/worker/test_progress_view.py."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -96,15 +98,63 @@ def mwms_without_claim() -> dict:
     return data
 
 
-def test_local_accepts_multi_worker_mirrored_without_a_claim_and_says_so(tmp_path, capsys):
+def test_local_accepts_multi_worker_mirrored_without_a_claim_and_says_so(tmp_path, caplog):
     with pytest.raises(SpecError) as raised:  # on Kubernetes: refused, with the fix
         load_spec(mwms_without_claim())
     assert raised.value.problems[0].path == "checkpoint.volume"
     # Locally every worker shares this disk: accepted, with a note.
     client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path, foreground=True))
-    name = client.submit(byo(mwms_without_claim(), "print('trained')"))
-    assert "note: --local: the 2 workers share this machine's disk" in capsys.readouterr().out
+    with caplog.at_level(logging.INFO, logger="tfk8s"):
+        name = client.submit(byo(mwms_without_claim(), "print('trained')"))
+    assert "note: --local: the 2 workers share this machine's disk" in caplog.text
     client.delete_job(name)
+
+
+USES_THE_API = """
+import json, logging, sys
+from launcher.api import LocalProcessBackendConfig, TFK8sClient
+
+logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(name)s: %(message)s")
+spec = json.loads(sys.argv[2])
+for foreground in (False, True):  # a detached supervisor, or one in this process
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=sys.argv[1], foreground=foreground))
+    name = client.submit(spec)
+    assert client.follow(name) == 0
+    client.submit(spec)  # the same spec again: a note
+    client.wait_for_job_status(name, timeout=60)
+    client.list_jobs()
+    list(client.get_job_logs(name, "worker", 0))
+    client.delete_job(name)
+"""
+
+
+def test_a_program_using_the_client_gets_nothing_on_its_stdout(tmp_path):
+    """The library prints nothing (only the CLI does): its notes and follow()'s status lines
+    are log records of `tfk8s.local`, which the program's logging shows where it says."""
+    program = tmp_path / "uses_the_api.py"
+    program.write_text(USES_THE_API)
+    spec = byo(mwms_without_claim(), "print('trained')")
+    done = subprocess.run(
+        [sys.executable, str(program), str(tmp_path / "work"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == ""
+    said = done.stderr.splitlines()
+    assert (
+        said.count(
+            "tfk8s.local: note: --local: the 2 workers share this machine's disk, so they need no "
+            "claim; on Kubernetes set checkpoint.volume.persistentVolumeClaim.claimName (ReadWriteMany) "
+            "or a gs:// checkpoint.dir"
+        )
+        == 4  # each submit says it
+    ), done.stderr
+    assert said.count("tfk8s.local: local cluster 'mw' is unchanged (Succeeded); nothing started") == 2, done.stderr
+    assert any(line.startswith("tfk8s.local: [Succeeded]") for line in said), done.stderr
 
 
 def test_logs_tail_gives_the_last_lines(tmp_path):

@@ -99,3 +99,45 @@ def test_unreachable_cluster_is_one_line(tmp_path):
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the Kubernetes API server" in lines[0], lines
+
+
+def test_the_commands_after_submit_local_find_the_run_without_local(tmp_path, monkeypatch, capsys):
+    """`submit --local` records the run in .tfk8s/<name>/: status, logs, list and delete find it
+    by the name alone. A name that is neither a local run nor anywhere on Kubernetes gets one
+    line naming the flags; with a kubeconfig too, the local run is still found, with a note."""
+    from launcher import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    (tmp_path / "ok.yaml").write_text(
+        f"name: ok\nstrategy: mirrored\ncommand: [{sys.executable}, -c, \"print('trained')\"]\n"
+        "roles: {chief: {replicas: 1}}\n"
+    )
+    assert cli.main(["submit", "ok.yaml", "--local"]) == 0
+    capsys.readouterr()
+    assert cli.main(["status", "ok"]) == 0
+    assert capsys.readouterr().out.startswith("cluster local/ok: Succeeded\n")
+    assert cli.main(["logs", "ok", "--role", "chief"]) == 0
+    assert capsys.readouterr().out.endswith("\ntrained\n")
+    assert cli.main(["list", "-o", "json"]) == 0
+    assert [c["name"] for c in json.loads(capsys.readouterr().out)] == ["ok"]
+
+    assert cli.main(["status", "nope"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: no cluster 'nope': no local run of it in {tmp_path / '.tfk8s'} and no Kubernetes configured "
+        "($KUBECONFIG, ~/.kube/config); for a local run elsewhere pass --workdir DIR, for a cluster --kubeconfig "
+        "or --context\n"
+    )
+
+    (tmp_path / "kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    assert cli.main(["status", "ok"]) == 0
+    shown = capsys.readouterr()
+    assert shown.out.startswith("cluster local/ok: Succeeded\n")
+    assert shown.err == (
+        f"note: 'ok' is the local run in {tmp_path / '.tfk8s'}; for a cluster of that name on Kubernetes pass "
+        "--context or -n\n"
+    )
+    assert cli.main(["delete", "ok"]) == 0
+    assert not (tmp_path / ".tfk8s" / "ok" / "status.json").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import io
+import logging
 import os
 import shutil
 import subprocess
@@ -234,7 +235,7 @@ def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
     with pytest.raises(SpecError) as info:
         load_file(tmp_path / "cluster.yaml")
     assert "cluster.yaml:5: program.module: 'trian' is not in code: ./src" in str(info.value)
-    assert "e.g. pkg, pkg.helper, train" in str(info.value)
+    assert "(did you mean train? modules in ./src: pkg, pkg.helper, train)" in str(info.value)
     # the worker's own programs, and modules of a package in the code, are fine
     for module in ("worker.examples.fashion_mnist", "pkg.helper"):
         (tmp_path / "cluster.yaml").write_text(
@@ -242,6 +243,40 @@ def test_a_program_module_not_in_the_code_is_refused_at_load(tmp_path):
             "roles: {chief: {replicas: 1}}\n"
         )
         assert pack_code(load_file(tmp_path / "cluster.yaml")) is not None
+
+
+def test_a_program_module_missing_in_a_shipped_package_is_refused_at_load(tmp_path, caplog):
+    """The whole dotted name is looked up in the packed files, not only its top: a module
+    missing in a package of the code failed 32 s into the run, after TF's import."""
+    _tree(tmp_path / "src", {**TWO_MODULES, "pkg/sub/model.py": ""})
+
+    def load(module: str, image: str = "tfk8s/worker:dev"):
+        (tmp_path / "cluster.yaml").write_text(
+            f"name: demo\nstrategy: mirrored\nimage: {image}\ncode: ./src\nprogram:\n  module: {module}\n"
+            "roles: {chief: {replicas: 1}}\n"
+        )
+        return load_file(tmp_path / "cluster.yaml")
+
+    for module, nearest in (("pkg.helpr", "pkg.helper"), ("pkg.sub.modle", "pkg.sub.model"), ("train.x", "train")):
+        with pytest.raises(SpecError) as info:
+            load(module)
+        expected = module.replace(".", "/")
+        assert f"cluster.yaml:6: program.module: {module!r} is not in code: ./src (no {expected}.py or " in str(
+            info.value
+        )
+        assert f"(did you mean {nearest}?" in str(info.value), str(info.value)
+    for module in ("pkg.sub.model", "pkg.sub", "pkg"):  # a module, a namespace package, a package
+        assert load(module).program.module == module
+    # Another image: a package of the code hides the image's, so it is checked; a module the
+    # code does not hold comes from the image, checked when the task starts, as a note says.
+    with pytest.raises(SpecError):
+        load("pkg.helpr", image="team/trainer:1")
+    with caplog.at_level(logging.INFO, logger="tfk8s"):
+        assert load("trainer.main", image="team/trainer:1").program.module == "trainer.main"
+    assert caplog.messages == [
+        f"note: {tmp_path / 'cluster.yaml'}: program.module 'trainer.main' is not in code: ./src, so image "
+        "team/trainer:1 must provide it; that is checked when each task starts (exit 2, not retried)"
+    ]
 
 
 def test_a_command_script_not_in_the_code_is_refused_at_load(tmp_path):
@@ -429,3 +464,38 @@ def test_a_workdir_inside_the_code_dir_is_not_shipped(tmp_path):
     backend.submit(load_file(tmp_path / "cluster.yaml"))
     assert backend.wait("demo") == 0, out.getvalue()[-2000:]
     assert "sees ['run.py']" in out.getvalue(), out.getvalue()[-2000:]
+
+
+@pytest.mark.parametrize("command", [["render"], ["submit", "--dry-run=client"]])
+def test_a_command_packs_the_code_once(tmp_path, monkeypatch, capsys, command):
+    """The load's check packs the code, and that archive is the one planned and shipped: the
+    command packs nothing again (what ships is what the load checked)."""
+    from launcher import cli
+
+    _tree(tmp_path / "src", TWO_MODULES)
+    path = _spec(tmp_path, "code: ./src") and tmp_path / "cluster.yaml"
+    packed = []
+    pack = code_bundle.pack_checked
+    monkeypatch.setattr(code_bundle, "pack_checked", lambda *args: packed.append(args) or pack(*args))
+    assert cli.main([*command, str(path)]) == 0
+    assert len(packed) == 1, f"`{' '.join(command)}` packed the code {len(packed)} times"
+    assert code_bundle.CODE_DIR in capsys.readouterr().out  # the rendered pods unpack it there
+
+
+def test_a_client_submit_ships_the_code_its_load_packed(tmp_path, monkeypatch):
+    """TFK8sClient.submit(path): one pack, at the load, and the run's copy is that archive."""
+    from launcher.api.client import TFK8sClient
+    from launcher.api.config import LocalProcessBackendConfig
+
+    _tree(tmp_path / "src", TWO_MODULES)
+    (tmp_path / "cluster.yaml").write_text(
+        "name: demo\nstrategy: mirrored\ncode: ./src\ncommand: [python, train.py]\nroles: {chief: {replicas: 1}}\n"
+    )
+    packed = []
+    pack = code_bundle.pack_checked
+    monkeypatch.setattr(code_bundle, "pack_checked", lambda *args: packed.append(pack(*args)) or packed[-1])
+    client = TFK8sClient(LocalProcessBackendConfig(workdir=str(tmp_path / "runs"), foreground=True))
+    assert client.submit(tmp_path / "cluster.yaml") == "demo"
+    assert client.follow("demo") == 0
+    assert len(packed) == 1
+    assert (tmp_path / "runs" / "demo" / "code.tar.gz").read_bytes() == packed[0].archive

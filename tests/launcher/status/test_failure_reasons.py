@@ -25,10 +25,12 @@ TF_START_UP_TAIL = (
 )
 
 
-def chief_pod(terminated=None, phase="Failed", limit="512Mi", **status):
+def chief_pod(terminated=None, phase="Failed", limit="512Mi", program="worker.examples.fashion_mnist", **status):
+    """The chief's pod; `program` None: a command of the user's (no TFK8S_PROGRAM in its env)."""
     container = {
         "name": "tensorflow",
         "image": "tfk8s/worker:dev",
+        "env": [{"name": "TFK8S_PROGRAM", "value": program}] if program else [],
         "resources": {"limits": {"memory": limit}} if limit else {},
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -156,6 +158,22 @@ def test_a_task_that_wrote_its_error_keeps_its_own_words():
     assert s.roles[0].reason == "Error: --data x.npz: no such file"
 
 
+def test_a_programs_exit_2_is_said_to_be_its_own_and_the_built_in_workers_is_not():
+    """The CLI's 2 is a spec error and the built-in worker's 2 a configuration error: a command
+    of the user's that exits 2 is said to be the program's code (docs/lifecycle.md, Exit codes)."""
+    said = {"exitCode": 2, "reason": "Error", "message": "bad input file\n"}
+    own = compute_status("c", "team", [failed_chief_job()], [chief_pod(said, program=None)])
+    assert own.message.startswith("chief failed: exited 2 (your program's exit code): bad input file (")
+    assert own.exit_code == 2
+    builtin = compute_status("c", "team", [failed_chief_job()], [chief_pod(said)])
+    assert builtin.message.startswith("chief failed: bad input file (")
+    # a signal's exit status (128 + N) is no code of the program's
+    killed = compute_status(
+        "c", "team", [failed_chief_job()], [chief_pod({"exitCode": 134, "reason": "Error"}, program=None)]
+    )
+    assert "your program" not in killed.message, killed.message
+
+
 def test_a_pvc_still_binding_is_pending_not_stuck():
     pod = chief_pod(
         None,
@@ -204,8 +222,8 @@ def test_a_programs_cause_is_read_from_its_log_tail_by_the_one_rule(output, exit
     """A program of the user's writes no termination message: `status` reads its cause from the
     log tail the kubelet put there (tests/worker/outputs: real outputs)."""
     log = (OUTPUTS / f"{output}.log").read_text()
-    pod = chief_pod({"exitCode": exit_code, "reason": "Error", "message": kubelet_fallback(log)})
+    pod = chief_pod({"exitCode": exit_code, "reason": "Error", "message": kubelet_fallback(log)}, program=None)
     s = compute_status("c", "team", [failed_chief_job()], [pod])
-    assert s.message.startswith(f"chief failed: {cause}")
+    assert s.message.startswith(f"chief failed: {cause}")  # 1 and 137 mean nothing of ours
     assert s.message.endswith(" (BackoffLimitExceeded: Job has reached the specified backoff limit)")
     assert s.roles[0].reason.startswith(f"Error: {cause}")

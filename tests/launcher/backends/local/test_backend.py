@@ -97,7 +97,7 @@ def test_never_replaces_a_failed_task_counted_against_backoff_limit(backend, wor
     assert status.phase == "Succeeded" and status.roles[0].failed == 1
     log = (tmp_path / "cluster-output.log").read_text()
     assert (
-        "chief-0 exited 3; replacing it (restartPolicy Never: a new pod, failure 1 of "
+        "chief-0 exited 3 (your program's exit code); replacing it (restartPolicy Never: a new pod, failure 1 of "
         "backoffLimit 1 for role chief)" in log
     )
 
@@ -188,7 +188,9 @@ def test_a_declared_fatal_exit_code_fails_at_once_and_another_is_retried(backend
     backend.submit(fatal)
     assert backend.wait(fatal.name) == 3
     status = backend.status("fatal")
-    assert status.phase == "Failed" and status.message.startswith("chief-0 exited 3 (deterministic: not retried)")
+    assert status.phase == "Failed" and status.message.startswith(
+        "chief-0 exited 3 (your program's exit code; deterministic: not retried)"
+    )
     assert status.roles[0].failed == 1
     assert run_files(backend, "fatal").log_path("chief", 0).read_text().count("=== tfk8s: chief-0 attempt") == 1
 
@@ -238,7 +240,7 @@ def test_a_task_exit_reason_is_its_last_output_line(backend, workdir):
     """Like a pod's FallbackToLogsOnError: a bring-your-own task that exits non-zero is
     explained in `status` by its output's last line (here a traceback's), progress lines
     skipped; and a BYO exit 2 is retried like any failure (only the built-in worker's is
-    fatal)."""
+    fatal), and said to be the program's code (the CLI's 2 is a spec error)."""
     crash = (
         "import sys; print('loading', flush=True); "
         "sys.stderr.write('Traceback...\\nValueError: bad shard 7\\n'); sys.stderr.flush(); "
@@ -248,7 +250,7 @@ def test_a_task_exit_reason_is_its_last_output_line(backend, workdir):
     backend.submit(spec)
     assert backend.wait(spec.name) == 2
     status = backend.status("byo-crash")
-    assert status.message == "chief-0 exited 2: ValueError: bad shard 7"
+    assert status.message == "chief-0 exited 2 (your program's exit code): ValueError: bad shard 7"
     assert status.roles[0].failed == 2
 
 
@@ -299,7 +301,7 @@ def test_list_and_status_print_json_and_yaml_in_one_key_casing(backend, workdir,
             "succeeded": 0,
             "failed": 1,
             "lastExitCode": 3,
-            "reason": "chief-0: exited 3",
+            "reason": "chief-0: exited 3 (your program's exit code)",
         }
     ]
     assert cli.main(["list", *where, "-o", "yaml"]) == 0

@@ -166,7 +166,7 @@ from test_like_a_pod import byo_spec, SAVES_ON_SIGTERM
 from local_clusters import make_spec
 from launcher.backends.local import LocalBackend, LocalProcessBackendConfig
 config = LocalProcessBackendConfig(workdir={str(workdir)!r}, foreground=True, echo_tasks=True, python={python!r})
-backend = LocalBackend(config)
+backend = LocalBackend(config, stream=sys.stdout)  # the CLI's: the library's own default is logging
 backend.submit({spec})
 sys.exit(backend.wait({name!r}))
 """

@@ -147,6 +147,11 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
     s = spec("backoffLimit: 6\n", byo=True)
     d = decision(s, "chief", EXIT_CONFIG, restarts_used=0)
     assert d.restart and d.counted
+    # said to be the program's own code, not the built-in worker's configuration error
+    assert d.reason == "exited 2 (your program's exit code)"
+    assert decision(spec("backoffLimit: 6\n"), "chief", EXIT_CONFIG, restarts_used=0).reason.startswith(
+        "exited 2 (deterministic"
+    )
     assert job_action(s, "chief", EXIT_CONFIG) == "Count"
     # A preempted bring-your-own task (killed by SIGTERM: 143) is not counted either.
     assert not decision(s, "worker", -signal.SIGTERM, restarts_used=0).counted
@@ -158,7 +163,7 @@ def test_a_commands_fatal_exit_codes_fail_at_once_like_its_job():
     for code in (1, 42):
         d = decision(s, "worker", code, restarts_used=0)
         assert not d.restart and d.counted
-        assert d.reason == f"exited {code} (deterministic: not retried)"
+        assert d.reason == f"exited {code} (deterministic: not retried)"  # neither is a code of ours
         assert "listed in fatalExitCodes" in d.message and "FailJob" in d.message
         assert job_action(s, "worker", code) == "FailJob"
     # An exit not listed, a signal (128 + N) or an OOM kill is retried, counted.
