@@ -13,6 +13,8 @@ from enum import Enum
 
 from launcher.pod import job_watch, supervise
 from worker.contract import (
+    DATA_READERS,
+    DATA_SERVICE_ROLES,
     EXIT_KERAS_REFUSED,
     EXIT_PREEMPTED,
     GRPC_FAIL_FAST,
@@ -160,7 +162,9 @@ def success_needs_index_policy(strategy: Strategy) -> bool:
 # --- who must be ended, when a JobSet is done ----------------------------------------------
 
 
-def supervised_roles(strategy: Strategy, has_evaluator: bool, workload: Workload = Workload.JOBS) -> tuple[Role, ...]:
+def supervised_roles(
+    strategy: Strategy, has_evaluator: bool, workload: Workload = Workload.JOBS, has_data_service: bool = False
+) -> tuple[Role, ...]:
     """Roles that never end by themselves and are ended by our supervisor when training is over.
 
     PS-strategy workers and ps block in server.join() forever; as Jobs they are ended by the
@@ -169,8 +173,10 @@ def supervised_roles(strategy: Strategy, has_evaluator: bool, workload: Workload
     and the built-in one exits only after evaluating the final checkpoint, which a failed
     training never writes. After a success the evaluator gets evaluatorGraceSeconds; after a
     failure none. Under a JobSet the evaluator stays supervised: the set's success waits for it.
+    The data service's dispatcher and data workers serve until killed, like ps.
     """
-    roles = traits(strategy).servers if Workload(workload) is Workload.JOBS else ()
+    servers = traits(strategy).servers + (DATA_SERVICE_ROLES if has_data_service else ())
+    roles = servers if Workload(workload) is Workload.JOBS else ()
     return roles + ((Role.EVALUATOR,) if has_evaluator else ())
 
 
@@ -201,6 +207,12 @@ def nccl_roles(strategy: Strategy) -> tuple[Role, ...]:
     between these pods the NetworkPolicy must admit every TCP port, not only the gRPC port.
     """
     return traits(strategy).lockstep
+
+
+def data_service_clients(role: Role) -> tuple[Role, ...]:
+    """Who may reach a data service role's gRPC port (its NetworkPolicy): the trainers read from
+    both; the data workers register at the dispatcher. Nothing else reaches either."""
+    return DATA_READERS + ((Role.DATA_WORKER,) if Role(role) is Role.DISPATCHER else ())
 
 
 # A per-index role fails with its first index out of retries: the others cannot go on without it.

@@ -106,6 +106,7 @@ def messages() -> dict[str, str]:
         "fatalCodesNeedNever": spec.FATAL_CODES_NEED_NEVER,
         "fatalCodeReserved": spec.FATAL_CODE_RESERVED,
         "fatalCodeTwice": spec.FATAL_CODE_TWICE,
+        "dataServiceFlagWithoutService": spec.DATA_SERVICE_FLAG_WITHOUT_SERVICE,
     }
     return {key: tokens(text) for key, text in table.items()}
 
@@ -202,11 +203,13 @@ def _count_rule(role: Role, count: contract.Count) -> dict | None:
 def _role_count_rules() -> list[dict]:
     """contract.ROLE_COUNTS: one if/then per strategy, and a rule that is the same under every
     strategy (at most one evaluator) once, for all."""
-    common = [role for role in contract.ROLES if len({contract.ROLE_COUNTS[s][role] for s in Strategy}) == 1]
+    common = [role for role in contract.COUNTED_ROLES if len({contract.ROLE_COUNTS[s][role] for s in Strategy}) == 1]
     rules = []
     for strategy in Strategy:
         then = [
-            _count_rule(role, contract.ROLE_COUNTS[strategy][role]) for role in contract.ROLES if role not in common
+            _count_rule(role, contract.ROLE_COUNTS[strategy][role])
+            for role in contract.COUNTED_ROLES
+            if role not in common
         ]
         rules.append(
             {

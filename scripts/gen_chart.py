@@ -44,7 +44,7 @@ from launcher.k8s_contract import Workload  # noqa: E402
 from launcher.plan import plan
 from launcher.render import job_failure
 from scripts import chart_schema
-from worker import contract  # noqa: E402
+from worker import args, contract  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 
 CHART_DIR = REPO / "charts" / "tfk8s"
@@ -62,12 +62,21 @@ def generate_contract() -> dict:
         "roles": [r.value for r in contract.ROLES],
         # TF_CONFIG's cluster: never the evaluator.
         "trainingRoles": [r.value for r in contract.TRAINING_ROLES],
+        # dataService: its roles (TF_CONFIG lists the service's own tasks), who reads through it
+        # (TFK8S_DATA_SERVICE) and who may reach each role's port (its NetworkPolicy).
+        "dataServiceRoles": [r.value for r in contract.DATA_SERVICE_ROLES],
+        "dataReaders": [r.value for r in contract.DATA_READERS],
+        "dataServiceFlag": args.DATA_SERVICE_FLAG,  # the built-in worker's flag that needs a dataService
+        "dataServiceClients": {
+            r.value: [c.value for c in k8s_contract.data_service_clients(r)] for r in contract.DATA_SERVICE_ROLES
+        },
         "strategies": {
             s.value: {
                 "successRole": contract.success_role(s).value,
                 # The evaluator, when it has replicas, is supervised too (the templates add it).
                 "supervisedRoles": {
-                    w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w)] for w in Workload
+                    w.value: [r.value for r in k8s_contract.supervised_roles(s, False, w, has_data_service=True)]
+                    for w in Workload
                 },
                 # The success role's Job succeeds when index 0 does (a Job successPolicy).
                 "successPolicy": k8s_contract.success_needs_index_policy(s),
@@ -180,7 +189,7 @@ def values_text() -> str:
     start, end = text.index(COUNTS_BEGIN) + len(COUNTS_BEGIN), text.index(COUNTS_END)
     rows = []
     for strategy, counts in contract.ROLE_COUNTS.items():
-        parts = [_count_text(role, counts[role]) for role in contract.ROLES]
+        parts = [_count_text(role, counts[role]) for role in contract.COUNTED_ROLES]
         rows.append(f"#   {strategy.value:<23}{', '.join(p for p in parts if p)}\n")
     return text[:start] + "".join(rows) + text[end:]
 

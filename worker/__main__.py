@@ -9,6 +9,8 @@ Every pod (and every local task) runs this same command; TF_CONFIG says which ro
     mirrored               chief      worker/roles/mirrored.py      trains over local devices
     any                    evaluator  worker/roles/evaluator.py     evaluates checkpoints, exits after
                                                               the final one
+    any (dataService)      dispatcher worker/roles/data_service.py  tf.data service servers: join()
+                           data-worker
 
 Program arguments (all roles get the same; `python -m worker --help` for details):
     --loop custom|fit        training loop (default custom; fit uses tf_keras)
@@ -204,6 +206,12 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     if fault is not None:
         raise fault
 
+    if task.role in contract.DATA_SERVICE_ROLES:  # no Keras, no model dir of its own to check
+        from worker.roles import data_service
+
+        progress.report("tensorflow_imported", task=task.name, strategy=task.strategy)
+        _collect_from_here()
+        data_service.run(task)  # never returns
     if contract.is_server(task.strategy, task.role):
         # Before tf.keras is touched: a server runs the chief's traced functions and never
         # Keras, and the lazy Keras import would delay the moment the chief can connect.

@@ -14,6 +14,7 @@ from worker import errors
 from worker.contract import Strategy
 
 LOOPS = ("custom", "fit")
+DATA_SERVICE_FLAG = "--data-service"  # needs the spec's dataService (launcher/cluster_spec/spec.py)
 COLLECTIVES = ("auto", "ring", "nccl")
 DATA_HELP = (
     "training data, passed to the program's build_dataset(data=...). The built-in program "
@@ -34,6 +35,7 @@ environment (set by the launcher; see worker/contract.py):
   TFK8S_PEER_TIMEOUT   seconds to wait for every peer's DNS name and port (default 300)
   TFK8S_NODE_NAME      the node a node fault names (the pod's spec.nodeName; default the hostname)
   TFK8S_GPUS           GPUs the task is given; a task that sees fewer fails as a node fault (exit 9)
+  TFK8S_DATA_SERVICE   the tf.data service's dispatcher, grpc://host:port (with dataService)
   TFK8S_NAMESPACE, TFK8S_CLUSTER
                        whose model dir it is: the writer records them in OWNER.json there, and
                        every task refuses a dir another cluster owns (exit 2)
@@ -62,6 +64,7 @@ class Options:
     max_checkpoints: int
     mixed_precision: bool = False
     collective: str = "auto"
+    data_service: bool = False
 
     def uses_legacy_keras(self, strategy: str) -> bool:
         """tf_keras (TF_USE_LEGACY_KERAS=1) for Model.fit and for everything under PS.
@@ -157,6 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="multi_worker_mirrored all-reduce: auto (NCCL when this task sees a GPU, ring "
         "otherwise), ring or nccl (default: auto)",
     )
+    parser.add_argument(
+        DATA_SERVICE_FLAG,
+        action="store_true",
+        help="run the training input pipeline on the cluster's tf.data service (the spec's "
+        "dataService; its dispatcher is TFK8S_DATA_SERVICE): sharding OFF, one job per input "
+        "pipeline, so every trainer, also a restarted one, reads its own shard's endless stream "
+        "(docs/data-service.md)",
+    )
     return parser
 
 
@@ -181,6 +192,7 @@ def _options(namespace: argparse.Namespace) -> Options:
         max_checkpoints=namespace.max_checkpoints,
         mixed_precision=namespace.mixed_precision,
         collective=namespace.collective,
+        data_service=namespace.data_service,
     )
 
 

@@ -23,7 +23,9 @@ class TaskContext:
     strategy: Strategy
     role: Role
     index: int
-    cluster: dict[str, list[str]]  # the training cluster from TF_CONFIG (empty for the evaluator)
+    # TF_CONFIG's cluster: the training cluster (empty for the evaluator; the data service's own
+    # tasks for the dispatcher and data workers)
+    cluster: dict[str, list[str]]
     model_dir: str
     program_module: str
     peer_timeout_seconds: float
@@ -131,7 +133,7 @@ def _parse_tf_config(raw: str) -> tuple[Role, int, dict[str, list[str]]]:
     cluster = config.get("cluster") or {}
     if not isinstance(cluster, dict) or not all(isinstance(v, list) for v in cluster.values()):
         raise ValueError('"cluster" must map each role to a list of "host:port" addresses')
-    if role in contract.TRAINING_ROLES:
+    if role in contract.TRAINING_ROLES + contract.DATA_SERVICE_ROLES:
         members = cluster.get(role.value, [])
         if index < 0 or index >= len(members):
             raise ValueError(f"task {role}-{index} is not in the cluster ({role} has {len(members)} addresses)")

@@ -30,6 +30,10 @@ class Role(str, Enum):
     WORKER = "worker"
     PS = "ps"
     EVALUATOR = "evaluator"
+    # The tf.data service (the spec's dataService): a dispatcher and the data workers that run
+    # the trainers' input pipelines. Named with '-': the role is part of Job and pod hostnames.
+    DISPATCHER = "dispatcher"
+    DATA_WORKER = "data-worker"
 
     def __str__(self) -> str:
         return self.value
@@ -43,6 +47,16 @@ ROLES: tuple[Role, ...] = tuple(Role)
 # only from the same cluster's pods of these roles, on that port, and none at all to the pods of
 # any other role (the evaluator only connects out).
 TRAINING_ROLES: tuple[Role, ...] = (Role.CHIEF, Role.WORKER, Role.PS)
+# The tf.data service's servers: never in TF_CONFIG's training cluster (their TF_CONFIG lists
+# the service's own tasks instead), they serve the trainers' input pipelines until training is
+# over, under every strategy. Their gRPC ports are fenced like the training roles' (the
+# dispatcher's admits trainers and data workers, the data workers' only trainers).
+DATA_SERVICE_ROLES: tuple[Role, ...] = (Role.DISPATCHER, Role.DATA_WORKER)
+# The trainers, which read their input through the data service (the PS chief registers it).
+DATA_READERS: tuple[Role, ...] = (Role.CHIEF, Role.WORKER)
+# The roles of the spec's `roles:`, whose replica counts each strategy rules (TRAITS counts); the
+# data service's come from dataService and run under every strategy.
+COUNTED_ROLES: tuple[Role, ...] = tuple(r for r in Role if r not in DATA_SERVICE_ROLES)
 
 # --- environment ---------------------------------------------------------------------------
 TF_CONFIG = "TF_CONFIG"
@@ -56,6 +70,10 @@ MODEL_DIR = "TFK8S_MODEL_DIR"
 PROGRAM = "TFK8S_PROGRAM"
 PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
 CODE_DIGEST = "TFK8S_CODE_DIGEST"  # sha256 of the shipped code (`code:`), when there is one
+# The dispatcher of the cluster's tf.data service, `grpc://host:port`, in every trainer's (and data
+# worker's) environment when the spec has a dataService: a program of your own passes it to
+# tf.data.experimental.service.distribute(service=...); the built-in one with --data-service.
+DATA_SERVICE = "TFK8S_DATA_SERVICE"
 CLUSTER_NAME = "TFK8S_CLUSTER"
 NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, launcher/pod/supervise.py)
 # Which platform runs the tasks: a Kubernetes cluster (`kubernetes:ca-<digest of its CA>`, set by
@@ -280,7 +298,7 @@ def traits(strategy: Strategy) -> StrategyTraits:
 def allowed_roles(strategy: Strategy) -> tuple[Role, ...]:
     """Roles that may have replicas under `strategy`, in ROLES order."""
     rules = ROLE_COUNTS[Strategy(strategy)]
-    return tuple(r for r in ROLES if rules[r].maximum != 0)
+    return tuple(r for r in ROLES if r in DATA_SERVICE_ROLES or rules[r].maximum != 0)
 
 
 # --- who decides, who writes, who must be ended --------------------------------------------

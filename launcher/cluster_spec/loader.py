@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from launcher.cluster_spec import code_entry
 from launcher.cluster_spec.spec import (
-    ROLES,
+    COUNTED_ROLES,
     SHARED_DISK,
     ClusterSpec,
     CrossFieldProblems,
@@ -344,7 +344,7 @@ def _role_problems_of_raw(data: dict, found: list[Problem], lines: dict[Path_, i
     if not isinstance(roles, dict):
         return []
     counts = {}
-    for role in ROLES:
+    for role in COUNTED_ROLES:
         role_data = roles.get(role) or {}
         value = role_data.get("replicas", 0) if isinstance(role_data, dict) else None
         if not isinstance(value, int) or isinstance(value, bool):

@@ -73,6 +73,11 @@ def collective_policy(name: str) -> str:
     return f"{name}-collective"
 
 
+def data_service_policy(name: str, role: str) -> str:
+    """NetworkPolicy: a data service role's pods admit its clients (k8s_contract.data_service_clients)."""
+    return f"{name}-{Role(role).value}-grpc"
+
+
 def metrics_policy(name: str) -> str:
     """NetworkPolicy: every pod admits the metrics scrapers (metrics.scrapers) on the metrics port."""
     return f"{name}-metrics"

@@ -68,8 +68,9 @@ class Toleration(SpecModel):
     toleration_seconds: int | None = None
 
 
-class RoleSpec(SpecModel):
-    replicas: int = Field(default=0, ge=0, le=10000, description="how many tasks of this role (rules below)")
+class PodFields(SpecModel):
+    """What a role's pods get: a training role's (RoleSpec) and each data service role's."""
+
     resources: Resources = Field(
         default_factory=Resources,
         description="`requests`/`limits` of cpu, memory, ephemeral-storage, `nvidia.com/gpu` (GPUs under limits)",
@@ -84,6 +85,14 @@ class RoleSpec(SpecModel):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         return check_env(value)
+
+
+class _Replicas(SpecModel):
+    replicas: int = Field(default=0, ge=0, le=10000, description="how many tasks of this role (rules below)")
+
+
+class RoleSpec(PodFields, _Replicas):  # replicas first, in the spec reference too
+    pass
 
 
 # One value: Linux refuses to start a process with an environment string over 128 KiB
@@ -115,4 +124,19 @@ class Roles(SpecModel):
     evaluator: RoleSpec = Field(default_factory=RoleSpec)
 
     def get(self, role: str) -> RoleSpec:
+        """A training role's (or the evaluator's) part; the data service's roles are not here
+        (ClusterSpec.pods)."""
         return getattr(self, Role(role).value)
+
+
+class DataService(SpecModel):
+    """The tf.data service (docs/data-service.md): one dispatcher and `workers` data workers
+    that run the trainers' input pipelines, started, fenced and ended with the training."""
+
+    workers: int = Field(ge=1, le=1000, description="how many data workers run the input pipelines")
+    dispatcher: PodFields = Field(
+        default_factory=PodFields, description="the dispatcher's pods: resources, env, nodeSelector, tolerations"
+    )
+    worker: PodFields = Field(
+        default_factory=PodFields, description="the data workers' pods: resources, env, nodeSelector, tolerations"
+    )

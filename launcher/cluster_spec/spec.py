@@ -20,11 +20,12 @@ from launcher.cluster_spec.checkpoints import (
     MWMS_UNSHARED,
     default_model_dir,
 )
-from launcher.cluster_spec.role_spec import Roles, SpecModel, check_env
+from launcher.cluster_spec.role_spec import DataService, PodFields, Roles, SpecModel, check_env
 from launcher.code_shipping.code_bundle import CodeSpec
 from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
 from worker import contract
-from worker.contract import ROLES, Role, Strategy  # noqa: F401 (re-exported)
+from worker.args import DATA_SERVICE_FLAG
+from worker.contract import COUNTED_ROLES, ROLES, Role, Strategy  # noqa: F401 (re-exported)
 
 DEFAULT_IMAGE = "tfk8s/worker:dev"
 DEFAULT_METRICS_PORT = 9401
@@ -47,6 +48,10 @@ FATAL_CODES_NEED_NEVER = (
 )
 FATAL_CODE_RESERVED = "{code} is {meaning}, not your program's: remove it from fatalExitCodes"
 FATAL_CODE_TWICE = "{code} is listed twice: list each code once"
+DATA_SERVICE_FLAG_WITHOUT_SERVICE = (
+    f"{DATA_SERVICE_FLAG} reads the training input through the cluster's tf.data service, which this spec "
+    f"does not have: add dataService (with its workers), or remove {DATA_SERVICE_FLAG}"
+)
 _MODULE_NAME = re.compile(k8s_contract.MODULE_NAME_PATTERN)
 
 
@@ -215,6 +220,11 @@ class ClusterSpec(SpecModel):
     )
     env: dict[str, str] = Field(default_factory=dict, description="environment for every role")
     roles: Roles = Field(default_factory=Roles)
+    data_service: DataService | None = Field(
+        None,
+        description="a tf.data service the trainers' input pipelines run on: one `dispatcher` and `workers` "
+        "`data-worker` tasks, under every strategy; trainers get `TFK8S_DATA_SERVICE` (docs/data-service.md)",
+    )
     port: int = Field(default=2222, ge=1024, le=65535, description="the gRPC port of every task")
     network_policy: bool = Field(
         default=True,
@@ -336,6 +346,8 @@ class ClusterSpec(SpecModel):
         if self.metrics.pod_monitor and self.metrics.port is None:
             problems.append(("metrics.podMonitor", POD_MONITOR_WITHOUT_PORT))
         problems += [("fatalExitCodes", problem) for problem in fatal_exit_code_problems(self)]
+        if self.builtin and DATA_SERVICE_FLAG in self.effective_program.args and self.data_service is None:
+            problems.append(("program.args", DATA_SERVICE_FLAG_WITHOUT_SERVICE))
         if problems:
             raise CrossFieldProblems(problems)
         return self
@@ -377,7 +389,20 @@ class ClusterSpec(SpecModel):
         return self.program or Program()
 
     def replicas(self, role: str) -> int:
+        if role == Role.DISPATCHER:
+            return 0 if self.data_service is None else 1
+        if role == Role.DATA_WORKER:
+            return 0 if self.data_service is None else self.data_service.workers
         return self.roles.get(role).replicas
+
+    def pods(self, role: str) -> PodFields:
+        """What the role's pods get (resources, env, nodeSelector, tolerations): roles.<role>, or
+        for the data service's roles dataService.dispatcher / dataService.worker."""
+        if role in contract.DATA_SERVICE_ROLES:
+            if self.data_service is None:
+                raise ValueError(f"role {role}: the spec has no dataService")
+            return self.data_service.dispatcher if role == Role.DISPATCHER else self.data_service.worker
+        return self.roles.get(role)
 
     def active_roles(self) -> list[Role]:
         return [r for r in ROLES if self.replicas(r) > 0]
@@ -420,4 +445,4 @@ def fatal_exit_code_problems(spec: ClusterSpec) -> list[str]:
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
-    return k8s_contract.role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in ROLES})
+    return k8s_contract.role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in contract.COUNTED_ROLES})

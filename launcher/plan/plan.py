@@ -70,10 +70,20 @@ class RolePlan:
     # The index whose success is the Job's (a Job successPolicy); None: every index must succeed.
     success_index: int | None = None
     tolerations: tuple[dict, ...] = ()  # the role's own, then nodeLossTolerationSeconds' taints
+    builtin: bool = True  # runs the built-in worker (`python -m worker`), not a command of the user's
 
     @property
     def in_training_cluster(self) -> bool:
         return self.role in contract.TRAINING_ROLES
+
+    @property
+    def in_data_service(self) -> bool:
+        return self.role in contract.DATA_SERVICE_ROLES
+
+    @property
+    def listens(self) -> bool:
+        """Whether its tasks serve on the gRPC port (and so have an address)."""
+        return self.in_training_cluster or self.in_data_service
 
 
 @dataclass(frozen=True)
@@ -134,13 +144,33 @@ class ClusterPlan:
     def training_roles(self) -> tuple[RolePlan, ...]:
         return tuple(r for r in self.roles if r.in_training_cluster)
 
+    @property
+    def data_service_roles(self) -> tuple[RolePlan, ...]:
+        return tuple(r for r in self.roles if r.in_data_service)
+
+    @property
+    def listening_roles(self) -> tuple[RolePlan, ...]:
+        return tuple(r for r in self.roles if r.listens)
+
     def tf_config(self, role: str, index: int, address: AddressFn) -> dict:
         """The TF_CONFIG one task sees. The evaluator's lists no cluster: a PSv2 coordinator
-        that sees an evaluator in the cluster waits for it forever (tensorflow#46169)."""
-        if Role(role) not in contract.TRAINING_ROLES:
-            return {"cluster": {}, "task": {"type": Role(role).value, "index": index}}
-        cluster = {r.role.value: [address(r.role.value, i) for i in range(r.replicas)] for r in self.training_roles}
+        that sees an evaluator in the cluster waits for it forever (tensorflow#46169). The data
+        service's tasks see the service's own tasks (a data worker registers its own address),
+        never TF's resolver; the training cluster never sees them."""
+        members: tuple[RolePlan, ...] = ()
+        if Role(role) in contract.TRAINING_ROLES:
+            members = self.training_roles
+        elif Role(role) in contract.DATA_SERVICE_ROLES:
+            members = self.data_service_roles
+        cluster = {r.role.value: [address(r.role.value, i) for i in range(r.replicas)] for r in members}
         return {"cluster": cluster, "task": {"type": Role(role).value, "index": index}}
+
+    def data_service_env(self, role: str, address: AddressFn) -> dict[str, str]:
+        """TFK8S_DATA_SERVICE, the dispatcher's grpc:// address, for the trainers (which read
+        through it) and the data workers (which register there); nothing without a dataService."""
+        if not self.data_service_roles or Role(role) not in contract.DATA_READERS + (Role.DATA_WORKER,):
+            return {}
+        return {contract.DATA_SERVICE: f"grpc://{address(Role.DISPATCHER.value, 0)}"}
 
     def tasks(self):
         """(role, index) of every task, in creation order."""
@@ -159,7 +189,8 @@ def plan(
     success = contract.success_role(strategy)
     workload = spec.workload
     has_evaluator = spec.replicas(Role.EVALUATOR) > 0
-    supervised = k8s_contract.supervised_roles(strategy, has_evaluator, workload)
+    has_data_service = spec.data_service is not None
+    supervised = k8s_contract.supervised_roles(strategy, has_evaluator, workload, has_data_service)
     in_jobset = workload is k8s_contract.Workload.JOBSET
     # MWMS: worker 0 is the chief, its success is the Job's.
     success_index = contract.SUCCESS_INDEX if k8s_contract.success_needs_index_policy(strategy) else None
@@ -180,14 +211,15 @@ def plan(
                 role=role,
                 replicas=spec.replicas(role),
                 job_name=names.job(spec.name, role, workload),
-                command=tuple(task_command(spec)),
+                command=tuple(task_command(spec, role)),
+                builtin=spec.builtin or role in contract.DATA_SERVICE_ROLES,
                 env=task_env(spec, role, storage.model_dir, code.dir if code else None, code.digest if code else None),
                 workdir=code.dir if code else None,
                 supervision=supervision,
                 # The spec's account for every pod; otherwise only supervised pods need one.
                 service_account=supervisor_account if supervision or spec.service_account_name else None,
                 success_index=success_index if role is success else None,
-                tolerations=tuple(role_tolerations(spec, spec.roles.get(role))),
+                tolerations=tuple(role_tolerations(spec, spec.pods(role))),
             )
         )
     return ClusterPlan(
@@ -201,7 +233,7 @@ def plan(
         storage=storage,
         spec_hash=spec_hash(spec, code.bundle if code else None),
         nccl_roles=tuple(
-            r for r in k8s_contract.nccl_roles(strategy) if spec.replicas(r) > 0 and spec.roles.get(r).resources.gpus
+            r for r in k8s_contract.nccl_roles(strategy) if spec.replicas(r) > 0 and spec.pods(r).resources.gpus
         ),
         code=code,
         jobset=jobset_plan(spec, strategy, has_evaluator) if in_jobset else None,
@@ -264,18 +296,22 @@ def task_env(
         env["PYTHONPATH"] = code_dir
     if code_digest is not None:  # FINAL.json records it: a finished dir meets changed code
         env[contract.CODE_DIGEST] = code_digest
-    resources = spec.roles.get(role).resources
+    resources = spec.pods(role).resources
     if spec.builtin and resources.gpus:  # fewer seen is the node's fault (worker/node_faults.py)
         env[contract.GPUS] = str(resources.limits[GPU])
     if contract.is_server(Strategy(spec.strategy), Role(role)):
         env[contract.SERVER_LINGER] = str(contract.server_linger_seconds(spec.termination_grace_period_seconds))
     env.update(sorted(spec.env.items()))
-    env.update(sorted(spec.roles.get(role).env.items()))
+    env.update(sorted(spec.pods(role).env.items()))
     return env
 
 
-def task_command(spec: ClusterSpec) -> list[str]:
-    """The built-in worker with the program's args, or the user's own command."""
+def task_command(spec: ClusterSpec, role: str | None = None) -> list[str]:
+    """The built-in worker with the program's args, or the user's own command. The data
+    service's servers run the built-in worker whatever the trainers run: the spec's image must
+    hold it (the stock image does; an image of your own built FROM it too)."""
+    if not spec.builtin and role in contract.DATA_SERVICE_ROLES:
+        return ["python", "-m", "worker"]
     if spec.builtin:
         return ["python", "-m", "worker", *spec.effective_program.args]
     return [*spec.command, *(spec.args or [])]

@@ -122,7 +122,7 @@ def cluster_context(cluster: ClusterPlan) -> ClusterContext:
 
 
 def job_context(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> JobContext:
-    cfg = cluster.spec.roles.get(role.role)
+    cfg = cluster.spec.pods(role.role)
     return JobContext(
         role=role,
         labels=labels(cluster.spec, role.role.value),
@@ -139,7 +139,7 @@ def pod_env(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> dict[
     and locally), then what only a pod needs. `platform`: the Kubernetes cluster's name for the
     model dir's OWNER.json (submit reads it from the cluster; a render for review has none)."""
     spec = cluster.spec
-    env = dict(role.env)
+    env = {**role.env, **cluster.data_service_env(role.role, tfconfig.kubernetes_address(cluster))}
     if spec.metrics.port is not None:  # the named port, on every interface
         env[contract.METRICS_PORT] = str(spec.metrics.port)
     env["HOME"] = "/tmp"  # the root filesystem is the image's, not the task user's

@@ -442,6 +442,9 @@ def _random_specs():
             data["queue"] = draw(st.sampled_from(["q", "team-a"]))
         if draw(st.booleans()):
             data["priorityClassName"] = "high"
+        if draw(st.booleans()):  # a tf.data service, its roles' pods shaped like a role's
+            pods = role(st.just(0)).map(lambda fields: {k: v for k, v in fields.items() if k != "replicas"})
+            data["dataService"] = {"workers": draw(st.integers(1, 3)), "dispatcher": draw(pods), "worker": draw(pods)}
         if draw(st.booleans()):
             data.update(draw(byo))
         elif (p := draw(program)) is not None:
@@ -452,7 +455,8 @@ def _random_specs():
             metrics.pop("podMonitor", None)  # a PodMonitor needs a metrics port
         elif metrics_port == data.get("port", 2222):  # not the gRPC port
             metrics["port"] = metrics_port + 1 if metrics_port < 65535 else metrics_port - 1
-        for cfg in r.values():  # a GPU request must equal its limit
+        service = data.get("dataService") or {}
+        for cfg in [*r.values(), *(service.get(k, {}) for k in ("dispatcher", "worker"))]:  # GPU requests == limits
             resources = cfg.get("resources", {})
             if "nvidia.com/gpu" in resources.get("limits", {}) and draw(st.booleans()):
                 resources["requests"] = {
@@ -657,6 +661,16 @@ REFUSED_LIKE_THE_LAUNCHER = [
         "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",
     ),
     ("reserved-env-all-pods", {"env": {"GRPC_FAIL_FAST": "x"}}, "env: GRPC_FAIL_FAST is set"),
+    (
+        "data-service-flag-without-service",
+        {"program": {"args": ["--data-service"]}},
+        "program.args: --data-service reads the training input through the cluster's tf.data service",
+    ),
+    (
+        "reserved-env-data-worker",
+        {"dataService": {"workers": 1, "worker": {"env": {"TF_CONFIG": "{}"}}}},
+        "dataService.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",
+    ),
     ("fatal-codes-built-in", {"fatalExitCodes": [1]}, "fatalExitCodes: the built-in worker's exit codes"),
     (
         "fatal-codes-on-failure",

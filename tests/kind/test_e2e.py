@@ -48,6 +48,7 @@ def write_spec(
     steps: int = STEPS,
     checkpoint_every: int | None = None,
     evaluator: bool = False,
+    program_args: tuple[str, ...] = (),
     **extra,
 ) -> Path:
     """A cluster spec; checkpoints every `checkpoint_every` steps (default a quarter of them).
@@ -66,6 +67,7 @@ def write_spec(
                 str(checkpoint_every or steps // 4),
                 "--global-batch-size",
                 "32",
+                *program_args,
             ]
         },
         "roles": {
@@ -316,7 +318,11 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     """Also the placement across nodes with the NetworkPolicies in force: the chief (and the
     evaluator) on one node, ps and workers on the other, so cross-node TF_CONFIG addresses and
     the policy's own-pod rule carry a real training (test_network.py probes the policy itself
-    on stand-in pods). And a Prometheus in the cluster watches it (prometheus_check.py)."""
+    on stand-in pods). And a Prometheus in the cluster watches it (prometheus_check.py). The
+    input pipeline runs on a tf.data service (dataService, its pods beside the chief): the
+    workers read their batches across nodes through its policies, the scrapers' namespace
+    reaches neither its dispatcher's nor its data worker's gRPC port, and its pods end with the
+    training (docs/data-service.md)."""
     # Long enough, with a step event every second, for status and Prometheus to see the step
     # advance after Prometheus has found the pods.
     steps, progress_env = 4 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
@@ -327,8 +333,22 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         role: {"replicas": n, "nodeSelector": {"kubernetes.io/hostname": pin[role]}}
         for role, n in (("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1))
     }
+    data_service = {
+        "workers": 1,
+        "dispatcher": {"nodeSelector": {"kubernetes.io/hostname": nodes[0]}},
+        "worker": {"nodeSelector": {"kubernetes.io/hostname": nodes[0]}},
+    }
     spec = write_spec(
-        tmp_path, "ps", namespace, checkpoint_pvc.claim_name, worker_image, steps=steps, env=progress_env, roles=roles
+        tmp_path,
+        "ps",
+        namespace,
+        checkpoint_pvc.claim_name,
+        worker_image,
+        steps=steps,
+        env=progress_env,
+        roles=roles,
+        program_args=("--data-service",),
+        dataService=data_service,
     )
     started, submitted = time.monotonic(), time.time()
     proc = submit_in_background(kind_cluster, spec)
@@ -337,9 +357,9 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
 
         def all_running():
             pods = kind_cluster.get_json("pods", "-n", namespace, "-l", f"{LABEL}=ps")["items"]
-            return len(pods) == 5 and all(p["status"]["phase"] == "Running" for p in pods)
+            return len(pods) == 7 and all(p["status"]["phase"] == "Running" for p in pods)
 
-        wait_for(all_running, 600, "all 5 pods Running", interval=0.5)
+        wait_for(all_running, 600, "all 7 pods Running", interval=0.5)
         running = time.monotonic() - started
         selector = f'training_namespace="{namespace}", training="ps"'
         wait_for(
@@ -355,6 +375,11 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         reached = probe_from_monitoring(kind_cluster, probe_image, chief, 9401, 2222)
         assert reached["metrics"]["connected"], reached
         assert not reached["grpc"]["connected"], reached
+        for role in ("dispatcher", "data-worker"):  # the data service is fenced alike
+            reached = probe_from_monitoring(
+                kind_cluster, probe_image, pod_of(kind_cluster, namespace, "ps", role), 9401, 2222
+            )
+            assert reached["metrics"]["connected"] and not reached["grpc"]["connected"], (role, reached)
         first_step = None
         # Polled until two steps were seen (each `status` costs about a second of CPU).
         while proc.poll() is None and time.monotonic() - started < 900 and len(training_seen) < 2:
@@ -409,7 +434,7 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     data = json.loads(status.stdout)
     assert data["phase"] == "Succeeded" and data["exitCode"] == 0
     counts = {r["role"]: r["succeeded"] for r in data["roles"]}
-    assert counts == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1}
+    assert counts == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1, "dispatcher": 1, "data-worker": 1}
     # status read the step from the chief's log through the API while it trained, and reads
     # the final step and evaluation after the end.
     print("MEASURE ps status -o json while training, steps seen:", [t["step"] for t in training_seen])
@@ -423,7 +448,7 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     text = cli(kind_cluster, "status", "ps", "-n", namespace, check=True).stdout
     assert f"training: step {steps}/{steps}" in text and f"final eval ckpt-{steps}" in text
     every = cli(kind_cluster, "logs", "ps", "-n", namespace, "--all", check=True).stdout
-    for task in ("chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"):
+    for task in ("chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0", "dispatcher-0", "data-worker-0"):
         assert f"[{task}] " in every, task
 
     # Same spec again: nothing changes. A changed spec is refused without --replace.
@@ -438,6 +463,8 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         steps=steps,
         env=progress_env,
         roles=roles,
+        program_args=("--data-service",),
+        dataService=data_service,
         backoffLimit=3,
     )
     refused = cli(kind_cluster, "submit", str(changed))

@@ -14,6 +14,8 @@
       FINAL.json          written last, by the writer (chief; MWMS: worker 0), see below
       eval/metrics.jsonl  one JSON line per evaluated checkpoint (evaluator)
       eval/tensorboard/   evaluation summaries (loss, accuracy per step)
+      data-service/       the tf.data service dispatcher's journal (dataService): a restarted
+                          dispatcher resumes its datasets and jobs from it
 
 The FINAL.json marker tells the evaluator which checkpoint is the last one, so it evaluates that
 one for sure and then exits 0 (instead of polling forever, or being killed before it got there,
@@ -44,6 +46,7 @@ FINAL_MARKER = "FINAL.json"
 EVAL = "eval"
 METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
+DATA_SERVICE = "data-service"
 CHECKPOINT_PREFIX = "ckpt"
 
 
@@ -70,6 +73,10 @@ def eval_dir(model_dir: str) -> str:
 
 def metrics_path(model_dir: str) -> str:
     return join(model_dir, EVAL, METRICS)
+
+
+def data_service_dir(model_dir: str) -> str:
+    return join(model_dir, DATA_SERVICE)
 
 
 def marker_path(model_dir: str) -> str:

@@ -15,6 +15,7 @@ from worker.context import TaskContext
 from worker.contract import Strategy
 from worker.model_dir import layout, writer_lease
 from worker.program import Program
+from worker.roles import data_service
 
 
 def scaled_loss_and_gradients(model, per_example_loss, images, labels, global_batch_size: int, optimizer=None):
@@ -193,7 +194,10 @@ def train_dataset_fn(program: Program, options: Options):
 
     def dataset_fn(input_context):
         batch = input_context.get_per_replica_batch_size(options.global_batch_size)
-        return program.build_dataset("train", batch, input_context, data=options.data)
+        dataset = program.build_dataset("train", batch, input_context, data=options.data)
+        if options.data_service:  # the pipeline runs on the data workers
+            dataset = data_service.distribute(dataset, input_context.input_pipeline_id)
+        return dataset
 
     return dataset_fn
 

@@ -12,10 +12,27 @@ roles:
 - worker
 - ps
 - evaluator
+- dispatcher
+- data-worker
 trainingRoles:
 - chief
 - worker
 - ps
+dataServiceRoles:
+- dispatcher
+- data-worker
+dataReaders:
+- chief
+- worker
+dataServiceFlag: --data-service
+dataServiceClients:
+  dispatcher:
+  - chief
+  - worker
+  - data-worker
+  data-worker:
+  - chief
+  - worker
 strategies:
   parameter_server:
     successRole: chief
@@ -23,6 +40,8 @@ strategies:
       jobs:
       - worker
       - ps
+      - dispatcher
+      - data-worker
       jobset: []
     successPolicy: false
     setMaxRestarts: 0
@@ -34,7 +53,9 @@ strategies:
   multi_worker_mirrored:
     successRole: worker
     supervisedRoles:
-      jobs: []
+      jobs:
+      - dispatcher
+      - data-worker
       jobset: []
     successPolicy: true
     setMaxRestarts: 1
@@ -46,7 +67,9 @@ strategies:
   mirrored:
     successRole: chief
     supervisedRoles:
-      jobs: []
+      jobs:
+      - dispatcher
+      - data-worker
       jobset: []
     successPolicy: false
     setMaxRestarts: 0
@@ -197,5 +220,7 @@ messages:
     set restartPolicy: Never, or remove fatalExitCodes'
   fatalCodeReserved: '@code@ is @meaning@, not your program''s: remove it from fatalExitCodes'
   fatalCodeTwice: '@code@ is listed twice: list each code once'
+  dataServiceFlagWithoutService: '--data-service reads the training input through the cluster''s tf.data
+    service, which this spec does not have: add dataService (with its workers), or remove --data-service'
 
 {{- end }}

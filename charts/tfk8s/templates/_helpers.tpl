@@ -53,9 +53,30 @@ annotations:
   {{- include "tfk8s.annotations" .root | nindent 2 }}
 {{- end }}
 
-{{/* A role's replicas as a number (dict "root" $ "role" ROLE). */}}
+{{/* A role's replicas as a number (dict "root" $ "role" ROLE): roles.<role>, or the data service's
+one dispatcher and dataService.workers data workers (ClusterSpec.replicas). */}}
 {{- define "tfk8s.replicas" -}}
+{{- $service := .root.Values.dataService -}}
+{{- if eq .role "dispatcher" -}}
+{{- ternary 1 0 (not (empty $service)) -}}
+{{- else if eq .role "data-worker" -}}
+{{- int (dig "workers" 0 (default dict $service)) -}}
+{{- else -}}
 {{- int (dig .role "replicas" 0 (default dict .root.Values.roles)) -}}
+{{- end -}}
+{{- end }}
+
+{{/* What a role's pods get, as JSON (ClusterSpec.pods): roles.<role>, or dataService.dispatcher
+and dataService.worker for the data service's roles. */}}
+{{- define "tfk8s.podFields" -}}
+{{- $service := default dict .root.Values.dataService -}}
+{{- if eq .role "dispatcher" -}}
+{{- toJson (default dict $service.dispatcher) -}}
+{{- else if eq .role "data-worker" -}}
+{{- toJson (default dict $service.worker) -}}
+{{- else -}}
+{{- toJson (get (default dict .root.Values.roles) .role | default dict) -}}
+{{- end -}}
 {{- end }}
 
 {{/* The roles with replicas, in the contract's order, as a JSON list. */}}
@@ -155,7 +176,7 @@ a claim or a hostPath at the volume's mountPath, nothing for gs://, else an empt
 
 {{/* A role's resources: requests and limits that are set, each quantity as text. */}}
 {{- define "tfk8s.resources" -}}
-{{- $given := dig .role "resources" dict (default dict .root.Values.roles) | default dict -}}
+{{- $given := dig "resources" dict (include "tfk8s.podFields" . | fromJson) | default dict -}}
 {{- $resources := dict -}}
 {{- range $kind := list "requests" "limits" -}}
 {{- $quantities := dict -}}
@@ -182,7 +203,7 @@ lost-node taints for nodeLossTolerationSeconds, unless the role names that taint
 {{- $c := include "tfk8s.contract" .root | fromYaml -}}
 {{- $tolerations := list -}}
 {{- $named := list -}}
-{{- range $given := dig .role "tolerations" list (default dict .root.Values.roles) | default list -}}
+{{- range $given := dig "tolerations" list (include "tfk8s.podFields" . | fromJson) | default list -}}
 {{- $toleration := dict -}}
 {{- range $key, $value := $given -}}
 {{- if not (kindIs "invalid" $value) }}{{ $_ := set $toleration $key $value }}{{ end -}}
@@ -212,14 +233,17 @@ lost-node taints for nodeLossTolerationSeconds, unless the role names that taint
 {{/*
 A role's TF_CONFIG with the index left as $(TFK8S_TASK_INDEX) for Kubernetes to expand
 (launcher/render/tfconfig.py). The evaluator's lists no cluster: a PSv2 coordinator that sees an
-evaluator in the cluster waits for it forever (tensorflow#46169).
+evaluator in the cluster waits for it forever (tensorflow#46169). The data service's tasks list
+the service's own tasks.
 */}}
 {{- define "tfk8s.tfConfig" -}}
 {{- $c := include "tfk8s.contract" .root | fromYaml -}}
 {{- $root := .root -}}
 {{- $members := list -}}
-{{- if has .role $c.trainingRoles -}}
-{{- range $role := $c.trainingRoles -}}
+{{- $group := list -}}
+{{- if has .role $c.trainingRoles }}{{ $group = $c.trainingRoles }}{{ end -}}
+{{- if has .role $c.dataServiceRoles }}{{ $group = $c.dataServiceRoles }}{{ end -}}
+{{- range $role := $group -}}
 {{- $replicas := int (include "tfk8s.replicas" (dict "root" $root "role" $role)) -}}
 {{- if gt $replicas 0 -}}
 {{- $addresses := list -}}
@@ -227,7 +251,6 @@ evaluator in the cluster waits for it forever (tensorflow#46169).
 {{- $addresses = append $addresses (include "tfk8s.address" (dict "root" $root "role" $role "index" $index)) -}}
 {{- end -}}
 {{- $members = append $members (printf "%s:%s" (toJson $role) (toJson $addresses)) -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $task := printf "{\"type\":%s,\"index\":$(TFK8S_TASK_INDEX)}" (toJson .role) -}}
@@ -273,8 +296,12 @@ again keeps its first place and takes the later value.
 {{- range $key, $value := default dict $values.env -}}
 {{- $pairs = append $pairs (list $key $value) -}}
 {{- end -}}
-{{- range $key, $value := dig .role "env" dict (default dict $values.roles) | default dict -}}
+{{- range $key, $value := dig "env" dict (include "tfk8s.podFields" . | fromJson) | default dict -}}
 {{- $pairs = append $pairs (list $key $value) -}}
+{{- end -}}
+{{- if and $values.dataService (or (has .role $c.dataReaders) (eq .role "data-worker")) -}}
+{{- $dispatcher := include "tfk8s.address" (dict "root" .root "role" "dispatcher" "index" 0) -}}
+{{- $pairs = append $pairs (list "TFK8S_DATA_SERVICE" (printf "grpc://%s" $dispatcher)) -}}
 {{- end -}}
 {{- with include "tfk8s.metricsPort" .root -}}
 {{- $pairs = append $pairs (list "TFK8S_METRICS_PORT" .) -}}

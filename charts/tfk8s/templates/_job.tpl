@@ -20,6 +20,10 @@ annotations:
 {{- $supervised := include "tfk8s.supervised" . -}}
 {{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
 {{- $command := include "tfk8s.taskCommand" $root | fromJsonArray -}}
+{{- if and (has .role $c.dataServiceRoles) (not (kindIs "invalid" $values.command)) -}}
+{{- /* plan.task_command: the data service's servers run the built-in worker */ -}}
+{{- $command = list "python" "-m" "worker" -}}
+{{- end -}}
 {{- $metricsPort := include "tfk8s.metricsPort" $root -}}
 {{- if $supervised }}
 {{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
@@ -94,7 +98,7 @@ template:
       fsGroup: {{ int $values.securityContext.fsGroup }}
       seccompProfile:
         type: RuntimeDefault
-    {{- with dig .role "nodeSelector" dict (default dict $values.roles) }}
+    {{- with dig "nodeSelector" dict (include "tfk8s.podFields" . | fromJson) }}
     nodeSelector:
       {{- toYaml . | nindent 6 }}
     {{- end }}
@@ -142,10 +146,10 @@ template:
           fieldRef:
             fieldPath: spec.nodeName
       {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 6 }}
-      {{- $training := has .role $c.trainingRoles }}
-      {{- if or $training $metricsPort }}
+      {{- $listens := or (has .role $c.trainingRoles) (has .role $c.dataServiceRoles) }}
+      {{- if or $listens $metricsPort }}
       ports:
-      {{- if $training }}
+      {{- if $listens }}
       - name: tf-grpc
         containerPort: {{ int $values.port }}
         protocol: TCP

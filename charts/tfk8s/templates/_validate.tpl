@@ -49,15 +49,18 @@ a template picks one and fills it, never spells one out.
 {{- /* Reserved env names, and the GPU resource: requests == limits. */ -}}
 {{- $envs := list (list "env" (default dict $v.env)) -}}
 {{- range $role := $c.roles -}}
-{{- $cfg := get (default dict $v.roles) $role | default dict -}}
-{{- $envs = append $envs (list (printf "roles.%s.env" $role) (default dict $cfg.env)) -}}
+{{- $cfg := include "tfk8s.podFields" (dict "root" $ "role" $role) | fromJson -}}
+{{- $at := printf "roles.%s" $role -}}
+{{- if eq $role "dispatcher" }}{{ $at = "dataService.dispatcher" }}{{ end -}}
+{{- if eq $role "data-worker" }}{{ $at = "dataService.worker" }}{{ end -}}
+{{- $envs = append $envs (list (printf "%s.env" $at) (default dict $cfg.env)) -}}
 {{- $requests := dig "resources" "requests" dict $cfg | default dict -}}
 {{- $limits := dig "resources" "limits" dict $cfg | default dict -}}
 {{- $gpu := $c.gpuResource -}}
 {{- if hasKey $requests $gpu -}}
 {{- $requested := include "tfk8s.quantity" (get $requests $gpu) -}}
 {{- if or (not (hasKey $limits $gpu)) (ne $requested (include "tfk8s.quantity" (get $limits $gpu))) -}}
-{{- include "tfk8s.refuse" (list (printf "roles.%s.resources" $role) $m.gpuNotInLimits dict) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.resources" $at) $m.gpuNotInLimits dict) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -116,6 +119,12 @@ a template picks one and fills it, never spells one out.
 {{- end -}}
 {{- if and (dig "podMonitor" false (default dict $v.metrics)) (not $metricsPort) -}}
 {{- include "tfk8s.refuse" (list "metrics.podMonitor" $m.podMonitorWithoutPort dict) -}}
+{{- end -}}
+
+{{- /* spec: the built-in worker's --data-service reads through the spec's dataService */ -}}
+{{- $programArgs := dig "args" list (default dict $v.program) | default list -}}
+{{- if and (kindIs "invalid" $v.command) (has $c.dataServiceFlag $programArgs) (empty $v.dataService) -}}
+{{- include "tfk8s.refuse" (list "program.args" $m.dataServiceFlagWithoutService dict) -}}
 {{- end -}}
 
 {{- /* spec.fatal_exit_code_problems: a command's codes, under Never; none reserved, none twice */ -}}

@@ -208,7 +208,8 @@ def decide(
       supervised tasks (ps, PS workers, the evaluator) count as succeeded.
     """
     chief = next(t for t in tasks if (t.role, t.index) == (plan.success_role, contract.SUCCESS_INDEX))
-    training = [t for t in tasks if t.role in contract.TRAINING_ROLES]
+    # The data service's servers are the trainers' peers too: one that cannot restart stalls them.
+    training = [t for t in tasks if t.role in contract.TRAINING_ROLES + contract.DATA_SERVICE_ROLES]
     dead_peers = sorted(
         (t for t in training if t.state is TaskState.FAILED and t is not chief), key=lambda t: t.ended_at or 0.0
     )

@@ -49,10 +49,10 @@ class Task:
 
 
 def ports_needed(plan: ClusterPlan) -> int:
-    """One gRPC port per training task and, for the built-in worker, which serves Prometheus
+    """One gRPC port per training and data service task and, for the built-in worker, which serves Prometheus
     metrics (worker/metrics.py), one metrics port per task (metrics.port is the pods' one), as
     each pod has. A program of the user's gets none to ignore; metrics.port null: none at all."""
-    return sum(r.replicas for r in plan.training_roles) + (len(list(plan.tasks())) if serves_metrics(plan) else 0)
+    return sum(r.replicas for r in plan.listening_roles) + (len(list(plan.tasks())) if serves_metrics(plan) else 0)
 
 
 def serves_metrics(plan: ClusterPlan) -> bool:
@@ -68,7 +68,7 @@ def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
     with_metrics = serves_metrics(plan)
     held = HeldPorts(ports_needed(plan))
     ports = list(held.ports)
-    port_of = {(r.role.value, i): ports.pop() for r in plan.training_roles for i in range(r.replicas)}
+    port_of = {(r.role.value, i): ports.pop() for r in plan.listening_roles for i in range(r.replicas)}
 
     def address(role: str, index: int) -> str:
         return f"{LOCALHOST}:{port_of[(Role(role).value, index)]}"
@@ -89,12 +89,17 @@ def task(
     # The container's own env list in the pod's order (manifests/job.yaml.j2), its $(VAR)
     # references expanded as the kubelet does
     container_env = expand_env(
-        [(contract.TASK_INDEX, str(index)), (contract.TF_CONFIG, tf_config), *role_plan.env.items()]
+        [
+            (contract.TASK_INDEX, str(index)),
+            (contract.TF_CONFIG, tf_config),
+            *role_plan.env.items(),
+            *plan.data_service_env(role, address).items(),
+        ]
     )
     if metrics_port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
         container_env[contract.METRICS_PORT], container_env[contract.METRICS_HOST] = str(metrics_port), LOCALHOST
     argv = expand_command(role_plan.command, container_env)
-    if plan.spec.builtin:
+    if role_plan.builtin:
         argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages
     env = {
         **os.environ,
@@ -105,7 +110,7 @@ def task(
         # the code dir (code:) first, like /opt/tfk8s/code in a pod; before it, for a command of
         # your own, the Keras check the worker image's .pth file runs in a pod
         "PYTHONPATH": os.pathsep.join(
-            filter(None, [None if plan.spec.builtin else STARTUP_DIR, role_plan.workdir, runner.pythonpath()])
+            filter(None, [None if role_plan.builtin else STARTUP_DIR, role_plan.workdir, runner.pythonpath()])
         ),
     }
     if not sees_gpus(plan.strategy, role):  # the spec's GPUs are hidden from it here: it expects none

@@ -191,7 +191,7 @@ def test_completion_script_completes_commands_flags_and_choices(shell, tmp_path)
         "COMP_WORDS=(tfk8s logs x --ta); COMP_CWORD=3; _tfk8s; echo ${COMPREPLY[@]}"
     )
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
-    assert out.stdout.splitlines() == ["logs", "chief worker ps evaluator", "--tail"], out.stderr
+    assert out.stdout.splitlines() == ["logs", "chief worker ps evaluator dispatcher data-worker", "--tail"], out.stderr
 
 
 @pytest.mark.process

@@ -131,8 +131,9 @@ def test_role_lists_are_not_repeated():
 
 def test_allowed_roles_follow_the_counts():
     assert contract.allowed_roles(Strategy.PARAMETER_SERVER) == tuple(Role)
-    assert contract.allowed_roles(Strategy.MULTI_WORKER_MIRRORED) == (Role.WORKER, Role.EVALUATOR)
-    assert contract.allowed_roles(Strategy.MIRRORED) == (Role.CHIEF, Role.EVALUATOR)
+    data = contract.DATA_SERVICE_ROLES
+    assert contract.allowed_roles(Strategy.MULTI_WORKER_MIRRORED) == (Role.WORKER, Role.EVALUATOR, *data)
+    assert contract.allowed_roles(Strategy.MIRRORED) == (Role.CHIEF, Role.EVALUATOR, *data)
     assert k8s_contract.role_count_problems(Strategy.MIRRORED, {"chief": 2}) == [
         ("roles.chief.replicas", "mirrored runs in one pod: set 1, got 2")
     ]

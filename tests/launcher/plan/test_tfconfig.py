@@ -9,7 +9,7 @@ import pytest
 from launcher.cluster_spec.loader import load_file
 from launcher.plan import plan
 from launcher.render import render, tfconfig
-from worker.contract import TRAINING_ROLES
+from worker.contract import DATA_SERVICE_ROLES, TRAINING_ROLES
 
 tf = pytest.importorskip("tensorflow")
 EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
@@ -37,14 +37,18 @@ def test_every_pod_resolves_to_its_task(example):
     pods = render.pod_tf_configs(spec, objects)
     # pod hostnames: <job>-<index>; a JobSet's child Job of a role is <name>-<role>-0
     job = {"jobs": "{name}-{role}", "jobset": "{name}-{role}-0"}[spec.workload.value]
-    expected_cluster = {
-        role: [
-            f"{job.format(name=spec.name, role=role)}-{i}.{spec.name}.{spec.namespace}.svc:{spec.port}"
-            for i in range(spec.replicas(role))
-        ]
-        for role in spec.active_roles()
-        if role in TRAINING_ROLES
-    }
+
+    def cluster_of(roles) -> dict:
+        return {
+            role: [
+                f"{job.format(name=spec.name, role=role)}-{i}.{spec.name}.{spec.namespace}.svc:{spec.port}"
+                for i in range(spec.replicas(role))
+            ]
+            for role in spec.active_roles()
+            if role in roles
+        }
+
+    expected_cluster = cluster_of(TRAINING_ROLES)
     hosts = {
         f"{job.format(name=spec.name, role=role)}-{i}": (role.value, i)
         for role in spec.active_roles()
@@ -58,6 +62,8 @@ def test_every_pod_resolves_to_its_task(example):
         if role == "evaluator":
             # Never in, and never shown, the training cluster (tensorflow#46169).
             assert cluster == {}
+        elif role in DATA_SERVICE_ROLES:  # the service's own tasks, never the training cluster
+            assert cluster == cluster_of(DATA_SERVICE_ROLES)
         else:
             assert cluster == expected_cluster
             assert "evaluator" not in cluster

@@ -108,10 +108,13 @@ def test_same_pods_as_the_jobs_projection(example):
             assert got_cfg["cluster"][r] == [
                 f"{name}-{r}-0-{i}.{name}.{ns}.svc:{set_spec.port}" for i in range(len(addresses))
             ]
+        # the data service's dispatcher too (the trainers' and data workers' TFK8S_DATA_SERVICE)
+        dispatcher = [e["value"] for e in got_c["env"] if e["name"] == contract.DATA_SERVICE]
+        assert dispatcher in ([], [f"grpc://{name}-dispatcher-0-0.{name}.{ns}.svc:{set_spec.port}"])
         supervised_as_job = len(want["template"]["spec"]["containers"]) == 2
         if contract.Role(role) in supervised or not supervised_as_job:
             for c in (want_c, got_c):
-                c["env"] = [e for e in c["env"] if e["name"] != contract.TF_CONFIG]
+                c["env"] = [e for e in c["env"] if e["name"] not in (contract.TF_CONFIG, contract.DATA_SERVICE)]
             for pod in (want, got):  # the JobSet's names, its restart attempt (none under jobs)
                 for c in pod["template"]["spec"]["containers"][1:]:
                     c["env"] = [e for e in c["env"] if e["name"] not in ("TFK8S_WATCH_JOB", "TFK8S_RESTART_ATTEMPT")]
