@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from launcher import k8s_contract  # noqa: E402
 from launcher.cluster_spec import names
 from launcher.cluster_spec.loader import load_text  # noqa: E402
-from launcher.plan import plan, tfconfig
-from launcher.render import render
+from launcher.plan import plan
+from launcher.render import render, tfconfig
 from worker import contract  # noqa: E402
 
 SPEC = """\

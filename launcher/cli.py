@@ -32,16 +32,17 @@ from launcher.api.config import (
     LocalProcessBackendConfig,
 )
 from launcher.backends.local.files import RunFiles
+from launcher.backends.view import DEFAULT_LINE_SECONDS, LineView
 from launcher.chart import chart_values
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SpecError
+from launcher.live_view import make_view
 from launcher.monitoring import alerts, dashboard
 from launcher.plan import storage
 from launcher.plan.plan import plan
 from launcher.render import render
 from launcher.status.node_loss import EXIT_NODE_LOST
-from launcher.status.view import DEFAULT_LINE_SECONDS, LineView, make_view
 from worker.contract import ROLES
 
 DEFAULT_SPEC = "embedded default (launcher/default-cluster.yaml)"

@@ -5,7 +5,7 @@ The chart's templates are written by hand, per object, as a Helm user reads them
 tests/charts/test_helm_parity.py keeps their objects equal to `launcher render`. What they
 share with the launcher's rules comes from here:
 
-  charts/tfk8s/values.schema.json      launcher/chart/chart_schema.py: JSON Schema of the values, the
+  charts/tfk8s/values.schema.json      scripts/chart_schema.py: JSON Schema of the values, the
                                        spec's own schema plus what its validators check and JSON
                                        Schema can say. Helm checks it before rendering anything.
   charts/tfk8s/templates/_contract.tpl the rules as YAML for the templates
@@ -16,7 +16,7 @@ share with the launcher's rules comes from here:
 Rules JSON Schema cannot state (a dir under the volume's mountPath, generated names too long,
 reserved env names, GPU requests == limits, shared MWMS checkpoints) are checked by the chart's
 templates/_validate.tpl with the launcher's messages: the str.format strings its validators use,
-in _contract.tpl's "messages" with {field} as @field@ (launcher/chart_schema.messages). Two chart
+in _contract.tpl's "messages" with {field} as @field@ (scripts/chart_schema.messages). Two chart
 values differ from the model on purpose: `name` and `namespace` may be empty, meaning the
 release name and namespace.
 
@@ -38,12 +38,12 @@ if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywh
     sys.path.insert(0, str(REPO))
 
 from launcher import k8s_contract  # noqa: E402
-from launcher.chart import chart_schema
 from launcher.cluster_spec import names, role_spec, spec
 from launcher.code_shipping import code_bundle
 from launcher.k8s_contract import Workload  # noqa: E402
 from launcher.plan import plan
 from launcher.render import job_failure
+from scripts import chart_schema
 from worker import args, contract  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 

@@ -4,7 +4,7 @@
 
   charts/tfk8s/values.schema.json, templates/_contract.tpl, values.yaml's replica table
                                         scripts/gen_chart.py (the chart's share of the rules)
-  docs/spec.md's key table              launcher/cluster_spec/reference.py (the model's descriptions)
+  docs/spec.md's key table              scripts/spec_reference.py (the model's descriptions)
   docs/tfk8s-dashboard.json, docs/tfk8s-alerts.yaml
                                         launcher/monitoring (what `launcher monitoring` prints;
                                         the chart links to them)
@@ -27,11 +27,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launcher.cluster_spec import reference  # noqa: E402
 from launcher.cluster_spec.loader import load_file  # noqa: E402
 from launcher.monitoring import alerts, dashboard  # noqa: E402
 from launcher.plan.plan import plan  # noqa: E402
 from launcher.render import render  # noqa: E402
+from scripts import spec_reference as reference  # noqa: E402
 
 COMMAND = "python scripts/generate.py --write"
 EXAMPLES_DIR = REPO / "examples"

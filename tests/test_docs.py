@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.cluster_spec import reference
 from launcher.cluster_spec.loader import load_text
 from launcher.status.failure_reasons import OUR_EXIT_CODES
+from scripts import spec_reference as reference
 from worker import contract
 
 REPO = Path(__file__).resolve().parents[1]
@@ -212,3 +212,158 @@ def _env() -> dict:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("TFK8S_")}
+
+
+# --- the docs are a reference: short pages, current names --------------------------------------
+
+MAX_PAGE_LINES = 250
+MAX_CELL_CHARACTERS = 500  # a table cell longer than this is a paragraph: write it as one
+TOP_DIRS = ("launcher", "worker", "docs", "examples", "tests", "scripts", "charts", "bench", "manifests", ".ci")
+CITED_PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(re.escape(d) for d in TOP_DIRS)})/[\w./-]*[\w/])")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+# `docs/benchmarks.md`, "Whole CI run" or README "Install": a section cited by its heading
+CITED_SECTION = re.compile(r"(docs/[\w-]+\.md|README)`?'?s?,? (?:section )?\"([^\"]+)\"")
+SOURCE_DIRS = ("launcher", "worker", "scripts", "bench", "manifests", "charts")
+SOURCE_SUFFIXES = {".py", ".j2", ".tpl", ".yaml", ".sh"}
+# in sources, a cited doc page or module (examples/*.yaml citations have their own test)
+SOURCE_CITED_PATH = re.compile(
+    r"(?<![\w./-])((?:launcher|worker|docs|manifests|charts|scripts)/[\w./-]*\.(?:py|md|j2|tpl))"
+)
+
+
+def headings(page: Path) -> list[str]:
+    found, fenced = [], False
+    for line in page.read_text().splitlines():
+        fenced = fenced != line.startswith("```")
+        if not fenced and (heading := re.match(r"#+ (.+)", line)):
+            found.append(heading[1].strip())
+    return found
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def cited_section_problems(where: str, text: str) -> list[str]:
+    problems = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for cited in CITED_SECTION.finditer(line):
+            page = REPO / ("README.md" if cited[1] == "README" else cited[1])
+            if not page.is_file():
+                problems.append(f"{where}:{number}: {cited[1]}: no such page")
+            elif not any(h.startswith(cited[2]) for h in headings(page)):
+                problems.append(f"{where}:{number}: {cited[1]} has no section {cited[2]!r}")
+    return problems
+
+
+def stale_citations_in_pages(pages: list[Path]) -> list[str]:
+    problems = []
+    for page in pages:
+        where = str(page.relative_to(REPO))
+        text = page.read_text()
+        for number, line in enumerate(text.splitlines(), 1):
+            for cited in CITED_PATH.finditer(line):
+                placeholder = any(c in line[cited.start() : cited.end() + 2] for c in "<*{")
+                if not placeholder and not (REPO / cited[1]).exists():
+                    problems.append(f"{where}:{number}: {cited[1]}: no such file or directory")
+            for link in LINK.finditer(line):
+                target, _, section = link[1].partition("#")
+                if target.startswith(("http:", "https:", "mailto:")):
+                    continue
+                linked = (page.parent / target).resolve() if target else page
+                if not linked.exists():
+                    problems.append(f"{where}:{number}: link to {target}: no such file")
+                elif section and linked.suffix == ".md" and section not in map(anchor, headings(linked)):
+                    problems.append(f"{where}:{number}: link to {link[1]}: {linked.name} has no such heading")
+        problems += cited_section_problems(where, text)
+    return problems
+
+
+def stale_citations_in_sources() -> list[str]:
+    problems = []
+    for top in SOURCE_DIRS:
+        for path in sorted((REPO / top).rglob("*")):
+            if path.suffix not in SOURCE_SUFFIXES or "__pycache__" in path.parts or not path.is_file():
+                continue
+            where, text = str(path.relative_to(REPO)), path.read_text()
+            for number, line in enumerate(text.splitlines(), 1):
+                for cited in SOURCE_CITED_PATH.finditer(line):
+                    if not (REPO / cited[1]).exists():
+                        problems.append(f"{where}:{number}: {cited[1]}: no such file")
+            problems += cited_section_problems(where, text)
+    return problems
+
+
+def test_no_page_is_over_250_lines():
+    long = {str(p.relative_to(REPO)): n for p in PAGES if (n := len(p.read_text().splitlines())) > MAX_PAGE_LINES}
+    assert long == {}, f"pages over {MAX_PAGE_LINES} lines (split them; history stays in git): {long}"
+
+
+def test_no_table_cell_is_a_paragraph():
+    long = [
+        f"{page.relative_to(REPO)}:{number}: a cell of {len(cell.strip())} characters"
+        for page in PAGES
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if line.startswith("|")
+        for cell in line.strip("|").split("|")
+        if len(cell.strip()) > MAX_CELL_CHARACTERS
+    ]
+    assert long == [], "\n".join(long)
+
+
+def test_no_page_is_a_diary_of_parts():
+    dated = [
+        f"{page.relative_to(REPO)}:{number}: {line.strip()[:80]}"
+        for page in PAGES
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if re.search(r"\bpart\)", line)
+    ]
+    assert dated == [], "a reference states the current figure with its command and date:\n" + "\n".join(dated)
+
+
+def test_every_path_and_section_the_docs_cite_exists():
+    problems = stale_citations_in_pages(PAGES) + stale_citations_in_sources()
+    assert problems == [], "\n".join(problems)
+
+
+def test_a_stale_citation_is_caught(tmp_path, monkeypatch):
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "page.md"
+    page.write_text('# Page\n\n`launcher/gone.py`, [x](page.md#page), [y](page.md#nope), `docs/page.md`, "Nope"\n')
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert stale_citations_in_pages([page]) == [
+        "docs/page.md:3: launcher/gone.py: no such file or directory",
+        "docs/page.md:3: link to page.md#nope: page.md has no such heading",
+        "docs/page.md:3: docs/page.md has no section 'Nope'",
+    ]
+
+
+def packages_and_modules(top: str) -> list[Path]:
+    """Every folder of Python modules under `top` (a package or not, as worker/startup/) and every
+    module at its top."""
+    root = REPO / top
+    folders = {p.parent for p in root.rglob("*.py") if p.parent != root and "__pycache__" not in p.parts}
+    modules = [p for p in root.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    return sorted([*folders, *modules])
+
+
+def test_architecture_names_every_module_folder_and_top_level_module():
+    page = (REPO / "docs" / "architecture.md").read_text()
+    missing = []
+    for top in ("launcher", "worker"):
+        for path in packages_and_modules(top):
+            name = f"{path.relative_to(REPO)}/" if path.is_dir() else path.name
+            if f"`{name}" not in page and f"`{path.relative_to(REPO)}" not in page:
+                missing.append(name)
+    assert missing == [], f"docs/architecture.md does not name: {missing}"
+
+
+def test_the_worker_package_docstring_lists_what_exists():
+    import worker
+
+    listed = set(re.findall(r"`(\w+/?)`", worker.__doc__))
+    there = {
+        p.name + "/" if p.is_dir() else p.stem for p in packages_and_modules("worker") if p.parent.name == "worker"
+    }
+    assert listed == there, f"worker/__init__.py: list {sorted(there - listed)}, drop {sorted(listed - there)}"

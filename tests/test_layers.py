@@ -33,6 +33,7 @@ LAYERS = {
     "launcher.api": 8,
     "launcher.cli": 9,
     "launcher.completion": 9,
+    "launcher.live_view": 9,
     "worker.contract": 0,
     "worker.exit_cause": 0,
     "worker.progress": 1,
@@ -135,3 +136,59 @@ def test_no_flat_package_of_more_than_twelve_modules():
             if len(modules) > 12:
                 crowded[str(folder.relative_to(REPO))] = len(modules)
     assert crowded == {}
+
+
+TERMINAL_UI = ("rich",)  # drawing on a terminal is the CLI's business
+
+
+def terminal_ui_problems() -> list[str]:
+    problems = []
+    for path in sorted((REPO / "launcher").rglob("*.py")):
+        module = module_name(path)
+        for line, target in imported_modules(path):
+            if target.split(".")[0] in TERMINAL_UI and layer_of(module)[1] < LAYERS["launcher.cli"]:
+                problems.append(f"{path.relative_to(REPO)}:{line}: {module} imports {target}: move it next to the CLI")
+    return problems
+
+
+def test_only_the_cli_layer_draws_on_a_terminal():
+    """The status layer reads objects and the backends write plain lines; the live panel (rich)
+    is the CLI's (launcher/live_view.py)."""
+    assert terminal_ui_problems() == []
+
+
+def test_the_runtime_package_holds_nothing_only_scripts_or_tests_use():
+    """Every launcher module is an entry point (a __main__) or imported by another launcher
+    module; a generator that only scripts/ run lives in scripts/, out of the installed package."""
+    modules = {module_name(p): p for p in (REPO / "launcher").rglob("*.py")}
+    imported = set()
+    for path in modules.values():
+        for _, target in imported_modules(path):
+            parts = target.split(".")
+            imported.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
+    unused = [
+        str(path.relative_to(REPO))
+        for module, path in sorted(modules.items())
+        if module not in imported and not module.endswith(".__main__")
+    ]
+    assert unused == [], f"imported by no launcher module: {unused}; move them to scripts/ (or import them)"
+
+
+KUBERNETES_ADDRESS = ("names.hostname", "names.service", ".svc")  # a pod's DNS name and its parts
+
+
+def kubernetes_address_problems() -> list[str]:
+    problems = []
+    for path in sorted((REPO / "launcher" / "plan").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            text = ast.unparse(node) if isinstance(node, (ast.Attribute, ast.Constant, ast.JoinedStr)) else ""
+            if any(form in text for form in KUBERNETES_ADDRESS):
+                problems.append(f"{path.relative_to(REPO)}:{node.lineno}: {text[:80]}")
+    return sorted(set(problems))
+
+
+def test_the_plan_leaves_the_address_form_to_the_backends():
+    """The plan says which tasks there are and their port; a Kubernetes DNS name
+    (<job>-<index>.<service>.<namespace>.svc) is render's (render/tfconfig.py), 127.0.0.1 the
+    local backend's."""
+    assert kubernetes_address_problems() == []

@@ -22,14 +22,14 @@ from launcher.api.config import (
     make_backend,
 )
 from launcher.api.events import JobEvent
-from launcher.backends.base import Backend, exit_code
+from launcher.backends.base import Backend, View, exit_code
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.loader import Loaded
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
 from launcher.cluster_spec.tfjob import document as tfjob
 from launcher.errors import JobFailed, JobTimeout, Problem, SpecError
+from launcher.status.lines import status_line
 from launcher.status.status import ClusterStatus, Phase
-from launcher.status.view import View, status_line
 
 SpecSource = Union[str, Path, dict, ClusterSpec, Loaded, None]
 EMBEDDED_DEFAULT = "<embedded default>"  # launcher/default-cluster.yaml

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from launcher.status.lines import status_line
 from launcher.status.status import ClusterStatus, Phase
-from launcher.status.view import status_line
 
 
 def _training_field(field: str) -> property:

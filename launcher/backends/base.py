@@ -11,11 +11,21 @@ from __future__ import annotations
 import abc
 import io
 import logging
-from typing import ContextManager, Iterator
+from typing import ContextManager, Iterator, Protocol
 
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
 from launcher.status.status import ClusterStatus, Phase
+
+
+class View(Protocol):
+    """Where a backend's wait() shows a running cluster: its status, and notes between."""
+
+    def show(self, status: ClusterStatus) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class LogLines(io.TextIOBase):

@@ -15,21 +15,40 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-from pathlib import Path
+from importlib import resources
+from typing import Iterator
 
 from launcher.errors import LauncherError
 
 SECRET_LIMIT = 1024 * 1024  # bytes of a Secret's data
 MARGIN = 16 * 1024  # release metadata, hooks, info: a few KiB in practice
-CHART_DIR = Path(__file__).resolve().parents[2] / "charts" / "tfk8s"
+CHART_PACKAGE, CHART_NAME = "charts", "tfk8s"  # charts/tfk8s/, package data (pyproject.toml)
+
+
+def _files_under(folder: resources.abc.Traversable, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+    for entry in folder.iterdir():
+        if entry.name == "__pycache__":  # pip byte-compiles the pod scripts in files/ on install
+            continue
+        if entry.is_dir():
+            yield from _files_under(entry, f"{prefix}{entry.name}/")
+        else:
+            yield f"{prefix}{entry.name}", entry.read_bytes()
+
+
+def chart_files() -> list[tuple[str, bytes]]:
+    """The chart's files (name relative to the chart, content), from the installed package or the
+    checkout alike."""
+    chart = resources.files(CHART_PACKAGE).joinpath(CHART_NAME)
+    if not chart.is_dir():
+        raise LauncherError(
+            f"the Helm chart is missing: no {CHART_PACKAGE}/{CHART_NAME}/ in the installed package; "
+            "reinstall tfk8s (pip install .) from a checkout that has charts/tfk8s/"
+        )
+    return sorted(_files_under(chart))
 
 
 def _chart_files() -> list[dict]:
-    return [
-        {"name": str(path.relative_to(CHART_DIR)), "data": base64.b64encode(path.read_bytes()).decode()}
-        for path in sorted(CHART_DIR.rglob("*"))
-        if path.is_file()
-    ]
+    return [{"name": name, "data": base64.b64encode(data).decode()} for name, data in chart_files()]
 
 
 def estimated_bytes(values: dict, manifest: str) -> int:

@@ -16,7 +16,7 @@ from worker.contract import Strategy
 DEFAULT_MOUNT_PATH = "/ckpt"
 FIX = "set checkpoint.volume.persistentVolumeClaim.claimName (or hostPath) or a gs:// checkpoint.dir"
 
-# The messages, str.format strings (the chart fills the same ones: launcher/chart/chart_schema.py).
+# The messages, str.format strings (the chart fills the same ones: scripts/chart_schema.py).
 MWMS_UNSHARED = (
     f"{Strategy.MULTI_WORKER_MIRRORED.value} with {{workers}} workers needs checkpoint storage "
     "that every worker shares ({where}): after a restart each worker would restore a different "

@@ -12,7 +12,7 @@ _DNS1035 = re.compile(DNS1035_PATTERN)
 _DNS1123 = re.compile(DNS1123_LABEL_PATTERN)
 
 
-# The messages, str.format strings (the chart fills the same ones: launcher/chart/chart_schema.py).
+# The messages, str.format strings (the chart fills the same ones: scripts/chart_schema.py).
 DNS1035_TOO_LONG = f"{{length}} characters; a DNS-1035 label has at most {MAX_LABEL}"
 DNS1123_TOO_LONG = DNS1035_TOO_LONG.replace("DNS-1035", "DNS-1123")
 NOT_DNS1035 = (

@@ -18,7 +18,7 @@ GPU = "nvidia.com/gpu"
 KNOWN_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU)
 QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i?|m|k)?$")
 _ENV_NAME = re.compile(k8s_contract.ENV_NAME_PATTERN)
-# The messages, str.format strings (the chart fills the same ones: launcher/chart/chart_schema.py).
+# The messages, str.format strings (the chart fills the same ones: scripts/chart_schema.py).
 GPU_NOT_IN_LIMITS = (
     f"{GPU} must be set under limits (Kubernetes requires requests == limits "
     "for extended resources); move it to resources.limits"

@@ -37,7 +37,7 @@ POD_MONITOR_WITHOUT_CRD = (
     "the cluster serves no monitoring.coreos.com/v1 PodMonitor (the Prometheus Operator's CRDs are "
     "not installed): install them, or set metrics.podMonitor: false and scrape by the pods' annotations"
 )
-# fatalExitCodes' refusals (str.format; the chart fills the same ones: launcher/chart/chart_schema.py).
+# fatalExitCodes' refusals (str.format; the chart fills the same ones: scripts/chart_schema.py).
 FATAL_CODES_NEED_COMMAND = (
     "the built-in worker's exit codes have fixed meanings (docs/lifecycle.md); "
     "fatalExitCodes is for a command of your own: remove it"
@@ -94,7 +94,7 @@ class Volume(SpecModel):
         return self
 
 
-# str.format strings (the chart fills the same ones: launcher/chart/chart_schema.py).
+# str.format strings (the chart fills the same ones: scripts/chart_schema.py).
 DIR_NOT_UNDER_MOUNT = "dir '{dir}' is not under the volume's mountPath '{mount_path}'"
 
 
@@ -282,7 +282,7 @@ class ClusterSpec(SpecModel):
         le=86400,
         description="every pod's `tolerationSeconds` for the `not-ready`/`unreachable` NoExecute taints of a node "
         "that stopped reporting; unset: the cluster's 300; a role's own toleration wins "
-        "(docs/lifecycle.md#lost-nodes)",
+        "(docs/lost-nodes.md)",
     )
     peer_timeout_seconds: int = Field(
         default=300, ge=1, description="how long the built-in chief waits for every peer's DNS name and port"

@@ -12,8 +12,9 @@ from importlib import resources
 from launcher import k8s_contract
 from launcher.cluster_spec import names
 from launcher.cluster_spec.spec import ClusterSpec
-from launcher.plan import storage, tfconfig
+from launcher.plan import storage
 from launcher.plan.plan import ClusterPlan, RolePlan
+from launcher.render import tfconfig
 from launcher.render.code_render import BYTES_ANNOTATION, SHA256_ANNOTATION
 from launcher.render.job_failure import backoff, pod_failure_policy
 from launcher.render.network_policy import NetworkPolicies, network_policies
@@ -56,7 +57,7 @@ class JobContext:
     role: RolePlan
     labels: dict[str, str]
     env: dict[str, str]  # the task container's after its index, TF_CONFIG and node name (pod_env)
-    tf_config: str  # TF_CONFIG with the index left to Kubernetes (launcher/plan/tfconfig.py)
+    tf_config: str  # TF_CONFIG with the index left to Kubernetes (launcher/render/tfconfig.py)
     resources: dict
     node_selector: dict[str, str]
     backoff: dict[str, int]

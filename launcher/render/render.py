@@ -20,9 +20,8 @@ import yaml
 from launcher import k8s_contract
 from launcher.cluster_spec import names, pod_fields
 from launcher.cluster_spec.spec import ClusterSpec
-from launcher.plan import tfconfig
 from launcher.plan.plan import ClusterPlan
-from launcher.render import templating
+from launcher.render import templating, tfconfig
 from launcher.render.context import cluster_context, job_context
 from worker import contract
 

@@ -11,10 +11,11 @@ import yaml
 from support import REPO
 from test_helm_parity import CHART, SPECS_DIR, assert_same_objects, chart_refusal, helm  # noqa: F401 (helm: the fixture)
 
-from launcher.chart import chart_schema, chart_values
+from launcher.chart import chart_values
 from launcher.cluster_spec.loader import load_file, pack_code
 from launcher.plan.plan import plan
 from launcher.render import render
+from scripts import chart_schema
 
 
 def test_set_file_code_archive_equals_render(helm, tmp_path):  # noqa: F811

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from support import REPO, example_specs, find_helm, in_ci
 
 from launcher import k8s_contract
-from launcher.chart import chart_schema, chart_values
+from launcher.chart import chart_values
 from launcher.cluster_spec import names
 from launcher.cluster_spec import spec as spec_module
 from launcher.cluster_spec.loader import load_data, load_file, pack_code
@@ -46,6 +46,7 @@ from launcher.errors import SpecError
 from launcher.monitoring import alerts, dashboard
 from launcher.plan.plan import plan
 from launcher.render import render
+from scripts import chart_schema
 from worker import contract
 
 CHART = REPO / "charts" / "tfk8s"
@@ -963,7 +964,7 @@ def _template_code(path: Path) -> str:
 
 
 def test_templates_spell_out_no_message():
-    """A refusal's text is the launcher's ($c.messages: launcher/chart_schema.messages, from the
+    """A refusal's text is the launcher's ($c.messages: scripts/chart_schema.messages, from the
     str.format strings its validators use) and the generated names' kinds come from
     names.generated_names ($c.generatedKinds): no template writes a part of one, and no template
     action holds prose of its own (a string literal of three words or more)."""

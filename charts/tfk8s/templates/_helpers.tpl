@@ -232,7 +232,7 @@ lost-node taints for nodeLossTolerationSeconds, unless the role names that taint
 
 {{/*
 A role's TF_CONFIG with the index left as $(TFK8S_TASK_INDEX) for Kubernetes to expand
-(launcher/plan/tfconfig.py). The evaluator's lists no cluster: a PSv2 coordinator that sees an
+(launcher/render/tfconfig.py). The evaluator's lists no cluster: a PSv2 coordinator that sees an
 evaluator in the cluster waits for it forever (tensorflow#46169). The data service's tasks list
 the service's own tasks.
 */}}

@@ -1,6 +1,6 @@
 {{/*
 What values.schema.json cannot state, refused before any object is made. The messages are the
-launcher's ($c.messages, from launcher/chart/chart_schema.py, with @field@ where a value goes):
+launcher's ($c.messages, from scripts/chart_schema.py, with @field@ where a value goes):
 a template picks one and fills it, never spells one out.
 */}}
 

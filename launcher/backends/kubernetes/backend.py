@@ -8,7 +8,7 @@ import time
 from typing import Iterator, TextIO
 
 from launcher import k8s_contract
-from launcher.backends.base import Backend, LogLines, exit_code
+from launcher.backends.base import Backend, LogLines, View, exit_code
 from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import (
@@ -22,6 +22,7 @@ from launcher.backends.kubernetes.api import (
 from launcher.backends.kubernetes.cleanup import delete_cluster
 from launcher.backends.kubernetes.logs import follow_logs, log_time, newest_pod, task_of
 from launcher.backends.kubernetes.types import KubernetesBackendConfig
+from launcher.backends.view import LineView
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
@@ -31,7 +32,6 @@ from launcher.plan.plan import plan
 from launcher.status import admission, lifecycle, node_loss
 from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase
-from launcher.status.view import LineView, View
 from worker import contract
 
 

@@ -52,7 +52,16 @@ PersistentVolumeClaim on Kubernetes, outlives the cluster: a resubmitted spec re
 checkpoints. Remove it by hand to start from scratch.
 """
 
-from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.types import DEFAULT_WORKDIR, LocalProcessBackendConfig
 
 __all__ = ["LocalBackend", "LocalProcessBackendConfig", "DEFAULT_WORKDIR"]
+
+
+def __getattr__(attribute: str):
+    # The backend class is imported on first use, so importing the options (types.py) through
+    # this package, as launcher.api does, loads none of the backend's modules.
+    if attribute == "LocalBackend":
+        from launcher.backends.local.backend import LocalBackend
+
+        return LocalBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from launcher.backends.base import Backend, LogLines, exit_code
+from launcher.backends.base import Backend, LogLines, View, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles
 from launcher.backends.local.foreground import ForegroundRun
@@ -19,6 +19,7 @@ from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_resource_limits, check_worker_environment
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
 from launcher.backends.local.types import LocalProcessBackendConfig
+from launcher.backends.view import LineView, NoteStream
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
@@ -26,7 +27,6 @@ from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
 from launcher.plan.plan import plan as make_plan
 from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
-from launcher.status.view import LineView, NoteStream, View
 from worker.contract import SUCCESS_INDEX, Role, success_role
 
 VIEW_SECONDS = 1.0  # how often wait() re-reads a run's status (and logs) for the view

@@ -14,13 +14,13 @@ from enum import Enum
 from typing import Sequence
 
 from launcher import k8s_contract
+from launcher.backends.local.types import FAILURE_GRACE_SECONDS
 from launcher.plan.plan import ClusterPlan, FailurePolicy
 from launcher.status import failure_reasons
 from launcher.status.status import Phase
 from worker import contract
 from worker.contract import Role, Strategy
 
-FAILURE_GRACE_SECONDS = 20.0  # lets the chief report a dead peer itself before it is stopped
 PEER_EXIT_GRACE_SECONDS = 60.0  # MWMS: other workers finish after worker 0
 
 

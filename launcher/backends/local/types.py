@@ -6,10 +6,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.backends.local.policy import FAILURE_GRACE_SECONDS
-
 DEFAULT_WORKDIR = ".tfk8s"  # also the CLI's --workdir default
 RESTART_DELAY_SECONDS = 1.0
+FAILURE_GRACE_SECONDS = 20.0  # lets the chief report a dead peer itself before it is stopped
 
 
 @dataclass(frozen=True)

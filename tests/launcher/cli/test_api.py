@@ -45,6 +45,30 @@ def test_importing_the_api_loads_neither_tensorflow_nor_kubernetes():
     assert done.stdout.strip() == "[]"
 
 
+def test_importing_the_api_loads_no_backend_until_a_client_uses_one(tmp_path):
+    """Only the Backend interface and each backend's options object load with the API; a
+    backend's modules load when a client first needs it."""
+    code = (
+        "import json, sys; import launcher.api; "
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith('launcher.backends.')); "
+        "before = loaded(); "
+        f"launcher.api.TFK8sClient(launcher.api.LocalProcessBackendConfig(workdir={str(tmp_path)!r})).list_jobs(); "
+        "print(json.dumps([before, loaded()]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    before, after_use = json.loads(done.stdout)
+    assert before == [
+        "launcher.backends.base",
+        "launcher.backends.kubernetes",
+        "launcher.backends.kubernetes.types",
+        "launcher.backends.local",
+        "launcher.backends.local.types",
+    ]
+    assert "launcher.backends.local.backend" in after_use
+    assert not any(m.startswith("launcher.backends.kubernetes.") for m in set(after_use) - set(before))
+
+
 def test_a_dict_spec_gets_the_same_problems_as_a_file(tmp_path):
     client = TFK8sClient(LocalProcessBackendConfig(workdir=tmp_path))
     with pytest.raises(SpecError) as raised:

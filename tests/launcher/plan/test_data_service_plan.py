@@ -4,8 +4,8 @@
 import pytest
 
 from launcher.cluster_spec.loader import SpecError, load_text
-from launcher.plan import tfconfig
 from launcher.plan.plan import plan
+from launcher.render import tfconfig
 from worker import contract
 from worker.contract import Role
 

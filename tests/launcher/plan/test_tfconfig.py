@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from launcher.cluster_spec.loader import load_file
-from launcher.plan import plan, tfconfig
-from launcher.render import render
+from launcher.plan import plan
+from launcher.render import render, tfconfig
 from worker.contract import DATA_SERVICE_ROLES, TRAINING_ROLES
 
 tf = pytest.importorskip("tensorflow")

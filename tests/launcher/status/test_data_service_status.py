@@ -3,7 +3,7 @@ beside the training's, keep the cluster Finishing until their Jobs end, and a fa
 its cause in one line like every task."""
 
 from launcher.status.lifecycle import compute_status
-from launcher.status.view import status_line
+from launcher.status.lines import status_line
 
 from .test_lifecycle import job, pod
 

@@ -1,4 +1,5 @@
-"""Progress lines -> what status and the views show (launcher/status/progress.py, launcher/status/view.py)."""
+"""Progress lines -> what status and the views show (launcher/status/progress.py, lines.py;
+launcher/backends/view.py; launcher/live_view.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import json
 
 import pytest
 
+from launcher.backends.view import LineView, NoteStream
+from launcher.live_view import render
+from launcher.status.lines import status_line
 from launcher.status.progress import eta_seconds, format_seconds, read_progress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
-from launcher.status.view import LineView, NoteStream, render, status_line
 from worker.contract import parse_progress_line
 from worker.progress import StepReporter
 

@@ -1,7 +1,8 @@
 """TF_CONFIG on Kubernetes: per-pod DNS addresses, and one template per role for every index.
 
-What TF_CONFIG contains is the plan's (launcher/plan/plan.py ClusterPlan.tf_config); this module only
-says where tasks live on Kubernetes and how the index reaches the text.
+What TF_CONFIG contains is the plan's (launcher/plan/plan.py ClusterPlan.tf_config: roles, indices,
+the port); this module only says where tasks live on Kubernetes and how the index reaches the
+text. The local backend gives the plan 127.0.0.1 ports instead (launcher/backends/local/tasks.py).
 """
 
 from __future__ import annotations
