@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from launcher.cluster_spec.loader import load_file  # noqa: E402
 from launcher.monitoring import alerts, dashboard  # noqa: E402
 from launcher.plan.plan import plan  # noqa: E402
 from launcher.render import render  # noqa: E402
+from scripts import gen_chart  # noqa: E402
 from scripts import spec_reference as reference  # noqa: E402
 
 COMMAND = "python scripts/generate.py --write"
@@ -38,14 +38,6 @@ EXAMPLES_DIR = REPO / "examples"
 GOLDEN_DIR = REPO / "tests" / "launcher" / "render" / "golden"
 POD_SCRIPTS_DIR = REPO / "launcher" / "pod"
 SPEC_DOC = REPO / "docs" / "spec.md"
-
-
-def _gen_chart():
-    path = REPO / "scripts" / "gen_chart.py"
-    module_spec = importlib.util.spec_from_file_location("gen_chart", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
 
 
 def golden_form(objects: list[dict]) -> str:
@@ -72,7 +64,7 @@ def goldens() -> dict[Path, str]:
 def expected_files() -> dict[Path, str]:
     """Every generated file and the text it must have."""
     return {
-        **_gen_chart().expected_files(),
+        **gen_chart.expected_files(),
         SPEC_DOC: reference.replace_in(SPEC_DOC.read_text()),
         REPO / "docs" / "tfk8s-dashboard.json": dashboard.dashboard_json(),
         REPO / "docs" / "tfk8s-alerts.yaml": alerts.rules_yaml(alerts.Thresholds()),

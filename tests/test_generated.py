@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+from scripts import generate
+
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "generate.py"
-
-
-def _generate():
-    module_spec = importlib.util.spec_from_file_location("generate", SCRIPT)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
-generate = _generate()
 
 
 def test_every_generated_file_is_current():

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import importlib.util
 import itertools
 import json
 import os
@@ -46,7 +45,7 @@ from launcher.errors import SpecError
 from launcher.monitoring import alerts, dashboard
 from launcher.plan.plan import plan
 from launcher.render import render
-from scripts import chart_schema
+from scripts import chart_schema, gen_chart
 from worker import contract
 
 CHART = REPO / "charts" / "tfk8s"
@@ -56,18 +55,6 @@ SPECS = EXAMPLES + sorted(SPECS_DIR.glob("*.yaml"))
 # Labels/annotations Helm charts conventionally add; ignored if present (this chart adds none).
 HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/version"}
 HELM_ANNOTATION_PREFIXES = ("meta.helm.sh/", "helm.sh/")
-
-
-def _load_gen_chart():
-    """scripts/gen_chart.py, the developer tool that writes the chart's generated files."""
-    path = REPO / "scripts" / "gen_chart.py"
-    module_spec = importlib.util.spec_from_file_location("gen_chart", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
-gen_chart = _load_gen_chart()
 
 
 @pytest.fixture(scope="session")

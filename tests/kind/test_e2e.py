@@ -7,6 +7,7 @@ checkpoint directory (fixtures in conftest.py).
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import shutil
 import subprocess
@@ -338,7 +339,8 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         "dispatcher": {"nodeSelector": {"kubernetes.io/hostname": nodes[0]}},
         "worker": {"nodeSelector": {"kubernetes.io/hostname": nodes[0]}},
     }
-    spec = write_spec(
+    ps_spec = functools.partial(
+        write_spec,
         tmp_path,
         "ps",
         namespace,
@@ -350,6 +352,7 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         program_args=("--data-service",),
         dataService=data_service,
     )
+    spec = ps_spec()
     started, submitted = time.monotonic(), time.time()
     proc = submit_in_background(kind_cluster, spec)
     training_seen = []  # `status -o json`'s training while the cluster trained
@@ -454,19 +457,7 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     # Same spec again: nothing changes. A changed spec is refused without --replace.
     again = cli(kind_cluster, "submit", str(spec))
     assert again.returncode == 0 and "unchanged" in again.stderr
-    changed = write_spec(
-        tmp_path,
-        "ps",
-        namespace,
-        checkpoint_pvc.claim_name,
-        worker_image,
-        steps=steps,
-        env=progress_env,
-        roles=roles,
-        program_args=("--data-service",),
-        dataService=data_service,
-        backoffLimit=3,
-    )
+    changed = ps_spec(backoffLimit=3)
     refused = cli(kind_cluster, "submit", str(changed))
     assert refused.returncode == 2 and "--replace" in refused.stderr
 
