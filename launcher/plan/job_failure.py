@@ -41,6 +41,10 @@ class FailurePolicy:
     # the user's, whose codes mean what its program says.
     builtin: bool = True
 
+    def why_fatal(self, code: int) -> str:
+        """Why exit `code` (one of fatal_exit_codes) is not retried, for the log."""
+        return KERAS_FATAL if code == contract.EXIT_KERAS_REFUSED and not self.builtin else self.fatal_meaning
+
     def per_index(self, role: str) -> bool:
         return Role(role) in self.per_index_roles
 
@@ -54,7 +58,8 @@ BUILTIN_FATAL = (
     "a deterministic failure of the built-in worker (bad arguments, a program that does not import, "
     "a checkpoint that does not fit the model; see its log)"
 )
-USER_FATAL = "listed in fatalExitCodes, or 78: Keras 3 where it cannot train"
+USER_FATAL = "listed in fatalExitCodes"
+KERAS_FATAL = "the Keras check's refusal (Keras 3 where it cannot train; docs/keras.md)"
 
 
 def restart_rules(

@@ -98,7 +98,7 @@ def restart_decision(
             True,
             describe_exit(code, own_program, "deterministic: not retried"),
             (
-                f"{described}, {failure.fatal_meaning}; not restarting it, a retry would fail alike "
+                f"{described}, {failure.why_fatal(status)}; not restarting it, a retry would fail alike "
                 "(podFailurePolicy FailJob)"
             ),
         )
