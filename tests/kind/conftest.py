@@ -5,7 +5,8 @@ Where the cluster comes from:
 * ``TFK8S_KIND_CLUSTER=<name>`` naming an existing kind cluster: it is reused (and kept).
 * otherwise a cluster is created (``kind create cluster --config kind-config.yaml``) and
   deleted after the last kind test unless ``TFK8S_KEEP_CLUSTER=1``. A cluster of the default
-  name (``tfk8s-test``) that already exists is reused and kept.
+  name (``tfk8s-test``) that already exists is reused and kept, except in CI (``CI`` set), where
+  it is deleted and created afresh.
 * node image: ``TFK8S_KIND_NODE_IMAGE``, else the one the offline toolchain
   (``tests/kind/toolchain.sh``) wrote into ``$TFK8S_CACHE/env.sh``, else kind's default
   image (users with Docker + kind + internet run the same tests unchanged).
@@ -377,9 +378,10 @@ def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     node_image = os.environ.get("TFK8S_KIND_NODE_IMAGE") or _env_file_vars().get("TFK8S_KIND_NODE_IMAGE")
     kubeconfig = str(tmp_path_factory.mktemp("kind") / "kubeconfig")
     reused = _cluster_exists(name, env)
-    if reused and not os.environ.get("TFK8S_KIND_CLUSTER") and not _node_running(name, env):
-        # Left over from an earlier session whose dockerd stopped: its node no longer runs.
-        print(f"\n[kind] cluster {name} exists but its node is not running; recreating it")
+    if reused and not os.environ.get("TFK8S_KIND_CLUSTER") and (in_ci() or not _node_running(name, env)):
+        # Left over from an earlier run: in CI its add-ons and objects would decide tests that
+        # need a fresh cluster; elsewhere only when its node no longer runs (dockerd stopped).
+        print(f"\n[kind] cluster {name} left over from an earlier run; recreating it")
         run(["kind", "delete", "cluster", "--name", name], env=env, check=False)
         reused = False
     if reused:

@@ -11,6 +11,9 @@ import argparse
 import os
 
 os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+# Keras 3 (TF's default) loses optimizer updates under ParameterServerStrategy: tf_keras, chosen
+# before TensorFlow is imported (docs/keras.md).
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import tensorflow as tf  # noqa: E402
 
