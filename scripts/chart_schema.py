@@ -283,6 +283,9 @@ def generate_schema() -> dict:
     # Chart only: added to every pod as given, for what the spec does not cover (the launcher
     # renders none of them; Kubernetes checks them when the objects are created).
     props.update(copy.deepcopy(CHART_ONLY))
+    # Helm hands a subchart its parent's `global` values: a chart that depends on this one (to
+    # override a define of templates/_job.tpl, say) passes them, and none of ours reads them.
+    props["global"] = {"type": "object", "description": "Helm's values shared with a parent chart; tfk8s reads none"}
     props["code"]["anyOf"].insert(0, {"type": "string"})  # code: ./src, the short form
     props["code"]["description"] = "the launcher's local code dir; the chart needs codeArchive instead"
     props["env"] = env

@@ -73,20 +73,16 @@ template:
 {{- end }}
 {{- end }}
 
-{{/* One role's pod template (dict "root" $ "role" ROLE), before its podTemplate. */}}
+{{/*
+One role's pod template (dict "root" $ "role" ROLE), before its podTemplate: the pod's fields,
+then its containers and volumes, each a define of its own below.
+*/}}
 {{- define "tfk8s.pod" -}}
 {{- $root := .root -}}
 {{- $values := .root.Values -}}
-{{- $c := include "tfk8s.contract" $root | fromYaml -}}
 {{- $name := include "tfk8s.name" $root -}}
 {{- $supervised := include "tfk8s.supervised" . -}}
-{{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
-{{- $command := include "tfk8s.taskCommand" . | fromJsonArray -}}
-{{- $metricsPort := include "tfk8s.metricsPort" $root -}}
 {{- $own := include "tfk8s.podFields" . | fromJson -}}
-{{- if $supervised }}
-{{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
-{{- end -}}
 {{- /* The role's labels under ours; its annotations over ours (launcher/render/context.py). */}}
 {{- $labels := merge (include "tfk8s.roleLabels" . | fromYaml) (deepCopy (default dict $own.labels)) }}
 {{- $ours := include "tfk8s.podAnnotations" $root | fromYaml }}
@@ -140,11 +136,7 @@ spec:
   {{- if or $values.codeArchive $values.sidecars }}
   initContainers:
   {{- if $values.codeArchive }}
-  - image: {{ $values.image | quote }}
-    imagePullPolicy: {{ $values.imagePullPolicy }}
-    {{- toYaml $c.code.initContainer | nindent 4 }}
-    securityContext:
-      {{- include "tfk8s.containerSecurity" . | nindent 6 }}
+  {{- include "tfk8s.codeUnpackerContainer" . | nindent 2 }}
   {{- end }}
   {{- /* Native sidecars: they run beside the task and never keep the Job from completing. */}}
   {{- range $sidecar := $values.sidecars }}
@@ -152,92 +144,134 @@ spec:
   {{- end }}
   {{- end }}
   containers:
-  - name: tensorflow
-    image: {{ $own.image | default $values.image | quote }}
-    imagePullPolicy: {{ $values.imagePullPolicy }}
-    terminationMessagePolicy: FallbackToLogsOnError
-    command:
-      {{- toYaml $command | nindent 6 }}
-    {{- if $values.codeArchive }}
-    workingDir: {{ $c.code.dir }}
-    {{- end }}
-    env:
-    - name: TFK8S_TASK_INDEX
-      valueFrom:
-        fieldRef:
-          fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
-    - name: TF_CONFIG
-      value: {{ include "tfk8s.tfConfig" . | quote }}
-    - name: TFK8S_NODE_NAME
-      valueFrom:
-        fieldRef:
-          fieldPath: spec.nodeName
-    {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 4 }}
-    {{- $listens := or (has .role $c.trainingRoles) (has .role $c.dataServiceRoles) }}
-    {{- if or $listens $metricsPort }}
-    ports:
-    {{- if $listens }}
-    - name: tf-grpc
-      containerPort: {{ int $values.port }}
-      protocol: TCP
-    {{- end }}
-    {{- if $metricsPort }}
-    - name: metrics
-      containerPort: {{ $metricsPort }}
-      protocol: TCP
-    {{- end }}
-    {{- end }}
-    resources:
-      {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 6 }}
-    securityContext:
-      {{- include "tfk8s.containerSecurity" . | nindent 6 }}
-    volumeMounts:
-    - name: tmp
-      mountPath: /tmp
-    {{- with $storage.mounts }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
-    {{- if $supervised }}
-    - name: supervisor
-      mountPath: /var/run/tfk8s
-      readOnly: true
-    - name: supervisor-state
-      mountPath: /var/run/tfk8s-state
-    {{- end }}
-    {{- if $values.codeArchive }}
-    - name: code
-      mountPath: {{ $c.code.dir }}
-      readOnly: true
-    {{- end }}
-    {{- with $own.volumeMounts }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
-    {{- with $values.extraVolumeMounts }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
+  {{- include "tfk8s.taskContainer" . | nindent 2 }}
   {{- if $supervised }}
   {{- include "tfk8s.jobWatchContainer" . | nindent 2 }}
   {{- end }}
   volumes:
+  {{- include "tfk8s.podVolumes" . | nindent 2 }}
+{{- end }}
+
+{{/* The shipped code's unpacker, an init container (codeArchive; the rest of it is _contract.tpl's). */}}
+{{- define "tfk8s.codeUnpackerContainer" -}}
+{{- $c := include "tfk8s.contract" .root | fromYaml -}}
+- image: {{ .root.Values.image | quote }}
+  imagePullPolicy: {{ .root.Values.imagePullPolicy }}
+  {{- toYaml $c.code.initContainer | nindent 2 }}
+  securityContext:
+    {{- include "tfk8s.containerSecurity" . | nindent 4 }}
+{{- end }}
+
+{{/*
+A role's pod volumes (dict "root" $ "role" ROLE): /tmp, the model dir's, the supervisor's, the
+shipped code's, the role's own, then extraVolumes.
+*/}}
+{{- define "tfk8s.podVolumes" -}}
+{{- $root := .root -}}
+{{- $values := .root.Values -}}
+{{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
+{{- $own := include "tfk8s.podFields" . | fromJson -}}
+{{- $supervised := include "tfk8s.supervised" . -}}
+- name: tmp
+  emptyDir: {}
+{{- with $storage.volumes }}
+{{ toYaml . }}
+{{- end }}
+{{- if $supervised }}
+{{ include "tfk8s.supervisorVolumes" $root }}
+{{- end }}
+{{- if $values.codeArchive }}
+- name: code
+  emptyDir: {}
+- name: code-archive
+  configMap:
+    name: {{ include "tfk8s.codeObject" $root }}
+{{- end }}
+{{- with $own.volumes }}
+{{ toYaml . }}
+{{- end }}
+{{- with $values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+A role's task container, `tensorflow` (dict "root" $ "role" ROLE; manifests/job.yaml.j2 has the
+launcher's): its command (under the supervisor when supervised), TF_CONFIG and env, ports,
+resources and mounts.
+*/}}
+{{- define "tfk8s.taskContainer" -}}
+{{- $values := .root.Values -}}
+{{- $c := include "tfk8s.contract" .root | fromYaml -}}
+{{- $storage := include "tfk8s.checkpointStorage" .root | fromJson -}}
+{{- $metricsPort := include "tfk8s.metricsPort" .root -}}
+{{- $own := include "tfk8s.podFields" . | fromJson -}}
+{{- $supervised := include "tfk8s.supervised" . -}}
+{{- $command := include "tfk8s.taskCommand" . | fromJsonArray -}}
+{{- if $supervised }}
+{{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
+{{- end -}}
+- name: tensorflow
+  image: {{ $own.image | default $values.image | quote }}
+  imagePullPolicy: {{ $values.imagePullPolicy }}
+  terminationMessagePolicy: FallbackToLogsOnError
+  command:
+    {{- toYaml $command | nindent 4 }}
+  {{- if $values.codeArchive }}
+  workingDir: {{ $c.code.dir }}
+  {{- end }}
+  env:
+  - name: TFK8S_TASK_INDEX
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+  - name: TF_CONFIG
+    value: {{ include "tfk8s.tfConfig" . | quote }}
+  - name: TFK8S_NODE_NAME
+    valueFrom:
+      fieldRef:
+        fieldPath: spec.nodeName
+  {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 2 }}
+  {{- $listens := or (has .role $c.trainingRoles) (has .role $c.dataServiceRoles) }}
+  {{- if or $listens $metricsPort }}
+  ports:
+  {{- if $listens }}
+  - name: tf-grpc
+    containerPort: {{ int $values.port }}
+    protocol: TCP
+  {{- end }}
+  {{- if $metricsPort }}
+  - name: metrics
+    containerPort: {{ $metricsPort }}
+    protocol: TCP
+  {{- end }}
+  {{- end }}
+  resources:
+    {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 4 }}
+  securityContext:
+    {{- include "tfk8s.containerSecurity" . | nindent 4 }}
+  volumeMounts:
   - name: tmp
-    emptyDir: {}
-  {{- with $storage.volumes }}
+    mountPath: /tmp
+  {{- with $storage.mounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
   {{- if $supervised }}
-  {{- include "tfk8s.supervisorVolumes" $root | nindent 2 }}
+  - name: supervisor
+    mountPath: /var/run/tfk8s
+    readOnly: true
+  - name: supervisor-state
+    mountPath: /var/run/tfk8s-state
   {{- end }}
   {{- if $values.codeArchive }}
   - name: code
-    emptyDir: {}
-  - name: code-archive
-    configMap:
-      name: {{ include "tfk8s.codeObject" $root }}
+    mountPath: {{ $c.code.dir }}
+    readOnly: true
   {{- end }}
-  {{- with $own.volumes }}
+  {{- with $own.volumeMounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
-  {{- with $values.extraVolumes }}
+  {{- with $values.extraVolumeMounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- end }}

@@ -1,0 +1,67 @@
+"""The chart's defines are parts a user can read and override (templates/_job.tpl): a chart that
+depends on tfk8s and defines one of them anew changes that part of every pod, and every other
+object and field stays equal to `launcher render`."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+from support import EXAMPLES_DIR
+from test_helm_parity import CHART, _GoYamlLoader, assert_same_objects, helm  # noqa: F401 (helm: the fixture)
+
+from launcher.chart import chart_values
+from launcher.cluster_spec.loader import load_data
+from launcher.plan.plan import plan
+from launcher.render import render
+
+# A parent chart's define wins over the subchart's of the same name.
+TASK_CONTAINER_OVERRIDE = """\
+{{- define "tfk8s.taskContainer" -}}
+- name: {{ .role }}-task
+  image: team/{{ .role }}:1
+{{- end }}
+"""
+
+
+def _parent_chart(root, templates: dict[str, str]):
+    """A chart named team-training with tfk8s (this repository's) as its one dependency."""
+    shutil.copytree(CHART, root / "charts" / "tfk8s")  # the files/ symlinks copied as their targets
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+    chart = {
+        "apiVersion": "v2",
+        "name": "team-training",
+        "version": "0.1.0",
+        "dependencies": [{"name": "tfk8s", "version": version}],
+    }
+    (root / "Chart.yaml").write_text(yaml.safe_dump(chart))
+    (root / "templates").mkdir()
+    for name, text in templates.items():
+        (root / "templates" / name).write_text(text)
+    return root
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("workload", ["jobs", "jobset"])
+def test_a_parent_chart_replaces_the_task_container_and_nothing_else(helm, tmp_path, workload):  # noqa: F811
+    parent = _parent_chart(tmp_path / "team-training", {"_task.tpl": TASK_CONTAINER_OVERRIDE})
+    spec = load_data({**yaml.safe_load((EXAMPLES_DIR / "ps.yaml").read_text()), "workload": workload})
+    values = helm.values_file({"tfk8s": chart_values.helm_values(spec)})
+    r = helm.run("template", spec.name, str(parent), "--namespace", spec.namespace, "-f", str(values))
+    assert r.returncode == 0, r.stderr
+    actual = [doc for doc in yaml.load_all(r.stdout, Loader=_GoYamlLoader) if doc]
+
+    expected = render.render(plan(spec))
+    replaced = 0
+    for _, job in render.job_specs(expected):
+        pod = job["template"]
+        role = pod["metadata"]["labels"]["app.kubernetes.io/component"]
+        [task] = [c for c in pod["spec"]["containers"] if c["name"] == "tensorflow"]
+        pod["spec"]["containers"][pod["spec"]["containers"].index(task)] = {
+            "name": f"{role}-task",
+            "image": f"team/{role}:1",
+        }
+        replaced += 1
+    assert replaced == 4  # chief, worker, ps, evaluator
+    assert_same_objects(expected, actual)
