@@ -1,20 +1,23 @@
 """The chart's defines are parts a user can read and override (templates/_job.tpl): a chart that
 depends on tfk8s and defines one of them anew changes that part of every pod, and every other
-object and field stays equal to `launcher render`."""
+object and field stays equal to `launcher render`. A helper that computes a map or a list returns
+it as YAML; JSON stays only where it is the output."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 import yaml
 from support import EXAMPLES_DIR
-from test_helm_parity import CHART, _GoYamlLoader, assert_same_objects, helm  # noqa: F401 (helm: the fixture)
+from test_helm_parity import CHART, _GoYamlLoader, _template_code, assert_same_objects, helm  # noqa: F401 (helm: the fixture)
 
 from launcher.chart import chart_values
 from launcher.cluster_spec.loader import load_data
 from launcher.plan.plan import plan
 from launcher.render import render
+from scripts import gen_chart
 
 # A parent chart's define wins over the subchart's of the same name.
 TASK_CONTAINER_OVERRIDE = """\
@@ -65,3 +68,28 @@ def test_a_parent_chart_replaces_the_task_container_and_nothing_else(helm, tmp_p
         replaced += 1
     assert replaced == 4  # chief, worker, ps, evaluator
     assert_same_objects(expected, actual)
+
+
+def test_helpers_return_yaml_and_json_only_where_json_is_the_output():
+    """No define's result is read back as JSON; each toJson left writes JSON into the output
+    (TF_CONFIG, a number's text, a flow list) under a comment that says so: in its define's
+    comments, or on the line above."""
+    templates = [p for p in sorted((CHART / "templates").iterdir()) if p not in gen_chart.expected_files()]
+    read_back = [
+        f"{p.name}:{n}"
+        for p in templates
+        for n, line in enumerate(_template_code(p).splitlines(), 1)
+        if "fromJson" in line
+    ]
+    assert not read_back, f"a define's result read back as JSON (return YAML, read it with fromYaml): {read_back}"
+    unexplained = []
+    for path in templates:
+        lines = path.read_text().splitlines()
+        for n, line in enumerate(lines):
+            if "toJson" not in line:
+                continue
+            define = max((i for i in range(n) if '{{- define "' in lines[i]), default=0)
+            context = "\n".join(lines[max(define - 4, 0) : n])
+            if not re.search(r"/\*[^*]*JSON", context):
+                unexplained.append(f"{path.name}:{n + 1}")
+    assert not unexplained, f"toJson without a comment saying why the output is JSON: {unexplained}"

@@ -3,6 +3,9 @@ Helpers the object templates share. Each computes one thing of the launcher's pl
 (launcher/plan/plan.py) from the values; tests/charts/test_helm_parity.py keeps every object
 equal to `python -m launcher render` of the same spec. Constants shared with the launcher come
 from _contract.tpl (generated from the contract): include "tfk8s.contract" . | fromYaml.
+A helper that computes a map or a list returns it as YAML, read back with fromYaml or
+fromYamlArray. Helm reads every number in YAML (values.yaml too) as a float64, printed as
+1e+06 from a million on: a number written into an object goes through int.
 */}}
 
 {{/* The cluster's name and namespace: the release's when the values leave them empty. */}}
@@ -66,20 +69,20 @@ one dispatcher and dataService.workers data workers (ClusterSpec.replicas). */}}
 {{- end -}}
 {{- end }}
 
-{{/* What a role's pods get, as JSON (ClusterSpec.pods): roles.<role>, or dataService.dispatcher
+{{/* What a role's pods get, as YAML (ClusterSpec.pods): roles.<role>, or dataService.dispatcher
 and dataService.worker for the data service's roles. */}}
 {{- define "tfk8s.podFields" -}}
 {{- $service := default dict .root.Values.dataService -}}
 {{- if eq .role "dispatcher" -}}
-{{- toJson (default dict $service.dispatcher) -}}
+{{- toYaml (default dict $service.dispatcher) -}}
 {{- else if eq .role "data-worker" -}}
-{{- toJson (default dict $service.worker) -}}
+{{- toYaml (default dict $service.worker) -}}
 {{- else -}}
-{{- toJson (get (default dict .root.Values.roles) .role | default dict) -}}
+{{- toYaml (get (default dict .root.Values.roles) .role | default dict) -}}
 {{- end -}}
 {{- end }}
 
-{{/* The roles with replicas, in the contract's order, as a JSON list. */}}
+{{/* The roles with replicas, in the contract's order, as a YAML list. */}}
 {{- define "tfk8s.activeRoles" -}}
 {{- $c := include "tfk8s.contract" . | fromYaml -}}
 {{- $active := list -}}
@@ -88,7 +91,7 @@ and dataService.worker for the data service's roles. */}}
 {{- $active = append $active $role -}}
 {{- end -}}
 {{- end -}}
-{{- toJson $active -}}
+{{- toYaml $active -}}
 {{- end }}
 
 {{/* A role's Job: <name>-<role>; a JobSet names its child Job <name>-<role>-0. */}}
@@ -112,7 +115,7 @@ and dataService.worker for the data service's roles. */}}
 {{/* Whether any role with replicas is supervised: "true" or "". */}}
 {{- define "tfk8s.anySupervised" -}}
 {{- $root := . -}}
-{{- range $role := include "tfk8s.activeRoles" . | fromJsonArray -}}
+{{- range $role := include "tfk8s.activeRoles" . | fromYamlArray -}}
 {{- if include "tfk8s.supervised" (dict "root" $root "role" $role) -}}true{{- end -}}
 {{- end -}}
 {{- end }}
@@ -134,7 +137,7 @@ and dataService.worker for the data service's roles. */}}
 {{- end }}
 
 {{/*
-The model dir's volume and mount (launcher/plan/storage.py), as {"volumes": [...], "mounts": [...]}:
+The model dir's volume and mount (launcher/plan/storage.py), as a map of "volumes" and "mounts":
 a claim or a hostPath at the volume's mountPath, nothing for gs://, else an emptyDir at the dir.
 */}}
 {{- define "tfk8s.checkpointStorage" -}}
@@ -143,18 +146,18 @@ a claim or a hostPath at the volume's mountPath, nothing for gs://, else an empt
 {{- $modelDir := include "tfk8s.modelDir" . -}}
 {{- if $volume.persistentVolumeClaim -}}
 {{- $source := dict "claimName" $volume.persistentVolumeClaim.claimName -}}
-{{- toJson (dict
+{{- toYaml (dict
     "volumes" (list (dict "name" "checkpoint" "persistentVolumeClaim" $source))
     "mounts" (list (dict "name" "checkpoint" "mountPath" $volume.mountPath))) -}}
 {{- else if $volume.hostPath -}}
 {{- $source := dict "path" $volume.hostPath.path "type" "DirectoryOrCreate" -}}
-{{- toJson (dict
+{{- toYaml (dict
     "volumes" (list (dict "name" "checkpoint" "hostPath" $source))
     "mounts" (list (dict "name" "checkpoint" "mountPath" $volume.mountPath))) -}}
 {{- else if contains "://" $modelDir -}}
-{{- toJson (dict "volumes" list "mounts" list) -}}
+{{- toYaml (dict "volumes" list "mounts" list) -}}
 {{- else -}}
-{{- toJson (dict
+{{- toYaml (dict
     "volumes" (list (dict "name" "checkpoint" "emptyDir" dict))
     "mounts" (list (dict "name" "checkpoint" "mountPath" $modelDir))) -}}
 {{- end -}}
@@ -169,14 +172,15 @@ a claim or a hostPath at the volume's mountPath, nothing for gs://, else an empt
 {{- printf "%s-code-%s" (include "tfk8s.name" .) (trunc 10 (include "tfk8s.codeSha" .)) -}}
 {{- end }}
 
-{{/* A Kubernetes quantity as text, like the launcher's str(): "500m" stays, 2 -> "2". */}}
+{{/* A Kubernetes quantity as text, like the launcher's str(): "500m" stays, 2 -> "2" (JSON's number text:
+toString would write 1e+06). */}}
 {{- define "tfk8s.quantity" -}}
 {{- if kindIs "string" . }}{{ . }}{{ else }}{{ toJson . }}{{ end -}}
 {{- end }}
 
 {{/* A role's resources: requests and limits that are set, each quantity as text. */}}
 {{- define "tfk8s.resources" -}}
-{{- $given := dig "resources" dict (include "tfk8s.podFields" . | fromJson) | default dict -}}
+{{- $given := dig "resources" dict (include "tfk8s.podFields" . | fromYaml) | default dict -}}
 {{- $resources := dict -}}
 {{- range $kind := list "requests" "limits" -}}
 {{- $quantities := dict -}}
@@ -185,12 +189,12 @@ a claim or a hostPath at the volume's mountPath, nothing for gs://, else an empt
 {{- end -}}
 {{- if $quantities }}{{ $_ := set $resources $kind $quantities }}{{ end -}}
 {{- end -}}
-{{- toJson $resources -}}
+{{- toYaml $resources -}}
 {{- end }}
 
 {{/* Whether a role's pods get a GPU (a limit that is not "0"): "true" or "". */}}
 {{- define "tfk8s.hasGpu" -}}
-{{- $resources := include "tfk8s.resources" . | fromJson -}}
+{{- $resources := include "tfk8s.resources" . | fromYaml -}}
 {{- $gpus := dig "limits" "nvidia.com/gpu" "0" $resources -}}
 {{- if ne $gpus "0" -}}true{{- end -}}
 {{- end }}
@@ -203,7 +207,7 @@ lost-node taints for nodeLossTolerationSeconds, unless the role names that taint
 {{- $c := include "tfk8s.contract" .root | fromYaml -}}
 {{- $tolerations := list -}}
 {{- $named := list -}}
-{{- range $given := dig "tolerations" list (include "tfk8s.podFields" . | fromJson) | default list -}}
+{{- range $given := dig "tolerations" list (include "tfk8s.podFields" . | fromYaml) | default list -}}
 {{- $toleration := dict -}}
 {{- range $key, $value := $given -}}
 {{- if not (kindIs "invalid" $value) }}{{ $_ := set $toleration $key $value }}{{ end -}}
@@ -220,7 +224,7 @@ lost-node taints for nodeLossTolerationSeconds, unless the role names that taint
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- toJson $tolerations -}}
+{{- toYaml $tolerations -}}
 {{- end }}
 
 {{/* A task's TF_CONFIG address: <job>-<index>.<service>.<namespace>.svc:<port> (dict "root" $ "role" R "index" I). */}}
@@ -237,6 +241,7 @@ evaluator in the cluster waits for it forever (tensorflow#46169). The data servi
 the service's own tasks.
 */}}
 {{- define "tfk8s.tfConfig" -}}
+{{- /* JSON here: TF_CONFIG's value is a JSON document (TensorFlow reads it so). */ -}}
 {{- $c := include "tfk8s.contract" .root | fromYaml -}}
 {{- $root := .root -}}
 {{- $members := list -}}
@@ -259,7 +264,7 @@ the service's own tasks.
 
 {{/*
 What a role's task container gets besides its index and TF_CONFIG (plan.task_env, then the
-renderer's HOME and supervision), as a JSON list. Like the launcher's dict updates: a name set
+renderer's HOME and supervision), as a YAML list. Like the launcher's dict updates: a name set
 again keeps its first place and takes the later value.
 */}}
 {{- define "tfk8s.taskEnv" -}}
@@ -282,7 +287,7 @@ again keeps its first place and takes the later value.
 {{- $pairs = append $pairs (list "PYTHONPATH" $c.code.dir) -}}
 {{- $pairs = append $pairs (list "TFK8S_CODE_DIGEST" (include "tfk8s.codeSha" .root)) -}}
 {{- end -}}
-{{- $gpus := dig "limits" $c.gpuResource "0" (include "tfk8s.resources" . | fromJson) -}}
+{{- $gpus := dig "limits" $c.gpuResource "0" (include "tfk8s.resources" . | fromYaml) -}}
 {{- if and (kindIs "invalid" $values.command) (ne $gpus "0") -}}
 {{- $pairs = append $pairs (list "TFK8S_GPUS" $gpus) -}}
 {{- end -}}
@@ -296,7 +301,7 @@ again keeps its first place and takes the later value.
 {{- range $key, $value := default dict $values.env -}}
 {{- $pairs = append $pairs (list $key $value) -}}
 {{- end -}}
-{{- range $key, $value := dig "env" dict (include "tfk8s.podFields" . | fromJson) | default dict -}}
+{{- range $key, $value := dig "env" dict (include "tfk8s.podFields" . | fromYaml) | default dict -}}
 {{- $pairs = append $pairs (list $key $value) -}}
 {{- end -}}
 {{- if and $values.dataService (or (has .role $c.dataReaders) (eq .role "data-worker")) -}}
@@ -323,7 +328,7 @@ again keeps its first place and takes the later value.
 {{- range $name := $order -}}
 {{- $list = append $list (dict "name" $name "value" (get $env $name)) -}}
 {{- end -}}
-{{- toJson $list -}}
+{{- toYaml $list -}}
 {{- end }}
 
 {{/*
@@ -349,22 +354,22 @@ or the user's; the data service's servers run the built-in worker whatever the t
 {{- define "tfk8s.taskCommand" -}}
 {{- $values := .root.Values -}}
 {{- $c := include "tfk8s.contract" .root | fromYaml -}}
-{{- $own := include "tfk8s.podFields" . | fromJson -}}
+{{- $own := include "tfk8s.podFields" . | fromYaml -}}
 {{- if kindIs "invalid" $values.command -}}
-{{- toJson (concat (list "python" "-m" "worker") (dig "args" list (default dict $values.program) | default list)) -}}
+{{- toYaml (concat (list "python" "-m" "worker") (dig "args" list (default dict $values.program) | default list)) -}}
 {{- else if has .role $c.dataServiceRoles -}}
-{{- toJson (list "python" "-m" "worker") -}}
+{{- toYaml (list "python" "-m" "worker") -}}
 {{- else if not (kindIs "invalid" $own.command) -}}
-{{- toJson (concat $own.command (default list $own.args)) -}}
+{{- toYaml (concat $own.command (default list $own.args)) -}}
 {{- else if not (kindIs "invalid" $own.args) -}}
-{{- toJson (concat $values.command $own.args) -}}
+{{- toYaml (concat $values.command $own.args) -}}
 {{- else -}}
-{{- toJson (concat $values.command (default list $values.args)) -}}
+{{- toYaml (concat $values.command (default list $values.args)) -}}
 {{- end -}}
 {{- end }}
 
 {{/*
-`over` merged into `base` (dict "base" MAP "over" MAP), as JSON: maps key by key, the over's
+`over` merged into `base` (dict "base" MAP "over" MAP), as YAML: maps key by key, the over's
 value winning; lists of named items by name (new names appended); other lists replaced.
 launcher/cluster_spec/pod_fields.py merge is the launcher's.
 */}}
@@ -373,7 +378,7 @@ launcher/cluster_spec/pod_fields.py merge is the launcher's.
 {{- range $key, $value := .over -}}
 {{- $old := get $out $key -}}
 {{- if and (kindIs "map" $value) (kindIs "map" $old) -}}
-{{- $_ := set $out $key (include "tfk8s.merge" (dict "base" $old "over" $value) | fromJson) -}}
+{{- $_ := set $out $key (include "tfk8s.merge" (dict "base" $old "over" $value) | fromYaml) -}}
 {{- else if and (include "tfk8s.named" $value) (include "tfk8s.named" $old) -}}
 {{- $merged := $old -}}
 {{- range $item := $value -}}
@@ -381,7 +386,7 @@ launcher/cluster_spec/pod_fields.py merge is the launcher's.
 {{- $found := false -}}
 {{- range $was := $merged -}}
 {{- if eq $was.name $item.name -}}
-{{- $next = append $next (include "tfk8s.merge" (dict "base" $was "over" $item) | fromJson) -}}
+{{- $next = append $next (include "tfk8s.merge" (dict "base" $was "over" $item) | fromYaml) -}}
 {{- $found = true -}}
 {{- else -}}
 {{- $next = append $next $was -}}
@@ -395,7 +400,7 @@ launcher/cluster_spec/pod_fields.py merge is the launcher's.
 {{- $_ := set $out $key $value -}}
 {{- end -}}
 {{- end -}}
-{{- toJson $out -}}
+{{- toYaml $out -}}
 {{- end }}
 
 {{/* "true" when the value is a list of maps that each have a name, else "". */}}
@@ -416,6 +421,7 @@ matchLabels:
 matchExpressions:
 - key: app.kubernetes.io/component
   operator: In
+  {{- /* A flow list: JSON is YAML. */}}
   values: {{ toJson .roles }}
 {{- end }}
 
@@ -437,7 +443,7 @@ matchExpressions:
 {{- toYaml $annotations -}}
 {{- end }}
 
-{{/* metrics.scrapers as NetworkPolicy peers, unset selectors left out (a JSON list). */}}
+{{/* metrics.scrapers as NetworkPolicy peers, unset selectors left out (a YAML list). */}}
 {{- define "tfk8s.scrapers" -}}
 {{- $peers := list -}}
 {{- range $scraper := dig "scrapers" list (default dict .Values.metrics) | default list -}}
@@ -447,5 +453,5 @@ matchExpressions:
 {{- end -}}
 {{- $peers = append $peers $peer -}}
 {{- end -}}
-{{- toJson $peers -}}
+{{- toYaml $peers -}}
 {{- end }}

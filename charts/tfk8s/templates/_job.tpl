@@ -17,7 +17,7 @@ annotations:
 {{- $strategy := get $c.strategies $values.strategy -}}
 {{- $name := include "tfk8s.name" $root -}}
 {{- $replicas := include "tfk8s.replicas" . -}}
-{{- $own := include "tfk8s.podFields" . | fromJson -}}
+{{- $own := include "tfk8s.podFields" . | fromYaml -}}
 completionMode: Indexed
 completions: {{ $replicas }}
 parallelism: {{ $replicas }}
@@ -66,7 +66,7 @@ successPolicy:
 {{- /* The role's podTemplate merged in (launcher/cluster_spec/pod_fields.py's rule). */}}
 {{- with $own.podTemplate }}
 template:
-  {{- include "tfk8s.merge" (dict "base" (include "tfk8s.pod" $ | fromYaml) "over" .) | fromJson | toYaml | nindent 2 }}
+  {{- include "tfk8s.merge" (dict "base" (include "tfk8s.pod" $ | fromYaml) "over" .) | nindent 2 }}
 {{- else }}
 template:
   {{- include "tfk8s.pod" . | nindent 2 }}
@@ -82,7 +82,7 @@ then its containers and volumes, each a define of its own below.
 {{- $values := .root.Values -}}
 {{- $name := include "tfk8s.name" $root -}}
 {{- $supervised := include "tfk8s.supervised" . -}}
-{{- $own := include "tfk8s.podFields" . | fromJson -}}
+{{- $own := include "tfk8s.podFields" . | fromYaml -}}
 {{- /* The role's labels under ours; its annotations over ours (launcher/render/context.py). */}}
 {{- $labels := merge (include "tfk8s.roleLabels" . | fromYaml) (deepCopy (default dict $own.labels)) }}
 {{- $ours := include "tfk8s.podAnnotations" $root | fromYaml }}
@@ -117,7 +117,7 @@ spec:
   nodeSelector:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with include "tfk8s.tolerations" . | fromJsonArray }}
+  {{- with include "tfk8s.tolerations" . | fromYamlArray }}
   tolerations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
@@ -169,8 +169,8 @@ shipped code's, the role's own, then extraVolumes.
 {{- define "tfk8s.podVolumes" -}}
 {{- $root := .root -}}
 {{- $values := .root.Values -}}
-{{- $storage := include "tfk8s.checkpointStorage" $root | fromJson -}}
-{{- $own := include "tfk8s.podFields" . | fromJson -}}
+{{- $storage := include "tfk8s.checkpointStorage" $root | fromYaml -}}
+{{- $own := include "tfk8s.podFields" . | fromYaml -}}
 {{- $supervised := include "tfk8s.supervised" . -}}
 - name: tmp
   emptyDir: {}
@@ -203,11 +203,11 @@ resources and mounts.
 {{- define "tfk8s.taskContainer" -}}
 {{- $values := .root.Values -}}
 {{- $c := include "tfk8s.contract" .root | fromYaml -}}
-{{- $storage := include "tfk8s.checkpointStorage" .root | fromJson -}}
+{{- $storage := include "tfk8s.checkpointStorage" .root | fromYaml -}}
 {{- $metricsPort := include "tfk8s.metricsPort" .root -}}
-{{- $own := include "tfk8s.podFields" . | fromJson -}}
+{{- $own := include "tfk8s.podFields" . | fromYaml -}}
 {{- $supervised := include "tfk8s.supervised" . -}}
-{{- $command := include "tfk8s.taskCommand" . | fromJsonArray -}}
+{{- $command := include "tfk8s.taskCommand" . | fromYamlArray -}}
 {{- if $supervised }}
 {{- $command = concat (list "python3" "/var/run/tfk8s/supervise.py" "run" "--") $command -}}
 {{- end -}}
@@ -231,7 +231,7 @@ resources and mounts.
     valueFrom:
       fieldRef:
         fieldPath: spec.nodeName
-  {{- include "tfk8s.taskEnv" . | fromJsonArray | toYaml | nindent 2 }}
+  {{- include "tfk8s.taskEnv" . | nindent 2 }}
   {{- $listens := or (has .role $c.trainingRoles) (has .role $c.dataServiceRoles) }}
   {{- if or $listens $metricsPort }}
   ports:
@@ -247,7 +247,7 @@ resources and mounts.
   {{- end }}
   {{- end }}
   resources:
-    {{- include "tfk8s.resources" . | fromJson | toYaml | nindent 4 }}
+    {{- include "tfk8s.resources" . | nindent 4 }}
   securityContext:
     {{- include "tfk8s.containerSecurity" . | nindent 4 }}
   volumeMounts:

@@ -49,7 +49,7 @@ a template picks one and fills it, never spells one out.
 {{- /* Reserved env names, and the GPU resource: requests == limits. */ -}}
 {{- $envs := list (list "env" (default dict $v.env)) -}}
 {{- range $role := $c.roles -}}
-{{- $cfg := include "tfk8s.podFields" (dict "root" $ "role" $role) | fromJson -}}
+{{- $cfg := include "tfk8s.podFields" (dict "root" $ "role" $role) | fromYaml -}}
 {{- $at := printf "roles.%s" $role -}}
 {{- if eq $role "dispatcher" }}{{ $at = "dataService.dispatcher" }}{{ end -}}
 {{- if eq $role "data-worker" }}{{ $at = "dataService.worker" }}{{ end -}}
