@@ -11,7 +11,7 @@ import shutil
 import pytest
 import yaml
 from support import EXAMPLES_DIR
-from test_helm_parity import CHART, _GoYamlLoader, _template_code, assert_same_objects, helm  # noqa: F401 (helm: the fixture)
+from test_helm_parity import CHART, _GoYamlLoader, assert_same_objects, helm  # noqa: F401 (helm: the fixture)
 
 from launcher.chart import chart_values
 from launcher.cluster_spec.loader import load_data
@@ -76,10 +76,7 @@ def test_helpers_return_yaml_and_json_only_where_json_is_the_output():
     comments, or on the line above."""
     templates = [p for p in sorted((CHART / "templates").iterdir()) if p not in gen_chart.expected_files()]
     read_back = [
-        f"{p.name}:{n}"
-        for p in templates
-        for n, line in enumerate(_template_code(p).splitlines(), 1)
-        if "fromJson" in line
+        f"{p.name}:{n}" for p in templates for n, line in enumerate(p.read_text().splitlines(), 1) if "fromJson" in line
     ]
     assert not read_back, f"a define's result read back as JSON (return YAML, read it with fromYaml): {read_back}"
     unexplained = []
@@ -93,3 +90,54 @@ def test_helpers_return_yaml_and_json_only_where_json_is_the_output():
             if not re.search(r"/\*[^*]*JSON", context):
                 unexplained.append(f"{path.name}:{n + 1}")
     assert not unexplained, f"toJson without a comment saying why the output is JSON: {unexplained}"
+
+
+# What a YAML round trip could change, through every helper that returns YAML: numbers from a
+# million on (Helm's float64 would print 1e+06), strings that read as numbers or booleans, empty
+# strings, maps and lists, a number inside a role's own Kubernetes fields.
+TYPE_EDGES = {
+    "name": "edges",
+    "strategy": "parameter_server",
+    "roles": {
+        "chief": {
+            "replicas": 1,
+            "resources": {"requests": {"cpu": 0.5, "memory": "1000000"}, "limits": {"cpu": 2}},
+            "tolerations": [{"key": "pool", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 1000000}],
+            "env": {"ZIP": "007", "RATE": "1e3", "YES": "y", "EMPTY": ""},
+        },
+        "worker": {
+            "replicas": 2,
+            "labels": {"rank": "10"},
+            "annotations": {"flag": "true", "none": ""},
+            "podTemplate": {"spec": {"dnsConfig": {"options": [{"name": "ndots", "value": "2"}], "searches": []}}},
+        },
+        "ps": {
+            "replicas": 1,
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            "nodeSelector": {"zone": "1"},
+        },
+    },
+    "ttlSecondsAfterFinished": 1000000,
+    "activeDeadlineSeconds": 10000000,
+    "terminationGracePeriodSeconds": 1000000,
+    "securityContext": {"runAsUser": 1000000, "runAsGroup": 1000000, "fsGroup": 1000000},
+    "labels": {"cost-center": "123"},
+}
+
+
+@pytest.mark.helm
+def test_yaml_round_trips_keep_types(helm):  # noqa: F811
+    spec = load_data(TYPE_EDGES)
+    actual = helm.objects(spec.name, spec.namespace, chart_values.helm_values(spec))
+    assert_same_objects(render.render(plan(spec)), actual)
+    [chief] = [o for o in actual if o["metadata"]["name"] == "edges-chief"]
+    pod = chief["spec"]["template"]["spec"]
+    assert chief["spec"]["ttlSecondsAfterFinished"] == 1000000 and pod["securityContext"]["runAsUser"] == 1000000
+    assert pod["tolerations"][0]["tolerationSeconds"] == 1000000
+    assert pod["containers"][0]["resources"] == {
+        "requests": {"cpu": "0.5", "memory": "1000000"},
+        "limits": {"cpu": "2"},
+    }
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert (env["ZIP"], env["RATE"], env["YES"], env["EMPTY"]) == ("007", "1e3", "y", "")
