@@ -11,7 +11,9 @@ share with the launcher's rules comes from here:
   charts/tfk8s/templates/_contract.tpl the rules as YAML for the templates
                                        (`$c := include "tfk8s.contract" . | fromYaml`): roles,
                                        per-strategy rules, podFailurePolicy, messages, ...
-  charts/tfk8s/values.yaml             only its table of replica counts per strategy
+  charts/tfk8s/values.yaml             only its table of replica counts per strategy and each
+                                       key's `# --` description (values.schema.json's; the chart
+                                       README's table is made from them: scripts/generate.py)
 
 Rules JSON Schema cannot state (a dir under the volume's mountPath, generated names too long,
 reserved env names, GPU requests == limits, shared MWMS checkpoints) are checked by the chart's
@@ -43,7 +45,7 @@ from launcher.code_shipping import code_bundle
 from launcher.k8s_contract import Workload  # noqa: E402
 from launcher.plan import plan
 from launcher.render import job_failure
-from scripts import chart_schema
+from scripts import chart_schema, chart_values_doc
 from worker import args, contract  # noqa: E402
 from worker.contract import Role, Strategy  # noqa: E402
 
@@ -184,14 +186,17 @@ def _count_text(role: Role, count: contract.Count) -> str | None:
 
 
 def values_text() -> str:
-    """values.yaml with its replica-count table rewritten from contract.ROLE_COUNTS."""
+    """values.yaml with its replica-count table rewritten from contract.ROLE_COUNTS, and each
+    key's `# --` description from values.schema.json (scripts/chart_values_doc.py)."""
     text = VALUES_FILE.read_text()
     start, end = text.index(COUNTS_BEGIN) + len(COUNTS_BEGIN), text.index(COUNTS_END)
     rows = []
     for strategy, counts in contract.ROLE_COUNTS.items():
         parts = [_count_text(role, counts[role]) for role in contract.COUNTED_ROLES]
         rows.append(f"#   {strategy.value:<23}{', '.join(p for p in parts if p)}\n")
-    return text[:start] + "".join(rows) + text[end:]
+    text = text[:start] + "".join(rows) + text[end:]
+    described = chart_values_doc.schema_descriptions(chart_schema.generate_schema(), yaml.safe_load(text))
+    return chart_values_doc.with_descriptions(text, described)
 
 
 # ------------------------------------------------------------------------ files

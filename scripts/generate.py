@@ -4,6 +4,7 @@
 
   charts/tfk8s/values.schema.json, templates/_contract.tpl, values.yaml's replica table
                                         scripts/gen_chart.py (the chart's share of the rules)
+  charts/tfk8s/README.md's values table scripts/chart_values_doc.py (values.yaml's `# --` comments)
   docs/spec.md's key table              scripts/spec_reference.py (the model's descriptions)
   docs/tfk8s-dashboard.json, docs/tfk8s-alerts.yaml
                                         launcher/monitoring (what `launcher monitoring` prints;
@@ -30,7 +31,7 @@ from launcher.cluster_spec.loader import load_file  # noqa: E402
 from launcher.monitoring import alerts, dashboard  # noqa: E402
 from launcher.plan.plan import plan  # noqa: E402
 from launcher.render import render  # noqa: E402
-from scripts import gen_chart  # noqa: E402
+from scripts import chart_values_doc, gen_chart  # noqa: E402
 from scripts import spec_reference as reference  # noqa: E402
 
 COMMAND = "python scripts/generate.py --write"
@@ -38,6 +39,7 @@ EXAMPLES_DIR = REPO / "examples"
 GOLDEN_DIR = REPO / "tests" / "launcher" / "render" / "golden"
 POD_SCRIPTS_DIR = REPO / "launcher" / "pod"
 SPEC_DOC = REPO / "docs" / "spec.md"
+CHART_README = REPO / "charts" / "tfk8s" / "README.md"
 
 
 def golden_form(objects: list[dict]) -> str:
@@ -63,8 +65,10 @@ def goldens() -> dict[Path, str]:
 
 def expected_files() -> dict[Path, str]:
     """Every generated file and the text it must have."""
+    chart = gen_chart.expected_files()
     return {
-        **gen_chart.expected_files(),
+        **chart,
+        CHART_README: chart_values_doc.replace_table(CHART_README.read_text(), chart[gen_chart.VALUES_FILE]),
         SPEC_DOC: reference.replace_in(SPEC_DOC.read_text()),
         REPO / "docs" / "tfk8s-dashboard.json": dashboard.dashboard_json(),
         REPO / "docs" / "tfk8s-alerts.yaml": alerts.rules_yaml(alerts.Thresholds()),

@@ -16,13 +16,14 @@ def test_every_generated_file_is_current():
     assert not stale, f"stale: {stale}; review the change and run {generate.COMMAND}"
 
 
-def test_it_covers_the_chart_the_spec_reference_monitoring_and_one_golden_per_example():
+def test_it_covers_the_chart_its_readme_the_spec_reference_monitoring_and_one_golden_per_example():
     files = {str(path.relative_to(REPO)) for path in generate.expected_files()}
     examples = sorted(p.name for p in (REPO / "examples").glob("*.yaml"))
     assert {
         "charts/tfk8s/values.schema.json",
         "charts/tfk8s/templates/_contract.tpl",
         "charts/tfk8s/values.yaml",
+        "charts/tfk8s/README.md",
         "docs/spec.md",
         "docs/tfk8s-dashboard.json",
         "docs/tfk8s-alerts.yaml",
