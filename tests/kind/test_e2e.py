@@ -312,18 +312,109 @@ def startup_breakdown(cluster, namespace: str, name: str, submitted: float) -> s
     return ", ".join(f"{label} {at - submitted:.1f}" for label, at in marks)
 
 
+TFJOB_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
+DATA_CLAIM = "training-data"
+PULL_SECRET = "registry-cred"  # the images are in the nodes already: never used to pull
+
+
+def as_tfjob(spec_file: Path, data_claim: str) -> Path:
+    """The cluster of `spec_file` (write_spec's) as the TFJob a team would have run it with:
+    the worker image as the team's own, its `python -m worker` as the tensorflow container's
+    command, the checkpoint claim mounted in every pod, and a data claim read-only in the
+    workers; `import` converts it (docs/migrating-from-tfjob.md)."""
+    spec = yaml.safe_load(spec_file.read_text())
+    claim = spec["checkpoint"]["volume"]["persistentVolumeClaim"]["claimName"]
+    replicas = {}
+    for role, own in spec["roles"].items():
+        env = {**spec.get("env", {}), **own.get("env", {})}
+        container = {
+            "name": "tensorflow",
+            "image": spec["image"],
+            "command": ["python", "-m", "worker", *spec["program"]["args"]],
+            "env": [{"name": name, "value": value} for name, value in env.items()],
+            "volumeMounts": [{"name": "ckpt", "mountPath": "/ckpt"}],
+        }
+        volumes = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}}]
+        if role == "worker":
+            container["volumeMounts"].append({"name": "data", "mountPath": "/data", "readOnly": True})
+            volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": data_claim, "readOnly": True}})
+        # The team's pod fields: a registry secret, placement by affinity, a pod field of its own.
+        pod = {"containers": [container], "volumes": volumes, "imagePullSecrets": [{"name": PULL_SECRET}]}
+        pod["enableServiceLinks"] = False  # into the role's podTemplate
+        if own.get("nodeSelector"):
+            terms = [{"key": k, "operator": "In", "values": [v]} for k, v in own["nodeSelector"].items()]
+            pod["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": terms}]
+                    }
+                }
+            }
+        replicas[TFJOB_TYPES[role]] = {"replicas": own["replicas"], "restartPolicy": "Never", "template": {"spec": pod}}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": spec["name"], "namespace": spec["namespace"]},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "None", "ttlSecondsAfterFinished": spec["ttlSecondsAfterFinished"]},
+            "tfReplicaSpecs": replicas,
+        },
+    }
+    path = spec_file.with_name(f"{spec['name']}-tfjob.yaml")
+    path.write_text(yaml.safe_dump(job, sort_keys=False))
+    return path
+
+
+def bind_data_claim(cluster, namespace: str, checkpoint_pvc) -> None:
+    """DATA_CLAIM in `namespace`: a read-only claim on the checkpoint volume's node dir (a data
+    set's claim, as TFJob teams mount one); deleted with the namespace's test."""
+    pv = f"data-{namespace}"
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv, "labels": {"tfk8s-test": "data"}},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadOnlyMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "tfk8s-hostpath",
+                "hostPath": {"path": checkpoint_pvc.node_path, "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": DATA_CLAIM},
+            },
+        }
+    )
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": DATA_CLAIM, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "storageClassName": "tfk8s-hostpath",
+                "volumeName": pv,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+    )
+    cluster.kubectl(
+        "-n", namespace, "wait", "--for=jsonpath={.status.phase}=Bound", f"pvc/{DATA_CLAIM}", "--timeout=60s"
+    )
+
+
 @pytest.mark.tf_trainings(1)
 def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     kind_cluster, worker_image, probe_image, namespace, checkpoint_pvc, prometheus, tmp_path
 ):
-    """Also the placement across nodes with the NetworkPolicies in force: the chief (and the
-    evaluator) on one node, ps and workers on the other, so cross-node TF_CONFIG addresses and
-    the policy's own-pod rule carry a real training (test_network.py probes the policy itself
-    on stand-in pods). And a Prometheus in the cluster watches it (prometheus_check.py). The
-    input pipeline runs on a tf.data service (dataService, its pods beside the chief): the
-    workers read their batches across nodes through its policies, the scrapers' namespace
-    reaches neither its dispatcher's nor its data worker's gRPC port, and its pods end with the
-    training (docs/data-service.md)."""
+    """Imported from a TFJob file (as_tfjob: the team's own image and command, a data claim) by
+    the client's import_tfjob, a `dataService` added to the cluster.yaml it writes. Also the
+    placement across nodes with the NetworkPolicies in force: the chief (and the evaluator) on
+    one node, ps and workers on the other, so cross-node TF_CONFIG addresses and the policy's
+    own-pod rule carry a real training (test_network.py probes the policy itself on stand-in
+    pods). And a Prometheus in the cluster watches it (prometheus_check.py). The input pipeline
+    runs on a tf.data service (its pods beside the chief): the workers read their batches across
+    nodes through its policies, the scrapers' namespace reaches neither its dispatcher's nor its
+    data worker's gRPC port, and its pods end with the training (docs/data-service.md)."""
     # Long enough, with a step event every second, for status and Prometheus to see the step
     # advance after Prometheus has found the pods.
     steps, progress_env = 4 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
@@ -353,8 +444,17 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         dataService=data_service,
     )
     spec = ps_spec()
+    bind_data_claim(kind_cluster, namespace, checkpoint_pvc)
+    kind_cluster.kubectl(
+        "-n", namespace, "create", "secret", "docker-registry", PULL_SECRET,
+        "--docker-server=registry.invalid", "--docker-username=team", "--docker-password=unused",
+    )  # fmt: skip
+    (imported,) = TFK8sClient.import_tfjob(as_tfjob(spec, DATA_CLAIM))
+    assert any("spec.tfReplicaSpecs: strategy parameter_server, from the replica types" in n for n in imported.notes)
+    cluster_yaml = tmp_path / "ps-imported.yaml"  # the TFJob's cluster.yaml, its comments kept
+    cluster_yaml.write_text(imported.text + yaml.safe_dump({"dataService": data_service}, sort_keys=False))
     started, submitted = time.monotonic(), time.time()
-    proc = submit_in_background(kind_cluster, spec)
+    proc = submit_in_background(kind_cluster, cluster_yaml)
     training_seen = []  # `status -o json`'s training while the cluster trained
     try:
 
@@ -407,7 +507,16 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     )
     assert proc.returncode == 0, output[-2000:]
     assert "[Succeeded]" in output
-    assert_all_jobs_complete(kind_cluster, namespace, "ps")
+    assert_all_jobs_complete(kind_cluster, namespace, "ps")  # the ps ended: its Job completed
+    worker_pod = pod_of(kind_cluster, namespace, "ps", "worker")
+    data = [v for v in worker_pod["spec"]["volumes"] if v["name"] == "data"]
+    assert data == [{"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM, "readOnly": True}}]
+    task = worker_pod["spec"]["containers"][0]
+    assert {"name": "data", "mountPath": "/data", "readOnly": True} in task["volumeMounts"]
+    assert task["command"][-len(spec_args(spec)) - 3 :] == ["python", "-m", "worker", *spec_args(spec)]
+    assert worker_pod["spec"]["imagePullSecrets"] == [{"name": PULL_SECRET}]
+    assert worker_pod["spec"]["enableServiceLinks"] is False  # the podTemplate's override
+    assert worker_pod["spec"]["affinity"]["nodeAffinity"]  # placed by it: the node checks below
     policies = kind_cluster.get_json("networkpolicies", "-n", namespace, "-l", f"{LABEL}=ps")["items"]
     assert policies, "networkPolicy (on by default) rendered no NetworkPolicy"
     placed = {
@@ -454,8 +563,8 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     for task in ("chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0", "dispatcher-0", "data-worker-0"):
         assert f"[{task}] " in every, task
 
-    # Same spec again: nothing changes. A changed spec is refused without --replace.
-    again = cli(kind_cluster, "submit", str(spec))
+    # The same cluster.yaml again: nothing changes. A changed spec is refused without --replace.
+    again = cli(kind_cluster, "submit", str(cluster_yaml))
     assert again.returncode == 0 and "unchanged" in again.stderr
     changed = ps_spec(backoffLimit=3)
     refused = cli(kind_cluster, "submit", str(changed))
@@ -478,6 +587,11 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     assert objects(kind_cluster, namespace, "ps") == []
     with pytest.raises(ClusterNotFound):
         client.get_job("ps")
+    kind_cluster.kubectl("delete", "pv", f"data-{namespace}", "--wait=false", "--ignore-not-found", check=False)
+
+
+def spec_args(spec_file: Path) -> list[str]:
+    return yaml.safe_load(spec_file.read_text())["program"]["args"]
 
 
 def _conditions(job: dict) -> dict[str, dict]:
