@@ -251,7 +251,7 @@ def generate_schema() -> dict:
         "type": "object",
         "patternProperties": {env_name: {"type": "string"}},
         "additionalProperties": False,
-        "description": f"environment variables (names: {env_name}); "
+        "description": f"environment variables (names: `{env_name}`); "
         + ", ".join(k8s_contract.RESERVED_ENV)
         + " are set by the launcher",
     }
@@ -291,7 +291,7 @@ def generate_schema() -> dict:
     props["env"] = env
     props["checkpoint"]["description"] = (
         "dir: an absolute path (under volume.mountPath when a volume is set) or a gs:// URL; "
-        "unset: <mountPath>/<namespace>/<name>, the cluster's own dir"
+        "unset: `<mountPath>/<namespace>/<name>`, the cluster's own dir"
     )
 
     role_def["properties"]["env"] = env
