@@ -123,6 +123,7 @@ TYPE_EDGES = {
     "terminationGracePeriodSeconds": 1000000,
     "securityContext": {"runAsUser": 1000000, "runAsGroup": 1000000, "fsGroup": 1000000},
     "labels": {"cost-center": "123"},
+    "metrics": {"scrapers": []},
 }
 
 
@@ -141,3 +142,4 @@ def test_yaml_round_trips_keep_types(helm):  # noqa: F811
     }
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert (env["ZIP"], env["RATE"], env["YES"], env["EMPTY"]) == ("007", "1e3", "y", "")
+    assert not [o for o in actual if o["metadata"]["name"] == "edges-metrics"]  # no scrapers: no policy
