@@ -83,8 +83,8 @@ CHART_ONLY = {
 
 
 def messages() -> dict[str, str]:
-    """What templates/_validate.tpl refuses with ($c.messages): the launcher's own messages,
-    each {field} as the token @field@ that the chart's tfk8s.text fills."""
+    """What templates/_validate.tpl refuses with ($c.messages): the launcher's own str.format
+    texts as they are; the chart's tfk8s.message fills each {field}."""
     table = {
         "dns1035TooLong": names.DNS1035_TOO_LONG,
         "notDns1035": names.NOT_DNS1035,
@@ -108,16 +108,16 @@ def messages() -> dict[str, str]:
         "fatalCodeTwice": spec.FATAL_CODE_TWICE,
         "dataServiceFlagWithoutService": spec.DATA_SERVICE_FLAG_WITHOUT_SERVICE,
     }
-    return {key: tokens(text) for key, text in table.items()}
+    for key, text in table.items():
+        _plain_fields(key, text)
+    return table
 
 
-def tokens(text: str) -> str:
-    """A str.format string as the chart's token text: "{key} is set" -> "@key@ is set"."""
-    out = ""
+def _plain_fields(key: str, text: str) -> None:
+    """The chart fills `{name}` and nothing more: no format spec, conversion or literal brace."""
     for literal, field, fmt, conversion in string.Formatter().parse(text):
-        assert "@" not in literal and not fmt and not conversion, text
-        out += literal + (f"@{field}@" if field is not None else "")
-    return out
+        if "{" in literal or "}" in literal or fmt or conversion or (field is not None and not field.isidentifier()):
+            raise ValueError(f"message {key}: the chart can fill only plain {{name}} fields: {text!r}")
 
 
 def _anchored(pattern: str) -> str:

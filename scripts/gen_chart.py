@@ -18,7 +18,7 @@ share with the launcher's rules comes from here:
 Rules JSON Schema cannot state (a dir under the volume's mountPath, generated names too long,
 reserved env names, GPU requests == limits, shared MWMS checkpoints) are checked by the chart's
 templates/_validate.tpl with the launcher's messages: the str.format strings its validators use,
-in _contract.tpl's "messages" with {field} as @field@ (scripts/chart_schema.messages). Two chart
+in _contract.tpl's "messages" as they are, {field}s filled by the chart (scripts/chart_schema.messages). Two chart
 values differ from the model on purpose: `name` and `namespace` may be empty, meaning the
 release name and namespace.
 
@@ -123,7 +123,7 @@ def generate_contract() -> dict:
         "containerName": k8s_contract.CONTAINER,
         "reservedExitCodes": {str(code): meaning for code, meaning in k8s_contract.RESERVED_EXIT_CODES.items()},
         "code": _code_contract(),
-        # What templates/_validate.tpl refuses with: the launcher's messages, @field@ to fill.
+        # What templates/_validate.tpl refuses with: the launcher's messages, {field}s to fill.
         "messages": chart_schema.messages(),
     }
 

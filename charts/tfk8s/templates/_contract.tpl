@@ -185,29 +185,29 @@ code:
     - name: code
       mountPath: /opt/tfk8s/code
 messages:
-  dns1035TooLong: '@length@ characters; a DNS-1035 label has at most 63'
+  dns1035TooLong: '{length} characters; a DNS-1035 label has at most 63'
   notDns1035: 'not a DNS-1035 label: use lowercase letters, digits and ''-'', start with a letter, end
     with a letter or digit'
-  generatedName: 'generated @kind@ name ''@name@'' for role @role@: @problem@; shorten name'
-  reservedEnv: '@key@ is set by the launcher for every pod; remove it'
+  generatedName: 'generated {kind} name ''{name}'' for role {role}: {problem}; shorten name'
+  reservedEnv: '{key} is set by the launcher for every pod; remove it'
   gpuNotInLimits: nvidia.com/gpu must be set under limits (Kubernetes requires requests == limits for
     extended resources); move it to resources.limits
-  dirNotUnderMount: dir '@dir@' is not under the volume's mountPath '@mount_path@'
-  mwmsUnshared: 'multi_worker_mirrored with @workers@ workers needs checkpoint storage that every worker
-    shares (@where@): after a restart each worker would restore a different checkpoint and all-reduce
+  dirNotUnderMount: dir '{dir}' is not under the volume's mountPath '{mount_path}'
+  mwmsUnshared: 'multi_worker_mirrored with {workers} workers needs checkpoint storage that every worker
+    shares ({where}): after a restart each worker would restore a different checkpoint and all-reduce
     gradients into different weights. Set checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany
     claim, or use a gs:// checkpoint.dir'
   mwmsHostPath: a hostPath is a different directory on each node
   mwmsEmptyDir: without a volume each pod gets its own emptyDir
-  releaseName: empty, so the release name "@release@" is the cluster name, but it is @problem@; set name
+  releaseName: empty, so the release name "{release}" is the cluster name, but it is {problem}; set name
     in the values or choose another release name
-  namespaceMismatch: 'the values say "@namespace@" but the release namespace is "@release@"; the pods''
-    TF_CONFIG addresses contain it: install with --namespace @namespace@, or set namespace to "" (the
+  namespaceMismatch: 'the values say "{namespace}" but the release namespace is "{release}"; the pods''
+    TF_CONFIG addresses contain it: install with --namespace {namespace}, or set namespace to "" (the
     release namespace)'
   codeNeedsArchive: the chart cannot read a local directory; set codeArchive to its archive in base64
     (python -m launcher code-archive DIR > code.b64, then --set-file codeArchive=code.b64), or use the
     values of `python -m launcher render --helm-values SPEC`
-  metricsOnGrpcPort: '@port@ is the gRPC port (port): give the metrics another one'
+  metricsOnGrpcPort: '{port} is the gRPC port (port): give the metrics another one'
   podMonitorWithoutPort: 'a PodMonitor needs metrics.port: set one, or podMonitor: false'
   podMonitorWithoutCrd: 'the cluster serves no monitoring.coreos.com/v1 PodMonitor (the Prometheus Operator''s
     CRDs are not installed): install them, or set metrics.podMonitor: false and scrape by the pods'' annotations'
@@ -218,8 +218,8 @@ messages:
     is for a command of your own: remove it'
   fatalCodesNeedNever: 'needs restartPolicy: Never (Kubernetes allows no podFailurePolicy with OnFailure):
     set restartPolicy: Never, or remove fatalExitCodes'
-  fatalCodeReserved: '@code@ is @meaning@, not your program''s: remove it from fatalExitCodes'
-  fatalCodeTwice: '@code@ is listed twice: list each code once'
+  fatalCodeReserved: '{code} is {meaning}, not your program''s: remove it from fatalExitCodes'
+  fatalCodeTwice: '{code} is listed twice: list each code once'
   dataServiceFlagWithoutService: '--data-service reads the training input through the cluster''s tf.data
     service, which this spec does not have: add dataService (with its workers), or remove --data-service'
 

@@ -1,15 +1,15 @@
 {{/*
 What values.schema.json cannot state, refused before any object is made. The messages are the
-launcher's ($c.messages, from scripts/chart_schema.py, with @field@ where a value goes):
+launcher's own str.format texts ($c.messages, from scripts/chart_schema.py, {field} where a value goes):
 a template picks one and fills it, never spells one out.
 */}}
 
-{{/* A message with its @field@s filled in one pass (dict "message" TEXT "fields" DICT). */}}
+{{/* A message with its {field}s filled in one pass (dict "message" TEXT "fields" DICT). */}}
 {{- define "tfk8s.message" -}}
-{{- $tokens := regexFindAll "@[A-Za-z0-9_]+@" .message -1 -}}
-{{- range $i, $part := regexSplit "@[A-Za-z0-9_]+@" .message -1 -}}
+{{- $fields := regexFindAll "[{][A-Za-z_][A-Za-z0-9_]*[}]" .message -1 -}}
+{{- range $i, $part := regexSplit "[{][A-Za-z_][A-Za-z0-9_]*[}]" .message -1 -}}
 {{- $part -}}
-{{- if lt $i (len $tokens) }}{{ toString (get $.fields (trimAll "@" (index $tokens $i))) }}{{ end -}}
+{{- if lt $i (len $fields) }}{{ toString (get $.fields (trimAll "{}" (index $fields $i))) }}{{ end -}}
 {{- end -}}
 {{- end }}
 
