@@ -127,7 +127,9 @@ class RolePodFields(PodFields):
 
 
 class _Replicas(SpecModel):
-    replicas: int = Field(default=0, ge=0, le=10000, description="how many tasks of this role (rules below)")
+    replicas: int = Field(
+        default=0, ge=0, le=10000, description="how many tasks of this role (each strategy's counts: docs/spec.md)"
+    )
 
 
 class RoleSpec(RolePodFields, _Replicas):  # replicas first, in the spec reference too
