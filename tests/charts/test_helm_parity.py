@@ -957,7 +957,7 @@ def test_templates_spell_out_no_message():
     action holds prose of its own (a string literal of three words or more)."""
     kinds = [kind for _, kind, _ in names.generated_names("x", k8s_contract.Workload.JOBS, {contract.Role.CHIEF: 1})]
     texts = list(chart_schema.messages().values()) + kinds
-    pieces = {p.strip(" '\"") for t in texts for p in re.split(r"@\w+@", t)}
+    pieces = {p.strip(" '\"") for t in texts for p in re.split(r"\{\w+\}", t)}
     pieces = {p for p in pieces if " " in p or "/" in p}  # not one word: "name", "Job"
     assert len(pieces) > 20 and "is set by the launcher for every pod; remove it" in pieces
     templates = [p for p in (CHART / "templates").iterdir() if p not in gen_chart.expected_files()]
