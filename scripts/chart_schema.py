@@ -396,8 +396,14 @@ def generate_schema() -> dict:
         },
         # command (bring-your-own) and program (built-in worker) exclude each other
         {"if": _is_set("command", "array"), "then": {"properties": {"program": {"type": "null"}}}},
-        {  # the evaluator reads the chief's checkpoints: shared volume or gs://
-            "if": _replicas(evaluator, {"minimum": 1}, need=True),
+        {  # the built-in evaluator reads the chief's checkpoints: shared volume or gs:// (a command
+            # of your own keeps its checkpoints where it chooses)
+            "if": {
+                "allOf": [
+                    _replicas(evaluator, {"minimum": 1}, need=True),
+                    {"not": _is_set("command", "array")},
+                ]
+            },
             "then": {
                 "required": ["checkpoint"],
                 "properties": {

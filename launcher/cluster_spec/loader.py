@@ -228,6 +228,48 @@ def _parse_yaml(text: str, filename: str) -> tuple[Any, dict[Path_, int], list[P
     return data, lines, problems
 
 
+def too_large(text: str, filename: str, what: str = "a spec") -> Problem | None:
+    """The size refusal every input gets before it is parsed (a spec, a TFJob file)."""
+    size = len(text.encode())
+    if size <= MAX_SPEC_BYTES:
+        return None
+    return Problem(
+        f"the file is {size // 1024} KiB, over the {MAX_SPEC_BYTES // 1024} KiB {what} may have",
+        file=filename,
+        hint="large data belongs in files: code: for programs, a volume for data",
+    )
+
+
+def guarded_documents(text: str, filename: str, what: str = "a spec") -> list[tuple[yaml.Node, Any]]:
+    """(node, value) of each YAML document of `text`, through the guards a spec gets: its size
+    before parsing, aliases measured before they are expanded, nesting bounded; SpecError else."""
+    if (big := too_large(text, filename, what)) is not None:
+        raise SpecError([big])
+    out = []
+    loader = yaml.SafeLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None and (expanded := _aliases_over_limit(node, filename)) is not None:
+                raise SpecError([expanded])
+            out.append((node, loader.construct_document(node) if node is not None else None))
+    except yaml.reader.ReaderError as exc:
+        raise SpecError(
+            [Problem(f"invalid YAML: {exc.reason} (character #x{exc.character:04x})", file=filename)]
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise SpecError(
+            [Problem(f"invalid YAML: {exc.problem or exc}", file=filename, line=mark.line + 1 if mark else None)]
+        ) from None
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:
+        what_went_wrong = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise SpecError([Problem(f"invalid YAML: {what_went_wrong}", file=filename)]) from None
+    finally:
+        loader.dispose()
+    return out
+
+
 def _aliases_over_limit(root: yaml.Node, filename: str) -> Problem | None:
     """A Problem at the innermost node whose value, its aliases expanded, is over
     MAX_SPEC_BYTES (or refers to itself), else None. Sizes count each scalar's characters and

@@ -223,6 +223,11 @@ class ClusterSpec(SpecModel):
     program: Program | None = Field(None, description="the built-in worker (the default when `command` is unset)")
     command: list[str] | None = Field(None, description="bring your own script instead of `program`, run in `image`")
     args: list[str] | None = Field(None, description="the arguments of `command`")
+    working_dir: str | None = Field(
+        None,
+        alias="workingDir",
+        description="the working dir of `command` (an absolute path in the image); with `code:` it is the code dir",
+    )
     code: CodeSpec | None = Field(
         None,
         description="a local dir (relative to the spec file) shipped to every pod without an image build, "
@@ -317,6 +322,16 @@ class ClusterSpec(SpecModel):
         # Validated for local processes (context SHARED_DISK): every task sees the same disk,
         # so the checkpoint storage rules, which are about pods on separate nodes, do not apply.
         shared_disk = bool((info.context or {}).get(SHARED_DISK))
+        if self.working_dir is not None and (self.command is None or self.code is not None):
+            problems.append(
+                (
+                    "workingDir",
+                    "workingDir is for a command of your own without code: (the built-in worker and shipped "
+                    "code run in the code dir): remove it",
+                )
+            )
+        elif self.working_dir is not None and not self.working_dir.startswith("/"):
+            problems.append(("workingDir", f"{self.working_dir!r} is not an absolute path: give one"))
         if self.command is None and self.args is not None:
             problems.append(("args", "args without command: set command too, or use program.args"))
         if self.command is not None and self.program is not None:
@@ -336,8 +351,11 @@ class ClusterSpec(SpecModel):
             if problem:
                 problems.append(("name", names.GENERATED_NAME.format(kind=kind, name=name, role=role, problem=problem)))
                 break
+        # A command of your own keeps its checkpoints where it chooses (as under TFJob): render
+        # and submit warn instead (plan/storage.py unshared_warning); the built-in worker's are ours.
         if (
-            self.replicas(Role.EVALUATOR)
+            self.builtin
+            and self.replicas(Role.EVALUATOR)
             and self.checkpoint.volume is None
             and not self.checkpoint.is_remote
             and not shared_disk
@@ -349,7 +367,7 @@ class ClusterSpec(SpecModel):
                     "(persistentVolumeClaim or hostPath) or a gs:// checkpoint.dir",
                 )
             )
-        problem = None if shared_disk else self.mwms_storage_problem()
+        problem = None if shared_disk or not self.builtin else self.mwms_storage_problem()
         if problem:
             problems.append(("checkpoint.volume", problem))
         if self.metrics.port == self.port:

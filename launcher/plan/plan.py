@@ -214,7 +214,7 @@ def plan(
                 command=tuple(task_command(spec, role)),
                 builtin=spec.builtin or role in contract.DATA_SERVICE_ROLES,
                 env=task_env(spec, role, storage.model_dir, code.dir if code else None, code.digest if code else None),
-                workdir=code.dir if code else None,
+                workdir=code.dir if code else spec.working_dir,
                 supervision=supervision,
                 # The role's or the spec's account; otherwise only supervised pods need one.
                 service_account=spec.pods(role).service_account_name

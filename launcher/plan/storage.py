@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.cluster_spec.checkpoints import FIX
+from launcher.cluster_spec.checkpoints import EMPTYDIR_PER_POD, FIX, HOSTPATH_PER_NODE
 from launcher.cluster_spec.spec import ClusterSpec
+from worker.contract import Role
 
 # the model dir's volume in every pod (render lays it out; tensorboard and status read it back)
 VOLUME_NAME = "checkpoint"
@@ -51,6 +52,9 @@ def ephemeral_warning(spec: ClusterSpec) -> str | None:
     """The warning for `render` and `submit` on Kubernetes (field path, consequence, fix), or
     None. Local runs keep the model dir on the local disk, durable across restarts: no warning."""
     storage = storage_plan(spec)
+    unshared = unshared_warning(spec)
+    if unshared:
+        return unshared
     if not storage.ephemeral:
         return None
     if spec.restart_policy == "Never":
@@ -66,6 +70,30 @@ def ephemeral_warning(spec: ClusterSpec) -> str | None:
     return (
         f"checkpoint.volume: not set, so the model dir {storage.model_dir} is an emptyDir that "
         f"is deleted with its pod: {lost}. For restarts that resume, {FIX}"
+    )
+
+
+def unshared_warning(spec: ClusterSpec) -> str | None:
+    """A command of your own with several MWMS workers or an evaluator and no checkpoint storage
+    every task shares (the built-in worker is refused then): what tfk8s cannot check."""
+    if spec.builtin or spec.checkpoint.is_remote:
+        return None
+    volume = spec.checkpoint.volume
+    if volume is not None and volume.persistent_volume_claim:
+        return None
+    readers = []
+    if spec.mwms_storage_problem():
+        readers.append(f"the {spec.replicas(Role.WORKER)} workers")
+    if spec.replicas(Role.EVALUATOR) and volume is None:
+        readers.append("the evaluator")
+    if not readers:
+        return None
+    where = HOSTPATH_PER_NODE if volume is not None else EMPTYDIR_PER_POD
+    return (
+        f"checkpoint.volume: {where}, so {' and '.join(readers)} do not share the model dir "
+        f"{spec.model_dir}. Where your program keeps its checkpoints is its business: tfk8s cannot check "
+        "that every worker restores the same one or that the evaluator sees them. If they are in that dir, "
+        f"{FIX}"
     )
 
 

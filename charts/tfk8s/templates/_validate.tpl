@@ -83,11 +83,11 @@ a template picks one and fills it, never spells one out.
 {{- end -}}
 {{- end -}}
 
-{{- /* checkpoints.mwms_storage_problem: several MWMS workers share checkpoints: a PVC or gs:// */ -}}
+{{- /* checkpoints.mwms_storage_problem: several MWMS workers share checkpoints: a PVC or gs:// (the built-in worker's; a command of your own keeps its own) */ -}}
 {{- $workers := int (include "tfk8s.replicas" (dict "root" . "role" "worker")) -}}
 {{- $mwms := eq $v.strategy "multi_worker_mirrored" -}}
 {{- $shared := or (contains "://" $dir) (default dict $checkpoint.volume).persistentVolumeClaim -}}
-{{- if and $mwms (gt $workers 1) (not $shared) -}}
+{{- if and $mwms (gt $workers 1) (not $shared) (not $v.command) -}}
 {{- $where := ternary $m.mwmsHostPath $m.mwmsEmptyDir (not (empty $checkpoint.volume)) -}}
 {{- include "tfk8s.refuse" (list "checkpoint.volume" $m.mwmsUnshared (dict "workers" $workers "where" $where)) -}}
 {{- end -}}

@@ -22,6 +22,7 @@ from launcher.backends.local import runner, tasks
 from launcher.cluster_spec.spec import ClusterSpec, Workload
 from launcher.errors import LauncherError
 from launcher.plan.plan import ClusterPlan
+from launcher.plan.plan import task_command as plan_command
 from worker import args as worker_args
 from worker import contract
 
@@ -35,8 +36,11 @@ class WorkerEnvironmentError(LauncherError):
 def check_worker_environment(spec: ClusterSpec, python: str = sys.executable) -> None:
     """Raise WorkerEnvironmentError, in one line, if the built-in worker would fail to start
     in `python`: its program.args are refused, or a module it imports is not installed. A
-    bring-your-own command is the user's: nothing to check."""
+    bring-your-own command is the user's, but what of it lives only in its image is said."""
     if not spec.builtin:
+        problem = image_only_problem(spec)
+        if problem:
+            raise WorkerEnvironmentError(problem + " (nothing was started)")
         return
     try:
         options = worker_args.check(list(spec.effective_program.args))
@@ -50,6 +54,28 @@ def check_worker_environment(spec: ClusterSpec, python: str = sys.executable) ->
             "; ".join(contract.missing_module_message(module) for module in missing)
             + f" (a local run's tasks use {python}; nothing was started)"
         )
+
+
+def image_only_problem(spec: ClusterSpec) -> str | None:
+    """What a command of your own needs from its image that this machine does not have: the
+    image's working dir, or a script at an absolute path that exists only in the image."""
+    image = spec.image or "the image"
+    fix = "ship the program with code: (a dir beside the spec, its dir the working dir) or run it on Kubernetes"
+    if spec.working_dir is not None:
+        return (
+            f"workingDir {spec.working_dir} is a dir of {image}: --local runs the command on this machine, "
+            f"not in the image; {fix}"
+        )
+    for role in spec.active_roles():
+        if role in contract.DATA_SERVICE_ROLES:
+            continue
+        for word in plan_command(spec, role):
+            if word.startswith("/") and word.endswith(".py") and not os.path.exists(word):
+                return (
+                    f"the command of {role.value} runs {word}, which is not on this machine (it is in {image}): "
+                    f"--local runs the command here, not in the image; {fix}"
+                )
+    return None
 
 
 # Run by another interpreter: the modules of argv it cannot find, one per line.

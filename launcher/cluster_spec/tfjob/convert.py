@@ -9,6 +9,8 @@ docs/migrating-from-tfjob.md is the reference.
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from launcher import k8s_contract
@@ -16,12 +18,27 @@ from launcher.cluster_spec.tfjob import cluster, pod
 from worker.contract import Role, Strategy
 
 API_VERSION = "kubeflow.org/v1"
+# The TFJob versions before v1, read as v1: their tfReplicaSpecs are v1's; what moved is said.
+OLD_API_VERSIONS = ("kubeflow.org/v1beta2", "kubeflow.org/v1beta1", "kubeflow.org/v1alpha2")
 KIND = "TFJob"
 ROLE_OF = {"chief": Role.CHIEF, "master": Role.CHIEF, "worker": Role.WORKER, "ps": Role.PS, "evaluator": Role.EVALUATOR}
 KUEUE_QUEUE_LABEL = k8s_contract.QUEUE_LABEL  # how a TFJob is queued by Kueue too
 JOBSET = k8s_contract.Workload.JOBSET.value
 # Read-back fields of `kubectl get -o yaml`: not part of the job.
 READ_BACK = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
+# runPolicy's keys, which v1beta1/v1beta2 and early v1 TFJobs (tf-operator's types before
+# runPolicy) kept at spec level.
+RUN_POLICY_KEYS = (
+    "backoffLimit",
+    "activeDeadlineSeconds",
+    "ttlSecondsAfterFinished",
+    "cleanPodPolicy",
+    "suspend",
+    "schedulingPolicy",
+)
+# kubectl create's generateName suffix: 5 characters of these (k8s.io/apiserver's names.go).
+GENERATED_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+GENERATED_SUFFIX_LENGTH = 5
 
 
 @dataclass(frozen=True)
@@ -42,23 +59,63 @@ class Conversion:
     spec: dict = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
+    # each written role's TFJob replica ("worker": "spec.tfReplicaSpecs.Worker"): where a
+    # problem the cluster.yaml loader finds with that role is in the TFJob
+    role_sources: dict[str, str] = field(default_factory=dict)
+
+    def source_of(self, written: str) -> str:
+        """The TFJob path a cluster.yaml path came from (the nearest one known)."""
+        parts = written.split(".")
+        if parts[0] == "roles" and len(parts) > 1 and parts[1] in self.role_sources:
+            return self.role_sources[parts[1]]
+        if parts[0] in ("name", "namespace", "labels", "annotations"):
+            return "metadata"
+        if parts[0] == "checkpoint" or parts[0] == "evaluatorGraceSeconds":
+            return self.role_sources.get("evaluator", self.role_sources.get("chief", "spec.tfReplicaSpecs"))
+        if parts[0] in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "queue"):
+            return "spec.runPolicy"
+        return "spec.tfReplicaSpecs"
 
 
 def is_tfjob(document: object) -> bool:
     return isinstance(document, dict) and document.get("kind") == KIND
 
 
-def convert(job: dict) -> Conversion:
-    """The cluster.yaml of `job`; check `refused` before using `spec`."""
+def generated_name(prefix: str) -> str:
+    """A name from metadata.generateName as the API server makes one (prefix + 5 characters)."""
+    return prefix + "".join(secrets.choice(GENERATED_SUFFIX_ALPHABET) for _ in range(GENERATED_SUFFIX_LENGTH))
+
+
+def convert(job: dict, make_name: Callable[[str], str] = generated_name) -> Conversion:
+    """The cluster.yaml of `job`; check `refused` before using `spec`. make_name: the name
+    for a TFJob with metadata.generateName and no name (tests give a fixed one)."""
     out = Conversion()
-    note = lambda source, text, target="": out.notes.append(Note(source, text, target))  # noqa: E731
+
+    def note(source: str, text: str, target: str = "") -> None:
+        if Note(source, text, target) not in out.notes:
+            out.notes.append(Note(source, text, target))
+
     refuse = lambda source, why: out.refused.append(Refusal(source, why))  # noqa: E731
-    if job.get("apiVersion") != API_VERSION:
-        refuse("apiVersion", f"{job.get('apiVersion')!r} is not {API_VERSION}, the TFJob this reads")
+    version = job.get("apiVersion")
+    if version in OLD_API_VERSIONS:
+        note("apiVersion", f"{version} read as {API_VERSION}: the same tfReplicaSpecs; what moved is noted below")
+    elif version != API_VERSION:
+        refuse(
+            "apiVersion",
+            f"{version!r} is no TFJob version this reads ({API_VERSION}, {', '.join(OLD_API_VERSIONS)})",
+        )
         return out
-    meta, body = job.get("metadata") or {}, job.get("spec") or {}
+    meta, body = job.get("metadata") or {}, dict(job.get("spec") or {})
     spec = out.spec
     spec["name"] = meta.get("name")
+    if not spec["name"] and meta.get("generateName"):
+        spec["name"] = make_name(meta["generateName"])
+        note(
+            "metadata.generateName",
+            f"the name {spec['name']} was made from it as `kubectl create` does; a resubmission makes "
+            "another (a model dir per name)",
+            "name",
+        )
     if meta.get("namespace"):
         spec["namespace"] = meta["namespace"]
     labels = dict(meta.get("labels") or {})
@@ -70,19 +127,31 @@ def convert(job: dict) -> Conversion:
     read_back = [f"metadata.{k}" for k in READ_BACK if k in meta] + (["status"] if "status" in job else [])
     if read_back:
         note(", ".join(read_back), "read back from a cluster, not part of the job: left out")
+    hoisted = [key for key in RUN_POLICY_KEYS if key in body]
+    if hoisted:  # the layout before runPolicy: the same keys one level up
+        run_policy = dict(body.get("runPolicy") or {})
+        for key in hoisted:
+            if key in run_policy:
+                refuse(f"spec.{key}", f"set both here and in spec.runPolicy.{key}: keep one")
+            run_policy[key] = body.pop(key)
+        body["runPolicy"] = run_policy
+        note(
+            ", ".join(f"spec.{key}" for key in hoisted),
+            "read as spec.runPolicy's (the TFJob layout before runPolicy)",
+        )
     for key in body:
         if key not in ("tfReplicaSpecs", "runPolicy", "successPolicy", "enableDynamicWorker"):
-            refuse(f"spec.{key}", "not a TFJob v1 field tfk8s knows: remove it or map it by hand")
+            refuse(f"spec.{key}", "not a TFJob field tfk8s knows: remove it or map it by hand")
     if body.get("enableDynamicWorker"):
         refuse("spec.enableDynamicWorker", "tfk8s runs a fixed set of workers (TF_CONFIG lists every task)")
     roles = _roles(body.get("tfReplicaSpecs") or {}, note, refuse)
-    if out.refused or not roles:
-        if not roles and not out.refused:
-            refuse("spec.tfReplicaSpecs", "no replica: give a Chief, Master, Worker, PS or Evaluator")
+    if not roles:
+        refuse("spec.tfReplicaSpecs", "no replica: give a Chief, Master, Worker, PS or Evaluator")
         return out
     strategy = _strategy(roles, note, refuse)
     if strategy is None:
         return out
+    out.role_sources = {role.value: fields["_src"] for role, fields in roles.items()}
     spec["strategy"] = strategy.value
     _run_policy(body.get("runPolicy") or {}, queue, spec, note, refuse)
     if body.get("successPolicy") == "AllWorkers":

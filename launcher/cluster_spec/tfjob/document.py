@@ -7,6 +7,8 @@ meaning changed; a refusal is a Problem at its line in the TFJob file.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import yaml
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.role_spec import RoleSpec
 from launcher.cluster_spec.spec import ClusterSpec
-from launcher.cluster_spec.tfjob.convert import API_VERSION, KIND, Note, convert, is_tfjob
+from launcher.cluster_spec.tfjob.convert import API_VERSION, KIND, Note, convert, generated_name, is_tfjob
 from launcher.errors import Problem, SpecError
 
 Lines = dict[tuple, int]
@@ -30,12 +32,20 @@ class Imported:
     notes: tuple[str, ...]
 
 
+# A file too large, too aliased or too nested to parse is still a TFJob file when it says so.
+_SAYS_TFJOB = re.compile(rf"^kind:\s*[\"']?{KIND}[\"']?\s*$", re.MULTILINE)
+
+
 def holds_tfjob(path: str | Path) -> bool:
     """Whether the YAML file at `path` holds a TFJob (or a List of them), not a cluster.yaml."""
     try:
-        documents = list(yaml.safe_load_all(Path(path).read_text()))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
         return False  # the spec loader says what is wrong with it
+    try:
+        documents = [value for _, value in loader.guarded_documents(text, str(path), "a TFJob file")]
+    except SpecError:
+        return bool(_SAYS_TFJOB.search(text))  # then import says what is wrong with it
     return any(is_tfjob(item) for document in documents for item in _items(document))
 
 
@@ -49,27 +59,46 @@ def import_file(path: str | Path) -> list[Imported]:
     return import_text(text, str(path))
 
 
-def import_text(text: str, filename: str) -> list[Imported]:
+def import_text(text: str, filename: str, make_name: Callable[[str], str] = generated_name) -> list[Imported]:
+    """Every TFJob of `text` as a cluster.yaml; SpecError with every refusal of every TFJob at
+    once, each at its TFJob path and line (make_name: see convert)."""
     jobs, others = _tfjobs(text, filename)
     out, problems = [], []
     for job, lines, prefix in jobs:
-        converted = convert(job)
-        problems += [
+        converted = convert(job, make_name)
+        refused = [
             Problem(r.why, path=r.source, file=filename, line=_line(lines, prefix, r.source)) for r in converted.refused
         ]
-        if converted.refused:
+        problems += refused
+        if not converted.spec.get("roles"):
             continue
         notes = tuple(
-            f"{filename}:{_line(lines, prefix, n.source) or '-'}: {n.source}: {n.text}" for n in converted.notes
+            dict.fromkeys(
+                f"{filename}:{_line(lines, prefix, n.source) or '-'}: {n.source}: {n.text}" for n in converted.notes
+            )
         )
         written = _commented(converted.spec, converted.notes, filename)
         try:  # what the TFJob says, tfk8s may still refuse (an evaluator without shared checkpoints)
             loader.load_text(written, filename=f"{filename} as cluster.yaml")
         except SpecError as exc:
-            problems += [
-                Problem(f"as cluster.yaml, {p.path or 'the spec'}: {p.message}", file=filename, hint=p.hint)
-                for p in exc.problems
-            ]
+            seen = {p.path for p in refused}
+            for p in exc.problems:
+                source = converted.source_of(p.path or "")
+                if refused and (p.path or "").split(".")[0] in ("command", "args", "roles"):
+                    continue  # what a refused field left out of the cluster.yaml: said once, above
+                if source in seen:
+                    continue
+                problems.append(
+                    Problem(
+                        f"{p.message} (tfk8s's {p.path or 'spec'})",
+                        path=source,
+                        file=filename,
+                        line=_line(lines, prefix, source),
+                        hint=p.hint,
+                    )
+                )
+            continue
+        if refused:
             continue
         out.append(Imported(converted.spec["name"], written, notes))
     if problems:
@@ -84,18 +113,11 @@ def import_text(text: str, filename: str) -> list[Imported]:
 def _tfjobs(text: str, filename: str) -> tuple[list[tuple[dict, Lines, tuple]], list[str]]:
     """(TFJob, the file's line index, the TFJob's path in its document) for each TFJob, and a
     note for each other object of the file (a claim, a ConfigMap: tfk8s creates none of them)."""
-    try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-        documents = list(yaml.safe_load_all(text))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise SpecError(
-            [Problem(f"invalid YAML: {exc.problem}", file=filename, line=mark.line + 1 if mark else None)]
-        ) from None
     found, others = [], []
-    for node, document in zip(nodes, documents):
+    for node, document in loader.guarded_documents(text, filename, "a TFJob file"):
         lines: Lines = {}
-        _index(node, (), lines)
+        if node is not None:
+            _index(node, (), lines)
         items = _items(document)
         prefix_of = (lambda i: ("items", i)) if isinstance(document, dict) and document.get("kind") == "List" else None
         for i, item in enumerate(items):
@@ -136,6 +158,14 @@ def _line(lines: Lines, prefix: tuple, dotted: str) -> int | None:
     return None
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Each value written out where it is: a shared anchor (&id001) would make an edit of one
+    role's block an edit of another's."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
 def _in_model_order(spec: dict) -> dict:
     """The keys in the order docs/spec.md lists them (the model's), each role's too."""
     ordered = _ordered(spec, ClusterSpec)
@@ -151,7 +181,7 @@ def _ordered(data: dict, model) -> dict:
 
 def _commented(spec: dict, notes: list[Note], filename: str) -> str:
     """The spec as YAML, each note a comment above the key it is about (the head: the rest)."""
-    text = yaml.safe_dump(_in_model_order(spec), sort_keys=False, default_flow_style=None, width=100)
+    text = yaml.dump(_in_model_order(spec), Dumper=_NoAliases, sort_keys=False, default_flow_style=None, width=100)
     lines = text.splitlines()
     node = yaml.compose(text, Loader=yaml.SafeLoader)
     index: Lines = {}

@@ -10,6 +10,8 @@ from launcher.cluster_spec import pod_fields
 from launcher.cluster_spec.role_spec import KNOWN_RESOURCES
 from worker.contract import Role
 
+# What `kubectl get -o yaml` and generators write into a pod template's metadata.
+READ_BACK_TEMPLATE_METADATA = ("creationTimestamp", "uid", "resourceVersion", "generation", "managedFields")
 TFJOB_PORT_NAME = "tfjob-port"  # the task container's port TFJob reads the gRPC port from
 _RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
 # A task container's securityContext keys whose value can ask for more than Pod Security
@@ -21,7 +23,9 @@ def pod(template: dict, at: str, role: Role, fields: dict, note, refuse) -> None
     meta, pod = template.get("metadata") or {}, template.get("spec") or {}
     for key, value in meta.items():
         if key in ("labels", "annotations"):
-            fields[key] = dict(value)
+            fields[key] = dict(value or {})
+        elif key in READ_BACK_TEMPLATE_METADATA:
+            continue  # generated manifests carry `creationTimestamp: null`: not part of the job
         else:
             refuse(f"{at}.metadata.{key}", "a pod template's name and namespace are tfk8s's")
     over: dict = {}
@@ -61,6 +65,14 @@ def pod(template: dict, at: str, role: Role, fields: dict, note, refuse) -> None
             fields["_" + key] = value
         elif key == "restartPolicy":
             note(here, "the replica's restartPolicy decides, as in a TFJob")
+        elif key == "schedulerName":
+            over.setdefault("spec", {})[key] = value
+            note(
+                here,
+                f"{value} schedules the pods one by one: no PodGroup is made, so no gang; to admit every pod "
+                "at once, set queue (a Kueue LocalQueue)",
+                f"roles.{role.value}.podTemplate",
+            )
         elif key == "securityContext":
             _pod_security(value, here, role, fields, over, note, refuse)
         elif key == "initContainers":
@@ -132,7 +144,7 @@ def _task(container: dict, at: str, role: Role, fields: dict, over: dict, note, 
         elif key in pod_fields.TASK_CONTAINER_MAY_SET:
             own[key] = value
         elif key == "workingDir":
-            refuse(here, "tfk8s sets the working dir only for shipped code (code:): use absolute paths in command")
+            fields["_workingDir"] = value
         else:
             refuse(here, f"{key} of the task container is not mapped: remove it or map it by hand")
     if len(own) > 1:

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from launcher import cli
 from launcher.api import TFK8sClient
@@ -117,10 +118,10 @@ spec:
         ),
         ("          hostNetwork: true\n", 15, "spec.tfReplicaSpecs.Chief.template.spec.hostNetwork", "NetworkPolicy"),
         (
-            "            workingDir: /app\n",
+            "            resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]\n",
             15,
-            "spec.tfReplicaSpecs.Chief.template.spec.containers.0.workingDir",
-            "absolute paths",
+            "spec.tfReplicaSpecs.Chief.template.spec.containers.0.resizePolicy",
+            "not mapped",
         ),
         (
             "            resources: {limits: {amd.com/gpu: 1}}\n",
@@ -161,11 +162,12 @@ spec:
             "one role",
         ),
         (
-            "    Evaluator:\n      replicas: 1\n"
-            "      template: {spec: {containers: [{name: tensorflow, image: i, command: [e]}]}}\n",
-            None,
-            "",
-            "as cluster.yaml, checkpoint.volume: the evaluator reads the chief's checkpoints",
+            "          securityContext: {runAsUser: 1}\n    Evaluator:\n      replicas: 1\n      template:\n"
+            "        spec:\n          securityContext: {runAsUser: 2}\n"
+            "          containers: [{name: tensorflow, image: i, command: [e]}]\n",
+            7,
+            "spec.tfReplicaSpecs.Chief",
+            "the replicas run as different users",
         ),
     ],
 )
@@ -199,3 +201,125 @@ def test_other_objects_of_the_file_are_named_not_dropped():
 def test_a_file_without_a_tfjob_is_refused():
     with pytest.raises(SpecError, match=r"no TFJob \(kubeflow.org/v1\) in the file"):
         import_text(textwrap.dedent("apiVersion: v1\nkind: ConfigMap\n"), "cm.yaml")
+
+
+def _one(text: str) -> tuple[dict, tuple[str, ...]]:
+    [imported] = import_text(text, "tfjob.yaml", make_name=lambda prefix: prefix + "abcde")
+    return load_text(imported.text).model_dump(mode="json", by_alias=True, exclude_none=True), imported.notes
+
+
+@pytest.mark.parametrize("version", ["kubeflow.org/v1beta1", "kubeflow.org/v1beta2", "kubeflow.org/v1alpha2"])
+def test_the_old_api_versions_and_the_layout_before_run_policy_are_read_as_v1(version):
+    text = BASE.replace("kubeflow.org/v1", version).replace(
+        "spec:\n  tfReplicaSpecs:", "spec:\n  cleanPodPolicy: None\n  backoffLimit: 2\n  tfReplicaSpecs:"
+    )
+    assert version in text and "  cleanPodPolicy: None" in text
+    spec, notes = _one(text.replace("      replicas: 1\n", "      replicas: 1\n      restartPolicy: OnFailure\n"))
+    assert spec["backoffLimit"] == 2
+    assert any(f"apiVersion: {version} read as kubeflow.org/v1" in n for n in notes), notes
+    assert any("spec.backoffLimit, spec.cleanPodPolicy: read as spec.runPolicy's" in n for n in notes), notes
+
+
+def test_generate_name_gives_a_name_as_kubectl_create_does_and_generated_fields_are_ignored():
+    text = BASE.replace("  name: r\n", "  generateName: mnist-\n").replace(
+        "      template:\n", "      template:\n        metadata: {creationTimestamp: null}\n"
+    )
+    assert "generateName" in text and "creationTimestamp" in text
+    spec, notes = _one(text)
+    assert spec["name"] == "mnist-abcde"
+    assert any("the name mnist-abcde was made from it" in n for n in notes), notes
+    [imported] = import_text(text, "tfjob.yaml")  # the default: random, as the API server makes it
+    name = load_text(imported.text).name
+    assert name.startswith("mnist-") and len(name) == len("mnist-") + 5 and name != "mnist-abcde"
+
+
+def test_restart_policy_never_fails_the_cluster_at_the_first_failure_and_no_limit_is_said():
+    spec, notes = _one(BASE)  # no restartPolicy: TFJob's default, Never
+    assert spec["restartPolicy"] == "Never" and spec["backoffLimit"] == 0
+    assert any("the first failed pod fails the cluster, as under TFJob" in n for n in notes), notes
+    spec, notes = _one(BASE.replace("      replicas: 1\n", "      replicas: 1\n      restartPolicy: OnFailure\n"))
+    assert spec["restartPolicy"] == "OnFailure" and spec["backoffLimit"] == 6
+    assert any("TFJob restarted failed pods without a limit" in n for n in notes), notes
+
+
+def test_an_untagged_image_keeps_kubernetes_pull_policy_and_a_tagged_one_its_own():
+    spec, notes = _one(BASE)
+    assert spec["imagePullPolicy"] == "Always"  # image `i`: no tag
+    assert any("i has no tag: pulled Always" in n for n in notes), notes
+    spec, _ = _one(BASE.replace("image: i\n", "image: i:2.1\n"))
+    assert spec["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_the_written_yaml_has_no_anchors_where_worker_0_became_the_chief():
+    ps = BASE + (
+        "    Worker:\n      replicas: 3\n      template:\n        spec:\n          containers:\n"
+        "          - {name: tensorflow, image: i, command: [python, t.py], resources: {limits: {cpu: '1'}}}\n"
+        "    PS:\n      replicas: 1\n      template:\n        spec:\n          containers:\n"
+        "          - {name: tensorflow, image: i, command: [python, t.py]}\n"
+    )
+    ps = ps.replace(
+        "    Chief:\n      replicas: 1\n      template:\n        spec:\n          containers:\n"
+        "          - name: tensorflow\n            image: i\n            command: [python, t.py]\n",
+        "",
+    )
+    assert "Chief" not in ps
+    [imported] = import_text(ps, "tfjob.yaml")
+    assert "&id" not in imported.text and "*id" not in imported.text, imported.text
+    spec = load_text(imported.text)
+    assert spec.roles.chief.replicas == 1 and spec.roles.worker.replicas == 2
+
+
+def test_working_dir_is_carried():
+    spec, _ = _one(
+        BASE.replace(
+            "            command: [python, t.py]\n",
+            "            command: [python, t.py]\n            workingDir: /app\n",
+        )
+    )
+    assert spec["workingDir"] == "/app"
+    job = next(d for d in render.render(plan(load_text(yaml.safe_dump(spec)))) if d["kind"] == "Job")
+    [container] = [c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "tensorflow"]
+    assert container["workingDir"] == "/app"
+
+
+def test_every_refusal_comes_in_one_round_each_at_its_tfjob_line():
+    text = (
+        BASE.replace("            command: [python, t.py]\n", "")
+        .replace("          containers:\n", "          hostNetwork: true\n          containers:\n")
+        .replace("spec:\n  tfReplicaSpecs:", "spec:\n  enableDynamicWorker: true\n  tfReplicaSpecs:")
+    )
+    with pytest.raises(SpecError) as caught:
+        import_text(text, "tfjob.yaml")
+    paths = {p.path for p in caught.value.problems}
+    assert paths == {
+        "spec.enableDynamicWorker",
+        "spec.tfReplicaSpecs.Chief.template.spec.hostNetwork",
+        "spec.tfReplicaSpecs.Chief.template.spec.containers",
+    }, [str(p) for p in caught.value.problems]
+    assert all(p.line for p in caught.value.problems), [str(p) for p in caught.value.problems]
+
+
+def test_a_command_of_your_own_with_an_evaluator_and_no_shared_claim_imports_with_one_warning(capsys):
+    text = BASE + (
+        "    Evaluator:\n      replicas: 1\n"
+        "      template: {spec: {containers: [{name: tensorflow, image: i, command: [e]}]}}\n"
+    )
+    [imported] = import_text(text, "tfjob.yaml")
+    spec = load_text(imported.text)
+    assert storage.unshared_warning(spec).startswith("checkpoint.volume: without a volume each pod gets its own")
+    assert "Where your program keeps its checkpoints is its business" in storage.ephemeral_warning(spec)
+
+
+def test_a_tfjob_alias_bomb_is_refused_before_it_expands():
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(8)
+    )
+    text = BASE.replace(
+        "spec:\n  tfReplicaSpecs:", "spec:\n  x:\n" + textwrap.indent(bomb, "    ") + "  tfReplicaSpecs:"
+    )
+    with pytest.raises(SpecError, match="YAML aliases"):
+        import_text(text, "tfjob.yaml")
+    with pytest.raises(SpecError, match="over the 256 KiB"):
+        import_text(BASE + "#" * (300 * 1024), "tfjob.yaml")
