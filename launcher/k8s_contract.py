@@ -143,12 +143,15 @@ ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST, NODE_NAME)
 
 
-def role_count_problems(strategy: Strategy, counts: dict[str, int]) -> list[tuple[str, str]]:
-    """(field path, message) for each replica count `strategy` cannot run with."""
+def role_count_problems(strategy: Strategy, counts: dict[str, int], own_command: bool = False) -> list[tuple[str, str]]:
+    """(field path, message) for each replica count `strategy` cannot run with. own_command: a
+    program of your own may run parameter_server with no worker, its chief training itself (a
+    TFJob's PS with one Worker and no Chief: TF 1's worker 0 was the chief)."""
     return [
         (f"roles.{role.value}.replicas", rule.message.format(n=counts.get(role.value, 0)))
         for role, rule in ROLE_COUNTS[Strategy(strategy)].items()
         if not rule.allows(counts.get(role.value, 0))
+        and not (own_command and Strategy(strategy) is Strategy.PARAMETER_SERVER and role is Role.WORKER)
     ]
 
 
@@ -163,7 +166,11 @@ def success_needs_index_policy(strategy: Strategy) -> bool:
 
 
 def supervised_roles(
-    strategy: Strategy, has_evaluator: bool, workload: Workload = Workload.JOBS, has_data_service: bool = False
+    strategy: Strategy,
+    has_evaluator: bool,
+    workload: Workload = Workload.JOBS,
+    has_data_service: bool = False,
+    image_entrypoint: bool = False,
 ) -> tuple[Role, ...]:
     """Roles that never end by themselves and are ended by our supervisor when training is over.
 
@@ -174,7 +181,12 @@ def supervised_roles(
     training never writes. After a success the evaluator gets evaluatorGraceSeconds; after a
     failure none. Under a JobSet the evaluator stays supervised: the set's success waits for it.
     The data service's dispatcher and data workers serve until killed, like ps.
+    image_entrypoint (`command: []`): the trainers run their image's ENTRYPOINT, which the
+    supervisor cannot wrap: allowed only where nothing of theirs needs it (a JobSet, whose
+    evaluator must then end by itself: the spec says so).
     """
+    if image_entrypoint and Workload(workload) is Workload.JOBSET:
+        return ()
     servers = traits(strategy).servers + (DATA_SERVICE_ROLES if has_data_service else ())
     roles = servers if Workload(workload) is Workload.JOBS else ()
     return roles + ((Role.EVALUATOR,) if has_evaluator else ())

@@ -394,7 +394,7 @@ def _role_problems_of_raw(data: dict, found: list[Problem], lines: dict[Path_, i
         counts[role] = value
     reported = {p.path for p in found}
     out = []
-    for dotted, message in role_count_problems(strategy, counts):
+    for dotted, message in role_count_problems(strategy, counts, own_command=data.get("command") is not None):
         if dotted in reported:
             continue
         path = tuple(dotted.split("."))

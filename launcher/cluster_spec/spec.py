@@ -46,6 +46,11 @@ FATAL_CODES_NEED_NEVER = (
     "needs restartPolicy: Never (Kubernetes allows no podFailurePolicy with OnFailure): "
     "set restartPolicy: Never, or remove fatalExitCodes"
 )
+IMAGE_ENTRYPOINT_NEEDS_JOBSET = (
+    "[] runs the image's ENTRYPOINT, which tfk8s's supervisor cannot wrap, and under workload jobs it ends "
+    "the {roles} when training is over: set workload: jobset (the JobSet's success policy ends them; needs "
+    "JobSet installed), or write the entrypoint as command (docker image inspect IMAGE shows it)"
+)
 FATAL_CODE_RESERVED = "{code} is {meaning}, not your program's: remove it from fatalExitCodes"
 FATAL_CODE_TWICE = "{code} is listed twice: list each code once"
 DATA_SERVICE_FLAG_WITHOUT_SERVICE = (
@@ -221,7 +226,11 @@ class ClusterSpec(SpecModel):
         None, description="every pod's PriorityClass (Kueue orders and preempts by it)"
     )
     program: Program | None = Field(None, description="the built-in worker (the default when `command` is unset)")
-    command: list[str] | None = Field(None, description="bring your own script instead of `program`, run in `image`")
+    command: list[str] | None = Field(
+        None,
+        description="bring your own script instead of `program`, run in `image`; `[]`: the image's ENTRYPOINT "
+        "with `args` (needs `workload: jobset` where the supervisor would wrap it: parameter_server, an evaluator)",
+    )
     args: list[str] | None = Field(None, description="the arguments of `command`")
     working_dir: str | None = Field(
         None,
@@ -332,6 +341,7 @@ class ClusterSpec(SpecModel):
             )
         elif self.working_dir is not None and not self.working_dir.startswith("/"):
             problems.append(("workingDir", f"{self.working_dir!r} is not an absolute path: give one"))
+        problems += self._image_entrypoint_problems()
         if self.command is None and self.args is not None:
             problems.append(("args", "args without command: set command too, or use program.args"))
         if self.command is not None and self.program is not None:
@@ -380,6 +390,29 @@ class ClusterSpec(SpecModel):
         if problems:
             raise CrossFieldProblems(problems)
         return self
+
+    @property
+    def image_entrypoint(self) -> bool:
+        """`command: []`: the trainers run their image's ENTRYPOINT (with `args`), as a
+        Kubernetes container without a command does."""
+        return self.command == []
+
+    def _image_entrypoint_problems(self) -> list[tuple[str, str]]:
+        if not self.image_entrypoint or self.workload is Workload.JOBSET:
+            return []
+        wrapped = [
+            role.value
+            for role in k8s_contract.supervised_roles(self.strategy, self.replicas(Role.EVALUATOR) > 0, self.workload)
+            if self.replicas(role) and role not in contract.DATA_SERVICE_ROLES and self.pods(role).command is None
+        ]
+        if not wrapped:
+            return []
+        return [
+            (
+                "command",
+                IMAGE_ENTRYPOINT_NEEDS_JOBSET.format(roles=", ".join(wrapped)),
+            )
+        ]
 
     def _pod_field_problems(self) -> list[tuple[str, str]]:
         supervised = k8s_contract.supervised_roles(self.strategy, self.replicas(Role.EVALUATOR) > 0, self.workload)
@@ -491,4 +524,6 @@ def fatal_exit_code_problems(spec: ClusterSpec) -> list[str]:
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
-    return k8s_contract.role_count_problems(spec.strategy, {r.value: spec.replicas(r) for r in contract.COUNTED_ROLES})
+    return k8s_contract.role_count_problems(
+        spec.strategy, {r.value: spec.replicas(r) for r in contract.COUNTED_ROLES}, own_command=not spec.builtin
+    )

@@ -71,6 +71,7 @@ class RolePlan:
     success_index: int | None = None
     tolerations: tuple[dict, ...] = ()  # the role's own, then nodeLossTolerationSeconds' taints
     builtin: bool = True  # runs the built-in worker (`python -m worker`), not a command of the user's
+    entrypoint: bool = False  # `command` is the image ENTRYPOINT's args (`command: []`), not a command line
 
     @property
     def in_training_cluster(self) -> bool:
@@ -190,7 +191,9 @@ def plan(
     workload = spec.workload
     has_evaluator = spec.replicas(Role.EVALUATOR) > 0
     has_data_service = spec.data_service is not None
-    supervised = k8s_contract.supervised_roles(strategy, has_evaluator, workload, has_data_service)
+    supervised = k8s_contract.supervised_roles(
+        strategy, has_evaluator, workload, has_data_service, image_entrypoint=spec.image_entrypoint
+    )
     in_jobset = workload is k8s_contract.Workload.JOBSET
     # MWMS: worker 0 is the chief, its success is the Job's.
     success_index = contract.SUCCESS_INDEX if k8s_contract.success_needs_index_policy(strategy) else None
@@ -213,6 +216,9 @@ def plan(
                 job_name=names.job(spec.name, role, workload),
                 command=tuple(task_command(spec, role)),
                 builtin=spec.builtin or role in contract.DATA_SERVICE_ROLES,
+                entrypoint=spec.image_entrypoint
+                and role not in contract.DATA_SERVICE_ROLES
+                and spec.pods(role).command is None,
                 env=task_env(spec, role, storage.model_dir, code.dir if code else None, code.digest if code else None),
                 workdir=code.dir if code else spec.working_dir,
                 supervision=supervision,

@@ -61,6 +61,11 @@ def image_only_problem(spec: ClusterSpec) -> str | None:
     image's working dir, or a script at an absolute path that exists only in the image."""
     image = spec.image or "the image"
     fix = "ship the program with code: (a dir beside the spec, its dir the working dir) or run it on Kubernetes"
+    if spec.image_entrypoint:
+        return (
+            f"command: [] runs the ENTRYPOINT of {image}: --local runs commands on this machine, not images; "
+            "write the entrypoint as command (docker image inspect IMAGE shows it) with the program shipped by code:"
+        )
     if spec.working_dir is not None:
         return (
             f"workingDir {spec.working_dir} is a dir of {image}: --local runs the command on this machine, "

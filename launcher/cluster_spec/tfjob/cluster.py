@@ -3,26 +3,29 @@ the service account), from the TFJob replicas' role fields (pure; convert.py cal
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from launcher import k8s_contract
 from worker.contract import Role, Strategy
 
 # ExitCode: TFJob retries 128 and up (a signal), fails at once on 1-127; tfk8s's reserved codes
 # (the supervisor's 7, the Keras check's 78) keep their own meaning.
+JOBSET = k8s_contract.Workload.JOBSET.value
 RESERVED_BELOW_128 = sorted(c for c in k8s_contract.RESERVED_EXIT_CODES if c < 128)
 PERMANENT_EXIT_CODES = [c for c in range(1, 128) if c not in RESERVED_BELOW_128]
 
 
-def common(roles: dict[Role, dict], strategy: Strategy, spec: dict, note, refuse) -> None:
-    """The fields one cluster.yaml has once (image, command, restartPolicy, ...) from the roles'."""
+ImageCommand = Callable[[str], "tuple[list[str], list[str], str] | None"]
+
+
+def common(
+    roles: dict[Role, dict], strategy: Strategy, spec: dict, note, refuse, image_command: ImageCommand | None = None
+) -> None:
+    """The fields one cluster.yaml has once (image, command, restartPolicy, ...) from the roles'.
+    image_command: an image's (ENTRYPOINT, CMD, where read) or None (image_config.py)."""
     order = [r for r in (Role.CHIEF, Role.WORKER, Role.PS, Role.EVALUATOR) if r in roles]
     first = roles[order[0]]
-    if any("command" not in roles[r] for r in order):
-        missing = next(r for r in order if "command" not in roles[r])
-        refuse(
-            f"{roles[missing]['_src']}.template.spec.containers",
-            "the tensorflow container has no command (the image's entrypoint ran): write it as command "
-            "(`docker image inspect IMAGE --format '{{.Config.Entrypoint}} {{.Config.Cmd}}'` shows it)",
-        )
+    _entrypoints(roles, order, strategy, spec, note, refuse, image_command)
     for key in ("image", "command"):
         if key in first:
             spec[key] = first[key]
@@ -87,6 +90,75 @@ def common(roles: dict[Role, dict], strategy: Strategy, spec: dict, note, refuse
         if "command" in fields and "args" not in fields and "args" in spec:
             fields["args"] = []
         spec["roles"][r.value] = fields
+
+
+def _entrypoints(roles, order, strategy: Strategy, spec: dict, note, refuse, image_command) -> None:
+    """A tensorflow container without a command runs its image's ENTRYPOINT (with its args; with
+    none, the image's CMD too), as under TFJob: written out where the image is on this machine,
+    else `command: []`, which under parameter_server or with an evaluator runs as a JobSet (the
+    supervisor that ends those tasks as Jobs cannot wrap an entrypoint it does not know)."""
+    missing = [r for r in order if "command" not in roles[r]]
+    if not missing:
+        return
+    unresolved = []
+    for r in missing:
+        found = image_command(roles[r].get("image", "")) if image_command else None
+        if found is None:
+            unresolved.append(r)
+            continue
+        entrypoint, cmd, where = found
+        command = [*entrypoint, *(cmd if "args" not in roles[r] else [])]
+        if not command:
+            refuse(
+                f"{roles[r]['_src']}.template.spec.containers",
+                f"the tensorflow container has no command and its image {roles[r].get('image')} no ENTRYPOINT or "
+                "CMD: give the command",
+            )
+            continue
+        roles[r]["command"] = command
+        note(
+            f"{roles[r]['_src']}.template.spec.containers",
+            f"no command: the image's ENTRYPOINT{'' if 'args' in roles[r] else ' and CMD'} {command}, read by "
+            f"{where}, written out as command (tfk8s runs it as TFJob did; a rebuilt image with another "
+            "ENTRYPOINT needs the import again)",
+            "command" if r == order[0] else f"roles.{r.value}",
+        )
+    if not unresolved:
+        return
+    if len(unresolved) != len(order):
+        refuse(
+            f"{roles[unresolved[0]]['_src']}.template.spec.containers",
+            "this replica runs its image's ENTRYPOINT (no command) and others a command: write its command "
+            "(docker image inspect IMAGE shows the entrypoint), or pull the image here and import again",
+        )
+        return
+    for r in order:
+        roles[r]["command"] = []
+    wrapped = [r for r in (*k8s_contract.traits(strategy).servers, Role.EVALUATOR) if r in roles]
+    jobset = spec.get("workload") == JOBSET
+    if wrapped and not jobset:
+        spec["workload"] = JOBSET
+    evaluator = Role.EVALUATOR in roles
+    ended = " and ".join(r.value for r in wrapped if r is not Role.EVALUATOR)
+    note(
+        f"{roles[order[0]]['_src']}.template.spec.containers",
+        "no command: each task runs its image's ENTRYPOINT (command: [], the args kept), as under TFJob; the "
+        "image is not on this machine, so tfk8s cannot name the entrypoint"
+        + (
+            f"; tfk8s's supervisor cannot wrap it, so the cluster runs as one JobSet (workload: jobset; needs "
+            f"JobSet installed), whose success policy ends the {ended or 'tasks'}"
+            if wrapped and not jobset
+            else ""
+        )
+        + (
+            "; the evaluator is not ended by tfk8s: it must exit by itself after the final checkpoint (the "
+            "built-in worker does), or the cluster never succeeds"
+            if evaluator
+            else ""
+        )
+        + ". To keep every guarantee, pull the image here and import again, or write the command",
+        "command",
+    )
 
 
 def _image_pull_policy(roles: dict[Role, dict], order: list[Role], note) -> None:

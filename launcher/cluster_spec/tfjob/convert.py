@@ -19,7 +19,9 @@ from worker.contract import Role, Strategy
 
 API_VERSION = "kubeflow.org/v1"
 # The TFJob versions before v1, read as v1: their tfReplicaSpecs are v1's; what moved is said.
-OLD_API_VERSIONS = ("kubeflow.org/v1beta2", "kubeflow.org/v1beta1", "kubeflow.org/v1alpha2")
+OLD_API_VERSIONS = ("kubeflow.org/v1beta2", "kubeflow.org/v1beta1", "kubeflow.org/v1alpha2", "kubeflow.org/v1alpha1")
+# v1alpha1 (tf-operator 0.1-0.2) listed its replicas (replicaSpecs) instead of naming them.
+V1ALPHA1 = "kubeflow.org/v1alpha1"
 KIND = "TFJob"
 ROLE_OF = {"chief": Role.CHIEF, "master": Role.CHIEF, "worker": Role.WORKER, "ps": Role.PS, "evaluator": Role.EVALUATOR}
 KUEUE_QUEUE_LABEL = k8s_contract.QUEUE_LABEL  # how a TFJob is queued by Kueue too
@@ -86,9 +88,12 @@ def generated_name(prefix: str) -> str:
     return prefix + "".join(secrets.choice(GENERATED_SUFFIX_ALPHABET) for _ in range(GENERATED_SUFFIX_LENGTH))
 
 
-def convert(job: dict, make_name: Callable[[str], str] = generated_name) -> Conversion:
+def convert(
+    job: dict, make_name: Callable[[str], str] = generated_name, image_command: cluster.ImageCommand | None = None
+) -> Conversion:
     """The cluster.yaml of `job`; check `refused` before using `spec`. make_name: the name
-    for a TFJob with metadata.generateName and no name (tests give a fixed one)."""
+    for a TFJob with metadata.generateName and no name (tests give a fixed one); image_command:
+    what an image runs, for a container without a command (image_config.py; None: not known)."""
     out = Conversion()
 
     def note(source: str, text: str, target: str = "") -> None:
@@ -106,6 +111,8 @@ def convert(job: dict, make_name: Callable[[str], str] = generated_name) -> Conv
         )
         return out
     meta, body = job.get("metadata") or {}, dict(job.get("spec") or {})
+    if version == V1ALPHA1:
+        body = _from_v1alpha1(body, note, refuse)
     spec = out.spec
     spec["name"] = meta.get("name")
     if not spec["name"] and meta.get("generateName"):
@@ -161,7 +168,48 @@ def convert(job: dict, make_name: Callable[[str], str] = generated_name) -> Conv
             "the other workers end with it",
             "strategy",
         )
-    cluster.common(roles, strategy, spec, note, refuse)
+    cluster.common(roles, strategy, spec, note, refuse, image_command)
+    return out
+
+
+def _from_v1alpha1(body: dict, note, refuse) -> dict:
+    """v1alpha1's spec as v1's: replicaSpecs (a list, each with tfReplicaType, default MASTER,
+    and tfPort) as tfReplicaSpecs; tfImage the image of a container without one;
+    cleanupPodPolicy as runPolicy's cleanPodPolicy; terminationPolicy (the chief: MASTER 0) kept
+    as v1's rule."""
+    out = {
+        k: v for k, v in body.items() if k not in ("replicaSpecs", "tfImage", "cleanupPodPolicy", "terminationPolicy")
+    }
+    if "cleanupPodPolicy" in body:
+        out["runPolicy"] = {**(out.get("runPolicy") or {}), "cleanPodPolicy": body["cleanupPodPolicy"]}
+    chief = (body.get("terminationPolicy") or {}).get("chief") or {}
+    if chief and (str(chief.get("replicaName", "MASTER")).upper(), chief.get("replicaIndex", 0)) != ("MASTER", 0):
+        refuse("spec.terminationPolicy.chief", "the chief is MASTER 0 here (TFJob v1's rule): remove it")
+    replicas: dict = {}
+    for i, replica in enumerate(body.get("replicaSpecs") or []):
+        kind = str(replica.get("tfReplicaType") or "MASTER")
+        if kind in replicas:
+            refuse(f"spec.replicaSpecs.{i}.tfReplicaType", f"{kind} is listed twice: give one entry per type")
+            continue
+        template = dict(replica.get("template") or {})
+        pod = dict(template.get("spec") or {})
+        containers = []
+        for container in pod.get("containers") or []:
+            container = dict(container)
+            if container.get("name") == "tensorflow":
+                if body.get("tfImage") and not container.get("image"):
+                    container["image"] = body["tfImage"]
+                if replica.get("tfPort") is not None and not container.get("ports"):
+                    container["ports"] = [{"name": "tfjob-port", "containerPort": replica["tfPort"]}]
+            containers.append(container)
+        pod["containers"] = containers
+        policy = pod.pop("restartPolicy", None)
+        template["spec"] = pod
+        replicas[kind] = {"replicas": replica.get("replicas", 1), "template": template}
+        if policy:
+            replicas[kind]["restartPolicy"] = policy
+    out["tfReplicaSpecs"] = replicas
+    note("spec.replicaSpecs", "v1alpha1's list read as tfReplicaSpecs (tfReplicaType: the replica's key)")
     return out
 
 
@@ -191,16 +239,19 @@ def _strategy(roles: dict[Role, dict], note, refuse) -> Strategy | None:
     if count.get(Role.PS):
         if Role.CHIEF not in roles:
             worker = roles.get(Role.WORKER)
-            if not worker or worker["replicas"] < 2:
-                refuse("spec.tfReplicaSpecs", "parameter servers need a chief and a worker: give a Chief")
+            if not worker:
+                refuse("spec.tfReplicaSpecs", "parameter servers need a chief or a worker: give a Chief")
                 return None
             roles[Role.CHIEF] = {**worker, "replicas": 1}
             worker["replicas"] -= 1
             note(
                 worker["_src"],
-                "worker 0 is the chief now (parameter_server needs one): the workers are one fewer",
+                "worker 0 is the chief now (parameter_server needs one): the workers are one fewer"
+                + (" (none: the chief trains itself, as TFJob's worker 0 did)" if worker["replicas"] == 0 else ""),
                 "roles.chief",
             )
+            if worker["replicas"] == 0:
+                roles.pop(Role.WORKER)
         note(roles[Role.PS]["_src"], "the ps are ended when the chief succeeds: no cleanPodPolicy needed", "roles.ps")
         strategy = Strategy.PARAMETER_SERVER
     elif Role.WORKER in roles:

@@ -17,6 +17,8 @@ import yaml
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.role_spec import RoleSpec
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.cluster_spec.tfjob import image_config
+from launcher.cluster_spec.tfjob.cluster import ImageCommand
 from launcher.cluster_spec.tfjob.convert import API_VERSION, KIND, Note, convert, generated_name, is_tfjob
 from launcher.errors import Problem, SpecError
 
@@ -56,16 +58,21 @@ def import_file(path: str | Path) -> list[Imported]:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError([Problem(f"cannot read the TFJob file: {exc}", file=str(path))]) from None
-    return import_text(text, str(path))
+    return import_text(text, str(path), image_command=image_config.local_image_command)
 
 
-def import_text(text: str, filename: str, make_name: Callable[[str], str] = generated_name) -> list[Imported]:
+def import_text(
+    text: str,
+    filename: str,
+    make_name: Callable[[str], str] = generated_name,
+    image_command: ImageCommand | None = None,
+) -> list[Imported]:
     """Every TFJob of `text` as a cluster.yaml; SpecError with every refusal of every TFJob at
-    once, each at its TFJob path and line (make_name: see convert)."""
+    once, each at its TFJob path and line (make_name, image_command: see convert)."""
     jobs, others = _tfjobs(text, filename)
     out, problems = [], []
     for job, lines, prefix in jobs:
-        converted = convert(job, make_name)
+        converted = convert(job, make_name, image_command)
         refused = [
             Problem(r.why, path=r.source, file=filename, line=_line(lines, prefix, r.source)) for r in converted.refused
         ]
@@ -84,7 +91,7 @@ def import_text(text: str, filename: str, make_name: Callable[[str], str] = gene
             seen = {p.path for p in refused}
             for p in exc.problems:
                 source = converted.source_of(p.path or "")
-                if refused and (p.path or "").split(".")[0] in ("command", "args", "roles"):
+                if refused and (p.path or "").split(".")[0] in ("command", "args", "roles", "workingDir"):
                     continue  # what a refused field left out of the cluster.yaml: said once, above
                 if source in seen:
                     continue

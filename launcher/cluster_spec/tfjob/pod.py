@@ -55,7 +55,7 @@ def pod(template: dict, at: str, role: Role, fields: dict, note, refuse) -> None
     role_keys = ("volumes", "affinity", "topologySpreadConstraints", "nodeSelector", "tolerations")
     for key, value in pod.items():
         here = f"{at}.spec.{key}"
-        if key == "containers":
+        if key == "containers" or value is None:
             continue
         if key in role_keys:
             fields[key] = value
@@ -113,7 +113,7 @@ def _task(container: dict, at: str, role: Role, fields: dict, over: dict, note, 
     own: dict = {"name": k8s_contract.CONTAINER}
     for key, value in container.items():
         here = f"{at}.{key}"
-        if key == "name":
+        if key == "name" or value is None:  # `volumeMounts:` with nothing under it: YAML's null
             continue
         if key in ("image", "command", "args", "volumeMounts"):
             fields[key] = value
@@ -124,9 +124,15 @@ def _task(container: dict, at: str, role: Role, fields: dict, over: dict, note, 
         elif key == "resources":
             _resources(value, here, fields, refuse)
         elif key == "ports":
+            named = [p for p in value if p.get("name") == TFJOB_PORT_NAME]
+            # TFJob's gRPC port is the one named tfjob-port; a lone port of another name was
+            # TFJob's too (older examples declare `containerPort: 2222` unnamed), noted.
+            grpc = named[0] if named else value[0] if len(value) == 1 else None
             for i, port in enumerate(value):
-                if port.get("name") == TFJOB_PORT_NAME:
+                if port is grpc:
                     fields["_port"] = port.get("containerPort")
+                    if not named:
+                        note(f"{here}.{i}", "the one port of the task: TF's gRPC port (`port`)", "port")
                 else:
                     refuse(f"{here}.{i}", "tfk8s declares the task's ports (gRPC: port, metrics: metrics.port)")
         elif key == "securityContext":
