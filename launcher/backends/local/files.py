@@ -9,18 +9,30 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from launcher.cluster_spec import names
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
-from launcher.errors import ClusterNotFound, SubmitRefused
+from launcher.errors import ClusterNotFound, NotAClusterName, SubmitRefused
 from worker.contract import task_name
 
 # Each attempt's output in a task's log starts behind a line that begins so.
 ATTEMPT_HEADER_START = "=== tfk8s: "
 
 
+def check_cluster_name(name: str) -> str:
+    """`name` if a spec could have it (its `name` rule: a DNS-1035 label), else NotAClusterName:
+    a run's dir is `<workdir>/<name>`, so only such a name keeps every command (delete above
+    all) inside that one dir; "", ".", "../x" or "/x" would reach the workdir or beyond it."""
+    problem = names.dns1035_problem(name) if isinstance(name, str) else "not a string"
+    if problem:
+        raise NotAClusterName(f"{name!r} is not a cluster name ({problem}); give the `name` of the cluster's spec")
+    return name
+
+
 class RunFiles:
     def __init__(self, workdir: Path, name: str):
+        """Refuses a name no spec could have (check_cluster_name)."""
         self.workdir = workdir
-        self.name = name
+        self.name = check_cluster_name(name)
         self.dir = workdir / name
 
     @property

@@ -169,6 +169,23 @@ def alive(pid) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks after boot, /proc/<pid>/stat field 22): with the pid, what
+    tells this process from a later one that got the same pid. None without /proc (macOS) or
+    once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])  # fields 3.. follow the command's ")"
+
+
+def runs(pid, started: int | None) -> bool:
+    """Whether the process that was `pid` when start_time() gave `started` still runs; a pid
+    now another process's (or one recorded without its start time, on Linux) does not."""
+    return alive(pid) and start_time(pid) == started
+
+
 def pythonpath() -> str:
     """Tasks import `worker` and `launcher` from the same checkout as this launcher."""
     root = str(Path(__file__).resolve().parents[3])

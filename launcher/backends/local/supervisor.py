@@ -276,6 +276,7 @@ class Supervisor:
                 "message": d.message,
                 "exit_code": d.exit_code,
                 "supervisor_pid": os.getpid(),
+                "supervisor_started": runner.start_time(os.getpid()),
                 "model_dir": self.model_dir,
                 "roles": roles,
                 "tasks": [
