@@ -18,6 +18,7 @@ from typing import IO
 from launcher.backends.local import policy, runner
 from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, write_json
 from launcher.backends.local.policy import Decision, TaskState
+from launcher.backends.local.ports import OffLoopbackGuard
 from launcher.backends.local.tasks import Task, metrics_addresses, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.cluster_spec.spec import ClusterSpec
@@ -93,6 +94,8 @@ class Supervisor:
 
     def run(self) -> int:
         previous = self._install_signal_handlers()
+        # before any task listens: the network meets this guard at the tasks' ports, not TF's gRPC
+        guard = OffLoopbackGuard(self.held_ports.ports, self._say)
         try:
             self.decision = Decision(Phase.RUNNING)
             for task in self.tasks:
@@ -104,6 +107,7 @@ class Supervisor:
                     raise _Interrupted(self._interrupt)
                 self._poll()
                 self._write_status()
+                guard.refresh()
                 time.sleep(POLL_SECONDS)
         except (_Interrupted, KeyboardInterrupt) as exc:
             signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
@@ -112,6 +116,7 @@ class Supervisor:
         finally:
             self._stop([t for t in self.tasks if t.running], reason="cluster ended")
             self.held_ports.close()
+            guard.close()
             for task in self.tasks:
                 if task.reader is not None:
                     task.reader.join(timeout=5)
