@@ -13,7 +13,7 @@ from typing import IO, Iterator
 
 from launcher.backends.base import Backend, LogLines, View, exit_code
 from launcher.backends.local import runner
-from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles
+from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles, write_private
 from launcher.backends.local.foreground import ForegroundRun
 from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_resource_limits, check_worker_environment
@@ -98,7 +98,7 @@ class LocalBackend(Backend):
             self.delete(spec.name)
         files.prepare(spec, spec_hash)
         if code is not None:  # the pods' archive, unpacked: the same files, links, limit
-            files.code_archive.write_bytes(code.archive)
+            write_private(files.code_archive, code.archive)
             code_bundle.unpack(files.code_archive, files.code_dir)
             self._view.note(code_bundle.note(spec, code, to=str(files.code_dir)))
         if self.config.foreground:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from launcher.backends.local import policy, runner
-from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, write_json
+from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, private_dir, write_json
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.ports import OffLoopbackGuard
 from launcher.backends.local.tasks import Task, metrics_addresses, plan_tasks
@@ -81,7 +81,7 @@ class Supervisor:
         self.decision = Decision(Phase.PENDING)
         self.said: set[str] = set()  # notes of the decisions, each said once
         if not spec.checkpoint.is_remote:
-            Path(self.model_dir).mkdir(parents=True, exist_ok=True)
+            private_dir(Path(self.model_dir))
         self.held_ports, self.tasks = plan_tasks(self.plan, options.task_python)  # held until run() ends
         write_json(files.metrics_path, metrics_addresses(self.tasks))
         self.chief = next(t for t in self.tasks if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
