@@ -1,21 +1,25 @@
-"""Which files a code dir ships (`code:`): git's ignore rules, secret-looking files left out,
-and the policy for links and special files (pure but for reading the directory).
+"""Which files a code dir ships (`code:`): git's ignore rules, secrets left out, and the policy
+for links and special files (pure but for reading the directory and asking git where its
+global excludes file is).
 
 Patterns are .gitignore lines with git's own semantics (pathspec's GitIgnoreSpec: escapes,
 leading spaces, `**`, character classes, `!`, a trailing `/` for directories). They come in
 layers, and for each path the last layer with a matching line decides, as git lets a deeper
 .gitignore override a higher one:
 
-1. DEFAULT_EXCLUDES (caches, virtualenvs, --local's runs) and SECRET_EXCLUDES (files that hold
-   credentials by convention), at the code dir;
-2. every `.gitignore` from the top of the enclosing git work tree (the nearest dir up with a
+1. DEFAULT_EXCLUDES (caches, virtualenvs, --local's runs), at the code dir;
+2. in a git work tree, core.excludesFile then .git/info/exclude, relative to its top;
+3. every `.gitignore` from the top of the enclosing git work tree (the nearest dir up with a
    `.git`; the code dir itself when there is none) down to each dir being packed, each matched
    relative to its own dir;
-3. `.tfk8signore` in the code dir, then the spec's code.exclude: the place to re-include a file
+4. `.tfk8signore` in the code dir, then the spec's code.exclude: the place to re-include a file
    on purpose (`!.env.example`).
 
-As in git, nothing inside an excluded dir can be re-included. Symlinks inside the dir are
-followed, out of it refused; only regular files and directories are shipped.
+A secret (SECRET_EXCLUDES: files that hold credentials by convention; or a file holding one,
+launcher/code_shipping/credentials.py) that 1-4 would ship is left out unless a `!` line of 4
+re-includes it: a .gitignore cannot. As in git, nothing inside an excluded dir can be
+re-included. Symlinks inside the dir are followed and judged under their target's path too,
+out of it refused; only regular files and directories are shipped.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ DEFAULT_EXCLUDES = (
     ".mypy_cache/",
 )
 # The archive lands in a ConfigMap any reader of the namespace can read (and in Helm's release
-# Secret): files named like credentials stay out unless re-included by name (see `left_out`).
+# Secret): files named like credentials stay out unless .tfk8signore or code.exclude re-include them.
 SECRET_EXCLUDES = (
     ".env",
     ".env.*",
