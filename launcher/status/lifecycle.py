@@ -4,9 +4,11 @@ Lifecycle (docs/lifecycle.md):
 - Succeeded: the chief's Job (MWMS: the worker Job, whose success policy is worker 0) completed,
   the evaluator (if any) has finished, and the supervised workers/ps have been ended.
 - Failed: the chief's Job failed (backoff exhausted, a podFailurePolicy FailJob rule, or
-  deadline passed). The message leads with why the chief ended: what Kubernetes recorded
-  (OOMKilled with the limit, Evicted, a deadline, a taint or a lost node: failure_reasons.py),
-  else the chief's own words, the cause in its container's termination message
+  deadline passed), or the Job of another role the training cannot go on without
+  (verdicts.ROLE_OUT_OF_RETRIES, as --local decides). The message leads with the task whose
+  failure failed the Job (of its failedIndexes; not a pod the Job controller then ended), and
+  why it ended: what Kubernetes recorded (OOMKilled with the limit, Evicted, a deadline, a taint
+  or a lost node: failure_reasons.py), else the task's own words, the cause in its container's termination message
   (worker/exit_cause.py: the built-in worker writes its one-line error there; other commands' log
   tails get there through terminationMessagePolicy FallbackToLogsOnError).
 - Evaluator failure never fails training: it is reported in the message only.

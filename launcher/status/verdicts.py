@@ -3,7 +3,8 @@ waits never end by themselves, and the exit code of a failed training.
 
 Kubernetes (launcher/status/lifecycle.py, launcher/backends/kubernetes/backend.py) and `--local`
 (launcher/backends/local/policy.py) read these tables; neither spells a rule of its own.
-docs/lifecycle.md's "One fault, one verdict" table is checked against them (tests/test_docs.py).
+docs/verdicts.md's table is checked against them
+(tests/launcher/status/test_verdicts.py).
 """
 
 from __future__ import annotations

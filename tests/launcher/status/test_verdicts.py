@@ -163,3 +163,18 @@ def test_a_bad_image_on_the_code_init_container_is_stuck():
         "pod c-chief-0-0000 (init container code): the image cannot be pulled "
         '(ImagePullBackOff: Back-off pulling image "tensorflow/tensorflow:2.99.0")'
     )
+
+
+def test_docs_lifecycle_table_is_the_verdicts_table():
+    """docs/verdicts.md says what launcher/status/verdicts.py decides, row for row."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "verdicts.md").read_text()
+    start = doc.index("<!-- role losses:")
+    rows = [line.strip() for line in doc[start:].splitlines()[3:] if line.strip().startswith("|")]
+    rows = rows[: len(verdicts.ROLE_OUT_OF_RETRIES)]
+    expected = [
+        f"| {role.value} | {'Failed' if loss.fails_training else 'noted, training goes on'} | {loss.why} |"
+        for role, loss in verdicts.ROLE_OUT_OF_RETRIES.items()
+    ]
+    assert rows == expected
