@@ -51,6 +51,12 @@ class SubmitRefused(LauncherError):
     exit_code = 2
 
 
+class NotAClusterName(LauncherError):
+    """A command was given a name no spec could have: refused before any file is touched."""
+
+    exit_code = 2
+
+
 class ClusterNotFound(LauncherError):
     """No cluster of that name where the backend looks (namespace, local workdir)."""
 

@@ -3,7 +3,9 @@
 # offline kind/helm toolchain with the worker image (cached under ~/.cache/tfk8s, keyed by version).
 # --toolchain-in-background (CI): return once the Python side is ready and leave the toolchain
 # building; the tests that need it (kind, scale, helm) wait for it (tests/support.py), the
-# process tier runs meanwhile. Its log: ~/.cache/tfk8s/logs/toolchain-background.log.
+# process tier runs meanwhile (scripts/toolchain_background.sh: the build holds a lock in the
+# cache dir). Its log: ~/.cache/tfk8s/logs/toolchain-background.log.
+# --python-only touches nothing of the toolchain: it can run beside a build of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python_only=0 background=0
@@ -14,8 +16,6 @@ case "${1:-}" in
   *) echo "usage: bash scripts/setup.sh [--python-only | --toolchain-in-background]" >&2; exit 2 ;;
 esac
 cache=${TFK8S_CACHE:-$HOME/.cache/tfk8s}
-mkdir -p "$cache/logs"
-rm -f "$cache/toolchain-background.pid" "$cache/toolchain-background.exit"
 
 start=$(date +%s)
 if [[ $python_only == 0 ]]; then
@@ -23,13 +23,16 @@ if [[ $python_only == 0 ]]; then
   # the Debian mirror; the toolchain needs no Python package before its addon step (PyYAML),
   # twenty minutes in when cold, seconds when warm, and then only one that pip already has.
   if [[ $background == 1 ]]; then
-    # setsid: not killed with this script's process group; the exit file says how it ended
-    setsid bash -c 'bash tests/kind/toolchain.sh >"$1" 2>&1; echo $? >"$2"' _ \
-      "$cache/logs/toolchain-background.log" "$cache/toolchain-background.exit" </dev/null &
-    echo $! >"$cache/toolchain-background.pid"
-    echo "[setup] toolchain building in the background (pid $!, log: $cache/logs/toolchain-background.log)"
+    bash scripts/toolchain_background.sh
   else
-    bash tests/kind/toolchain.sh &
+    # The same lock as a background build's, held by this script until it exits: the tests
+    # wait for this build too, and two builds never share the cache. Its outcome is this
+    # script's exit status, not an earlier background build's.
+    mkdir -p "$cache"
+    exec 9>>"$cache/toolchain.lock"
+    flock -n 9 || { echo "[setup] another toolchain build holds $cache/toolchain.lock; waiting"; flock 9; }
+    rm -f "$cache/toolchain-background.exit"
+    bash tests/kind/toolchain.sh 9>&- &
     toolchain=$!
     trap 'kill "$toolchain" 2>/dev/null || true' EXIT  # pip failed: stop the toolchain too
   fi

@@ -23,7 +23,7 @@ from local_clusters import (
     LocalProcessBackendConfig,
     assert_no_task_processes,
 )
-from support import TIER_BUDGET_MINUTES
+from support import TIER_BUDGET_MINUTES, in_ci
 
 
 def pytest_configure(config):
@@ -44,6 +44,7 @@ TIER_ORDER = ("unit", "process", "helm", "scale", "kind")  # as the README's tab
 LANE_GROUPS = {"kind": "kind-cluster", "process": "tf-processes", "scale": "scale-cluster"}
 MEASUREMENT = "tfk8s-measurement"  # a report's user property: one line of the measurements summary
 _TIER_SECONDS: dict[str, float] = {}
+_TIER_RAN: dict[str, bool] = {}  # a tier collected in this session: whether any of its tests ran
 _MEASURED: list[str] = []
 
 
@@ -95,6 +96,9 @@ def pytest_runtest_logreport(report):
     # setup + call + teardown, so a session fixture (the kind cluster) counts for its tier
     tier = tier_of(report.keywords)
     _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+    # ran: its body ran, or something of it failed; a test skipped in setup or body did not
+    ran = report.failed or (report.when == "call" and not report.skipped)
+    _TIER_RAN[tier] = _TIER_RAN.get(tier, False) or ran
     _MEASURED.extend(value for key, value in report.user_properties if key == MEASUREMENT)
 
 
@@ -109,9 +113,29 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             ", ".join(
                 f"{tier} {seconds / 60:.1f} min (budget {TIER_BUDGET_MINUTES[tier]})"
+                if _TIER_RAN.get(tier)
+                else f"{tier} not run (all its tests skipped)"
                 for tier, seconds in sorted(_TIER_SECONDS.items())
             )
         )
+    if in_ci() and tiers_not_run():
+        terminalreporter.write_line(
+            f"CI is set and the {', '.join(tiers_not_run())} tier did not run (every test of it skipped, "
+            "see the skip reasons above: -rs): the session fails",
+            red=True,
+        )
+
+
+def tiers_not_run() -> list[str]:
+    """Tiers collected in this session none of whose tests ran (say, the toolchain missing)."""
+    return sorted(tier for tier, ran in _TIER_RAN.items() if not ran)
+
+
+def pytest_sessionfinish(session):
+    # Under CI a tier that did not run is a failure even when each of its tests only skipped:
+    # CI is green only when every tier it collected ran. (pytest-xdist: the controller decides.)
+    if in_ci() and not hasattr(session.config, "workerinput") and tiers_not_run():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _task_python() -> tuple[str, str]:

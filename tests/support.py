@@ -8,14 +8,13 @@ Importable as `support` from every test: tests/conftest.py's directory is on sys
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import time
 from pathlib import Path
 
 import pytest
-
-from launcher.backends.local.runner import alive
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO / "examples"
@@ -62,30 +61,33 @@ def skip_unless_ci(why: str) -> None:
 
 
 # `scripts/setup.sh --toolchain-in-background` (CI's cold path) leaves the toolchain building
-# while the tests start: the process tier needs none of it. What does waits here for it.
-TOOLCHAIN_PID, TOOLCHAIN_EXIT, TOOLCHAIN_LOG = (
-    CACHE / "toolchain-background.pid",
-    CACHE / "toolchain-background.exit",
-    CACHE / "logs" / "toolchain-background.log",
+# while the tests start: the process tier needs none of it. What does waits here for it. The build
+# holds an exclusive flock on toolchain.lock for its whole life (scripts/toolchain_background.sh;
+# a foreground `scripts/setup.sh` holds it too); toolchain-background.exit says how a background
+# build ended (`running`: it was killed).
+TOOLCHAIN_LOCK, TOOLCHAIN_EXIT, TOOLCHAIN_LOG = (
+    "toolchain.lock",
+    "toolchain-background.exit",
+    "logs/toolchain-background.log",
 )
 
 
-def wait_for_the_toolchain() -> None:
-    """Returns once no background toolchain build is running (at once when none was started);
-    fails the test if the one that ran failed."""
-    if not TOOLCHAIN_PID.is_file():
+def wait_for_the_toolchain(cache: Path = CACHE) -> None:
+    """Returns once no toolchain build holds `cache`'s lock (at once when none was started);
+    fails the test if the background build that ran there failed."""
+    lock, state, log = cache / TOOLCHAIN_LOCK, cache / TOOLCHAIN_EXIT, cache / TOOLCHAIN_LOG
+    if not lock.is_file():
         return
-    pid, started = int(TOOLCHAIN_PID.read_text()), time.monotonic()
-    while alive(pid) and not TOOLCHAIN_EXIT.is_file():
-        time.sleep(2)
+    started = time.monotonic()
+    with lock.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_SH)  # blocks while a build holds it exclusively
     if time.monotonic() - started > 1:
-        print(f"[toolchain] waited {time.monotonic() - started:.0f}s for the background build (log: {TOOLCHAIN_LOG})")
-    code = TOOLCHAIN_EXIT.read_text().strip() if TOOLCHAIN_EXIT.is_file() else "unknown (it was killed)"
+        print(f"[toolchain] waited {time.monotonic() - started:.0f}s for the toolchain build (log: {log})")
+    code = state.read_text().strip() if state.is_file() else "0"  # none ran in the background
     if code != "0":
-        tail = TOOLCHAIN_LOG.read_text()[-2000:] if TOOLCHAIN_LOG.is_file() else ""
-        pytest.fail(
-            f"the background toolchain build failed, exit {code} (log: {TOOLCHAIN_LOG}):\n{tail}", pytrace=False
-        )
+        said = "unknown: it was killed" if code == "running" else code
+        tail = log.read_text()[-2000:] if log.is_file() else ""
+        pytest.fail(f"the background toolchain build failed, exit {said} (log: {log}):\n{tail}", pytrace=False)
 
 
 def find_helm() -> str | None:

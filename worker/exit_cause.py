@@ -9,10 +9,15 @@ backends (`status`, `--wait`, the API) from a pod's termination message or a loc
    read is a tail that lost the traceback's header): its type and the first line of its message that
    says something (`ValueError: Input 0 of layer ... is incompatible ...`), not the tail of a
    multi-line message (Keras' argument list, a tensor printout);
-3. else, for an exit status that is a signal's, the signal;
-4. else the last line printed.
+3. (before 2 when it comes after the last traceback) a fatal line: a FATAL log line (TF's C++
+   `Check failed`, absl's `logging.fatal`), else faulthandler's `Fatal Python error: ...` (its
+   dump's frames and `Extension modules:` line are no traceback);
+4. else, for an exit status that is a signal's, the signal;
+5. else the last line printed, or the last of the final three lines that says something went
+   wrong (an error, then a cleanup line).
 
-TensorFlow's C++ logging and start-up notices and `tfk8s-progress` lines are never a cause.
+TensorFlow's info and warning logging, its C++ errors, its start-up notices and `tfk8s-progress`
+lines are never a cause; absl's Python `E` lines and any `F` line are, as `file:line: message`.
 """
 
 from __future__ import annotations
@@ -26,12 +31,20 @@ from worker.contract import ERROR_LINE_PATTERN, PROGRESS_PREFIX
 MAX_CAUSE_CHARS = 400
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 
-# TF's C++ logging (absl/glog prefix), e.g. `I0000 00:00:1732461234.567890   12 port.cc:153] ...`
+# absl/glog-prefixed log lines, TF's C++ and absl's Python alike, e.g.
+# `I0000 00:00:1732461234.567890   12 port.cc:153] ...`, `E1128 17:16:36.729163 1397 train.py:3] ...`
 # and the older `2024-11-24 16:49:37.123456: W tensorflow/core/...cc:210] ...`.
-_TF_CPP_LOG = re.compile(
-    r"^([IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\])"
+_LOG_LINE = re.compile(
+    r"^(?:(?P<level>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>\S+):(?P<line>\d+)\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<level2>[IWEF]) (?P<file2>\S+):(?P<line2>\d+)\])\s?(?P<message>.*)$"
 )
+FATAL_PYTHON_ERROR = "Fatal Python error:"  # faulthandler's dump (absl.app.run turns it on), Python's own
+# A line that says something went wrong: among a program's last lines, it is the cause rather
+# than a cleanup line printed after it.
+_SAYS_ERROR = re.compile(
+    r"\b(error|fatal|failed|failure|cannot|can't|unable|invalid|not found|no such|denied)\b", re.IGNORECASE
+)
+LAST_LINES_READ = 3  # how far back from the last line an error line is looked for
 # Continuation lines of TF's multi-line start-up notices, which carry no prefix of their own.
 _TF_NOTICES = (
     "To enable the following instructions:",
@@ -58,9 +71,46 @@ _NESTED_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit): \S")
 _OPENING, _CLOSING = "([{", ")]}"
 
 
+def _log_level(line: str) -> tuple[str, str] | None:
+    """(level, file) of an absl/glog-prefixed log line, or None."""
+    match = _LOG_LINE.match(line.strip())
+    if match is None:
+        return None
+    return match["level"] or match["level2"], match["file"] or match["file2"]
+
+
 def is_tf_log_noise(line: str) -> bool:
+    """Log lines that never say why a task ended: info and warnings, TF's C++ errors (its
+    start-up `cuInit` error on every CPU-only host; a real one raises a Python exception too) and
+    TF's start-up notices. Not FATAL lines (a `Check failed` aborts the process), nor absl's
+    Python errors (a program's own `logging.error`)."""
     line = line.strip()
-    return bool(_TF_CPP_LOG.match(line)) or any(notice in line for notice in _TF_NOTICES)
+    logged = _log_level(line)
+    if logged is not None:
+        level, file = logged
+        return level in "IW" or (level == "E" and not file.endswith(".py"))
+    return any(notice in line for notice in _TF_NOTICES)
+
+
+def _said(line: str) -> str:
+    """A line as a cause: a log line as `file:line: message`, without its time and thread."""
+    match = _LOG_LINE.match(line.strip())
+    if match is None:
+        return line.strip()
+    return f"{match['file'] or match['file2']}:{match['line'] or match['line2']}: {match['message'].strip()}"
+
+
+def _is_fatal(line: str) -> bool:
+    return line.startswith(FATAL_PYTHON_ERROR) or (_log_level(line) or ("",))[0] == "F"
+
+
+def _last_words(lines: list[str]) -> str:
+    """The last line, or the last of the final few that says something went wrong (a program
+    that prints its error, then a cleanup line)."""
+    for line in reversed(lines[-LAST_LINES_READ:]):
+        if _SAYS_ERROR.search(line) and not line.lstrip().lower().startswith("warning"):
+            return _said(line)
+    return _said(lines[-1])
 
 
 def first_informative_line(message: str) -> str:
@@ -151,12 +201,24 @@ def exit_cause(output: str, exit_code: int | None = None) -> str | None:
     if not traceback_starts:  # a tail (a pod's termination message) may begin inside the traceback
         traceback_starts = [i for i, line in enumerate(lines) if _FRAME.match(line)][:1]
     own_errors = [i for i, line in enumerate(lines) if re.match(ERROR_LINE_PATTERN, line.strip())]
+    # A fatal line ends the process (a FATAL log line's abort, faulthandler's dump of a crash,
+    # whose stack frames are no traceback): the cause, unless a traceback was printed after it.
+    headers = [i for i, line in enumerate(lines) if line.strip() == TRACEBACK_HEADER]
+    fatal = [i for i, line in enumerate(lines) if _is_fatal(line) and (not headers or i > headers[-1])]
     cause = None
-    if own_errors and (not traceback_starts or own_errors[-1] > traceback_starts[-1]):
+    if (
+        own_errors
+        and (not traceback_starts or own_errors[-1] > traceback_starts[-1])
+        and (not fatal or own_errors[-1] > fatal[-1])
+    ):
         cause = re.sub(ERROR_LINE_PATTERN, "", lines[own_errors[-1]].strip())
+    elif fatal:
+        # the FATAL log line says why; faulthandler's `Fatal Python error: Aborted` after it only how
+        logged = [i for i in fatal if not lines[i].startswith(FATAL_PYTHON_ERROR)]
+        cause = _said(lines[(logged or fatal)[-1]])
     elif traceback_starts:
         cause = exception_of(lines[traceback_starts[-1] :])
-    cause = cause or signal_of(exit_code) or (lines[-1].strip() if lines else None)
+    cause = cause or signal_of(exit_code) or (_last_words(lines) if lines else None)
     if cause is None:
         return None
     return cause if len(cause) <= MAX_CAUSE_CHARS else cause[: MAX_CAUSE_CHARS - 3] + "..."

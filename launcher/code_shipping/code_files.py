@@ -1,33 +1,41 @@
-"""Which files a code dir ships (`code:`): git's ignore rules, secret-looking files left out,
-and the policy for links and special files (pure but for reading the directory).
+"""Which files a code dir ships (`code:`): git's ignore rules, secrets left out, and the policy
+for links and special files (pure but for reading the directory and asking git where its
+global excludes file is).
 
 Patterns are .gitignore lines with git's own semantics (pathspec's GitIgnoreSpec: escapes,
 leading spaces, `**`, character classes, `!`, a trailing `/` for directories). They come in
 layers, and for each path the last layer with a matching line decides, as git lets a deeper
 .gitignore override a higher one:
 
-1. DEFAULT_EXCLUDES (caches, virtualenvs, --local's runs) and SECRET_EXCLUDES (files that hold
-   credentials by convention), at the code dir;
-2. every `.gitignore` from the top of the enclosing git work tree (the nearest dir up with a
+1. DEFAULT_EXCLUDES (caches, virtualenvs, --local's runs), at the code dir;
+2. in a git work tree, core.excludesFile then .git/info/exclude, relative to its top;
+3. every `.gitignore` from the top of the enclosing git work tree (the nearest dir up with a
    `.git`; the code dir itself when there is none) down to each dir being packed, each matched
    relative to its own dir;
-3. `.tfk8signore` in the code dir, then the spec's code.exclude: the place to re-include a file
+4. `.tfk8signore` in the code dir, then the spec's code.exclude: the place to re-include a file
    on purpose (`!.env.example`).
 
-As in git, nothing inside an excluded dir can be re-included. Symlinks inside the dir are
-followed, out of it refused; only regular files and directories are shipped.
+A secret (SECRET_EXCLUDES: files that hold credentials by convention; or a file holding one,
+launcher/code_shipping/credentials.py) that 1-4 would ship is left out unless a `!` line of 4
+re-includes it: a .gitignore cannot. As in git, nothing inside an excluded dir can be
+re-included. Symlinks inside the dir are followed and judged under their target's path too,
+out of it refused; only regular files and directories are shipped.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
+import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import pathspec
+
+from launcher.code_shipping.credentials import credential
 
 IGNORE_FILE = ".tfk8signore"
 GITIGNORE = ".gitignore"
@@ -44,7 +52,7 @@ DEFAULT_EXCLUDES = (
     ".mypy_cache/",
 )
 # The archive lands in a ConfigMap any reader of the namespace can read (and in Helm's release
-# Secret): files named like credentials stay out unless re-included by name (see `left_out`).
+# Secret): files named like credentials stay out unless .tfk8signore or code.exclude re-include them.
 SECRET_EXCLUDES = (
     ".env",
     ".env.*",
@@ -116,19 +124,31 @@ class Rules:
 
     top: Path
     prefix: str
-    before: tuple[Layer, ...]  # the defaults, then the .gitignore files above the code dir
+    before: tuple[Layer, ...]  # the defaults, git's excludes files, the .gitignore files above
+    secrets: Layer  # SECRET_EXCLUDES: beneath everything but `after`'s re-includes
     after: tuple[Layer, ...]  # .tfk8signore, then code.exclude
 
-    def source(self, rel: str, is_dir: bool, inner: tuple[Layer, ...]) -> str | None:
-        """The source of the line that excludes `rel` (relative to the code dir) under these
-        rules and the .gitignore layers `inner` of the dirs walked into; None: it ships."""
-        path = f"{self.prefix}/{rel}" if self.prefix else rel
-        decided = None
-        for layer in (*self.before, *inner, *self.after):
+    def _path(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def decide(self, rel: str, is_dir: bool, inner: tuple[Layer, ...]) -> tuple[str | None, bool]:
+        """(the source of the line that excludes `rel` (relative to the code dir), or None: it
+        ships; whether a `!` line of .tfk8signore or code.exclude re-included it on purpose)
+        under these rules and the .gitignore layers `inner` of the dirs walked into."""
+        path = self._path(rel)
+        decided, on_purpose = None, False
+        for layer in (*self.before, *inner):
             verdict = layer.decide(path, is_dir)
             if verdict is not None:
                 decided = layer.source if verdict else None
-        return decided
+        for layer in self.after:
+            verdict = layer.decide(path, is_dir)
+            if verdict is not None:
+                decided, on_purpose = (layer.source, False) if verdict else (None, True)
+        return decided, on_purpose
+
+    def secret_named(self, rel: str, is_dir: bool) -> bool:
+        return bool(self.secrets.decide(self._path(rel), is_dir))
 
     def gitignore(self, rel_dir: str, real_dir: Path) -> tuple[Layer, ...]:
         """The layer of the .gitignore in code dir `rel_dir` (read from `real_dir`), if any."""
@@ -147,6 +167,43 @@ def _work_tree_top(root: Path) -> Path:
     return root
 
 
+def _git_common_dir(top: Path) -> Path:
+    """The dir holding `info/exclude` for the work tree at `top`: `.git`, or for a linked
+    worktree or a submodule (`.git` a file saying `gitdir: PATH`) the repository's common dir."""
+    dot = top / ".git"
+    if dot.is_dir():
+        return dot
+    line = dot.read_text().strip()
+    if not line.startswith("gitdir:"):
+        raise ValueError(f"{dot}: expected a `gitdir: PATH` line, found {line[:60]!r}: repair or remove it")
+    git_dir = (top / line.removeprefix("gitdir:").strip()).resolve()
+    common = git_dir / "commondir"
+    return (git_dir / common.read_text().strip()).resolve() if common.is_file() else git_dir
+
+
+def _global_excludes_file(top: Path) -> Path:
+    """core.excludesFile as git reads it (its config files, includes and all: git's own answer
+    when git is installed), else git's default, $XDG_CONFIG_HOME/git/ignore."""
+    if shutil.which("git"):
+        done = subprocess.run(
+            ["git", "-C", str(top), "config", "--path", "--get", "core.excludesFile"], capture_output=True, text=True
+        )
+        if done.returncode == 0 and done.stdout.strip():
+            return top / done.stdout.strip()
+        if done.returncode not in (0, 1):  # 1: not set
+            raise ValueError(f"git -C {top} config core.excludesFile failed: {done.stderr.strip()}")
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "git" / "ignore"
+
+
+def _git_excludes(top: Path) -> list[Layer]:
+    """git's excludes files beneath the .gitignore files, lowest first (core.excludesFile, then
+    .git/info/exclude), each relative to the work tree's top; none outside a git work tree."""
+    if not (top / ".git").exists():
+        return []
+    found = [_global_excludes_file(top), _git_common_dir(top) / "info" / "exclude"]
+    return [_layer(str(path), "", tuple(path.read_text().splitlines())) for path in found if path.is_file()]
+
+
 def rules_for(root: Path, exclude: list[str]) -> Rules:
     top = _work_tree_top(root)
     prefix = root.relative_to(top).as_posix() if top != root else ""
@@ -160,8 +217,8 @@ def rules_for(root: Path, exclude: list[str]) -> Rules:
     own = root / IGNORE_FILE
     after = [_layer(IGNORE_FILE, prefix, tuple(own.read_text().splitlines()))] if own.is_file() else []
     after.append(_layer(SPEC, prefix, tuple(exclude)))
-    defaults = (Layer(DEFAULTS, prefix, _spec(DEFAULT_EXCLUDES)), Layer(SECRETS, prefix, _spec(SECRET_EXCLUDES)))
-    return Rules(top, prefix, (*defaults, *above), tuple(after))
+    before = (Layer(DEFAULTS, prefix, _spec(DEFAULT_EXCLUDES)), *_git_excludes(top), *above)
+    return Rules(top, prefix, before, Layer(SECRETS, prefix, _spec(SECRET_EXCLUDES)), tuple(after))
 
 
 class Unshippable(ValueError):
@@ -172,20 +229,20 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _entry(root: Path, rel: str) -> tuple[Path, os.stat_result]:
-    """The real file behind `rel` and its stat. A symlink inside the code dir is followed (what
-    it points to is shipped under the link's name, as the program reads it); one out of it is
-    refused: it would ship a file from elsewhere (a secret, say) into a ConfigMap any reader of
-    the namespace can read. Only regular files and directories are shipped: a named pipe would
-    block the packing forever, a device or socket has no contents."""
-    path = root / rel
+def _entry(root: Path, path: Path, shown: Path) -> tuple[Path, os.stat_result]:
+    """The real file behind `path` (a real dir's entry, `shown` as the code dir's `rel`) and its
+    stat. A symlink inside the code dir is followed (what it points to is shipped under the
+    link's name, as the program reads it); one out of it is refused: it would ship a file from
+    elsewhere (a secret, say) into a ConfigMap any reader of the namespace can read. Only
+    regular files and directories are shipped: a named pipe would block the packing forever, a
+    device or socket has no contents."""
     if path.is_symlink():
         target = path.resolve()
         if not target.exists():
-            raise Unshippable(f"{path} is a symlink to {os.readlink(path)}, which does not exist")
+            raise Unshippable(f"{shown} is a symlink to {os.readlink(path)}, which does not exist")
         if not _inside(target, root):
             raise Unshippable(
-                f"{path} is a symlink to {target}, outside the code dir {root}: copy the file in, or exclude the link"
+                f"{shown} is a symlink to {target}, outside the code dir {root}: copy the file in, or exclude the link"
             )
         path = target
     info = path.stat()
@@ -197,41 +254,84 @@ def _entry(root: Path, rel: str) -> tuple[Path, os.stat_result]:
             if stat.S_ISSOCK(info.st_mode)
             else "a device or special file"
         )
-        raise Unshippable(f"{root / rel} is {kind}, not a file: exclude it")
+        raise Unshippable(f"{shown} is {kind}, not a file: exclude it")
     return path, info
 
 
 @dataclass(frozen=True)
 class Collected:
     files: list[tuple[str, Path, int]]  # (relative path, real path, size) to pack, sorted
-    left_out: list[tuple[str, str]]  # (relative path, `dir/` for a dir; the line's source), sorted
+    left_out: list[tuple[str, str]]  # (relative path, `dir/` for a dir; why), sorted
 
 
-def collect(root: Path, rules: Rules) -> Collected:
+def collect(root: Path, rules: Rules, sniff=credential) -> Collected:
     """Every file to pack, and what was left out but by DEFAULTS; excluded entries are neither
     entered nor checked, directory symlinks inside the code dir are entered (a link back up to a
-    dir being walked is not: no endless loop)."""
-    found, left_out = [], []
+    dir being walked is not: no endless loop). `root` is a real path (resolved).
 
-    def walk(rel_dir: str, ancestors: frozenset, inner: tuple[Layer, ...]) -> None:
-        real = _entry(root, rel_dir)[0] if rel_dir else root
-        if real in ancestors:  # a link back up to a dir being packed: no endless walk
+    An entry reached through a symlink is judged under its target's path too (an ignored dir
+    does not ship under a link's name). A secret, by name (SECRET_EXCLUDES) or by what a file
+    holds (`sniff`, launcher/code_shipping/credentials.py), is left out unless a `!` line of
+    .tfk8signore or code.exclude re-includes it: a .gitignore's `!` does not."""
+    found, left_out = [], []
+    layers: dict[str, tuple[Layer, ...]] = {}
+    verdicts: dict[tuple[str, bool], tuple[str | None, bool]] = {}
+
+    def layers_of(real_dir: str) -> tuple[Layer, ...]:
+        """The .gitignore layers from the code dir down to its real dir `real_dir`."""
+        if real_dir not in layers:
+            parent = real_dir.rpartition("/")[0]
+            above = layers_of(parent) if real_dir else ()
+            layers[real_dir] = above + rules.gitignore(real_dir, root / real_dir)
+        return layers[real_dir]
+
+    def as_real(real: str, is_dir: bool) -> tuple[str | None, bool]:
+        """The verdict on the real path `real`, its dirs first: nothing in an excluded dir ships."""
+        if (real, is_dir) not in verdicts:
+            parent = real.rpartition("/")[0]
+            above = as_real(parent, True) if parent else (None, False)
+            if above[0] is not None:
+                verdicts[real, is_dir] = (f"{above[0]}, as {parent}/", False)
+            else:
+                source, on_purpose = rules.decide(real, is_dir, layers_of(parent))
+                verdicts[real, is_dir] = (f"{source}, as {real}{'/' if is_dir else ''}" if source else None, on_purpose)
+        return verdicts[real, is_dir]
+
+    def walk(rel_dir: str, real_dir: Path, ancestors: frozenset, inner: tuple[Layer, ...]) -> None:
+        if real_dir in ancestors:  # a link back up to a dir being packed: no endless walk
             return
-        inner = inner + rules.gitignore(rel_dir, real)
+        inner = inner + rules.gitignore(rel_dir, real_dir)
         prefix = rel_dir + "/" if rel_dir else ""
-        for name in sorted(os.listdir(real)):
+        for name in sorted(os.listdir(real_dir)):
             rel = prefix + name
-            is_dir = (root / rel).is_dir()
-            source = rules.source(rel, is_dir, inner)
+            is_dir = (real_dir / name).is_dir()
+            shown = rel + "/" if is_dir else rel
+            source, on_purpose = rules.decide(rel, is_dir, inner)
             if source is not None:
                 if source != DEFAULTS:
-                    left_out.append((rel + "/" if is_dir else rel, source))
+                    left_out.append((shown, source))
                 continue
-            path, info = _entry(root, rel)
+            path, info = _entry(root, real_dir / name, root / rel)
+            real = path.relative_to(root).as_posix()
+            if real not in (rel, "."):  # reached through a link: its target's path decides too
+                real_source, real_on_purpose = as_real(real, is_dir)
+                if real_source is not None:
+                    if not real_source.startswith(DEFAULTS):
+                        left_out.append((shown, real_source))
+                    continue
+                on_purpose = on_purpose or real_on_purpose
+            if not on_purpose:
+                if rules.secret_named(rel, is_dir) or (real != rel and rules.secret_named(real, is_dir)):
+                    left_out.append((shown, SECRETS))
+                    continue
+                held = None if stat.S_ISDIR(info.st_mode) else sniff(path, info.st_size)
+                if held is not None:
+                    left_out.append((shown, held))
+                    continue
             if stat.S_ISDIR(info.st_mode):
-                walk(rel, ancestors | {real}, inner)
+                walk(rel, path, ancestors | {real_dir}, inner)
             else:
                 found.append((rel, path, info.st_size))
 
-    walk("", frozenset(), ())
+    walk("", root, frozenset(), ())
     return Collected(sorted(found), sorted(left_out))

@@ -4,9 +4,11 @@ Lifecycle (docs/lifecycle.md):
 - Succeeded: the chief's Job (MWMS: the worker Job, whose success policy is worker 0) completed,
   the evaluator (if any) has finished, and the supervised workers/ps have been ended.
 - Failed: the chief's Job failed (backoff exhausted, a podFailurePolicy FailJob rule, or
-  deadline passed). The message leads with why the chief ended: what Kubernetes recorded
-  (OOMKilled with the limit, Evicted, a deadline, a taint or a lost node: failure_reasons.py),
-  else the chief's own words, the cause in its container's termination message
+  deadline passed), or the Job of another role the training cannot go on without
+  (verdicts.ROLE_OUT_OF_RETRIES, as --local decides). The message leads with the task whose
+  failure failed the Job (of its failedIndexes; not a pod the Job controller then ended), and
+  why it ended: what Kubernetes recorded (OOMKilled with the limit, Evicted, a deadline, a taint
+  or a lost node: failure_reasons.py), else the task's own words, the cause in its container's termination message
   (worker/exit_cause.py: the built-in worker writes its one-line error there; other commands' log
   tails get there through terminationMessagePolicy FallbackToLogsOnError).
 - Evaluator failure never fails training: it is reported in the message only.
@@ -16,23 +18,15 @@ Lifecycle (docs/lifecycle.md):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from launcher import k8s_contract
 from launcher.k8s_contract import JOB_SUCCEEDED as SUCCEEDED  # the supervisor's
 from launcher.k8s_contract import JOB_TERMINAL as TERMINAL
-from launcher.status import failure_reasons
+from launcher.status import failure_reasons, verdicts
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 from worker import contract, exit_cause
 from worker.contract import ROLES, Role, Strategy
-
-# Waiting reasons that will not fix themselves: report them instead of waiting forever.
-STUCK_REASONS = {
-    "ErrImagePull": "the image cannot be pulled",
-    "ImagePullBackOff": "the image cannot be pulled",
-    "InvalidImageName": "the image name is invalid",
-    "ErrImageNeverPull": "the image is not on the node and imagePullPolicy is Never",
-    "CreateContainerConfigError": "the container config is invalid",
-    "CreateContainerError": "the container cannot be created",
-}
 
 
 def job_condition(job: dict) -> tuple[str | None, str]:
@@ -74,6 +68,81 @@ def _terminated(pod: dict) -> dict | None:
     return None
 
 
+@dataclass(frozen=True)
+class RoleFailure:
+    """A role whose Job failed, and the task whose failure failed it."""
+
+    role: str
+    cause: str  # "worker-1: exited 3: ValueError: ... (BackoffLimitExceeded: ...)"
+    task: tuple[dict, dict | None] | None  # its pod and termination (failed_task)
+    exit_code: int | None  # the task's
+    at: str  # when the Job's Failed condition was set (RFC 3339 sorts as text)
+
+
+def failed_indexes(job: dict) -> set[int] | None:
+    """A Job's `status.failedIndexes` ("1,3-5": the indexes out of their backoffLimitPerIndex),
+    or None when it has none."""
+    text = (job.get("status") or {}).get("failedIndexes")
+    if not text:
+        return None
+    found: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        found.update(range(int(low), int(high or low) + 1))
+    return found
+
+
+def failed_task(job: dict, role_pods: list[dict]) -> tuple[dict, dict | None] | None:
+    """The pod (and its termination) whose failure failed `job`: of its failed indexes, if the
+    Job counts per index, the newest pod that failed by itself; the pods the Job controller
+    ended with SIGTERM as the Job failed (exit 143) only when no other failed. None: no pod left."""
+    indexes = failed_indexes(job)
+    ended = []
+    for pod in role_pods:
+        if indexes is not None and _index_of(pod) not in indexes:
+            continue
+        term = _terminated(pod)
+        if (term is not None and term.get("exitCode")) or failure_reasons.recorded_by_kubernetes(pod, term):
+            by_itself = (term or {}).get("exitCode") != contract.EXIT_PREEMPTED
+            ended.append(((by_itself, (pod.get("metadata") or {}).get("creationTimestamp") or ""), pod, term))
+    if not ended:
+        return None
+    _, pod, term = max(ended, key=lambda found: found[0])
+    return pod, term
+
+
+def _role_failure(role: str, job: dict, role_pods: list[dict]) -> RoleFailure:
+    _, why = job_condition(job)
+    at = next(
+        (
+            c.get("lastTransitionTime") or ""
+            for c in (job.get("status") or {}).get("conditions") or []
+            if c.get("type") in TERMINAL and c.get("status") == "True"
+        ),
+        "",
+    )
+    found = failed_task(job, role_pods)
+    if found is None:
+        return RoleFailure(role, why, None, None, at)
+    pod, term = found
+    said = failure_reasons.failure_reason(pod, term)
+    index = _index_of(pod)
+    # the task is named when its role has others: which MWMS worker, which PS worker
+    task = f"{contract.task_name(role, index)}: " if index != contract.SUCCESS_INDEX or len(role_pods) > 1 else ""
+    cause = f"{task}{said} ({why})" if said else f"{task}{why}"
+    return RoleFailure(role, cause, found, (term or {}).get("exitCode"), at)
+
+
+def role_reason(pod: dict, term: dict | None) -> str | None:
+    """A pod's reason in its role's line: what Kubernetes recorded, else the termination's
+    reason and the task's own words."""
+    recorded = failure_reasons.recorded_by_kubernetes(pod, term)
+    if recorded is not None or term is None:
+        return recorded
+    said = termination_reason(term)
+    return f"{term.get('reason')}: {said}" if said else term.get("reason")
+
+
 def termination_reason(term: dict) -> str | None:
     """Why a container exited non-zero, in its own words: the cause in its termination message
     (the built-in worker's one-line error, or the log's tail under FallbackToLogsOnError)."""
@@ -107,12 +176,16 @@ def pod_problem(pod: dict) -> str | None:
     """A reason this pod cannot make progress, or None."""
     status = pod.get("status") or {}
     name = (pod.get("metadata") or {}).get("name", "?")
-    for cs in status.get("containerStatuses") or []:
+    # init containers first: `code:` unpacks in one, and the task's container waits behind it
+    for init, cs in [(True, cs) for cs in status.get("initContainerStatuses") or []] + [
+        (False, cs) for cs in status.get("containerStatuses") or []
+    ]:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         reason = waiting.get("reason")
-        if reason in STUCK_REASONS:
+        if reason in verdicts.STUCK_WAITING_REASONS:
             detail = waiting.get("message") or cs.get("image", "")
-            return f"pod {name}: {STUCK_REASONS[reason]} ({reason}: {detail})"
+            which = f" (init container {cs.get('name', '?')})" if init else ""
+            return f"pod {name}{which}: {verdicts.STUCK_WAITING_REASONS[reason]} ({reason}: {detail})"
     for cond in status.get("conditions") or []:
         if (
             cond.get("type") == "PodScheduled"
@@ -122,6 +195,51 @@ def pod_problem(pod: dict) -> str | None:
         ):
             return f"pod {name} cannot be scheduled: {cond.get('message', '')}"
     return None
+
+
+def waits_for_volumes(pod: dict) -> bool:
+    """Whether a pod's containers still wait for their volumes (verdicts.MOUNTING_WAITS)."""
+    status = pod.get("status") or {}
+    return status.get("phase") == "Pending" and any(
+        ((cs.get("state") or {}).get("waiting") or {}).get("reason") in verdicts.MOUNTING_WAITS
+        for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+    )
+
+
+def mount_failures(pods: list[dict], events: list[dict]) -> dict[str, str]:
+    """{role: why its pod cannot start} from the newest mount or attach failure event
+    (verdicts.MOUNT_FAILURE_EVENTS) of each task pod still waiting for its volumes."""
+    waiting = {(p.get("metadata") or {}).get("uid"): p for p in task_pods(pods) if waits_for_volumes(p)}
+    newest: dict[str, dict] = {}
+    for event in events:
+        uid = (event.get("involvedObject") or {}).get("uid")
+        if event.get("reason") not in verdicts.MOUNT_FAILURE_EVENTS or uid not in waiting:
+            continue
+        when = event.get("lastTimestamp") or event.get("eventTime") or ""
+        if uid not in newest or when >= (newest[uid].get("lastTimestamp") or newest[uid].get("eventTime") or ""):
+            newest[uid] = event
+    found: dict[str, str] = {}
+    for uid, event in sorted(newest.items(), key=lambda item: waiting[item[0]]["metadata"].get("name", "")):
+        pod = waiting[uid]
+        meaning = verdicts.MOUNT_FAILURE_EVENTS[event["reason"]]
+        message = " ".join((event.get("message") or "no message").split())
+        found.setdefault(
+            role_of(pod) or "?", f"pod {pod['metadata'].get('name', '?')}: {meaning} ({event['reason']}: {message})"
+        )
+    return found
+
+
+def with_mount_failures(status: ClusterStatus, failures: dict[str, str]) -> ClusterStatus:
+    """The status with its pods' mount failures as its cause: Stuck, each role's reason said."""
+    if status.finished or not failures:
+        return status
+    for role in status.roles:
+        if role.role in failures:
+            role.reason = failures[role.role]
+    said = list(failures.values())
+    status.message = "; ".join(said + ([status.message] if status.phase is Phase.STUCK and status.message else []))
+    status.phase = Phase.STUCK
+    return status
 
 
 def task_pods(pods: list[dict]) -> list[dict]:
@@ -168,12 +286,8 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
             term = _terminated(pod)
             if term is not None:
                 rs.last_exit_code = term.get("exitCode")
-            recorded = failure_reasons.recorded_by_kubernetes(pod, term)
-            if recorded is not None:
-                rs.reason = recorded
-            elif term is not None:
-                said = termination_reason(term)
-                rs.reason = f"{term.get('reason')}: {said}" if said else term.get("reason")
+            if (reason := role_reason(pod, term)) is not None:
+                rs.reason = reason
             if (wait := pod_waits(pod)) is not None:
                 waits.append(wait)
             problem = pod_problem(pod)
@@ -182,24 +296,33 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
                 rs.reason = problem
         roles.append(rs)
 
-    exit_code, said = None, None
-    # restartPolicy Never replaces a failed pod: the newest pod of index 0 has the last word.
-    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
-        if role_of(pod) == success_role and _index_of(pod) == contract.SUCCESS_INDEX:
-            term = _terminated(pod)
-            if term is not None or failure_reasons.recorded_by_kubernetes(pod, None):
-                exit_code = (term or {}).get("exitCode")
-                said = failure_reasons.failure_reason(pod, term)
-
     main = by_role.get(success_role)
     if main is None:
         return ClusterStatus(name, namespace, Phase.UNKNOWN, f"no {success_role} Job found", None, roles)
-    outcome, why = job_condition(main)
-    if outcome == "Failed":
-        message = f"{success_role} failed: {said} ({why})" if said else f"{success_role} failed: {why}"
-        return ClusterStatus(
-            name, namespace, Phase.FAILED, message, exit_code if exit_code not in (None, 0) else 1, roles
-        )
+    outcome, _ = job_condition(main)
+    # Roles out of retries (their Job Failed) that the training cannot go on without
+    # (verdicts.ROLE_OUT_OF_RETRIES), the earliest first; the success role leads whenever it failed.
+    lost = sorted(
+        (
+            _role_failure(role, by_role[role], [p for p in pods if role_of(p) == role])
+            for role in verdicts.needed_roles()
+            if role in by_role and job_condition(by_role[role])[0] == "Failed"
+        ),
+        key=lambda f: (f.role != success_role, f.at),
+    )
+    for failure in lost:  # the role's reason is its failed task's, not the Job's SIGTERMs as it failed
+        for rs in roles:
+            if rs.role == failure.role and failure.task is not None:
+                rs.reason = role_reason(*failure.task) or rs.reason
+    if outcome != "Complete" and lost:
+        first, *later = lost
+        message = f"{first.role} failed: {first.cause}"
+        if first.role != success_role:
+            loss = verdicts.ROLE_OUT_OF_RETRIES[Role(first.role)]
+            message += f"; the training cannot go on without it ({loss.why})"
+        if later:
+            message += " after " + "; ".join(f"{f.role} failed: {f.cause}" for f in later)
+        return ClusterStatus(name, namespace, Phase.FAILED, message, verdicts.failed_exit_code(first.exit_code), roles)
     if outcome == "Complete":
         waiting = [r for r, j in by_role.items() if r != success_role and job_condition(j)[0] is None]
         notes = []

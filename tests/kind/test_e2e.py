@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -165,6 +166,52 @@ def launcher_in_background(cluster, *args: str, stderr=subprocess.STDOUT) -> sub
 
 def submit_in_background(cluster, spec: Path) -> subprocess.Popen:
     return launcher_in_background(cluster, "submit", str(spec), "--wait")
+
+
+class StatusSampler(threading.Thread):
+    """`status -o json`'s training, sampled while `running()` holds until it has seen `wanted`
+    rising steps of the live training (each `status` costs about a second of CPU), or the run
+    ended: how many it saw depends on the machine's speed, so the test says what it saw and
+    asserts what every speed gives (a step read while the run ran)."""
+
+    def __init__(self, cluster, namespace: str, name: str, running, wanted: int = 2):
+        super().__init__(daemon=True, name=f"status-sampler-{name}")
+        self.cluster, self.namespace, self.name, self.running, self.wanted = cluster, namespace, name, running, wanted
+        self.sampled: list[dict] = []  # every training with a step past the start event's 0
+        self.live: list[dict] = []  # those not finished yet, each at a higher step
+        self.first_step_at: float | None = None  # time.monotonic()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while (
+                self.running() and len(self.live) < self.wanted and not (self.sampled and self.sampled[-1]["finished"])
+            ):
+                status = cli(self.cluster, "status", self.name, "-n", self.namespace, "-o", "json", check=True)
+                training = json.loads(status.stdout)["training"]
+                if training and training["step"]:
+                    self.first_step_at = self.first_step_at or time.monotonic()
+                    self.sampled.append(training)
+                    if not training["finished"] and (not self.live or training["step"] > self.live[-1]["step"]):
+                        self.live.append(training)
+                time.sleep(0.5)
+        except BaseException as exc:  # raised again in the test by check()
+            self.error = exc
+
+    def check(self, steps: int) -> None:
+        self.join(120)
+        if self.error is not None:
+            raise self.error
+        ended = "" if len(self.live) >= self.wanted else f" (the run ended after {len(self.live)} live)"
+        print(
+            f"MEASURE {self.name} status -o json while the run ran: live steps {[t['step'] for t in self.live]}, "
+            f"{len(self.sampled)} samples with a step{ended}"
+        )
+        assert self.sampled, "`status` never showed a training step while the run ran"
+        assert all(t["target"] == steps and t["step"] <= steps for t in self.sampled), self.sampled
+        assert all(t["loss"] is not None for t in self.live), self.live
+        live_steps = [t["step"] for t in self.live]
+        assert live_steps == sorted(set(live_steps)), live_steps
 
 
 def follow_log(cluster, namespace: str, pod: dict) -> subprocess.Popen:
@@ -455,7 +502,6 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     cluster_yaml.write_text(imported.text + yaml.safe_dump({"dataService": data_service}, sort_keys=False))
     started, submitted = time.monotonic(), time.time()
     proc = submit_in_background(kind_cluster, cluster_yaml)
-    training_seen = []  # `status -o json`'s training while the cluster trained
     try:
 
         def all_running():
@@ -473,6 +519,9 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         first_scraped = time.monotonic() - started
         watch = TrainingWatch(prometheus, namespace, "ps", lambda: proc.poll() is None)
         watch.start()
+        # status read the step from the chief's log through the API while it trained
+        sampler = StatusSampler(kind_cluster, namespace, "ps", lambda: proc.poll() is None)
+        sampler.start()
         # The NetworkPolicies: the scrapers' namespace reaches the metrics port, not TF's gRPC port.
         chief = pod_of(kind_cluster, namespace, "ps", "chief")
         reached = probe_from_monitoring(kind_cluster, probe_image, chief, 9401, 2222)
@@ -483,23 +532,14 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
                 kind_cluster, probe_image, pod_of(kind_cluster, namespace, "ps", role), 9401, 2222
             )
             assert reached["metrics"]["connected"] and not reached["grpc"]["connected"], (role, reached)
-        first_step = None
-        # Polled until two steps were seen (each `status` costs about a second of CPU).
-        while proc.poll() is None and time.monotonic() - started < 900 and len(training_seen) < 2:
-            training = json.loads(cli(kind_cluster, "status", "ps", "-n", namespace, "-o", "json", check=True).stdout)[
-                "training"
-            ]
-            if training and training["step"]:  # past the start event's step 0
-                first_step = first_step or time.monotonic() - started
-                if not training["finished"] and (not training_seen or training["step"] > training_seen[-1]["step"]):
-                    training_seen.append(training)
-            time.sleep(0.5)
         output, _ = proc.communicate(timeout=900)
     finally:
         if proc.poll() is None:
             proc.kill()
     total = time.monotonic() - started
     watch.check()
+    sampler.check(steps)
+    first_step = sampler.first_step_at - started if sampler.first_step_at else None
     print(output[-3000:])
     print(
         f"MEASURE ps submit->all pods Running {running:.1f}s, ->first step in status "
@@ -547,11 +587,8 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     assert data["phase"] == "Succeeded" and data["exitCode"] == 0
     counts = {r["role"]: r["succeeded"] for r in data["roles"]}
     assert counts == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1, "dispatcher": 1, "data-worker": 1}
-    # status read the step from the chief's log through the API while it trained, and reads
-    # the final step and evaluation after the end.
-    print("MEASURE ps status -o json while training, steps seen:", [t["step"] for t in training_seen])
-    assert len(training_seen) >= 2 and training_seen[0]["step"] < training_seen[-1]["step"] <= steps
-    assert all(t["target"] == steps and t["loss"] is not None for t in training_seen)
+    # status reads the final step and evaluation after the end (and read the step while the
+    # run ran: sampler.check above)
     training = data["training"]
     assert training["finished"] and training["step"] == training["target"] == steps
     assert training["evaluation"]["final"] and training["evaluation"]["step"] == steps

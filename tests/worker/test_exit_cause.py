@@ -56,6 +56,15 @@ GRAPH_EXECUTION = "InvalidArgumentError: Input to reshape is a tensor with 10 va
         ("sys_exit_message", 1, "no GPU found: need 1"),
         ("killed", -9, "killed by SIGKILL (signal 9)"),
         ("killed", 137, "killed by SIGKILL (signal 9)"),
+        # faulthandler's dump: the fatal error, not its `Extension modules: numpy...` line
+        ("faulthandler_segfault", -11, "Fatal Python error: Segmentation fault"),
+        ("faulthandler_segfault", 139, "Fatal Python error: Segmentation fault"),
+        # a FATAL log line (then faulthandler's `Fatal Python error: Aborted`): the FATAL line, not the signal
+        ("absl_fatal", 134, "train.py:4: Check failed: num_shards > 0 (0 vs. 0)"),
+        # absl's own E line is the program's error, not TF's log noise
+        ("absl_error", 1, "train.py:3: cannot open /data/train-00003: permission denied"),
+        # the error, then a cleanup line
+        ("error_then_cleanup", 1, 'error: /data/train.npz has no key "x"'),
     ],
 )
 def test_the_cause_of_a_real_output(name, exit_code, cause):
@@ -95,3 +104,26 @@ def test_a_tail_that_lost_the_traceback_header_still_gives_the_exception(name, c
     tail = "".join(lines[header + 3 :])  # from inside the first frame on
     assert TRACEBACK_HEADER not in tail
     assert exit_cause(tail, 1) == cause
+
+
+# TF's C++ logging as TF 2.21 writes it (the W line from a real run; its CHECK's F line alike).
+TF_CPP_WARNING = (
+    "W0000 00:00:1795886098.073243   23230 local_rendezvous.cc:412] Local rendezvous is aborting with status: "
+    "ABORTED: Shutdown"
+)
+TF_CUINIT = (
+    "E0000 00:00:1795886098.073243   23230 cuda_driver.cc:152] failed call to cuInit: INTERNAL: CUDA error: "
+    "Failed call to cuInit: UNKNOWN ERROR (303)"
+)
+TF_CHECK = "F0000 00:00:1795886098.073243   23230 tensor_shape.cc:201] Check failed: size >= 0 (-1 vs. 0)"
+
+
+def test_tfs_check_failed_is_the_cause_and_its_warnings_and_cuinit_error_are_not():
+    text = "\n".join([TF_CUINIT, "step 3 loss 0.4", TF_CHECK, TF_CPP_WARNING, "Fatal Python error: Aborted", ""])
+    assert exit_cause(text, 134) == "tensor_shape.cc:201: Check failed: size >= 0 (-1 vs. 0)"
+    assert exit_cause("\n".join([TF_CUINIT, TF_CPP_WARNING]), 134) == "killed by SIGABRT (signal 6)"
+
+
+def test_a_traceback_handled_before_a_crash_is_not_blamed():
+    handled = output("during_handling") + "step 40 loss 0.3\n" + output("faulthandler_segfault")
+    assert exit_cause(handled, 139) == "Fatal Python error: Segmentation fault"

@@ -159,6 +159,9 @@ def hold_own_port(address: str, linger_seconds: float = HOLD_LINGER_SECONDS) -> 
     _, port = split_address(address)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # as TF's server under a local run (TF_GRPC_REUSE_PORT): binds beside the launcher's
+    # listeners at the machine's other addresses (launcher/backends/local/ports.py)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         listener.bind(("", port))
     except OSError as exc:

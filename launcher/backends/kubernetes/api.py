@@ -139,11 +139,15 @@ class Api:
     def refusal_events(self, namespace: str) -> list[dict] | None:
         """The namespace's events of objects refused at creation (launcher/status/admission.py); None
         when this user may not list events."""
+        return self.events(namespace, admission.REFUSAL_REASONS)
+
+    def events(self, namespace: str, reasons) -> list[dict] | None:
+        """The namespace's events with one of `reasons`; None when this user may not list events."""
         from kubernetes.client.exceptions import ApiException
 
         found = []
         try:
-            for reason in admission.REFUSAL_REASONS:
+            for reason in reasons:
                 response = self.resource("v1", "Event").get(
                     namespace=namespace, field_selector=f"reason={reason}", serialize=False
                 )

@@ -29,7 +29,7 @@ from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError
 from launcher.plan import storage
 from launcher.plan.plan import plan
-from launcher.status import admission, lifecycle, node_loss
+from launcher.status import admission, lifecycle, node_loss, verdicts
 from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase
 from worker import contract
@@ -130,6 +130,7 @@ class KubernetesBackend(Backend):
             pods = self._api.list("v1", "Pod", ns, name)
             status = lifecycle.compute_status(name, ns, jobs, pods)
         status = self._with_refusals(status, root, jobs, pods)
+        status = self._with_mount_failures(status, pods)
         status = self._with_nodes(status, pods)
         status.training = self._training(ns, pods)
         status.notes += storage.storage_notes([job.get("spec") or {} for job in jobs])
@@ -157,6 +158,20 @@ class KubernetesBackend(Backend):
             )
             return status
         return admission.apply(status, admission.refusals(events, owners, admission.newest_pods(pods)), jobless)
+
+    def _with_mount_failures(self, status: ClusterStatus, pods: list[dict]) -> ClusterStatus:
+        """The status with the volumes its pods cannot mount as its cause (FailedMount,
+        FailedAttachVolume events: a missing Secret, a Multi-Attach); asked only while a pod's
+        containers wait for their volumes."""
+        if status.finished or not any(lifecycle.waits_for_volumes(p) for p in lifecycle.task_pods(pods)):
+            return status
+        events = self._api.events(self.namespace, tuple(verdicts.MOUNT_FAILURE_EVENTS))
+        if events is None:
+            status.notes.append(
+                f"volumes that cannot mount cannot be reported: this user may not list events in {self.namespace}"
+            )
+            return status
+        return lifecycle.with_mount_failures(status, lifecycle.mount_failures(pods, events))
 
     def _with_nodes(self, status: ClusterStatus, pods: list[dict]) -> ClusterStatus:
         """The status with the lost nodes under its unfinished pods (node_loss.py); when RBAC

@@ -13,14 +13,14 @@ from typing import IO, Iterator
 
 from launcher.backends.base import Backend, LogLines, View, exit_code
 from launcher.backends.local import runner
-from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles
+from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles, write_private
 from launcher.backends.local.foreground import ForegroundRun
 from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_resource_limits, check_worker_environment
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.backends.view import LineView, NoteStream
-from launcher.cluster_spec import loader
+from launcher.cluster_spec import loader, names
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
@@ -37,11 +37,11 @@ _LIVE = (Phase.PENDING, Phase.RUNNING, Phase.FINISHING)
 ENDED_SUPERVISOR_SECONDS = 15.0
 
 
-def _gone_within(pid: int, seconds: float) -> bool:
+def _gone_within(pid: int, started: int | None, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    while runner.alive(pid) and time.monotonic() < deadline:
+    while runner.runs(pid, started) and time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
-    return not runner.alive(pid)
+    return not runner.runs(pid, started)
 
 
 class LocalBackend(Backend):
@@ -98,7 +98,7 @@ class LocalBackend(Backend):
             self.delete(spec.name)
         files.prepare(spec, spec_hash)
         if code is not None:  # the pods' archive, unpacked: the same files, links, limit
-            files.code_archive.write_bytes(code.archive)
+            write_private(files.code_archive, code.archive)
             code_bundle.unpack(files.code_archive, files.code_dir)
             self._view.note(code_bundle.note(spec, code, to=str(files.code_dir)))
         if self.config.foreground:
@@ -151,7 +151,7 @@ class LocalBackend(Backend):
     def status(self, name: str) -> ClusterStatus:
         record = self._files(name).read_status()
         phase, message = Phase(record["phase"]), record.get("message", "")
-        if phase in _LIVE and not runner.alive(record.get("supervisor_pid")):
+        if phase in _LIVE and not runner.runs(record.get("supervisor_pid"), record.get("supervisor_started")):
             phase = Phase.UNKNOWN
             message = (
                 f"the supervising process (pid {record.get('supervisor_pid')}) is gone; "
@@ -207,6 +207,10 @@ class LocalBackend(Backend):
     def delete(self, name: str) -> None:
         """Stop the cluster if it runs, then remove its files except model/."""
         files = self._files(name)
+        if files.dir.is_symlink():  # its entries are another dir's: never removed from here
+            raise LauncherError(
+                f"{files.dir} is a symbolic link, not a local run's dir; nothing deleted (remove the link by hand)"
+            )
         if not files.dir.exists():
             raise ClusterNotFound(f"no local cluster {name!r} in {self._workdir}")
         run = self._runs.pop(name, None)
@@ -214,14 +218,17 @@ class LocalBackend(Backend):
             run.stop()
         record = files.read_status() if files.has_status() else {}
         pid = record.get("supervisor_pid")
-        if pid != os.getpid() and runner.alive(pid):
+        # Only a process proven to be the run's supervisor (its start time as recorded) is
+        # signalled: a stale pid may be anyone's process by now.
+        if pid != os.getpid() and runner.runs(pid, record.get("supervisor_started")):
             # An ended run's supervisor still writes its last status (after stopping its tasks
             # and reading their output): removing the files before it exits left a status.json
             # without its spec.json, a cluster no command could read. Wait for it; a live run's
             # is asked to stop its tasks first.
-            if record.get("phase") in _LIVE or not _gone_within(pid, ENDED_SUPERVISOR_SECONDS):
+            started = record.get("supervisor_started")
+            if record.get("phase") in _LIVE or not _gone_within(pid, started, ENDED_SUPERVISOR_SECONDS):
                 os.kill(pid, signal.SIGTERM)  # the supervisor stops its tasks, then exits
-            if not _gone_within(pid, self._stop_grace(files) + 15):
+            if not _gone_within(pid, started, self._stop_grace(files) + 15):
                 raise LauncherError(
                     f"the supervisor of {name!r} (pid {pid}) did not stop "
                     f"within its grace; stop it (kill {pid}) and delete again"
@@ -229,7 +236,7 @@ class LocalBackend(Backend):
         for entry in files.dir.iterdir():
             if entry.name in ("model", SUBMIT_LOCK_FILE):  # a submit may hold the lock (--replace)
                 continue
-            if entry.is_dir():
+            if entry.is_dir() and not entry.is_symlink():  # a link is removed, never followed
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
@@ -241,7 +248,7 @@ class LocalBackend(Backend):
             return []
         found = []
         for entry in sorted(self._workdir.iterdir()):
-            if not self._files(entry.name).has_status():
+            if names.dns1035_problem(entry.name) or not self._files(entry.name).has_status():  # not a run's dir
                 continue
             try:
                 found.append(self.status(entry.name))
@@ -293,7 +300,13 @@ class LocalBackend(Backend):
 
     def _start_here(self, files: RunFiles, spec: ClusterSpec) -> None:
         files.write_status(
-            {"phase": Phase.PENDING.value, "roles": [], "supervisor_pid": os.getpid(), "message": "starting tasks"}
+            {
+                "phase": Phase.PENDING.value,
+                "roles": [],
+                "supervisor_pid": os.getpid(),
+                "supervisor_started": runner.start_time(os.getpid()),
+                "message": "starting tasks",
+            }
         )
         echo = self.config.echo_tasks
         supervisor = Supervisor(
@@ -320,5 +333,11 @@ class LocalBackend(Backend):
             files.supervisor_log,
         )
         files.write_status(
-            {"phase": Phase.PENDING.value, "roles": [], "supervisor_pid": pid, "message": "starting tasks"}
+            {
+                "phase": Phase.PENDING.value,
+                "roles": [],
+                "supervisor_pid": pid,
+                "supervisor_started": runner.start_time(pid),
+                "message": "starting tasks",
+            }
         )

@@ -9,18 +9,54 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from launcher.cluster_spec import names
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
-from launcher.errors import ClusterNotFound, SubmitRefused
+from launcher.errors import ClusterNotFound, NotAClusterName, SubmitRefused
 from worker.contract import task_name
 
 # Each attempt's output in a task's log starts behind a line that begins so.
 ATTEMPT_HEADER_START = "=== tfk8s: "
 
+# A run's files hold the spec's env values (secrets among them) and its tasks' output: its
+# user's alone, whatever the umask.
+PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700
+
+
+def private_opener(path: str, flags: int) -> int:
+    """open(..., opener=private_opener): a file it creates is PRIVATE_FILE."""
+    return os.open(path, flags, PRIVATE_FILE)
+
+
+def write_private(path: Path, data: str | bytes) -> None:
+    with open(path, "wb" if isinstance(data, bytes) else "w", opener=private_opener) as out:
+        out.write(data)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` and the dirs above it that do not exist yet, created PRIVATE_DIR; `path` made so
+    if it was there already (an earlier run's)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    path.chmod(PRIVATE_DIR)
+    return path
+
+
+def check_cluster_name(name: str) -> str:
+    """`name` if a spec could have it (its `name` rule: a DNS-1035 label), else NotAClusterName:
+    a run's dir is `<workdir>/<name>`, so only such a name keeps every command (delete above
+    all) inside that one dir; "", ".", "../x" or "/x" would reach the workdir or beyond it."""
+    problem = names.dns1035_problem(name) if isinstance(name, str) else "not a string"
+    if problem:
+        raise NotAClusterName(f"{name!r} is not a cluster name ({problem}); give the `name` of the cluster's spec")
+    return name
+
 
 class RunFiles:
     def __init__(self, workdir: Path, name: str):
+        """Refuses a name no spec could have (check_cluster_name)."""
         self.workdir = workdir
-        self.name = name
+        self.name = check_cluster_name(name)
         self.dir = workdir / name
 
     @property
@@ -95,10 +131,12 @@ class RunFiles:
         """Create logs/ and pids/ and record the spec and its hash (the plan's spec_hash: the code
         archive's digest included, which spec.json does not hold)."""
         for sub in ("logs", "pids"):
-            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+            private_dir(self.dir / sub)
         self.metrics_path.unlink(missing_ok=True)  # the ports of an earlier run
-        self.spec_path.write_text(json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2) + "\n")
-        (self.dir / SPEC_HASH_FILE).write_text(spec_hash + "\n")
+        self.spec_path.unlink(missing_ok=True)  # an earlier run's, maybe readable by others
+        write_private(self.spec_path, json.dumps(spec.model_dump(mode="json", by_alias=True), indent=2) + "\n")
+        (self.dir / SPEC_HASH_FILE).unlink(missing_ok=True)
+        write_private(self.dir / SPEC_HASH_FILE, spec_hash + "\n")
 
     def recorded_spec_hash(self) -> str | None:
         try:
@@ -129,8 +167,9 @@ class RunFiles:
     def submit_lock(self) -> Iterator[None]:
         """Held while a submit checks and starts the run: a second submit of the name
         meanwhile is refused (two would start two clusters in one dir)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with self.submit_lock_path.open("a+") as lock:
+        private_dir(self.workdir)
+        private_dir(self.dir)
+        with open(self.submit_lock_path, "a+", opener=private_opener) as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -174,8 +213,8 @@ class RunFiles:
 
     def write_pid(self, role: str, index: int, pid: int) -> None:
         path = self.pid_path(role, index)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{pid}\n")
+        private_dir(path.parent)
+        write_private(path, f"{pid}\n")
 
     def read_pid(self, role: str, index: int) -> int | None:
         try:
@@ -194,7 +233,8 @@ SUBMIT_LOCK_FILE = "submit.lock"
 def write_json(path: Path, data: dict) -> None:
     """Atomically: a reader sees the old record or the new one, never half of one."""
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=2) + "\n")
+    temporary.unlink(missing_ok=True)
+    write_private(temporary, json.dumps(data, indent=2) + "\n")
     os.replace(temporary, path)
 
 

@@ -16,7 +16,7 @@ from typing import Sequence
 from launcher import k8s_contract
 from launcher.backends.local.types import FAILURE_GRACE_SECONDS
 from launcher.plan.plan import ClusterPlan, FailurePolicy
-from launcher.status import failure_reasons
+from launcher.status import failure_reasons, verdicts
 from launcher.status.status import Phase
 from worker import contract
 from worker.contract import Role, Strategy
@@ -201,26 +201,34 @@ def decide(
     monotonic clock.
 
     - the chief (MWMS: worker 0) failed for good: Failed with its exit code (signal N: 128+N).
-    - another training task failed for good: a running chief gets `failure_grace_seconds` to
-      exit with its own error, then Failed (exit code 1).
+    - another task of a role the training needs (verdicts.ROLE_OUT_OF_RETRIES) failed for good:
+      a running chief gets `failure_grace_seconds` to exit with its own error, then Failed with
+      that task's exit code (verdicts.failed_exit_code).
     - the chief exited 0: MWMS peers get `peer_exit_grace_seconds` to finish, the evaluator
       (see evaluator_outcome) its grace; then Succeeded, and what still runs is stopped:
       supervised tasks (ps, PS workers, the evaluator) count as succeeded.
     """
     chief = next(t for t in tasks if (t.role, t.index) == (plan.success_role, contract.SUCCESS_INDEX))
-    # The data service's servers are the trainers' peers too: one that cannot restart stalls them.
-    training = [t for t in tasks if t.role in contract.TRAINING_ROLES + contract.DATA_SERVICE_ROLES]
+    # The roles the training cannot go on without (the data service's servers too: one that
+    # cannot restart stalls the trainers): verdicts.ROLE_OUT_OF_RETRIES, as on Kubernetes.
+    training = [t for t in tasks if t.role in verdicts.needed_roles()]
     dead_peers = sorted(
         (t for t in training if t.state is TaskState.FAILED and t is not chief), key=lambda t: t.ended_at or 0.0
     )
     if chief.state is TaskState.FAILED:
-        return _failed(tasks, _chief_failed(chief, dead_peers), shell_status(chief.exit_code))
+        return _failed(
+            tasks, _chief_failed(chief, dead_peers), verdicts.failed_exit_code(shell_status(chief.exit_code))
+        )
     if dead_peers and chief.state is not TaskState.SUCCEEDED:
         first = dead_peers[0]
         if chief.state is TaskState.RUNNING and now - first.ended_at < failure_grace_seconds:
             note = f"{first.name} cannot restart; giving {chief.name} {failure_grace_seconds:g} s to exit by itself"
             return Decision(Phase.RUNNING, note, notes=(note,))
-        return _failed(tasks, f"{first.name} {first.reason}; {chief.name} was stopped", 1)
+        return _failed(
+            tasks,
+            f"{first.name} {first.reason}; {chief.name} was stopped",
+            verdicts.failed_exit_code(shell_status(first.exit_code)),
+        )
     if chief.state is not TaskState.SUCCEEDED:
         return Decision(Phase.RUNNING)
     ended = f"training ended: {chief.name} exited 0"

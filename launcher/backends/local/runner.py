@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import IO, Callable
 
+from launcher.backends.local.files import private_opener
+
 # Runs before the task's command: asks Linux to SIGKILL the task when the supervising thread
 # dies, then execs the command (so `pgrep -f "python -m worker"` sees the task itself).
 _EXEC_WITH_PARENT_DEATH_SIGNAL = """\
@@ -40,7 +42,7 @@ class Output:
         self.stream: IO[str] | None = stream
         self.echo_tasks = echo_tasks
         self.lock = threading.Lock()
-        self.combined = combined_log.open("a", encoding="utf-8") if combined_log else None
+        self.combined = open(combined_log, "a", encoding="utf-8", opener=private_opener) if combined_log else None
 
     def say(self, text: str) -> None:
         self._write(f"[tfk8s] {text}", echo=True)
@@ -85,7 +87,7 @@ def start(
     each task's log exists and `logs` can read it (seen: a test that read it right after
     submit found no file while the copying thread had not run yet)."""
     argv = launch_argv(argv)
-    log = log_path.open("a", encoding="utf-8")  # first: a log that cannot open starts nothing
+    log = open(log_path, "a", encoding="utf-8", opener=private_opener)  # first: a log that cannot open starts nothing
     try:
         process = subprocess.Popen(
             argv,
@@ -169,6 +171,23 @@ def alive(pid) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks after boot, /proc/<pid>/stat field 22): with the pid, what
+    tells this process from a later one that got the same pid. None without /proc (macOS) or
+    once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])  # fields 3.. follow the command's ")"
+
+
+def runs(pid, started: int | None) -> bool:
+    """Whether the process that was `pid` when start_time() gave `started` still runs; a pid
+    now another process's (or one recorded without its start time, on Linux) does not."""
+    return alive(pid) and start_time(pid) == started
+
+
 def pythonpath() -> str:
     """Tasks import `worker` and `launcher` from the same checkout as this launcher."""
     root = str(Path(__file__).resolve().parents[3])
@@ -178,7 +197,7 @@ def pythonpath() -> str:
 
 def start_detached(argv: list[str], log_path: Path) -> int:
     """A process in its own session that outlives this one; returns its pid."""
-    with log_path.open("ab") as log:
+    with open(log_path, "ab", opener=private_opener) as log:
         process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

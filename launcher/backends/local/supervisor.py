@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import IO
 
 from launcher.backends.local import policy, runner
-from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, write_json
+from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, private_dir, write_json
 from launcher.backends.local.policy import Decision, TaskState
+from launcher.backends.local.ports import OffLoopbackGuard
 from launcher.backends.local.tasks import Task, metrics_addresses, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.cluster_spec.spec import ClusterSpec
@@ -80,7 +81,7 @@ class Supervisor:
         self.decision = Decision(Phase.PENDING)
         self.said: set[str] = set()  # notes of the decisions, each said once
         if not spec.checkpoint.is_remote:
-            Path(self.model_dir).mkdir(parents=True, exist_ok=True)
+            private_dir(Path(self.model_dir))
         self.held_ports, self.tasks = plan_tasks(self.plan, options.task_python)  # held until run() ends
         write_json(files.metrics_path, metrics_addresses(self.tasks))
         self.chief = next(t for t in self.tasks if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
@@ -93,6 +94,8 @@ class Supervisor:
 
     def run(self) -> int:
         previous = self._install_signal_handlers()
+        # before any task listens: the network meets this guard at the tasks' ports, not TF's gRPC
+        guard = OffLoopbackGuard(self.held_ports.ports, self._say)
         try:
             self.decision = Decision(Phase.RUNNING)
             for task in self.tasks:
@@ -104,6 +107,7 @@ class Supervisor:
                     raise _Interrupted(self._interrupt)
                 self._poll()
                 self._write_status()
+                guard.refresh()
                 time.sleep(POLL_SECONDS)
         except (_Interrupted, KeyboardInterrupt) as exc:
             signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
@@ -112,6 +116,7 @@ class Supervisor:
         finally:
             self._stop([t for t in self.tasks if t.running], reason="cluster ended")
             self.held_ports.close()
+            guard.close()
             for task in self.tasks:
                 if task.reader is not None:
                     task.reader.join(timeout=5)
@@ -276,6 +281,7 @@ class Supervisor:
                 "message": d.message,
                 "exit_code": d.exit_code,
                 "supervisor_pid": os.getpid(),
+                "supervisor_started": runner.start_time(os.getpid()),
                 "model_dir": self.model_dir,
                 "roles": roles,
                 "tasks": [

@@ -107,6 +107,8 @@ def task(
         contract.PLATFORM: platform(),
         **container_env,
         "PYTHONUNBUFFERED": "1",  # lines reach the log as they are printed
+        # TF's gRPC server sets SO_REUSEPORT, so it binds beside the off-loopback guard (ports.py)
+        "TF_GRPC_REUSE_PORT": "true",
         # the code dir (code:) first, like /opt/tfk8s/code in a pod; before it, for a command of
         # your own, the Keras check the worker image's .pth file runs in a pod
         "PYTHONPATH": os.pathsep.join(

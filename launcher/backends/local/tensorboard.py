@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+from launcher.backends.local.files import private_opener
 from launcher.errors import LauncherError
 from launcher.render.tensorboard import local_listener
 
@@ -39,7 +40,7 @@ def serve(model_dir: str, port: int, log_path: Path) -> Iterator[str]:
     # Free now, else the readiness check below could be answered by someone else.
     local_listener(port).close()
     url = f"http://127.0.0.1:{port}/"
-    with log_path.open("ab") as log:
+    with open(log_path, "ab", opener=private_opener) as log:
         process = subprocess.Popen(
             [
                 sys.executable,

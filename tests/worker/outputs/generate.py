@@ -49,6 +49,46 @@ SNIPPETS = {
     ),
     "sys_exit_message": ("print('step 10 loss 0.5', flush=True)\nimport sys\nsys.exit('no GPU found: need 1')\n", {}),
     "killed": ("import os, signal\nprint('step 10 loss 0.5', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n", {}),
+    # absl.app.run turns faulthandler on: a crash in C code dumps the stacks and the modules
+    "faulthandler_segfault": (
+        "import ctypes, faulthandler, numpy\n"
+        "faulthandler.enable()\n"
+        "print('step 3 loss 0.4', flush=True)\n"
+        "ctypes.string_at(0)\n",
+        {},
+    ),
+    # absl's FATAL under absl.app.run (TF's C++ CHECK writes the same `F... file:line]` line):
+    # it aborts, and the faulthandler absl.app.run turned on dumps the stacks after it
+    "absl_fatal": (
+        FROM_A_FILE.format(
+            code="from absl import app, logging\n"
+            "def main(argv):\n"
+            "    print('step 3 loss 0.4', flush=True)\n"
+            "    logging.fatal('Check failed: num_shards > 0 (0 vs. 0)')\n"
+            "app.run(main)\n"
+        ),
+        {},
+    ),
+    # absl's ERROR under absl.app.run, then the program's own exit
+    "absl_error": (
+        FROM_A_FILE.format(
+            code="from absl import app, logging\n"
+            "def main(argv):\n"
+            "    logging.error('cannot open /data/train-00003: permission denied')\n"
+            "    return 1\n"
+            "app.run(main)\n"
+        ),
+        {},
+    ),
+    # the error, then a cleanup line
+    "error_then_cleanup": (
+        "import sys\n"
+        "print('loading /data/train.npz', flush=True)\n"
+        "print('error: /data/train.npz has no key \"x\"', file=sys.stderr, flush=True)\n"
+        "print('removing /tmp/run-1234', flush=True)\n"
+        "sys.exit(1)\n",
+        {},
+    ),
     "keras3_shape": (SHAPE_MISMATCH, {}),
     "tf_keras_shape": (SHAPE_MISMATCH, {"TF_USE_LEGACY_KERAS": "1"}),
     "keras3_layer_in_step": (FROM_A_FILE.format(code=LAYER_IN_STEP), {}),

@@ -15,7 +15,6 @@ import json
 
 from launcher import k8s_contract
 from launcher.backends.kubernetes.api import KUEUE_VERSIONS, Api
-from launcher.status import admission
 
 
 class FakeApiError(Exception):
@@ -129,14 +128,14 @@ class FakeApi(Api):
     def pod_log_tail(self, namespace: str, pod: str, lines: int) -> list[str]:
         return self.logs.get(pod, [])[-lines:]
 
-    def refusal_events(self, namespace: str) -> list[dict] | None:
-        self.calls.append(("list", "Event", "refusals"))
+    def events(self, namespace: str, reasons) -> list[dict] | None:
+        self.calls.append(("list", "Event", ",".join(reasons)))
         if self.events_forbidden:
             return None
         return [
             copy.deepcopy(obj)
             for (_, kind, ns, _), obj in sorted(self.objects.items())
-            if kind == "Event" and ns == namespace and obj.get("reason") in admission.REFUSAL_REASONS
+            if kind == "Event" and ns == namespace and obj.get("reason") in reasons
         ]
 
     def nodes(self, names) -> dict[str, dict | None]:

@@ -383,3 +383,80 @@ def test_delete_stops_at_pods_on_lost_nodes_at_once_with_the_commands_to_finish(
     assert time.monotonic() - started < 10, "waited for the delete timeout"
     assert raised.value.exit_code == 69
     assert f"kubectl delete pod {NAME}-chief-0-x -n default --force --grace-period=0" in str(raised.value)
+
+
+# --- one fault, one verdict (launcher/status/verdicts.py) --------------------------------------
+
+
+def test_wait_ends_when_the_ps_workers_run_out_of_retries(api):
+    """Before: `status` said Running with no message and `--wait` never returned (the chief
+    waits for its workers without end), while `--local` failed the same run."""
+    tfk8s, out = submitted(api, poll_seconds=0)
+    for role in ("chief", "ps"):
+        add_pod(api, role)
+    oom = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+    add_pod(api, "worker", 0, phase="Failed", state=oom)
+    add_pod(api, "worker", 1, phase="Failed", state={"terminated": {"exitCode": 143, "reason": "Error"}})
+    end_job(api, "worker", "Failed", "BackoffLimitExceeded")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.FAILED, status
+    assert status.message.startswith("worker failed: worker-0: OOMKilled: exit code 137"), status.message
+    assert tfk8s.wait(NAME) == 137
+
+
+def mount_event(api: FakeApi, pod: dict, reason: str, message: str, when: str, component: str = "kubelet"):
+    """An event as the kubelet (FailedMount) or the attach-detach controller (FailedAttachVolume)
+    records it on the pod."""
+    meta = pod["metadata"]
+    return api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{when}", "namespace": "default"},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": "default",
+                **{k: meta[k] for k in ("name", "uid")},
+            },
+            "reason": reason,
+            "message": message,
+            "source": {"component": component, "host": "kind-worker"},
+            "firstTimestamp": when,
+            "lastTimestamp": when,
+            "count": 3,
+            "type": "Warning",
+        }
+    )
+
+
+CREATING = {"waiting": {"reason": "ContainerCreating"}}
+MULTI_ATTACH = 'Multi-Attach error for volume "pvc-3f2a9c1e" Volume is already used by pod(s) mnist-ps-chief-0-old'
+
+
+def test_a_volume_that_cannot_mount_is_the_cause_and_wait_gives_up_on_it(api):
+    """Before: Running (the other pods run) with no cause, later a peer timeout naming the peer."""
+    tfk8s, out = submitted(api, stuck_seconds=0, poll_seconds=0)
+    for role in ("worker", "ps"):
+        add_pod(api, role)
+    chief = add_pod(api, "chief", phase="Pending", state=CREATING)
+    mount_event(api, chief, "FailedAttachVolume", MULTI_ATTACH, "2026-11-24T10:01:00Z", "attachdetach-controller")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.STUCK, status
+    assert status.message == (f"pod {NAME}-chief-0-x: a volume cannot be attached (FailedAttachVolume: {MULTI_ATTACH})")
+    [chief_role] = [r for r in status.roles if r.role == "chief"]
+    assert chief_role.reason == status.message
+    assert tfk8s.wait(NAME) == 1 and "a volume cannot be attached" in out.getvalue()
+
+
+def test_a_missing_secret_is_named_and_an_old_mount_event_says_nothing_once_the_pod_runs(api):
+    tfk8s, _ = submitted(api)
+    secret = 'MountVolume.SetUp failed for volume "gcs-key" : secret "gcs-key" not found'
+    chief = add_pod(api, "chief", phase="Pending", state=CREATING)
+    mount_event(api, chief, "FailedMount", secret, "2026-11-24T10:01:00Z")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.STUCK and status.message.endswith(f"(FailedMount: {secret})"), status
+    # the Secret was created: the containers run, the event (it lives an hour) no longer holds
+    chief["status"] = {"phase": "Running", "containerStatuses": [{"name": "tensorflow", "state": {"running": {}}}]}
+    api.add(chief)
+    assert tfk8s.status(NAME).phase is Phase.RUNNING

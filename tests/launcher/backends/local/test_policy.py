@@ -283,10 +283,31 @@ def test_ps_failed_for_good_gives_the_running_chief_the_failure_grace():
     assert d.notes == ("ps-0 cannot restart; giving chief-0 20 s to exit by itself",)
 
     d = decide(plan_of(), ps_tasks(ps_0=dead_ps), now=T0 + 20, failure_grace_seconds=20)
-    assert d.phase is Phase.FAILED and d.exit_code == 1
+    assert d.phase is Phase.FAILED and d.exit_code == 137  # the failure's code (verdicts.failed_exit_code)
     assert d.message == "ps-0 was killed by SIGKILL; chief-0 was stopped"
     assert stopped(d) == {n: ("stopped", None) for n in ("chief-0", "worker-0", "worker-1")}
     assert d.stop_reason == "cluster ended"
+
+
+def test_mwms_worker_1_out_of_retries_leads_with_its_cause_and_exit_code():
+    """As on Kubernetes (tests/launcher/status/test_verdicts.py): the task that failed leads and
+    its exit code is the run's. Before: exit 1 whatever worker-1's code."""
+    crashed = task("worker-1", "failed", 3, "exited 3: a peer never answered", ended_at=T0)
+    d = decide(plan_of(MWMS), [task("worker-0"), crashed], now=T0 + 60, failure_grace_seconds=20)
+    assert d.phase is Phase.FAILED and d.exit_code == 3
+    assert d.message == "worker-1 exited 3: a peer never answered; worker-0 was stopped"
+
+
+def test_the_roles_a_run_needs_are_the_ones_kubernetes_fails_on():
+    """One table (launcher/status/verdicts.py): a data worker out of retries fails the run, an
+    evaluator's does not."""
+    data = PS + "dataService: {workers: 1}\n"
+    for name, phase in (("data-worker-0", Phase.FAILED), ("evaluator-0", Phase.RUNNING)):
+        text = with_evaluator(data) if name.startswith("evaluator") else data
+        dead = task(name, "failed", 1, ended_at=T0)
+        tasks = [*ps_tasks(), dead, *([task("dispatcher-0")] if "data" in name else [])]
+        d = decide(plan_of(text), tasks, now=T0 + 60, failure_grace_seconds=20)
+        assert d.phase is phase, (name, d)
 
 
 def test_chief_that_is_not_running_gets_no_failure_grace():

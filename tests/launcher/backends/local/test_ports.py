@@ -18,7 +18,8 @@ from launcher.plan.plan import plan as make_plan
 from worker import contract
 
 # A task that says its TF_CONFIG port, waits for the test's go (TensorFlow's import, as it
-# were), then binds and listens on it as TF's gRPC server does (all addresses, SO_REUSEADDR).
+# were), then binds and listens on it as TF's gRPC server does in a local run (all addresses,
+# SO_REUSEADDR, and SO_REUSEPORT from the run's TF_GRPC_REUSE_PORT=true).
 STAND_IN = """
 import json, os, pathlib, socket, sys, time
 config = json.loads(os.environ["TF_CONFIG"])
@@ -30,6 +31,7 @@ while not go.exists():
     time.sleep(0.05)
 server = socket.socket()
 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, os.environ["TF_GRPC_REUSE_PORT"] == "true")
 try:
     server.bind(("0.0.0.0", port))
     server.listen()
