@@ -90,6 +90,7 @@ def messages() -> dict[str, str]:
         "notDns1035": names.NOT_DNS1035,
         "generatedName": names.GENERATED_NAME,
         "reservedEnv": role_spec.RESERVED_ENV_SET,
+        "envNamedTwice": role_spec.ENV_NAMED_TWICE,
         "gpuNotInLimits": role_spec.GPU_NOT_IN_LIMITS,
         "dirNotUnderMount": spec.DIR_NOT_UNDER_MOUNT,
         "mwmsUnshared": checkpoints.MWMS_UNSHARED,
@@ -247,13 +248,37 @@ def generate_schema() -> dict:
     # Names checked with patternProperties + additionalProperties: false rather than
     # propertyNames, whose errors Helm reports without the object's path.
     env_name = _anchored(k8s_contract.ENV_NAME_PATTERN)
+    reserved = ", ".join(k8s_contract.RESERVED_ENV)
     env = {
-        "type": "object",
-        "patternProperties": {env_name: {"type": "string"}},
-        "additionalProperties": False,
-        "description": f"environment variables (names: `{env_name}`); "
-        + ", ".join(k8s_contract.RESERVED_ENV)
-        + " are set by the launcher",
+        "anyOf": [
+            {
+                "type": "object",
+                "patternProperties": {env_name: {"type": "string"}},
+                "additionalProperties": False,
+            },
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "pattern": env_name},
+                        "value": {"type": "string"},
+                        "valueFrom": {
+                            "type": "object",
+                            "minProperties": 1,
+                            "maxProperties": 1,
+                            "propertyNames": {"enum": list(role_spec.ENV_SOURCES)},
+                        },
+                    },
+                    "required": ["name"],
+                    "oneOf": [{"required": ["value"]}, {"required": ["valueFrom"]}],
+                    "additionalProperties": False,
+                },
+            },
+        ],
+        "description": f"environment variables (names: `{env_name}`): a map, which Helm emits in name order, or "
+        "a list of `{name, value}` / `{name, valueFrom}` entries, emitted in its order after the launcher's "
+        f"(`render --helm-values` writes the list); {reserved} are set by the launcher",
     }
 
     # name / namespace: DNS labels, or empty for the release's own name / namespace.
@@ -295,6 +320,9 @@ def generate_schema() -> dict:
     )
 
     role_def["properties"]["env"] = env
+    pod_fields_def = _def(schema, _def(schema, props["dataService"])["properties"]["dispatcher"])
+    pod_fields_def["properties"]["env"] = env
+    del schema["$defs"]["EnvVar"]  # env's entries are spelled out above, for Helm's messages
     # A podTemplate may not set what the launcher decides (pod_fields.py; the rest of its rules:
     # `render --helm-values` checks them before Helm sees the values).
     role_def["properties"]["volumes"] = {  # the launcher's volumes keep their names (pod_fields)

@@ -66,8 +66,11 @@ TASK_CONTAINER_MAY_SET = (
 TASK_SECURITY_MAY_SET = ("readOnlyRootFilesystem", "seLinuxOptions", "appArmorProfile")
 
 
-def role_problems(role: str, fields: dict, supervised: bool, has_command: bool, model_mount: str) -> Problems:
-    """What is wrong with roles.<role>'s pod fields (`fields`: its values by camelCase key)."""
+def role_problems(
+    role: str, fields: dict, supervised: bool, has_command: bool, model_mount: str, spec_env: tuple[str, ...] = ()
+) -> Problems:
+    """What is wrong with roles.<role>'s pod fields (`fields`: its values by camelCase key;
+    `spec_env`: the names of the spec's `env`)."""
     at = f"roles.{role}"
     out: Problems = []
     for key, type_name in (
@@ -99,7 +102,25 @@ def role_problems(role: str, fields: dict, supervised: bool, has_command: bool, 
     ]
     if fields.get("podTemplate") is not None:
         out += template_problems(role, fields["podTemplate"])
+        out += _env_set_twice(role, fields["podTemplate"], spec_env, tuple(e["name"] for e in fields.get("env") or []))
     return out
+
+
+def _env_set_twice(role: str, template: dict, spec_env: tuple[str, ...], role_env: tuple[str, ...]) -> Problems:
+    """A podTemplate env name that `env` sets too: merged by name, the pod's entry would have both
+    a value and a valueFrom, which Kubernetes refuses."""
+    at = f"roles.{role}.podTemplate.spec.containers"
+    return [
+        (
+            f"{at}.{i}.env.{j}.name",
+            f"{item['name']} is set in {'roles.' + role + '.env' if item['name'] in role_env else 'env'} too: "
+            f"set it once (an env list keeps valueFrom entries in your order: roles.{role}.env)",
+        )
+        for i, container in enumerate((template.get("spec") or {}).get("containers") or [])
+        if isinstance(container, dict) and container.get("name") == k8s_contract.CONTAINER
+        for j, item in enumerate(container.get("env") or [])
+        if isinstance(item, dict) and item.get("name") in (*spec_env, *role_env)
+    ]
 
 
 def _volume_problems(at: str, volumes: list[dict], mounts: list[dict], model_mount: str) -> Problems:

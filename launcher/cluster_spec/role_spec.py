@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 from pydantic.alias_generators import to_camel
 
 from launcher import k8s_contract
@@ -24,6 +24,16 @@ GPU_NOT_IN_LIMITS = (
     "for extended resources); move it to resources.limits"
 )
 RESERVED_ENV_SET = "{key} is set by the launcher for every pod; remove it"
+ENV_NAMED_TWICE = "{key} is named twice: give each name once"
+# Where a value may come from besides `value` (Kubernetes' EnvVarSource): what a pod's env can
+# read without a volume of the user's.
+ENV_SOURCES = ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef")
+ENV_DESCRIPTION = (
+    "a map `{NAME: value}`, or Kubernetes' list `[{name, value}]` / `[{name, valueFrom}]` (valueFrom: "
+    + ", ".join(ENV_SOURCES)
+    + "); kept in the order written, after the launcher's variables, so a value's `$(NAME)` reads an "
+    "earlier one (docs/spec.md#env)"
+)
 
 
 class SpecModel(BaseModel):
@@ -69,6 +79,24 @@ class Toleration(SpecModel):
     toleration_seconds: int | None = None
 
 
+class EnvVar(SpecModel):
+    """One entry of an `env`, as Kubernetes writes a container's: a value, or a valueFrom."""
+
+    name: str
+    value: str | None = None
+    value_from: dict | None = None
+
+    @model_serializer
+    def _as_kubernetes(self) -> dict:
+        """The entry as a pod spec writes it: no null key (the chart's values and the spec hash)."""
+        if self.value_from is not None:
+            return {"name": self.name, "valueFrom": self.value_from}
+        return {"name": self.name, "value": self.value}
+
+
+EnvList = list[EnvVar]
+
+
 class PodFields(SpecModel):
     """What a role's pods get: a training role's (RoleSpec) and each data service role's."""
 
@@ -76,15 +104,24 @@ class PodFields(SpecModel):
         default_factory=Resources,
         description="`requests`/`limits` of cpu, memory, ephemeral-storage, `nvidia.com/gpu` (GPUs under limits)",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="this role's environment, over the spec's `env`")
+    env: EnvList = Field(
+        default_factory=list,
+        description="this role's environment, after the spec's `env` (a name of both: this value, in the spec's "
+        "place); " + ENV_DESCRIPTION,
+    )
     node_selector: dict[str, str] = Field(default_factory=dict, description="this role's pods' nodeSelector")
     tolerations: list[Toleration] = Field(
         default_factory=list, description="Kubernetes tolerations of this role's pods"
     )
 
+    @field_validator("env", mode="before", json_schema_input_type=dict[str, str] | EnvList)
+    @classmethod
+    def _env_as_list(cls, value: object) -> object:
+        return env_entries(value)
+
     @field_validator("env")
     @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+    def _env_names(cls, value: EnvList) -> EnvList:
         return check_env(value)
 
 
@@ -142,20 +179,57 @@ class RoleSpec(RolePodFields, _Replicas):  # replicas first, in the spec referen
 MAX_ENV_VALUE_BYTES = 32 * 1024
 
 
-def check_env(value: dict[str, str]) -> dict[str, str]:
-    for key, item in value.items():
+def env_entries(value: object) -> object:
+    """`env` as its list of entries: a map `{NAME: value}` becomes `[{name, value}]` in the
+    map's order (YAML's, as written); a list is Kubernetes' form already."""
+    if not isinstance(value, dict):
+        return value
+    for name, item in value.items():
+        if not isinstance(item, str):  # as a string field refuses it, with the name to quote
+            raise ValueError(f'{name}: {item!r} is not a string: quote it ({name}: "{item}")')
+    return [{"name": name, "value": item} for name, item in value.items()]
+
+
+def check_env(entries: EnvList) -> EnvList:
+    """What Kubernetes and the launcher refuse in an env list, entry by entry."""
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        key = entry.name
+        at = f"entry {i} ({key})" if key else f"entry {i}"
         if not _ENV_NAME.match(key):
             raise ValueError(f"{key!r} is not a valid environment variable name")
         if key in k8s_contract.RESERVED_ENV:
             raise ValueError(RESERVED_ENV_SET.format(key=key))
-        size = len(str(item).encode())
+        if key in seen:
+            raise ValueError(ENV_NAMED_TWICE.format(key=key))  # the chart's text too
+        seen.add(key)
+        if (entry.value is None) == (entry.value_from is None):
+            raise ValueError(f"{at}: give either value or valueFrom ({', '.join(ENV_SOURCES)})")
+        if entry.value_from is not None:
+            _check_value_from(at, entry.value_from)
+            continue
+        size = len(entry.value.encode())
         if size > MAX_ENV_VALUE_BYTES:
             raise ValueError(
                 f"{key} is {size // 1024} KiB, over the {MAX_ENV_VALUE_BYTES // 1024}"
                 " KiB an env value may have: put the data in a file (code:, a "
                 "volume) and pass its path"
             )
-    return {k: str(v) for k, v in value.items()}
+    return entries
+
+
+def _check_value_from(at: str, source: dict) -> None:
+    """One source of ENV_SOURCES, in Kubernetes' shape (k8s_shapes: the API's own models)."""
+    from launcher.cluster_spec import k8s_shapes  # the kubernetes client, only for a valueFrom
+
+    kinds = list(source)
+    if len(kinds) != 1 or kinds[0] not in ENV_SOURCES:
+        raise ValueError(
+            f"{at}: valueFrom takes one of {', '.join(ENV_SOURCES)}, not {', '.join(map(str, kinds)) or 'none'}"
+        )
+    problems = k8s_shapes.problems(source, "V1EnvVarSource", "valueFrom")
+    if problems:
+        raise ValueError(f"{at}: " + "; ".join(f"{path}: {message}" for path, message in problems))
 
 
 class Roles(SpecModel):

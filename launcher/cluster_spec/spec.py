@@ -20,7 +20,16 @@ from launcher.cluster_spec.checkpoints import (
     MWMS_UNSHARED,
     default_model_dir,
 )
-from launcher.cluster_spec.role_spec import DataService, RolePodFields, Roles, SpecModel, check_env
+from launcher.cluster_spec.role_spec import (
+    ENV_DESCRIPTION,
+    DataService,
+    EnvList,
+    RolePodFields,
+    Roles,
+    SpecModel,
+    check_env,
+    env_entries,
+)
 from launcher.code_shipping.code_bundle import CodeSpec
 from launcher.k8s_contract import Workload  # noqa: F401 (re-exported)
 from worker import contract
@@ -242,7 +251,7 @@ class ClusterSpec(SpecModel):
         description="a local dir (relative to the spec file) shipped to every pod without an image build, "
         "first on `PYTHONPATH` (docs/code.md); a string is its `path`",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="environment for every role")
+    env: EnvList = Field(default_factory=list, description="environment for every role: " + ENV_DESCRIPTION)
     roles: Roles = Field(default_factory=Roles)
     data_service: DataService | None = Field(
         None,
@@ -310,9 +319,14 @@ class ClusterSpec(SpecModel):
     )
     security_context: SecurityContext = Field(default_factory=SecurityContext)
 
+    @field_validator("env", mode="before", json_schema_input_type=dict[str, str] | EnvList)
+    @classmethod
+    def _env_as_list(cls, value: object) -> object:
+        return env_entries(value)
+
     @field_validator("env")
     @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+    def _env_names(cls, value: EnvList) -> EnvList:
         return check_env(value)
 
     @field_validator("name", "namespace", "queue", "priority_class_name")
@@ -426,6 +440,7 @@ class ClusterSpec(SpecModel):
                 role in supervised,
                 self.command is not None,
                 mount.rstrip("/"),
+                tuple(entry.name for entry in self.env),
             )
         ]
 

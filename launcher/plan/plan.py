@@ -13,7 +13,7 @@ from typing import Callable
 
 from launcher import k8s_contract
 from launcher.cluster_spec import names
-from launcher.cluster_spec.role_spec import GPU
+from launcher.cluster_spec.role_spec import GPU, EnvVar
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.code_shipping.code_bundle import Bundle
@@ -63,7 +63,7 @@ class RolePlan:
     replicas: int
     job_name: str
     command: tuple[str, ...]  # the task's own command line
-    env: dict[str, str]  # launcher values first, then the user's (TF_CONFIG and index apart)
+    env: dict[str, str]  # the launcher's values (TF_CONFIG and index apart): first in the container
     supervision: Supervision | None
     service_account: str | None
     workdir: str | None = None  # the task's working dir (the code dir), None: the image's
@@ -72,6 +72,8 @@ class RolePlan:
     tolerations: tuple[dict, ...] = ()  # the role's own, then nodeLossTolerationSeconds' taints
     builtin: bool = True  # runs the built-in worker (`python -m worker`), not a command of the user's
     entrypoint: bool = False  # `command` is the image ENTRYPOINT's args (`command: []`), not a command line
+    # The user's env in the order written: the spec's `env`, then the role's (env_list puts it after ours).
+    user_env: tuple[EnvVar, ...] = ()
 
     @property
     def in_training_cluster(self) -> bool:
@@ -220,6 +222,7 @@ def plan(
                 and role not in contract.DATA_SERVICE_ROLES
                 and spec.pods(role).command is None,
                 env=task_env(spec, role, storage.model_dir, code.dir if code else None, code.digest if code else None),
+                user_env=user_env(spec, role),
                 workdir=code.dir if code else spec.working_dir,
                 supervision=supervision,
                 # The role's or the spec's account; otherwise only supervised pods need one.
@@ -284,11 +287,8 @@ def task_env(
     code_dir: str | None = None,
     code_digest: str | None = None,
 ) -> dict[str, str]:
-    """What every task process gets besides TF_CONFIG and its index, on Kubernetes and locally.
-
-    User values last, so they cannot be mistaken for ours; sorted, because Helm values are maps
-    and the chart can only emit them in name order too.
-    """
+    """What the launcher gives every task process besides TF_CONFIG and its index, on Kubernetes
+    and locally; the user's env comes after it (user_env, env_list)."""
     env = {
         contract.GRPC_FAIL_FAST: contract.GRPC_FAIL_FAST_VALUE,
         contract.STRATEGY: Strategy(spec.strategy).value,
@@ -308,9 +308,26 @@ def task_env(
         env[contract.GPUS] = str(resources.limits[GPU])
     if contract.is_server(Strategy(spec.strategy), Role(role)):
         env[contract.SERVER_LINGER] = str(contract.server_linger_seconds(spec.termination_grace_period_seconds))
-    env.update(sorted(spec.env.items()))
-    env.update(sorted(spec.pods(role).env.items()))
     return env
+
+
+def user_env(spec: ClusterSpec, role: str) -> tuple[EnvVar, ...]:
+    """The spec's `env`, then the role's, in the order written: a name in both takes the role's
+    entry in the spec's place (pod_fields.merge's rule for a named list)."""
+    merged = {entry.name: entry for entry in spec.env}
+    merged.update((entry.name, entry) for entry in spec.pods(role).env)
+    return tuple(merged.values())
+
+
+def env_list(launcher: dict[str, str], user: tuple[EnvVar, ...]) -> list[EnvVar]:
+    """A task container's env after its index and TF_CONFIG: the launcher's values first, then the
+    user's in the user's order, so that Kubernetes, which expands a value's `$(NAME)` only from
+    earlier entries, expands the user's references to ours and to the user's own earlier ones.
+    A user's name that is one of ours takes ours's place with the user's entry (a user's
+    PYTHONPATH replaces the code dir's: docs/code.md)."""
+    merged = {name: EnvVar(name=name, value=value) for name, value in launcher.items()}
+    merged.update((entry.name, entry) for entry in user)
+    return list(merged.values())
 
 
 def task_command(spec: ClusterSpec, role: str) -> list[str]:

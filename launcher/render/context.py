@@ -13,7 +13,7 @@ from launcher import k8s_contract
 from launcher.cluster_spec import names
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.plan import storage
-from launcher.plan.plan import ClusterPlan, RolePlan
+from launcher.plan.plan import ClusterPlan, RolePlan, env_list
 from launcher.render import tfconfig
 from launcher.render.code_render import BYTES_ANNOTATION, SHA256_ANNOTATION
 from launcher.render.job_failure import backoff, pod_failure_policy
@@ -56,7 +56,7 @@ class JobContext:
 
     role: RolePlan
     labels: dict[str, str]
-    env: dict[str, str]  # the task container's after its index, TF_CONFIG and node name (pod_env)
+    env: list[dict]  # the task container's after its index, TF_CONFIG and node name (pod_env)
     tf_config: str  # TF_CONFIG with the index left to Kubernetes (launcher/render/tfconfig.py)
     resources: dict
     node_selector: dict[str, str]
@@ -155,9 +155,10 @@ def job_context(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> J
     )
 
 
-def pod_env(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> dict[str, str]:
-    """A task's env in its pod, in one place: the plan's (what every task gets, on Kubernetes
-    and locally), then what only a pod needs. `platform`: the Kubernetes cluster's name for the
+def pod_env(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> list[dict]:
+    """A task's env in its pod after its index, TF_CONFIG and node name, as Kubernetes entries:
+    the plan's (what every task gets, on Kubernetes and locally), what only a pod needs, then the
+    user's in the user's order (plan.env_list). `platform`: the Kubernetes cluster's name for the
     model dir's OWNER.json (submit reads it from the cluster; a render for review has none)."""
     spec = cluster.spec
     env = {**role.env, **cluster.data_service_env(role.role, tfconfig.kubernetes_address(cluster))}
@@ -169,4 +170,4 @@ def pod_env(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> dict[
         env[k8s_contract.POD_GRACE_ENV] = str(role.supervision.stop_grace_seconds)
     if platform is not None:
         env[contract.PLATFORM] = platform
-    return env
+    return [entry.model_dump() for entry in env_list(env, role.user_env)]

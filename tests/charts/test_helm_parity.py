@@ -219,6 +219,23 @@ def test_cli_helm_values_reach_helm_unchanged(helm, spec_file):
 
 
 @pytest.mark.helm
+def test_env_written_as_a_map_in_values_comes_in_name_order_and_a_list_as_written(helm):
+    """docs/helm.md: Helm ranges over a map in name order, so a map written straight into the
+    values loses the spec's order; the list (what --helm-values writes) keeps it."""
+    spec = load_file(SPECS_DIR / "env-unsorted.yaml")
+    as_list = chart_values.helm_values(spec)
+    assert as_list["env"] == [{"name": "ZETA", "value": "1"}, {"name": "ALPHA", "value": "2"}]
+    as_map = {**as_list, "env": {"ZETA": "1", "ALPHA": "2"}}
+
+    def user_env(values):
+        [job] = [o for o in helm.objects(spec.name, spec.namespace, values) if o["kind"] == "Job"]
+        return [e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]][-2:]
+
+    assert user_env(as_list) == ["ZETA", "ALPHA"]
+    assert user_env(as_map) == ["ALPHA", "ZETA"]
+
+
+@pytest.mark.helm
 def test_non_bmp_characters(helm):
     spec = ClusterSpec.model_validate(
         {
@@ -596,6 +613,12 @@ REFUSED = [
         "value must be one of 'parameter_server', 'multi_worker_mirrored', 'mirrored'",
     ),
     ("wrong-pull-policy", {"imagePullPolicy": "Sometimes"}, "at '/imagePullPolicy'"),
+    ("env-entry-without-value", {"env": [{"name": "A"}]}, "at '/env'"),
+    (
+        "env-value-from-unknown-source",
+        {"roles.chief.env": [{"name": "A", "valueFrom": {"secretRef": {"name": "s"}}}]},
+        "at '/roles/chief/env'",
+    ),
     (
         "supervised-role-account",
         {"roles.ps.serviceAccountName": "reader"},
@@ -696,6 +719,16 @@ REFUSED_LIKE_THE_LAUNCHER = [
         "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",
     ),
     ("reserved-env-all-pods", {"env": {"GRPC_FAIL_FAST": "x"}}, "env: GRPC_FAIL_FAST is set"),
+    (
+        "reserved-env-in-a-list",
+        {"roles.worker.env": [{"name": "A", "value": "1"}, {"name": "TF_CONFIG", "value": "{}"}]},
+        "roles.worker.env: TF_CONFIG is set by the launcher for every pod; remove it",
+    ),
+    (
+        "env-named-twice",
+        {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "A", "value": "3"}]},
+        "env: A is named twice: give each name once",
+    ),
     (
         "data-service-flag-without-service",
         {"program": {"args": ["--data-service"]}},

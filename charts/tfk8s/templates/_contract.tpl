@@ -190,6 +190,7 @@ messages:
     with a letter or digit'
   generatedName: 'generated {kind} name ''{name}'' for role {role}: {problem}; shorten name'
   reservedEnv: '{key} is set by the launcher for every pod; remove it'
+  envNamedTwice: '{key} is named twice: give each name once'
   gpuNotInLimits: nvidia.com/gpu must be set under limits (Kubernetes requires requests == limits for
     extended resources); move it to resources.limits
   dirNotUnderMount: dir '{dir}' is not under the volume's mountPath '{mount_path}'

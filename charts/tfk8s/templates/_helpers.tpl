@@ -264,8 +264,8 @@ the service's own tasks.
 
 {{/*
 What a role's task container gets besides its index and TF_CONFIG (plan.task_env, then the
-renderer's HOME and supervision), as a YAML list. Like the launcher's dict updates: a name set
-again keeps its first place and takes the later value.
+renderer's HOME and supervision, then the user's env: plan.env_list), as a YAML list. Like the
+launcher's dict updates: a name set again keeps its first place and takes the later entry.
 */}}
 {{- define "tfk8s.taskEnv" -}}
 {{- $c := include "tfk8s.contract" .root | fromYaml -}}
@@ -298,12 +298,6 @@ again keeps its first place and takes the later value.
 {{- $linger := sub $grace (min (int $c.serverLingerMarginSeconds) (div $grace 2)) -}}
 {{- $pairs = append $pairs (list "TFK8S_SERVER_LINGER_SECONDS" (toString $linger)) -}}
 {{- end -}}
-{{- range $key, $value := default dict $values.env -}}
-{{- $pairs = append $pairs (list $key $value) -}}
-{{- end -}}
-{{- range $key, $value := dig "env" dict (include "tfk8s.podFields" . | fromYaml) | default dict -}}
-{{- $pairs = append $pairs (list $key $value) -}}
-{{- end -}}
 {{- if and $values.dataService (or (has .role $c.dataReaders) (eq .role "data-worker")) -}}
 {{- $dispatcher := include "tfk8s.address" (dict "root" .root "role" "dispatcher" "index" 0) -}}
 {{- $pairs = append $pairs (list "TFK8S_DATA_SERVICE" (printf "grpc://%s" $dispatcher)) -}}
@@ -320,14 +314,26 @@ again keeps its first place and takes the later value.
 {{- with include "tfk8s.platform" .root -}}
 {{- $pairs = append $pairs (list "TFK8S_PLATFORM" .) -}}
 {{- end -}}
+{{- $entries := list -}}
 {{- range $pair := $pairs -}}
-{{- if not (hasKey $env (first $pair)) }}{{ $order = append $order (first $pair) }}{{ end -}}
-{{- $_ := set $env (first $pair) (last $pair) -}}
+{{- $entries = append $entries (dict "name" (first $pair) "value" (last $pair)) -}}
+{{- end -}}
+{{- /* The user's after ours, as written: the spec's env, then the role's. A list keeps its
+    order; a map comes in name order (Helm ranges over a map so): render --helm-values writes
+    lists. */ -}}
+{{- range $given := list $values.env (dig "env" list (include "tfk8s.podFields" . | fromYaml)) -}}
+{{- if kindIs "map" $given -}}
+{{- range $key, $value := $given }}{{ $entries = append $entries (dict "name" $key "value" $value) }}{{ end -}}
+{{- else -}}
+{{- range $entry := default list $given }}{{ $entries = append $entries $entry }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- range $entry := $entries -}}
+{{- if not (hasKey $env $entry.name) }}{{ $order = append $order $entry.name }}{{ end -}}
+{{- $_ := set $env $entry.name $entry -}}
 {{- end -}}
 {{- $list := list -}}
-{{- range $name := $order -}}
-{{- $list = append $list (dict "name" $name "value" (get $env $name)) -}}
-{{- end -}}
+{{- range $name := $order }}{{ $list = append $list (get $env $name) }}{{ end -}}
 {{- toYaml $list -}}
 {{- end }}
 

@@ -65,8 +65,20 @@ a template picks one and fills it, never spells one out.
 {{- end -}}
 {{- end -}}
 {{- range $pair := $envs -}}
+{{- /* env: a map, or a list of {name, value} / {name, valueFrom} entries */ -}}
+{{- $names := list -}}
+{{- if kindIs "map" (last $pair) -}}
+{{- $names = keys (last $pair) -}}
+{{- else -}}
+{{- range $entry := last $pair -}}
+{{- if has $entry.name $names -}}
+{{- include "tfk8s.refuse" (list (first $pair) $m.envNamedTwice (dict "key" $entry.name)) -}}
+{{- end -}}
+{{- $names = append $names $entry.name -}}
+{{- end -}}
+{{- end -}}
 {{- range $key := $c.reservedEnv -}}
-{{- if hasKey (last $pair) $key -}}
+{{- if has $key $names -}}
 {{- include "tfk8s.refuse" (list (first $pair) $m.reservedEnv (dict "key" $key)) -}}
 {{- end -}}
 {{- end -}}

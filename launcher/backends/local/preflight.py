@@ -25,6 +25,7 @@ from launcher.plan.plan import ClusterPlan
 from launcher.plan.plan import task_command as plan_command
 from worker import args as worker_args
 from worker import contract
+from worker.contract import Role
 
 
 class WorkerEnvironmentError(LauncherError):
@@ -167,7 +168,29 @@ def pod_field_notes(spec: ClusterSpec) -> list[str]:
         ]
     if spec.image_pull_secrets:
         notes.append("note: --local ignores imagePullSecrets: the tasks run in this machine's Python")
-    return notes
+    return notes + env_notes(spec)
+
+
+def _pod_fields_key(role: Role) -> str:
+    """Where a role's pod fields are in the spec: roles.<role>, dataService.dispatcher/worker."""
+    if role in contract.DATA_SERVICE_ROLES:
+        return "dataService." + ("dispatcher" if role is Role.DISPATCHER else "worker")
+    return f"roles.{role.value}"
+
+
+def env_notes(spec: ClusterSpec) -> list[str]:
+    """One line per env entry whose value Kubernetes reads from elsewhere (valueFrom): a local
+    task does not get it, and a `$(NAME)` of it stays as written, as for any undefined name."""
+    where = [("env", spec.env)] + [
+        (f"{_pod_fields_key(role)}.env", spec.pods(role).env) for role in spec.active_roles()
+    ]
+    return [
+        f"note: --local does not set {at} {entry.name}: its valueFrom ({next(iter(entry.value_from))}) is read "
+        "by Kubernetes in a pod; a $(" + entry.name + ") of it stays as written (set a value to run it here)"
+        for at, entries in where
+        for entry in entries
+        if entry.value_from is not None
+    ]
 
 
 class ResourceLimitError(LauncherError):

@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Mapping
 from launcher.backends.local import runner
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env, sees_gpus
 from launcher.backends.local.ports import HeldPorts
-from launcher.plan.plan import ClusterPlan
+from launcher.plan.plan import ClusterPlan, env_list
 from worker import contract
 from worker.contract import Role
 
@@ -86,18 +86,22 @@ def task(
     it serves metrics on metrics_port (None: none)."""
     role_plan = plan.role(role)
     tf_config = json.dumps(plan.tf_config(role, index, address))
-    # The container's own env list in the pod's order (manifests/job.yaml.j2), its $(VAR)
-    # references expanded as the kubelet does
+    # The container's own env list in the pod's order (manifests/job.yaml.j2: ours, then the
+    # user's as written), its $(VAR) references expanded as the kubelet does. A valueFrom (a
+    # Secret's, a ConfigMap's, a pod field's) is Kubernetes' to read: unset here, said by
+    # preflight.env_notes.
+    launcher_env = {
+        contract.TASK_INDEX: str(index),
+        contract.TF_CONFIG: tf_config,
+        **role_plan.env,
+        **plan.data_service_env(role, address),
+    }
+    own_port = any(entry.name == contract.METRICS_PORT for entry in role_plan.user_env)
+    if metrics_port is not None and not own_port:  # the spec's own (0: off) wins
+        launcher_env[contract.METRICS_PORT], launcher_env[contract.METRICS_HOST] = str(metrics_port), LOCALHOST
     container_env = expand_env(
-        [
-            (contract.TASK_INDEX, str(index)),
-            (contract.TF_CONFIG, tf_config),
-            *role_plan.env.items(),
-            *plan.data_service_env(role, address).items(),
-        ]
+        (entry.name, entry.value) for entry in env_list(launcher_env, role_plan.user_env) if entry.value_from is None
     )
-    if metrics_port is not None and contract.METRICS_PORT not in role_plan.env:  # the spec's own (0: off) wins
-        container_env[contract.METRICS_PORT], container_env[contract.METRICS_HOST] = str(metrics_port), LOCALHOST
     argv = expand_command(role_plan.command, container_env)
     if role_plan.builtin:
         argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages

@@ -76,8 +76,8 @@ def test_each_data_role_gets_its_own_pod_fields_over_the_specs_env():
     assert cluster_spec.pods(Role.DISPATCHER).resources.limits == {"cpu": "1"}
     assert cluster_spec.pods(Role.DATA_WORKER).node_selector == {"pool": "cpu"}
     cluster = plan(cluster_spec)
-    assert cluster.role(Role.DATA_WORKER).env["A"] == "b"
-    assert cluster.role(Role.DISPATCHER).env["A"] == "spec"
+    assert {e.name: e.value for e in cluster.role(Role.DATA_WORKER).user_env}["A"] == "b"
+    assert {e.name: e.value for e in cluster.role(Role.DISPATCHER).user_env}["A"] == "spec"
     assert cluster.role(Role.DATA_WORKER).tolerations == ({"key": "k", "operator": "Exists"},)
 
 

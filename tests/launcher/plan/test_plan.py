@@ -9,7 +9,7 @@ import pytest
 
 from launcher import k8s_contract
 from launcher.cluster_spec.loader import load_text
-from launcher.plan.plan import plan
+from launcher.plan.plan import env_list, plan
 from launcher.pod import job_watch
 from worker import contract
 from worker.contract import Role, Strategy
@@ -168,14 +168,24 @@ def test_ps_plan():
     }
 
 
-def test_mwms_plan_and_user_env_comes_last():
-    cluster = plan(spec(MWMS + "env: {B: b, A: a}\n"))
+def test_mwms_plan_and_user_env_comes_last_in_the_order_written():
+    """Ours first, then the spec's env as written (not sorted), then the role's; a role's name
+    that the spec has too takes the spec's place with the role's value."""
+    cluster = plan(
+        spec(
+            MWMS.replace(
+                "worker: {replicas: 1}", "worker: {replicas: 1, env: [{name: C, value: c}, {name: B, value: w}]}"
+            )
+            + "env: {B: b, A: $(B)-a}\n"
+        )
+    )
     assert cluster.success_role is Role.WORKER
     assert cluster.supervised == ()
-    env = cluster.role(Role.WORKER).env
-    assert list(env)[:2] == [contract.GRPC_FAIL_FAST, contract.STRATEGY]
-    assert list(env)[-2:] == ["A", "B"]
-    assert env[contract.STRATEGY] == "multi_worker_mirrored"
+    role = cluster.role(Role.WORKER)
+    entries = [(e.name, e.value) for e in env_list(role.env, role.user_env)]
+    assert [name for name, _ in entries][:2] == [contract.GRPC_FAIL_FAST, contract.STRATEGY]
+    assert entries[-3:] == [("B", "w"), ("A", "$(B)-a"), ("C", "c")]
+    assert role.env[contract.STRATEGY] == "multi_worker_mirrored"
 
 
 def test_bring_your_own_command_is_fatal_only_on_the_keras_check_and_on_failure_no_policy():
@@ -236,8 +246,10 @@ def test_servers_linger_as_long_as_the_chief_may_save(grace, linger):
 def test_no_linger_outside_parameter_server_and_a_users_value_wins():
     cluster = plan(spec(MWMS))
     assert contract.SERVER_LINGER not in cluster.role(Role.WORKER).env
-    mine = plan(spec(PS + "env: {TFK8S_SERVER_LINGER_SECONDS: '300'}\n"))
-    assert mine.role(Role.PS).env[contract.SERVER_LINGER] == "300"
+    mine = plan(spec(PS + "env: {TFK8S_SERVER_LINGER_SECONDS: '300'}\n")).role(Role.PS)
+    entries = [(e.name, e.value) for e in env_list(mine.env, mine.user_env)]
+    assert (contract.SERVER_LINGER, "300") in entries  # in ours's place: names appear once
+    assert [name for name, _ in entries].count(contract.SERVER_LINGER) == 1
 
 
 def test_the_plan_decides_the_success_index_and_who_watches_what():

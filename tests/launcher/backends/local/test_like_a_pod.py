@@ -89,6 +89,26 @@ def test_model_dir_reference_in_args_and_env_is_the_runs_model_dir(backend, work
     assert f"OUT={model}/out:$(TFK8S_MODEL_DIR):$(HOME)" in log
 
 
+def test_env_entries_reach_the_process_in_order_each_from_the_ones_before(backend, workdir):
+    """A=1, B=$(A)-x as a list: B is 1-x in the running process, as in a pod (tests/kind/
+    test_cluster_smoke.py checks the pod); C, written before D, does not see it."""
+    spec = byo_spec(
+        "order",
+        ["import os; print('B=' + os.environ['B']); print('C=' + os.environ['C'])"],
+        env=[
+            {"name": "A", "value": "1"},
+            {"name": "C", "value": "$(D)"},
+            {"name": "B", "value": "$(A)-x"},
+            {"name": "D", "value": "d"},
+        ],
+    )
+    backend.submit(spec)
+    assert backend.wait("order") == 0
+    log = run_files(backend, "order").log_path("chief", 0).read_text().splitlines()
+    assert "B=1-x" in log
+    assert "C=$(D)" in log
+
+
 # --- SIGHUP ----------------------------------------------------------------------------------
 
 # Trains until SIGTERM, then "saves" and exits 143, as the built-in worker does.

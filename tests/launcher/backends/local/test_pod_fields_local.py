@@ -36,3 +36,44 @@ def test_local_tasks_run_each_roles_command_and_name_what_they_ignore():
         "note: --local ignores roles.ps.image: the tasks run in this machine's Python (--python)",
         "note: --local ignores imagePullSecrets: the tasks run in this machine's Python",
     ]
+
+
+ENV_SPEC = """\
+name: envs
+strategy: mirrored
+command: [python, train.py]
+roles:
+  chief:
+    replicas: 1
+    env:
+    - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: LOG_DIR, value: /logs/$(POD_NAME)}
+    - {name: B, value: chief-$(ZETA)}
+env:
+  ZETA: "1"
+  B: $(ZETA)-x
+  ALPHA: $(B)/$(TFK8S_CLUSTER)
+"""
+
+
+def test_local_env_keeps_the_written_order_expands_earlier_entries_and_names_a_value_from():
+    """As in the pod: the spec's env as written (ALPHA after B reads B), the role's B in the
+    spec's place (so ALPHA reads the role's value); a valueFrom is not set here, said in one note,
+    and a reference to it stays as written, as Kubernetes leaves an undefined name."""
+    from launcher.cluster_spec.loader import load_text
+
+    out = io.StringIO()
+    spec = as_processes(load_text(ENV_SPEC), out)
+    held, [chief] = plan_tasks(make_plan(spec, model_dir="/tmp/model"), "/envs/tf/bin/python")
+    held.close()
+    assert chief.env["ZETA"] == "1"
+    assert chief.env["B"] == "chief-1"
+    assert chief.env["ALPHA"] == "chief-1/envs"
+    assert chief.env["LOG_DIR"] == "/logs/$(POD_NAME)"
+    assert "POD_NAME" not in chief.env
+    user = [name for name in chief.env if name in ("ZETA", "B", "ALPHA", "LOG_DIR")]
+    assert user == ["ZETA", "B", "ALPHA", "LOG_DIR"]
+    assert out.getvalue().splitlines() == [
+        "note: --local does not set roles.chief.env POD_NAME: its valueFrom (fieldRef) is read by Kubernetes "
+        "in a pod; a $(POD_NAME) of it stays as written (set a value to run it here)"
+    ]
