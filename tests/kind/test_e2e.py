@@ -366,9 +366,10 @@ PULL_SECRET = "registry-cred"  # the images are in the nodes already: never used
 
 def as_tfjob(spec_file: Path, data_claim: str) -> Path:
     """The cluster of `spec_file` (write_spec's) as the TFJob a team would have run it with:
-    the worker image as the team's own, its `python -m worker` as the tensorflow container's
-    command, the checkpoint claim mounted in every pod, and a data claim read-only in the
-    workers; `import` converts it (docs/migrating-from-tfjob.md)."""
+    the worker image as the team's own, with no command (the image's ENTRYPOINT, `python -m
+    worker`, runs with the program's args, as Kubeflow's dist-mnist example does), the
+    checkpoint claim mounted in every pod but the ps (they never write one), and a data claim
+    read-only in the workers; `import` converts it (docs/migrating-from-tfjob.md)."""
     spec = yaml.safe_load(spec_file.read_text())
     claim = spec["checkpoint"]["volume"]["persistentVolumeClaim"]["claimName"]
     replicas = {}
@@ -377,11 +378,11 @@ def as_tfjob(spec_file: Path, data_claim: str) -> Path:
         container = {
             "name": "tensorflow",
             "image": spec["image"],
-            "command": ["python", "-m", "worker", *spec["program"]["args"]],
+            "args": list(spec["program"]["args"]),
             "env": [{"name": name, "value": value} for name, value in env.items()],
-            "volumeMounts": [{"name": "ckpt", "mountPath": "/ckpt"}],
+            "volumeMounts": [] if role == "ps" else [{"name": "ckpt", "mountPath": "/ckpt"}],
         }
-        volumes = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}}]
+        volumes = [] if role == "ps" else [{"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}}]
         if role == "worker":
             container["volumeMounts"].append({"name": "data", "mountPath": "/data", "readOnly": True})
             volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": data_claim, "readOnly": True}})
@@ -498,6 +499,10 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     )  # fmt: skip
     (imported,) = TFK8sClient.import_tfjob(as_tfjob(spec, DATA_CLAIM))
     assert any("spec.tfReplicaSpecs: strategy parameter_server, from the replica types" in n for n in imported.notes)
+    # no command in the TFJob: the image's ENTRYPOINT, read from the image here, written out
+    assert any("no command: the image's ENTRYPOINT ['python', '-m', 'worker']" in n for n in imported.notes), (
+        imported.notes
+    )
     cluster_yaml = tmp_path / "ps-imported.yaml"  # the TFJob's cluster.yaml, its comments kept
     cluster_yaml.write_text(imported.text + yaml.safe_dump({"dataService": data_service}, sort_keys=False))
     started, submitted = time.monotonic(), time.time()

@@ -89,3 +89,54 @@ def test_a_missing_data_file_fails_the_cluster_at_once_with_the_reason(
     assert status["message"].startswith(f"chief failed: {reason} (PodFailurePolicy: "), status
     assert status["roles"][0]["reason"] == f"Error: {reason}", status
     print(f"MEASURE kind missing --data file: Failed after 1 pod attempt, submit --wait returned in {elapsed:.1f} s")
+
+
+def test_a_tfjob_with_restart_policy_never_fails_at_its_first_failure(kind_cluster, worker_image, namespace, tmp_path):
+    """TFJob's default restartPolicy (Never): the first failed pod fails the TFJob. Submitted as
+    the TFJob file itself, a chief of the team's own that exits 1 (no TensorFlow: the smallest
+    real pod) fails the cluster after one attempt, not after backoffLimit's retries."""
+    name = "never-once"
+    tfjob = tmp_path / f"{name}.yaml"
+    tfjob.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "TFJob",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "tfReplicaSpecs": {
+                        "Chief": {
+                            "replicas": 1,
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "tensorflow",
+                                            "image": worker_image,
+                                            "command": [
+                                                "python3",
+                                                "-c",
+                                                "import sys; print('input shard missing'); sys.exit(1)",
+                                            ],
+                                        }
+                                    ]
+                                }
+                            },
+                        }
+                    }
+                },
+            }
+        )
+    )
+    started = time.monotonic()
+    submitted = _cli(kind_cluster, "submit", str(tfjob), "--wait")
+    elapsed = time.monotonic() - started
+    print(submitted.stdout[-2000:], submitted.stderr[-2000:])
+    assert "the first failed pod fails the cluster, as under TFJob" in submitted.stderr, submitted.stderr
+    assert submitted.returncode == 1, submitted.stderr
+    pods = kind_cluster.get_json("pods", "-n", namespace, "-l", f"{INSTANCE}={name}")["items"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]  # one attempt, no retry
+    status = json.loads(_cli(kind_cluster, "status", name, "-n", namespace, "-o", "json").stdout)
+    assert status["phase"] == "Failed" and status["exitCode"] == 1, status
+    assert "input shard missing" in status["message"], status
+    print(f"MEASURE kind TFJob restartPolicy Never, chief exit 1: Failed after 1 pod attempt in {elapsed:.1f} s")

@@ -175,7 +175,7 @@ def _image_pull_policy(roles: dict[Role, dict], order: list[Role], note) -> None
             always.append((r, image, tag))
     for r in order:
         roles[r]["_imagePullPolicy"] = "Always" if always else "IfNotPresent"
-    for r, image, tag in always:
+    for r, image, tag in {image: (r, image, tag) for r, image, tag in reversed(always)}.values():
         note(
             f"{roles[r]['_src']}.template.spec.containers",
             f"{image} has {'no tag' if tag is None else 'the tag latest'}: pulled Always, Kubernetes' "

@@ -162,10 +162,10 @@ def _env(entries: list, at: str, fields: dict, own: dict, refuse) -> None:
         name = entry.get("name", "")
         if name in k8s_contract.RESERVED_ENV:
             refuse(f"{at}.{i}", f"{name} is set by tfk8s for every task")
-        elif "valueFrom" in entry:
-            own.setdefault("env", []).append(entry)
+        elif "valueFrom" in entry:  # in its place: $(NAME) expands only from earlier entries
+            fields.setdefault("env", []).append({"name": name, "valueFrom": entry["valueFrom"]})
         else:
-            fields.setdefault("env", {})[name] = str(entry.get("value", ""))
+            fields.setdefault("env", []).append({"name": name, "value": str(entry.get("value", ""))})
 
 
 def _resources(value: dict, at: str, fields: dict, refuse) -> None:

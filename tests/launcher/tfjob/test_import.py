@@ -182,13 +182,33 @@ def test_a_field_that_cannot_be_mapped_exits_2_with_its_path(extra, line, path, 
     assert problem.startswith(f"error: {where}") and why in problem, problem
 
 
-def test_a_chief_without_a_command_is_refused():
-    text = BASE.replace("            command: [python, t.py]\n", "")
-    with pytest.raises(SpecError) as caught:
-        import_text(text, "tfjob.yaml")
-    [problem] = caught.value.problems
-    assert problem.path == "spec.tfReplicaSpecs.Chief.template.spec.containers"
-    assert "no command (the image's entrypoint ran)" in problem.message
+def test_a_container_without_a_command_runs_its_image_entrypoint():
+    text = BASE.replace("            command: [python, t.py]\n", "            args: [--steps, '5']\n")
+    # the image not on this machine: command [] (the ENTRYPOINT, the args kept), said
+    spec, notes = _one(text)
+    assert spec["command"] == [] and spec["args"] == ["--steps", "5"] and spec.get("workload", "jobs") == "jobs"
+    assert any("no command: each task runs its image's ENTRYPOINT" in n for n in notes), notes
+    job = next(d for d in render.render(plan(load_text(yaml.safe_dump(spec)))) if d["kind"] == "Job")
+    [task] = [c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "tensorflow"]
+    assert "command" not in task and task["args"] == ["--steps", "5"]
+    # the image here (what docker image inspect said of it): the entrypoint written out
+    [imported] = import_text(text, "tfjob.yaml", image_command=lambda image: (["python", "-m", "m"], ["x"], "here"))
+    spec = load_text(imported.text)
+    assert spec.command == ["python", "-m", "m"] and spec.args == ["--steps", "5"]  # args given: CMD not used
+
+
+def test_parameter_servers_running_an_image_entrypoint_run_as_a_jobset():
+    ps = BASE.replace("            command: [python, t.py]\n", "") + (
+        "    PS:\n      replicas: 1\n      template:\n        spec:\n          containers:\n"
+        "          - {name: tensorflow, image: i}\n"
+        "    Worker:\n      replicas: 1\n      template:\n        spec:\n          containers:\n"
+        "          - {name: tensorflow, image: i}\n"
+    )
+    spec, notes = _one(ps)
+    assert spec["workload"] == "jobset" and spec["command"] == []
+    assert any("runs as one JobSet (workload: jobset; needs JobSet installed)" in n for n in notes), notes
+    with pytest.raises(SpecError, match="set workload: jobset"):
+        load_text(yaml.safe_dump({**spec, "workload": "jobs"}))
 
 
 def test_other_objects_of_the_file_are_named_not_dropped():
@@ -283,18 +303,16 @@ def test_working_dir_is_carried():
 
 
 def test_every_refusal_comes_in_one_round_each_at_its_tfjob_line():
-    text = (
-        BASE.replace("            command: [python, t.py]\n", "")
-        .replace("          containers:\n", "          hostNetwork: true\n          containers:\n")
-        .replace("spec:\n  tfReplicaSpecs:", "spec:\n  enableDynamicWorker: true\n  tfReplicaSpecs:")
-    )
+    text = BASE.replace(
+        "  tfReplicaSpecs:", "  runPolicy: {suspend: true}\n  enableDynamicWorker: true\n  tfReplicaSpecs:"
+    ).replace("          containers:\n", "          hostNetwork: true\n          containers:\n")
     with pytest.raises(SpecError) as caught:
         import_text(text, "tfjob.yaml")
     paths = {p.path for p in caught.value.problems}
     assert paths == {
         "spec.enableDynamicWorker",
         "spec.tfReplicaSpecs.Chief.template.spec.hostNetwork",
-        "spec.tfReplicaSpecs.Chief.template.spec.containers",
+        "spec.runPolicy.suspend",
     }, [str(p) for p in caught.value.problems]
     assert all(p.line for p in caught.value.problems), [str(p) for p in caught.value.problems]
 
