@@ -422,6 +422,9 @@ def generate_schema() -> dict:
             "if": _is_set("queue", "string"),
             "then": {"required": ["workload"], "properties": {"workload": {"const": Workload.JOBSET.value}}},
         },
+        # the chart runs a command of your own behind its supervisor: it needs the command itself
+        # (`command: []`, the image's ENTRYPOINT, is the launcher's alone for now)
+        {"if": _is_set("command", "array"), "then": {"properties": {"command": {"minItems": 1}}}},
         # command (bring-your-own) and program (built-in worker) exclude each other
         {"if": _is_set("command", "array"), "then": {"properties": {"program": {"type": "null"}}}},
         {  # the built-in evaluator reads the chief's checkpoints: shared volume or gs:// (a command

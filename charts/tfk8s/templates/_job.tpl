@@ -219,6 +219,8 @@ resources and mounts.
     {{- toYaml $command | nindent 4 }}
   {{- if $values.codeArchive }}
   workingDir: {{ $c.code.dir }}
+  {{- else if $values.workingDir }}
+  workingDir: {{ $values.workingDir | quote }}
   {{- end }}
   env:
   - name: TFK8S_TASK_INDEX

@@ -95,7 +95,8 @@ a template picks one and fills it, never spells one out.
 {{- end -}}
 {{- end -}}
 
-{{- /* checkpoints.mwms_storage_problem: several MWMS workers share checkpoints: a PVC or gs:// (the built-in worker's; a command of your own keeps its own) */ -}}
+{{- /* checkpoints.mwms_storage_problem: several MWMS workers share checkpoints: a PVC or gs://
+(the built-in worker's; a command of your own keeps its checkpoints where it chooses) */ -}}
 {{- $workers := int (include "tfk8s.replicas" (dict "root" . "role" "worker")) -}}
 {{- $mwms := eq $v.strategy "multi_worker_mirrored" -}}
 {{- $shared := or (contains "://" $dir) (default dict $checkpoint.volume).persistentVolumeClaim -}}
