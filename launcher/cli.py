@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from launcher import completion
-from launcher.api.client import TFK8sClient, import_tfjob, load_packed
+from launcher.api.client import TFK8sClient, holds_experiment, import_experiment, import_tfjob, load_packed
 from launcher.api.config import (
     DEFAULT_STUCK_SECONDS,
     DEFAULT_WORKDIR,
@@ -96,8 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--tf-config", action="store_true", help="print every pod's TF_CONFIG")
     group.add_argument("--helm-values", action="store_true", help="print values for charts/tfk8s")
 
-    p = sub.add_parser("import", help="write a kubeflow.org/v1 TFJob file as cluster.yaml (stdout; notes on stderr)")
-    p.add_argument("tfjob", help="a TFJob YAML file (several documents, or a List)")
+    p = sub.add_parser(
+        "import",
+        help="write a kubeflow.org/v1 TFJob file as cluster.yaml, or a Katib Experiment as sweep.yaml "
+        "(stdout; notes on stderr)",
+    )
+    p.add_argument("tfjob", help="a TFJob YAML file (several documents, or a List), or a Katib Experiment")
 
     p = sub.add_parser("submit", help="create the training cluster")
     p.add_argument("spec", nargs="?", help=f"cluster.yaml, or a file of one TFJob (default: {DEFAULT_SPEC})")
@@ -369,6 +373,12 @@ def cmd_submit(args) -> int:
 
 
 def cmd_import(args) -> int:
+    if holds_experiment(args.tfjob):  # a Katib Experiment: a sweep.yaml
+        sweep = import_experiment(args.tfjob)
+        for note in sweep.notes:
+            print(f"note: {note}", file=sys.stderr)
+        sys.stdout.write(sweep.text)
+        return 0
     imported = import_tfjob(args.tfjob)
     for one in imported:
         for note in one.notes:

@@ -32,6 +32,7 @@ from launcher.cluster_spec.tfjob import document as tfjob
 from launcher.errors import JobFailed, JobTimeout, Problem, SpecError
 from launcher.status.lines import status_line
 from launcher.status.status import ClusterStatus, Phase
+from launcher.sweep import katib
 from launcher.sweep import load as sweep_load
 
 SpecSource = Union[str, Path, dict, ClusterSpec, Loaded, None]
@@ -88,6 +89,16 @@ def import_tfjob(path: str | Path) -> list[tfjob.Imported]:
     every key whose meaning changed) and its `notes`; SpecError with each field that cannot be
     mapped, at its line (docs/migrating-from-tfjob.md)."""
     return tfjob.import_file(path)
+
+
+def import_experiment(path: str | Path) -> katib.ImportedSweep:
+    """A Katib Experiment (kubeflow.org/v1beta1) whose trial is a TFJob as a sweep.yaml (`text`,
+    the trial's cluster inline) and its `notes`; SpecError with each field that cannot be mapped,
+    at its line (docs/sweeps.md#katib-experiments)."""
+    return katib.import_file(path)
+
+
+holds_experiment = katib.holds_experiment_file
 
 
 class TFK8sClient:
