@@ -254,13 +254,22 @@ class SweepRun:
             self.search.fail(trial.number, f"not submitted: {cause}")
             self.say(f"{trial.cluster} Failed: not submitted: {cause}")
             return
+        self.search.submitted(trial.number)
         self.say(f"{trial.cluster} submitted: {values}")
 
     def _follow(self, trial: search_.Trial) -> None:
         try:
             status = self.client.get_job(trial.cluster)
-        except ClusterNotFound:  # named, then the launcher stopped before its submit
-            self._submit(trial)
+        except ClusterNotFound:
+            if not trial.submitted:  # named, then the launcher stopped before its submit
+                self._submit(trial)
+                return
+            cause = (
+                "its cluster is gone: deleted, or removed after its ttlSecondsAfterFinished while no launcher "
+                "followed the sweep"
+            )
+            self.search.fail(trial.number, cause)
+            self.say(f"{trial.cluster} Failed: {cause}")
             return
         metric = self.sweep.objective.metric
         if self.sweep.early_stopping is not None:

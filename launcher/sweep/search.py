@@ -26,6 +26,7 @@ STUDY_FILE = "study.journal"
 # user attributes of an Optuna trial
 ATTR_CLUSTER = "cluster"
 ATTR_MESSAGE = "message"
+ATTR_SUBMITTED = "submitted"  # set once its cluster was created: a cluster gone after it is lost, not new
 
 # Optuna's states, by name (so callers need not import optuna)
 RUNNING, COMPLETE, FAIL, PRUNED = "RUNNING", "COMPLETE", "FAIL", "PRUNED"
@@ -75,6 +76,7 @@ class Trial:
     cluster: str | None
     message: str
     intermediate: dict[int, float]
+    submitted: bool = False
 
 
 class Search:
@@ -115,6 +117,7 @@ class Search:
                 cluster=t.user_attrs.get(ATTR_CLUSTER),
                 message=t.user_attrs.get(ATTR_MESSAGE, ""),
                 intermediate=dict(t.intermediate_values),
+                submitted=bool(t.user_attrs.get(ATTR_SUBMITTED)),
             )
             for t in self._study.get_trials(deepcopy=False)
         ]
@@ -128,6 +131,9 @@ class Search:
         trial = self._study.ask(self._distributions())
         trial.set_user_attr(ATTR_CLUSTER, cluster_of(trial.number))
         return self._one(trial.number)
+
+    def submitted(self, number: int) -> None:
+        self._trial(number).set_user_attr(ATTR_SUBMITTED, True)
 
     def report(self, number: int, step: int, value: float) -> None:
         self._trial(number).report(value, step)

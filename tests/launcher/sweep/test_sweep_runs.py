@@ -15,7 +15,9 @@ import pytest
 import yaml
 from local_clusters import REPO_ROOT, assert_no_task_processes
 
+from launcher import cli
 from launcher.api import ClusterNotFound, LocalProcessBackendConfig, TFK8sClient
+from launcher.sweep.search import Search
 
 # X < 0: the chief fails (exit 3); X < 0.3: a trial too slow to end unless it is stopped.
 TRIAL = """
@@ -73,20 +75,7 @@ def client(workdir):
     assert_no_task_processes(workdir)
 
 
-def cli(*args, workdir: Path, cwd: Path):
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", "sweep", *args, "--workdir", str(workdir)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-    )
-
-
-# Tens of seconds of launcher and trial processes on 2 cores (no TensorFlow): in the process tier.
-@pytest.mark.process
-def test_the_median_rule_stops_a_trial_and_the_best_is_marked(client, workdir, tmp_path):
+def test_the_median_rule_stops_a_trial_and_the_best_is_marked(client, workdir, tmp_path, capsys):
     path = sweep_file(tmp_path, [0.9, 0.7, 0.1], earlyStopping={"rule": "median", "minTrials": 2})
     events = []
     status = client.sweep(path, on_event=events.append, poll_seconds=0.2)
@@ -101,25 +90,26 @@ def test_the_median_rule_stops_a_trial_and_the_best_is_marked(client, workdir, t
     with pytest.raises(ClusterNotFound):
         client.get_job("sw-t2")
 
-    shown = cli("status", "sw", "-o", "json", workdir=workdir, cwd=tmp_path)
-    assert shown.returncode == 0, shown.stderr
-    data = json.loads(shown.stdout)
+    flags = ["--workdir", str(workdir)]
+    assert cli.main(["sweep", "status", "sw", "-o", "json", *flags]) == 0
+    data = json.loads(capsys.readouterr().out)
     assert data["best"] == {"trial": 0, "cluster": "sw-t0", "value": 0.9}
     assert [(t["cluster"], t["parameters"], t["phase"]) for t in data["trials"]] == [
         ("sw-t0", {"x": 0.9}, "Succeeded"),
         ("sw-t1", {"x": 0.7}, "Succeeded"),
         ("sw-t2", {"x": 0.1}, "Stopped"),
     ]
-    table = cli("status", "sw", workdir=workdir, cwd=tmp_path).stdout.splitlines()
+    assert cli.main(["sweep", "status", "sw", *flags]) == 0
+    table = capsys.readouterr().out.splitlines()
     assert table[0] == "sweep sw: Succeeded - best: sw-t0, accuracy 0.9"
     assert table[1].split() == ["TRIAL", "X", "PHASE", "ACCURACY", "CAUSE"]
     assert table[2].split() == ["*sw-t0", "0.9", "Succeeded", "0.9"]
 
-    deleted = cli("delete", "sw", workdir=workdir, cwd=tmp_path)
-    assert deleted.returncode == 0 and deleted.stdout.strip() == "sweep sw deleted, with its trials sw-t0, sw-t1, sw-t2"
+    assert cli.main(["sweep", "delete", "sw", *flags]) == 0
+    assert capsys.readouterr().out.strip() == "sweep sw deleted, with its trials sw-t0, sw-t1, sw-t2"
     assert not client.sweep_dir("sw").exists()
-    missing = cli("status", "sw", workdir=workdir, cwd=tmp_path)
-    assert missing.returncode == 1 and f"no sweep 'sw' in {workdir.resolve() / '.sweeps'}" in missing.stderr
+    assert cli.main(["sweep", "status", "sw", *flags]) == 1
+    assert f"no sweep 'sw' in {workdir.resolve() / '.sweeps'}" in capsys.readouterr().err
 
 
 def test_the_goal_ends_the_sweep(client, tmp_path):
@@ -141,6 +131,7 @@ def test_too_many_failed_trials_fail_the_sweep_each_with_its_cause(client, tmp_p
         assert trial.phase == "Failed" and trial.message == cause and "\n" not in cause and "exited 3" in cause
 
 
+# Two launcher processes (each imports the launcher and Optuna: seconds of CPU): in the process tier.
 @pytest.mark.process
 def test_a_killed_launcher_resumes_the_sweep_without_running_a_trial_twice(client, workdir, tmp_path):
     path = sweep_file(tmp_path, [0.9, 0.8, 0.7], parallelTrials=2)
@@ -176,3 +167,21 @@ def test_a_killed_launcher_resumes_the_sweep_without_running_a_trial_twice(clien
     for trial in ("sw-t0", "sw-t1"):  # each ran once: one attempt of its chief
         log = (workdir / trial / "logs" / "chief-0.log").read_text()
         assert log.count("=== tfk8s: chief-0 attempt") == 1
+
+
+def test_a_submitted_trial_whose_cluster_is_gone_fails_and_a_named_one_is_submitted(client, tmp_path):
+    """As a restarted launcher finds them: trial 0 submitted, its cluster since deleted; trial 1
+    named in the study, its launcher stopped before the submit."""
+    path = sweep_file(tmp_path, [0.9, 0.8], maxFailedTrials=1)
+    loaded = client.load_sweep(path)
+    client.sweep_dir("sw").mkdir(parents=True)
+    study = Search.open(loaded.sweep, client.sweep_dir("sw"))
+    gone = study.ask(lambda n: f"sw-t{n}")
+    study.ask(lambda n: f"sw-t{n}")  # named, never submitted
+    study.submitted(gone.number)
+    events = []
+    status = client.sweep(loaded, on_event=events.append, poll_seconds=0.2)
+    assert [(t.cluster, t.phase) for t in status.trials] == [("sw-t0", "Failed"), ("sw-t1", "Succeeded")]
+    assert status.trials[0].message.startswith("its cluster is gone: deleted, or removed after its ttlSeconds")
+    assert [e.split(":")[0] for e in events if " submitted: " in e] == ["sw-t1 submitted"]
+    assert status.best.cluster == "sw-t1" and status.phase == "Succeeded"
