@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from launcher.cluster_spec import loader
 from launcher.cluster_spec.loader import Loaded
 from launcher.cluster_spec.spec import CrossFieldProblems
+from launcher.cluster_spec.tfjob import document as tfjob
 from launcher.errors import Problem, SpecError
 from launcher.sweep import trials
 from launcher.sweep.spec import SweepSpec
@@ -147,6 +148,23 @@ def _base(sweep: SweepSpec, filename: str, base_dir: Path, lines: dict, shared_d
                         hint="a cluster.yaml path relative to the sweep file, or the cluster spec inline",
                     )
                 ]
+            )
+        if tfjob.holds_tfjob(path):  # as submit takes one: converted as `import` does
+            imported = tfjob.import_file(path)
+            if len(imported) != 1:
+                raise SpecError(
+                    [
+                        Problem(
+                            f"holds {len(imported)} TFJobs; a sweep's base is one",
+                            path="cluster",
+                            file=filename,
+                            line=loader._line_for(("cluster",), lines),
+                            hint=f"python -m launcher import {path} writes each as a cluster.yaml; name one",
+                        )
+                    ]
+                )
+            return loader.load_text_packed(
+                imported[0].text, f"{path} as cluster.yaml", path.parent, shared_disk=shared_disk
             )
         return loader.load_file_packed(path, shared_disk=shared_disk)
     inner = {path[1:]: line for path, line in lines.items() if path[:1] == ("cluster",)}

@@ -135,3 +135,36 @@ def test_a_worker_flag_value_the_trial_cannot_take_is_refused_before_any_trial()
         "sweep.yaml:8: parameters[0]: flag --lr is in the base spec's command, where a flag's value is not replaced: "
         "move it to args, or mark its value with a placeholder"
     ]
+
+
+TFJOB = """\
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: mnist}
+spec:
+  tfReplicaSpecs:
+    Chief:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - {name: tensorflow, image: example.com/mnist:1, command: [python, train.py, --lr, "0.1"]}
+"""
+
+
+def test_the_cluster_may_be_a_tfjob_file_converted_as_import_does(tmp_path):
+    (tmp_path / "tfjob.yaml").write_text(TFJOB)
+    body = "parameters: [{name: lr, flag: --lr, values: [0.1]}]\nobjective: {metric: loss, direction: minimize}\n"
+    found = problems_of(sweep_text(body + "algorithm: grid\n", cluster="cluster: tfjob.yaml\n"), tmp_path)
+    # converted, then judged as any base: here the flag sits in the TFJob's command
+    assert found == [
+        "sweep.yaml:3: parameters[0]: flag --lr is in the base spec's command, where a flag's value is not replaced: "
+        "move it to args, or mark its value with a placeholder"
+    ]
+    (tmp_path / "tfjob.yaml").write_text(
+        TFJOB.replace('command: [python, train.py, --lr, "0.1"]', "command: [python, train.py], args: [--lr, '0.1']")
+    )
+    loaded = load.load_text(
+        sweep_text(body + "algorithm: grid\n", cluster="cluster: tfjob.yaml\n"), "sweep.yaml", tmp_path
+    )
+    assert loaded.base.spec.name == "mnist" and loaded.base.spec.args == ["--lr", "0.1"]
