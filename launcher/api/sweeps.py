@@ -233,6 +233,10 @@ class SweepRun:
                 self._submit(trial)
                 trials = self.search.trials()
                 running = [t for t in trials if t.state == search_.RUNNING]
+                if sum(t.state == search_.FAIL for t in trials) > self.sweep.max_failed_trials:
+                    break  # refused at its submit: the next look ends the sweep
+            if sum(t.state == search_.FAIL for t in trials) > self.sweep.max_failed_trials:
+                continue  # ends it, with the cause, at the top
             if not running:
                 if best is None:
                     return "Failed", f"no trial succeeded of {len(trials)}"
