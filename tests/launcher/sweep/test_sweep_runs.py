@@ -19,6 +19,10 @@ from launcher import cli
 from launcher.api import ClusterNotFound, LocalProcessBackendConfig, TFK8sClient
 from launcher.sweep.search import Search
 
+# Local runs of real processes (detached supervisors, tasks, launchers): seconds each on 2 cores,
+# so the process tier's, with the local backend's other process tests.
+pytestmark = pytest.mark.process
+
 # X < 0: the chief fails (exit 3); X < 0.3: a trial too slow to end unless it is stopped.
 TRIAL = """
 import json, os, sys, time
@@ -131,8 +135,6 @@ def test_too_many_failed_trials_fail_the_sweep_each_with_its_cause(client, tmp_p
         assert trial.phase == "Failed" and trial.message == cause and "\n" not in cause and "exited 3" in cause
 
 
-# Two launcher processes (each imports the launcher and Optuna: seconds of CPU): in the process tier.
-@pytest.mark.process
 def test_a_killed_launcher_resumes_the_sweep_without_running_a_trial_twice(client, workdir, tmp_path):
     path = sweep_file(tmp_path, [0.9, 0.8, 0.7], parallelTrials=2)
     command = [
