@@ -439,16 +439,23 @@ SWEEP_COMMANDS = ("status", "delete")
 
 def sweep_backend(args) -> BackendConfig:
     """A sweep's backend: its run's is --local or Kubernetes (kubectl's flags); status and
-    delete take the one the sweep was run on (kept in its files), unless flags say otherwise.
+    delete take the one the sweep was run on (kept in its files: local, or the context and
+    namespace it was given), unless flags say otherwise.
     Local trials run under detached supervisors, so they outlive an interrupted sweep."""
     local = args.local or args.workdir is not None or args.python is not None
+    recorded: dict = {}
     if args.target in SWEEP_COMMANDS and not local and not (args.kubeconfig or args.context or args.namespace):
         directory = sweep_dir(DEFAULT_WORKDIR, args.name)
         if (directory / "sweep.json").is_file():
-            local = json.loads((directory / "sweep.json").read_text())["backend"].get("local", False)
+            recorded = json.loads((directory / "sweep.json").read_text())["backend"]
+            local = recorded.get("local", False)
     if local:
         return LocalProcessBackendConfig(workdir=args.workdir or DEFAULT_WORKDIR, foreground=False, python=args.python)
-    return KubernetesBackendConfig(namespace=args.namespace, context=args.context, kubeconfig=args.kubeconfig)
+    return KubernetesBackendConfig(
+        namespace=args.namespace or recorded.get("namespace"),
+        context=args.context or recorded.get("context"),
+        kubeconfig=args.kubeconfig,
+    )
 
 
 def cmd_sweep(args) -> int:
