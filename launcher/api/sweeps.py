@@ -208,6 +208,10 @@ class SweepRun:
         budget = search_.trial_budget(self.sweep)
         while True:
             if (self.files.dir / STOP_FILE).exists():
+                self.say(
+                    f"sweep {self.sweep.name}: stopped, as `sweep delete` asked (a delete that gave up leaves "
+                    f"{self.files.dir / STOP_FILE}: remove it to run the sweep)"
+                )
                 return None, ""
             for trial in self.search.trials():
                 if trial.state == search_.RUNNING:
