@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from launcher import completion
-from launcher.api.client import TFK8sClient, import_tfjob, load_packed
+from launcher.api.client import TFK8sClient, holds_experiment, import_experiment, import_tfjob, load_packed
 from launcher.api.config import (
     DEFAULT_STUCK_SECONDS,
     DEFAULT_WORKDIR,
@@ -31,6 +31,7 @@ from launcher.api.config import (
     KubernetesBackendConfig,
     LocalProcessBackendConfig,
 )
+from launcher.api.sweeps import sweep_dir
 from launcher.backends.local.files import RunFiles
 from launcher.backends.view import DEFAULT_LINE_SECONDS, LineView
 from launcher.chart import chart_values
@@ -95,8 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--tf-config", action="store_true", help="print every pod's TF_CONFIG")
     group.add_argument("--helm-values", action="store_true", help="print values for charts/tfk8s")
 
-    p = sub.add_parser("import", help="write a kubeflow.org/v1 TFJob file as cluster.yaml (stdout; notes on stderr)")
-    p.add_argument("tfjob", help="a TFJob YAML file (several documents, or a List)")
+    p = sub.add_parser(
+        "import",
+        help="write a kubeflow.org/v1 TFJob file as cluster.yaml, or a Katib Experiment as sweep.yaml "
+        "(stdout; notes on stderr)",
+    )
+    p.add_argument("tfjob", help="a TFJob YAML file (several documents, or a List), or a Katib Experiment")
 
     p = sub.add_parser("submit", help="create the training cluster")
     p.add_argument("spec", nargs="?", help=f"cluster.yaml, or a file of one TFJob (default: {DEFAULT_SPEC})")
@@ -161,6 +166,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("name")
     _add_cluster_flags(p)
+
+    p = sub.add_parser(
+        "sweep",
+        help="run a hyperparameter sweep of trainings (docs/sweeps.md): sweep SWEEP.yaml; sweep status NAME; "
+        "sweep delete NAME",
+    )
+    p.add_argument(
+        "target", metavar="SWEEP.yaml|status|delete", help="a sweep file to run (or resume), or status, delete"
+    )
+    p.add_argument("name", nargs="?", help="with status and delete: the sweep's name")
+    _add_cluster_flags(p)
+    p.add_argument("-o", "--output", choices=STATUS_FORMATS, default="text", help="status: json, yaml")
+    p.add_argument(
+        "--dry-run",
+        choices=["none", "client"],
+        default="none",
+        help="client: print the objects of the first parallelTrials trials, submit nothing",
+    )
+    p.add_argument("--poll", type=float, metavar="SECONDS", help="how often the trials are looked at")
 
     p = sub.add_parser("list", help="list clusters")
     _add_cluster_flags(p)
@@ -349,6 +373,12 @@ def cmd_submit(args) -> int:
 
 
 def cmd_import(args) -> int:
+    if holds_experiment(args.tfjob):  # a Katib Experiment: a sweep.yaml
+        sweep = import_experiment(args.tfjob)
+        for note in sweep.notes:
+            print(f"note: {note}", file=sys.stderr)
+        sys.stdout.write(sweep.text)
+        return 0
     imported = import_tfjob(args.tfjob)
     for one in imported:
         for note in one.notes:
@@ -402,6 +432,92 @@ def print_structured(data, output: str) -> None:
         print(json.dumps(data, indent=2))
     else:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+
+
+SWEEP_COMMANDS = ("status", "delete")
+
+
+def sweep_backend(args) -> BackendConfig:
+    """A sweep's backend: its run's is --local or Kubernetes (kubectl's flags); status and
+    delete take the one the sweep was run on (kept in its files: local, or the context and
+    namespace it was given), unless flags say otherwise.
+    Local trials run under detached supervisors, so they outlive an interrupted sweep."""
+    local = args.local or args.workdir is not None or args.python is not None
+    recorded: dict = {}
+    if args.target in SWEEP_COMMANDS and not local and not (args.kubeconfig or args.context or args.namespace):
+        directory = sweep_dir(DEFAULT_WORKDIR, args.name)
+        if (directory / "sweep.json").is_file():
+            recorded = json.loads((directory / "sweep.json").read_text())["backend"]
+            local = recorded.get("local", False)
+    if local:
+        return LocalProcessBackendConfig(workdir=args.workdir or DEFAULT_WORKDIR, foreground=False, python=args.python)
+    return KubernetesBackendConfig(
+        namespace=args.namespace or recorded.get("namespace"),
+        context=args.context or recorded.get("context"),
+        kubeconfig=args.kubeconfig,
+    )
+
+
+def cmd_sweep(args) -> int:
+    if args.target in SWEEP_COMMANDS and not args.name:
+        raise LauncherError(f"sweep {args.target} needs the sweep's name: python -m launcher sweep {args.target} NAME")
+    client = TFK8sClient(sweep_backend(args), out=sys.stderr)
+    if args.target == "delete":
+        deleted = client.delete_sweep(args.name)
+        print(f"sweep {args.name} deleted" + (f", with its trials {', '.join(deleted)}" if deleted else ""))
+        return 0
+    if args.target == "status":
+        status = client.sweep_status(args.name)
+    elif args.dry_run == "client":
+        loaded = client.load_sweep(args.target)
+        for spec in client.sweep_trials(loaded, loaded.sweep.parallel_trials):
+            print(f"# trial {spec.name}", flush=True)
+            sys.stdout.write(render.to_yaml(render.render(plan(spec, loaded.base.code))))
+        return 0
+    else:
+        try:
+            status = client.sweep(args.target, on_event=lambda line: print(line, flush=True), poll_seconds=args.poll)
+        except KeyboardInterrupt:
+            print(
+                "interrupted: the trials go on; run the same command again to resume the sweep, "
+                "or `python -m launcher sweep delete NAME` to end it",
+                file=sys.stderr,
+            )
+            return 130
+    if args.output != "text":
+        print_structured(status.to_dict(), args.output)
+    else:
+        print_sweep(status)
+    return 0 if status.phase in ("Succeeded", "Running", "Stopped") else 1
+
+
+def print_sweep(status) -> None:
+    """`sweep status`: the sweep's line, then a row per trial, the best marked with *."""
+    print(f"sweep {status.name}: {status.phase}" + (f" - {status.message}" if status.message else ""))
+    header = ["TRIAL", *(p.upper() for p in status.parameters), "PHASE", status.metric.upper(), "CAUSE"]
+    rows = []
+    for t in status.trials:
+        if t.value is not None:
+            metric = f"{t.value:.4g}"
+        elif t.latest is not None:
+            metric = f"{t.latest[1]:.4g} @{t.latest[0]}"
+        else:
+            metric = "-"
+        values = [_value_text(t.values.get(p)) for p in status.parameters]
+        mark = "*" if t.best else " "
+        rows.append(
+            [f"{mark}{t.cluster or t.number}", *values, t.phase, metric, t.message if t.phase != "Succeeded" else ""]
+        )
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths)]
+        print("  ".join([*cells, str(row[-1])]).rstrip())
+
+
+def _value_text(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
 
 
 def cmd_list(args) -> int:
@@ -466,6 +582,7 @@ COMMANDS = {
     "logs": cmd_logs,
     "delete": cmd_delete,
     "list": cmd_list,
+    "sweep": cmd_sweep,
     "tensorboard": cmd_tensorboard,
 }
 

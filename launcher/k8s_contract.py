@@ -93,6 +93,9 @@ LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_STRATEGY = "tfk8s.io/strategy"
+# A sweep's trial (launcher/sweep/): the sweep's name and the trial's number, on every object.
+LABEL_SWEEP = "tfk8s.io/sweep"
+LABEL_SWEEP_TRIAL = "tfk8s.io/sweep-trial"
 SPEC_HASH_ANNOTATION = "tfk8s.io/spec-hash"
 # The Job controller stamps each Indexed Job pod with its index in this annotation.
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"

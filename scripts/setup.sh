@@ -37,7 +37,7 @@ if [[ $python_only == 0 ]]; then
     trap 'kill "$toolchain" 2>/dev/null || true' EXIT  # pip failed: stop the toolchain too
   fi
 fi
-python -m pip install --disable-pip-version-check -q -e '.[worker,test]'
+python -m pip install --disable-pip-version-check -q -e '.[worker,test,sweep]'
 # tf-keras depends on `tensorflow`; without --no-deps pip replaces tensorflow-cpu with the full
 # 572 MB wheel. Keras 2 is what ParameterServerStrategy + Model.fit needs under TF 2.21.
 python -m pip install --disable-pip-version-check -q --no-deps 'tf-keras~=2.21.0'

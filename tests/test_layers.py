@@ -29,6 +29,7 @@ LAYERS = {
     "launcher.status": 5,
     "launcher.chart": 6,
     "launcher.monitoring": 6,
+    "launcher.sweep": 6,
     "launcher.backends": 7,
     "launcher.api": 8,
     "launcher.cli": 9,

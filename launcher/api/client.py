@@ -15,7 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Union
 
+from launcher.api import sweeps
 from launcher.api.config import (
+    DEFAULT_WORKDIR,
     BackendConfig,
     KubernetesBackendConfig,
     LocalProcessBackendConfig,
@@ -30,8 +32,11 @@ from launcher.cluster_spec.tfjob import document as tfjob
 from launcher.errors import JobFailed, JobTimeout, Problem, SpecError
 from launcher.status.lines import status_line
 from launcher.status.status import ClusterStatus, Phase
+from launcher.sweep import katib
+from launcher.sweep import load as sweep_load
 
 SpecSource = Union[str, Path, dict, ClusterSpec, Loaded, None]
+SweepSource = Union[str, Path, dict, sweep_load.LoadedSweep]
 EMBEDDED_DEFAULT = "<embedded default>"  # launcher/default-cluster.yaml
 
 
@@ -84,6 +89,16 @@ def import_tfjob(path: str | Path) -> list[tfjob.Imported]:
     every key whose meaning changed) and its `notes`; SpecError with each field that cannot be
     mapped, at its line (docs/migrating-from-tfjob.md)."""
     return tfjob.import_file(path)
+
+
+def import_experiment(path: str | Path) -> katib.ImportedSweep:
+    """A Katib Experiment (kubeflow.org/v1beta1) whose trial is a TFJob as a sweep.yaml (`text`,
+    the trial's cluster inline) and its `notes`; SpecError with each field that cannot be mapped,
+    at its line (docs/sweeps.md#katib-experiments)."""
+    return katib.import_file(path)
+
+
+holds_experiment = katib.holds_experiment_file
 
 
 class TFK8sClient:
@@ -236,3 +251,62 @@ class TFK8sClient:
         in the client's view, and return the CLI exit code (the chief's). In a foreground local
         config, Ctrl-C or SIGTERM meanwhile stops every task."""
         return self.backend(name).wait(name)
+
+    # --- sweeps (docs/sweeps.md) -----------------------------------------------------------
+
+    def load_sweep(self, sweep: SweepSource) -> sweep_load.LoadedSweep:
+        """A validated sweep (a sweep.yaml path, or a mapping) and its base cluster spec;
+        SpecError with every problem, at its file:line."""
+        if isinstance(sweep, sweep_load.LoadedSweep):
+            return sweep
+        if isinstance(sweep, dict):
+            return sweep_load.load_data(sweep, shared_disk=self.local)
+        return sweep_load.load_file(sweep, shared_disk=self.local)
+
+    def sweep_dir(self, name: str) -> Path:
+        """Where the sweep's files are: `<workdir>/.sweeps/<name>` (on Kubernetes too: the
+        machine that runs the sweep keeps them, under the default workdir)."""
+        workdir = self.config.workdir if self.local else DEFAULT_WORKDIR
+        return sweeps.sweep_dir(workdir, name)
+
+    def sweep(
+        self,
+        sweep: SweepSource,
+        *,
+        on_event: Callable[[str], Any] | None = None,
+        poll_seconds: float | None = None,
+    ) -> sweeps.SweepStatus:
+        """Run the sweep until it ends: each trial a cluster `<sweep>-t<N>` submitted here,
+        `parallelTrials` at a time; returns its status (the best trial marked). Rerun on a
+        sweep that exists, it resumes (SubmitRefused if its file changed). on_event gets a
+        line per trial submitted or ended. Locally the trials run under detached supervisors
+        unless the config is foreground, so they outlive an interrupted sweep."""
+        loaded = self.load_sweep(sweep)
+        backend = {"local": self.local}
+        if self.local:
+            backend["workdir"] = str(self.config.resolved_workdir)
+        else:
+            backend.update(namespace=self.config.namespace, context=self.config.context)
+        run = sweeps.SweepRun(
+            self,
+            loaded,
+            self.sweep_dir(loaded.sweep.name),
+            backend=backend,
+            on_event=on_event,
+            poll_seconds=poll_seconds,
+        )
+        return run.run()
+
+    def sweep_status(self, name: str) -> sweeps.SweepStatus:
+        """Each trial: its values, phase, objective value (a running one's latest evaluation),
+        its cause if it failed; the best marked. ClusterNotFound if there is no such sweep."""
+        return sweeps.sweep_status(self, self.sweep_dir(name))
+
+    def delete_sweep(self, name: str) -> list[str]:
+        """Stop the launcher that runs the sweep, delete its trials' clusters and its files;
+        returns the clusters deleted."""
+        return sweeps.delete_sweep(self, self.sweep_dir(name))
+
+    def sweep_trials(self, sweep: SweepSource, count: int) -> list[ClusterSpec]:
+        """The first `count` trials' clusters, as the sweep would start them (nothing kept)."""
+        return sweeps.first_trials(self.load_sweep(sweep), count, shared_disk=self.local)
