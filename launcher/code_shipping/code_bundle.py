@@ -63,6 +63,11 @@ class CodeSpec(BaseModel):
 
     path: str = Field(min_length=1, description="the code dir, relative to the spec file")
     exclude: list[str] = Field(default_factory=list, description=".gitignore-style patterns left out of the archive")
+    outside: bool = Field(
+        False,
+        description="ship a dir outside the spec file's directory (the working dir for a spec from stdin or a "
+        "dict); without it such a `path` is refused (docs/code.md)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -200,6 +205,20 @@ def resolve(code: CodeSpec, base: Path) -> Path:
     return (base / code.path).resolve()
 
 
+def outside_of(code: CodeSpec, base: Path) -> tuple[str, str] | None:
+    """(problem, hint) when code.path, links followed, leads out of `base` (the spec file's
+    directory) without `outside: true`: a spec someone else wrote must not pack any dir its
+    reader can read (`../../.config/gcloud`) into a ConfigMap of the namespace it names."""
+    base, root = base.resolve(), resolve(code, base)
+    if code.outside or root == base or base in root.parents:
+        return None
+    return (
+        f"code: {code.path} is {root}, outside {base}, the spec's directory; shipping it would put its files "
+        "into the cluster",
+        f"move the code under {base}, or if this dir is meant, say so: `code: {{path: {code.path}, outside: true}}`",
+    )
+
+
 def check_given(spec, bundle: "Bundle | None", caller: str) -> None:
     """The one rule for every consumer of packed code: given with `code:`, and only then."""
     if spec.code is not None and bundle is None:
@@ -215,7 +234,10 @@ def note(spec, bundle: Bundle, to: str | None = None) -> str:
     shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
     where = to or f"ConfigMap {bundle.object_name(spec.name)}"
     left_out = left_out_note(bundle)
-    return f"code: {bundle.root} -> {where}: {bundle.summary()}: {shown}" + (f"; {left_out}" if left_out else "")
+    outside = " (outside the spec's directory: code.outside)" if spec.code is not None and spec.code.outside else ""
+    return f"code: {bundle.root}{outside} -> {where}: {bundle.summary()}: {shown}" + (
+        f"; {left_out}" if left_out else ""
+    )
 
 
 def left_out_note(bundle: Bundle) -> str | None:
