@@ -334,7 +334,7 @@ a shared emptyDir. TF's gRPC server can read any file of its own container: no t
     sources:
     - serviceAccountToken:
         path: token
-        expirationSeconds: 3607
+        expirationSeconds: 600
     - configMap:
         name: kube-root-ca.crt
         items:
