@@ -181,8 +181,8 @@ shipped code's, the role's own, then extraVolumes.
 {{ include "tfk8s.supervisorVolumes" $root }}
 {{- end }}
 {{- if $values.codeArchive }}
-- name: code
-  emptyDir: {}
+{{- $c := include "tfk8s.contract" $root | fromYaml }}
+{{ list $c.code.volume | toYaml }}
 - name: code-archive
   configMap:
     name: {{ include "tfk8s.codeObject" $root }}
