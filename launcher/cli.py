@@ -43,6 +43,7 @@ from launcher.monitoring import alerts, dashboard
 from launcher.plan import storage
 from launcher.plan.plan import plan
 from launcher.render import render
+from launcher.status.lines import printable
 from launcher.status.node_loss import EXIT_NODE_LOST
 from worker.contract import ROLES
 
@@ -157,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         "with a restarted task's log (after a marker line)",
     )
     p.add_argument("--tail", type=int, metavar="N", help="only the last N lines (of each task's log with --all)")
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="the log as the task wrote it, terminal escape sequences and control characters included "
+        "(without it they are removed: a program's output cannot move the cursor or write the clipboard)",
+    )
 
     p = sub.add_parser(
         "delete",
@@ -395,19 +402,23 @@ def cmd_status(args) -> int:
     if args.output != "text":
         print_structured(status.to_dict(), args.output)
         return 0
-    print(
+    # The message, reasons and notes carry task output (a failed task's last line, its
+    # termination message): printed without terminal control.
+    lines = [
         f"cluster {status.namespace}/{status.name}: {status.phase}" + (f" - {status.message}" if status.message else "")
-    )
+    ]
     if status.exit_code is not None:
-        print(f"exit code: {status.exit_code}")
+        lines.append(f"exit code: {status.exit_code}")
     if status.training is not None:
-        print(f"training: {status.training.summary()}")
-    for note in status.notes:
-        print(f"note: {note}")
-    print(f"{'ROLE':<10} {'REPLICAS':>8} {'ACTIVE':>6} {'SUCCEEDED':>9} {'FAILED':>6} {'LAST EXIT':>9}  REASON")
+        lines.append(f"training: {status.training.summary()}")
+    lines += [f"note: {note}" for note in status.notes]
+    lines.append(f"{'ROLE':<10} {'REPLICAS':>8} {'ACTIVE':>6} {'SUCCEEDED':>9} {'FAILED':>6} {'LAST EXIT':>9}  REASON")
     for r in status.roles:
         code = "-" if r.last_exit_code is None else str(r.last_exit_code)
-        print(f"{r.role:<10} {r.replicas:>8} {r.active:>6} {r.succeeded:>9} {r.failed:>6} {code:>9}  {r.reason or ''}")
+        lines.append(
+            f"{r.role:<10} {r.replicas:>8} {r.active:>6} {r.succeeded:>9} {r.failed:>6} {code:>9}  {r.reason or ''}"
+        )
+    print(printable("\n".join(lines)))
     return 0
 
 
@@ -416,7 +427,7 @@ def cmd_logs(args) -> int:
         args.name, None if args.all else args.role, args.index, follow=args.follow, tail=args.tail
     )
     for line in lines:
-        sys.stdout.write(line)
+        sys.stdout.write(line if args.raw else printable(line))
         sys.stdout.flush()
     return 0
 

@@ -11,7 +11,7 @@ from typing import IO
 
 from launcher.backends.base import View
 from launcher.backends.view import DEFAULT_LINE_SECONDS, LineView
-from launcher.status.lines import tasks_summary
+from launcher.status.lines import printable, tasks_summary
 from launcher.status.status import ClusterStatus
 
 
@@ -37,7 +37,7 @@ class LiveView:
         self.live.update(render(status), refresh=True)
 
     def note(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self.console.print(printable(text), markup=False, highlight=False)
 
     def close(self) -> None:
         self.live.stop()
@@ -53,8 +53,8 @@ def render(status: ClusterStatus):
     header = Text.assemble(
         (f"{status.namespace}/{status.name} ", "bold"), (f"[{status.phase}]", _PHASE_STYLE.get(status.phase.value, ""))
     )
-    if status.message:
-        header.append(f" {status.message}")
+    if status.message:  # a failed task's last output line among them: no terminal control
+        header.append(f" {printable(status.message)}")
     tasks = Text("  " + tasks_summary(status) + "  (running/replicas)")
     parts = [header, tasks]
     training = status.training
@@ -63,13 +63,13 @@ def render(status: ClusterStatus):
         if training.target:
             row.add_column(width=30)
         row.add_column()
-        cells = [", ".join(training.facts(fraction=False))]
+        cells = [printable(", ".join(training.facts(fraction=False)))]
         if training.target:
             cells.insert(0, ProgressBar(total=training.target, completed=training.step or 0, width=30))
         row.add_row(*cells)
         parts.append(row)
         if training.evaluation is not None:
-            parts.append(Text("  " + training.evaluation.summary()))
+            parts.append(Text("  " + printable(training.evaluation.summary())))
     return Group(*parts)
 
 

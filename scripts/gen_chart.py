@@ -145,8 +145,10 @@ def _code_contract() -> dict:
     cluster = plan.plan(sample, code_bundle.Bundle(root="", archive=b"", files=()))
     [(_, job)] = render.job_specs(render.render(cluster))
     [init] = job["template"]["spec"]["initContainers"]
+    [volume] = [v for v in job["template"]["spec"]["volumes"] if v["name"] == "code"]
     return {
         "dir": code_bundle.CODE_DIR,
+        "volume": volume,
         "initContainer": {k: v for k, v in init.items() if k not in ("image", "imagePullPolicy", "securityContext")},
     }
 

@@ -9,7 +9,7 @@ import time
 from typing import IO, Callable
 
 from launcher.backends.base import View
-from launcher.status.lines import state_line, status_line
+from launcher.status.lines import printable, state_line, status_line
 from launcher.status.status import ClusterStatus
 
 DEFAULT_LINE_SECONDS = 10.0
@@ -40,7 +40,7 @@ class LineView:
             self.note(line)
 
     def note(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(printable(text), file=self.out, flush=True)
 
     def close(self) -> None:
         pass

@@ -137,7 +137,13 @@ def _validate(data: dict, lines: dict[Path_, int], filename: str, shared_disk: b
 
 def _with_code(spec: ClusterSpec, base: Path, lines: dict[Path_, int], filename: str) -> Loaded:
     """The spec with code.path made absolute, once its code packs and holds the entry point (a
-    load refuses what a submit would), and the code as packed."""
+    load refuses what a submit would), and the code as packed. A dir out of `base` (the spec
+    file's directory, else the working dir) needs `code.outside`."""
+    if (outside := code_bundle.outside_of(spec.code, base)) is not None:
+        message, hint = outside
+        raise SpecError(
+            [Problem(message, path="code.path", file=filename, line=_line_for(("code", "path"), lines), hint=hint)]
+        )
     root = code_bundle.resolve(spec.code, base)
     code = pack_code(spec, root=root, filename=filename, lines=lines)
     if (note := code_entry.program_from_image(spec, code)) is not None:

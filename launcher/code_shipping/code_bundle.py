@@ -39,20 +39,39 @@ LIMIT = int(0.95 * MIB)
 # Files of more than this, together, are data, however well they compress: refused from their
 # sizes alone, before anything is read (a multi-GB dataset in the dir would take minutes).
 MAX_RAW_BYTES = 64 * MIB
+# At most this many files in a code dir: packed (a ConfigMap's 1 MiB of gzip holds 200,000 empty
+# files' headers) and unpacked alike.
+MAX_FILES = 10_000
 CODE_DIR = "/opt/tfk8s/code"  # in the pods: unpacked here, first on PYTHONPATH, the working dir
 ARCHIVE_DIR = "/opt/tfk8s/code-archive"  # the ConfigMap, mounted read-only for the init container
 ARCHIVE_KEY = "code.tar.gz"
-# The init container's program: unpack the archive into the emptyDir (stdlib only).
+# The `code` emptyDir's sizeLimit: MAX_RAW_BYTES of files, plus a 4 KiB block each for the
+# smallest (the kubelet counts the blocks used), with room to spare; past it the pod is evicted.
+CODE_DIR_SIZE_LIMIT = "128Mi"
+# The init container's program: unpack the archive into the emptyDir (stdlib only). What it
+# believes of the archive (a ConfigMap anyone with write access to the namespace can replace, or
+# a chart's codeArchive): gzip only (3 KB of bz2 made 4 GiB); the sizes and count in the
+# members' headers, checked before anything is written, against what pack() could have made.
 UNPACK = (
     "import sys, tarfile\n"
     "src, dst = sys.argv[1], sys.argv[2]\n"
-    "with tarfile.open(src) as t:\n"
-    "    members = t.getmembers()\n"
-    "    for m in members:\n"
+    f"max_bytes, max_files = {MAX_RAW_BYTES}, {MAX_FILES}\n"
+    "with open(src, 'rb') as f:\n"
+    "    if f.read(2) != b'\\x1f\\x8b':\n"
+    "        sys.exit(f'tfk8s code: {src} is not a gzip archive (code-archive makes one: tar.gz)')\n"
+    "members, total = [], 0\n"
+    "with tarfile.open(src, 'r:gz') as t:\n"
+    "    for m in t:\n"
     "        if not m.isreg() or m.name.startswith('/') or '..' in m.name.split('/'):\n"
     "            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n"
+    "        members.append(m)\n"
+    "        total += m.size\n"
+    "        if len(members) > max_files:\n"
+    "            sys.exit(f'tfk8s code: refusing the archive: over {max_files} files')\n"
+    "        if total > max_bytes:\n"
+    "            sys.exit(f'tfk8s code: refusing the archive: over {max_bytes >> 20} MiB unpacked (at {m.name!r})')\n"
     "    t.extractall(dst, members)\n"
-    "print(f'tfk8s code: unpacked {len(members)} files into {dst}')\n"
+    "print(f'tfk8s code: unpacked {len(members)} files ({total} bytes) into {dst}')\n"
 )
 
 
@@ -63,6 +82,11 @@ class CodeSpec(BaseModel):
 
     path: str = Field(min_length=1, description="the code dir, relative to the spec file")
     exclude: list[str] = Field(default_factory=list, description=".gitignore-style patterns left out of the archive")
+    outside: bool = Field(
+        False,
+        description="ship a dir outside the spec file's directory (the working dir for a spec from stdin or a "
+        "dict); without it such a `path` is refused (docs/code.md)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -150,6 +174,12 @@ def pack(root: str | Path, exclude: list[str] = (), limit: int | None = None) ->
     files = tuple((rel, size) for rel, _, size in entries)
     if limit is not None and sum(size for _, size in files) > MAX_RAW_BYTES:
         raise _too_large(str(root), files, None)
+    if limit is not None and len(files) > MAX_FILES:  # the pods' unpacker would refuse it
+        raise TooLarge(
+            f"{root} holds {len(files)} files, over the {MAX_FILES} a code dir may",
+            "exclude what the program does not import (code.exclude or a .tfk8signore in the code dir): "
+            "data, caches, a virtualenv",
+        )
     out = _Bounded(limit if limit is not None else 1 << 62)
     try:
         with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=9) as gz:
@@ -200,6 +230,20 @@ def resolve(code: CodeSpec, base: Path) -> Path:
     return (base / code.path).resolve()
 
 
+def outside_of(code: CodeSpec, base: Path) -> tuple[str, str] | None:
+    """(problem, hint) when code.path, links followed, leads out of `base` (the spec file's
+    directory) without `outside: true`: a spec someone else wrote must not pack any dir its
+    reader can read (`../../.config/gcloud`) into a ConfigMap of the namespace it names."""
+    base, root = base.resolve(), resolve(code, base)
+    if code.outside or root == base or base in root.parents:
+        return None
+    return (
+        f"code: {code.path} is {root}, outside {base}, the spec's directory; shipping it would put its files "
+        "into the cluster",
+        f"move the code under {base}, or if this dir is meant, say so: `code: {{path: {code.path}, outside: true}}`",
+    )
+
+
 def check_given(spec, bundle: "Bundle | None", caller: str) -> None:
     """The one rule for every consumer of packed code: given with `code:`, and only then."""
     if spec.code is not None and bundle is None:
@@ -215,7 +259,10 @@ def note(spec, bundle: Bundle, to: str | None = None) -> str:
     shown = ", ".join(names[:6]) + (f", ... ({len(names) - 6} more)" if len(names) > 6 else "")
     where = to or f"ConfigMap {bundle.object_name(spec.name)}"
     left_out = left_out_note(bundle)
-    return f"code: {bundle.root} -> {where}: {bundle.summary()}: {shown}" + (f"; {left_out}" if left_out else "")
+    outside = " (outside the spec's directory: code.outside)" if spec.code is not None and spec.code.outside else ""
+    return f"code: {bundle.root}{outside} -> {where}: {bundle.summary()}: {shown}" + (
+        f"; {left_out}" if left_out else ""
+    )
 
 
 def left_out_note(bundle: Bundle) -> str | None:

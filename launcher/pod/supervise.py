@@ -40,10 +40,14 @@ within which SIGKILL follows SIGTERM when stopping the child. Both: SUPERVISOR_S
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 
 try:  # in the pod both scripts lie side by side in the ConfigMap's directory
@@ -115,19 +119,52 @@ def stop(child: subprocess.Popen, timeout: float = 20.0) -> None:
         child.wait()
 
 
+# What either container reads from the shared directory: a verdict line and its reason.
+MAX_STATE_FILE_BYTES = 4096
+_refused: set[str] = set()  # files already said to be refused (the directory is polled each second)
+
+
 def write_file(path: str, text: str) -> None:
-    """Whole or not at all: the other container polls the file."""
-    with open(f"{path}.tmp", "w") as f:
-        f.write(text)
-    os.replace(f"{path}.tmp", path)
+    """Whole or not at all: the other container polls the file. Written to a new file of a
+    fresh name (O_EXCL, no link followed), then renamed over `path` (a rename replaces a link
+    planted there, never writes through it): the task's container shares the directory."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
+    try:
+        os.fchmod(fd, 0o644)  # the other container may run as another uid of the pod's group
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def read_file(path: str) -> str | None:
+    """The file's text (its first MAX_STATE_FILE_BYTES), None when there is none. Only a
+    regular file, opened without following a link: the task's container could plant in the
+    shared directory a link to the job-watch container's token, or a FIFO that blocks the
+    reader; either is refused, said once, and read as absent."""
     try:
-        with open(path) as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        return _refuse(path, "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return _refuse(path, "not a regular file")
+        if info.st_nlink != 1:
+            return _refuse(path, f"a file with {info.st_nlink} links")
+        return f.read(MAX_STATE_FILE_BYTES).decode("utf-8", "replace")
+
+
+def _refuse(path: str, why: str) -> None:
+    if path not in _refused:
+        _refused.add(path)
+        log(f"ignoring {path}: {why}; only a regular file written by the other container is read")
+    return None
 
 
 def say_last(message: str) -> None:
@@ -191,9 +228,9 @@ def watch(state_dir: str) -> int:
     thread.start()
     while thread.is_alive():
         thread.join(1.0)
-        exited = read_file(f"{state_dir}/{TASK_EXITED_FILE}")
-        if exited is not None and (exited.strip() == "0" or not restarts):
-            log(f"the task exited ({exited.strip()}); nothing left to watch")
+        exited = task_exit_code(state_dir)
+        if exited is not None and (exited == 0 or not restarts):
+            log(f"the task exited ({exited}); nothing left to watch")
             return 0
     kind, _, reason = verdict[0].partition("\n")
     if reason:
@@ -202,6 +239,18 @@ def watch(state_dir: str) -> int:
     # Under OnFailure the task's container is restarted in place after its exit 7: this one
     # must be too (exit 1), or the restarted task would run with nobody watching the Job.
     return 1 if kind == API_UNREACHABLE_VERDICT and restarts else 0
+
+
+def task_exit_code(state_dir: str) -> int | None:
+    """The code `run` recorded when its task exited; None before, or for anything but a number
+    (the task's container can write the file: only a code is believed, and logged)."""
+    text = read_file(f"{state_dir}/{TASK_EXITED_FILE}")
+    if text is None:
+        return None
+    if not re.fullmatch(r"-?[0-9]{1,4}", text.strip()):
+        _refuse(f"{state_dir}/{TASK_EXITED_FILE}", "not an exit code")
+        return None
+    return int(text.strip())
 
 
 def forget_an_earlier_attempts_give_up(state_dir: str) -> None:

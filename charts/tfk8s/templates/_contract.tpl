@@ -160,15 +160,25 @@ reservedExitCodes:
   '78': the Keras check's (Keras 3 where it cannot train, always fatal)
 code:
   dir: /opt/tfk8s/code
+  volume:
+    name: code
+    emptyDir:
+      sizeLimit: 128Mi
   initContainer:
     name: code
     command:
     - python3
     - -c
-    - "import sys, tarfile\nsrc, dst = sys.argv[1], sys.argv[2]\nwith tarfile.open(src) as t:\n    members\
-      \ = t.getmembers()\n    for m in members:\n        if not m.isreg() or m.name.startswith('/') or\
-      \ '..' in m.name.split('/'):\n            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n\
-      \    t.extractall(dst, members)\nprint(f'tfk8s code: unpacked {len(members)} files into {dst}')\n"
+    - "import sys, tarfile\nsrc, dst = sys.argv[1], sys.argv[2]\nmax_bytes, max_files = 67108864, 10000\n\
+      with open(src, 'rb') as f:\n    if f.read(2) != b'\\x1f\\x8b':\n        sys.exit(f'tfk8s code: {src}\
+      \ is not a gzip archive (code-archive makes one: tar.gz)')\nmembers, total = [], 0\nwith tarfile.open(src,\
+      \ 'r:gz') as t:\n    for m in t:\n        if not m.isreg() or m.name.startswith('/') or '..' in\
+      \ m.name.split('/'):\n            sys.exit(f'tfk8s code: refusing archive member {m.name!r}')\n\
+      \        members.append(m)\n        total += m.size\n        if len(members) > max_files:\n    \
+      \        sys.exit(f'tfk8s code: refusing the archive: over {max_files} files')\n        if total\
+      \ > max_bytes:\n            sys.exit(f'tfk8s code: refusing the archive: over {max_bytes >> 20}\
+      \ MiB unpacked (at {m.name!r})')\n    t.extractall(dst, members)\nprint(f'tfk8s code: unpacked {len(members)}\
+      \ files ({total} bytes) into {dst}')\n"
     - /opt/tfk8s/code-archive/code.tar.gz
     - /opt/tfk8s/code
     resources:

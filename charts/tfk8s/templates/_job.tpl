@@ -181,8 +181,8 @@ shipped code's, the role's own, then extraVolumes.
 {{ include "tfk8s.supervisorVolumes" $root }}
 {{- end }}
 {{- if $values.codeArchive }}
-- name: code
-  emptyDir: {}
+{{- $c := include "tfk8s.contract" $root | fromYaml }}
+{{ list $c.code.volume | toYaml }}
 - name: code-archive
   configMap:
     name: {{ include "tfk8s.codeObject" $root }}
@@ -336,7 +336,7 @@ a shared emptyDir. TF's gRPC server can read any file of its own container: no t
     sources:
     - serviceAccountToken:
         path: token
-        expirationSeconds: 3607
+        expirationSeconds: 600
     - configMap:
         name: kube-root-ca.crt
         items:

@@ -24,6 +24,7 @@ def webhook_unanswered(exc: BaseException) -> bool:
 
 
 JOBSET = (k8s_contract.JOBSET_API_VERSION, "JobSet")
+NETWORK_POLICY = ("networking.k8s.io/v1", "NetworkPolicy")  # deleted last (cleanup.delete_cluster)
 POD_MONITOR = (k8s_contract.POD_MONITOR_API_VERSION, "PodMonitor")
 # Kueue's API (Workload, LocalQueue), newest served version first (v1beta2 from Kueue 0.15).
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
@@ -35,7 +36,7 @@ KINDS = [
     JOBSET,
     ("batch/v1", "Job"),
     ("v1", "Service"),
-    ("networking.k8s.io/v1", "NetworkPolicy"),
+    NETWORK_POLICY,
     POD_MONITOR,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
@@ -233,6 +234,20 @@ class Api:
             )
         except NotFoundError:
             pass  # gone already: what we wanted
+
+    def release(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Drop the object's ownerReferences (a merge patch), so that deleting its owner leaves it."""
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        try:
+            self.resource(api_version, kind).patch(
+                body={"metadata": {"ownerReferences": None}},
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+            )
+        except NotFoundError:
+            pass
 
     def core_v1(self):
         """The typed core/v1 client (pods, logs, port-forward) on this connection."""

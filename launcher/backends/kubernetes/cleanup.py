@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from launcher.backends.kubernetes.api import KINDS, OWNED_KINDS, Api, NodesUnreadable
+from launcher.backends.kubernetes.api import KINDS, NETWORK_POLICY, OWNED_KINDS, Api, NodesUnreadable
 from launcher.errors import LauncherError
 from launcher.status import node_loss
 
@@ -20,21 +20,40 @@ class PodsOnLostNodes(LauncherError):
 
 
 def delete_cluster(api: Api, namespace: str, name: str, timeout: float) -> bool:
-    """Delete cluster `name` and wait until nothing of it is left; False if there was nothing."""
+    """Delete cluster `name` and wait until nothing of it is left; False if there was nothing.
+    The NetworkPolicies go last, once no pod is left: deleted pods run on for their grace
+    period (a ps, a worker answering gRPC), and without a policy TF's port would be open to the
+    whole cluster meanwhile. Owned by the root, the garbage collector would remove them with
+    it: they are released from it first."""
     found = False
+    policies = api.list(*NETWORK_POLICY, namespace, name)
+    for policy in policies:
+        found = True
+        if policy["metadata"].get("ownerReferences"):
+            api.release(*NETWORK_POLICY, namespace, policy["metadata"]["name"])
     for api_version, kind in OWNED_KINDS:
+        if (api_version, kind) == NETWORK_POLICY:
+            continue
         for obj in api.list(api_version, kind, namespace, name):
             found = True
             api.delete(api_version, kind, namespace, obj["metadata"]["name"])
     deadline = time.monotonic() + timeout
+    _wait_until_gone(api, namespace, name, [k for k in KINDS if k != NETWORK_POLICY], deadline, timeout)
+    for policy in api.list(*NETWORK_POLICY, namespace, name):
+        api.delete(*NETWORK_POLICY, namespace, policy["metadata"]["name"])
+    _wait_until_gone(api, namespace, name, KINDS, deadline, timeout)
+    return found
+
+
+def _wait_until_gone(api: Api, namespace: str, name: str, kinds, deadline: float, timeout: float) -> None:
     while True:
         left = [
             f"{kind}/{o['metadata']['name']}"
-            for api_version, kind in KINDS
+            for api_version, kind in kinds
             for o in api.list(api_version, kind, namespace, name)
         ]
         if not left:
-            return found
+            return
         if all(kind == "Pod" for kind, _ in (entry.split("/", 1) for entry in left)):
             refuse_pods_on_lost_nodes(api, namespace, name)
         if time.monotonic() > deadline:

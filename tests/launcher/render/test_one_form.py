@@ -30,8 +30,13 @@ OBJECT_KEYS = {
     "ownerReferences",
 }
 # Where Python adds to objects what no template can know at render time: submit's apply-time
-# metadata (the root's UID in ownerReferences), and the `List` envelope of `render -o json`.
-APPLY_TIME = {"launcher/backends/kubernetes/submit.py", "launcher/render/render.py:to_json"}
+# metadata (the root's UID in ownerReferences; delete's patch taking it off the NetworkPolicies),
+# and the `List` envelope of `render -o json`.
+APPLY_TIME = {
+    "launcher/backends/kubernetes/submit.py",
+    "launcher/backends/kubernetes/api.py:release",
+    "launcher/render/render.py:to_json",
+}
 
 
 def _object_dicts(path: Path) -> list[str]:

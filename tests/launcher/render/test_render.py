@@ -85,7 +85,9 @@ def test_job_watch_container_mounts_what_the_kubelet_would_and_shares_only_the_v
     assert watcher["command"] == ["python3", "/var/run/tfk8s/supervise.py", "watch"]
     [token] = [v for v in pod["volumes"] if v["name"] == "kube-api-access"]
     sources = token["projected"]["sources"]
-    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    # 600 s, Kubernetes' minimum, renewed by the kubelet (job_watch reads it for each request);
+    # 3607 made the API server extend it to a year (--service-account-extend-token-expiration)
+    assert sources[0]["serviceAccountToken"] == {"path": "token", "expirationSeconds": 600}
     assert sources[1]["configMap"] == {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
     assert sources[2]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert {

@@ -569,3 +569,62 @@ def test_a_refusal_is_not_blamed_on_egress():
     assert "HTTP Error 403: Forbidden" in str(raised.value)
     assert "service account must be allowed to list and watch job c-chief" in str(raised.value)
     assert "egress" not in str(raised.value)
+
+
+# ------------------------------------------------- the shared directory: the task's container writes there too
+@pytest.mark.parametrize("planted", ["link", "fifo", "words"])
+def test_watch_reads_no_link_fifo_or_text_the_task_container_plants(
+    planted, state_dir, service_account, silent_api_server
+):
+    """`task-exited` as a link to the token (shown on kind: the token was printed into the
+    job-watch log), a FIFO (the reader blocked for good) or words: refused, said once, not
+    printed, and `watch` goes on until a real exit code comes."""
+    planted_file = state_dir / supervise.TASK_EXITED_FILE
+    if planted == "link":
+        planted_file.symlink_to(service_account / "token")
+    elif planted == "fifo":
+        os.mkfifo(planted_file)
+    else:
+        planted_file.write_text("not-a-real-token\n")
+    watcher = start_watch(state_dir, service_account, silent_api_server)
+    with pytest.raises(subprocess.TimeoutExpired):
+        watcher.wait(timeout=3)
+    planted_file.unlink()
+    (state_dir / supervise.TASK_EXITED_FILE).write_text("0\n")
+    assert watcher.wait(timeout=30) == 0
+    err = watcher.communicate()[1]
+    why = {"link": "a symbolic link", "fifo": "not a regular file", "words": "not an exit code"}[planted]
+    assert f"ignoring {planted_file}: {why}; only a regular file" in err and err.count("ignoring") == 1, err
+    assert "not-a-real-token" not in err
+    assert "the task exited (0); nothing left to watch" in err
+
+
+def test_the_verdict_is_written_through_no_planted_link(state_dir, service_account, silent_api_server, tmp_path):
+    """A link planted where `watch` writes its verdict: replaced, the file it points to untouched
+    (the old `verdict.tmp` was opened for writing through a link)."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    for name in (supervise.VERDICT_FILE, f"{supervise.VERDICT_FILE}.tmp"):
+        (state_dir / name).symlink_to(victim)
+    watcher = start_watch(state_dir, service_account, silent_api_server, TFK8S_API_GIVE_UP_SECONDS="1")
+    assert watcher.wait(timeout=60) == 0
+    verdict = state_dir / supervise.VERDICT_FILE
+    assert not verdict.is_symlink() and verdict.read_text().startswith(supervise.API_UNREACHABLE_VERDICT + "\n")
+    assert victim.read_text() == "precious\n"
+    assert oct(verdict.stat().st_mode & 0o777) == "0o644"
+
+
+def test_every_request_reads_the_token_again(service_account, monkeypatch):
+    """The projected token lives 600 s (manifests/job.yaml.j2) and the kubelet rotates it: each
+    list and each watch renewal must carry the file's current token, as client-go does."""
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv(job_watch.SA_DIR_ENV, str(service_account))
+    sent = []
+    monkeypatch.setattr(
+        job_watch.urllib.request, "urlopen", lambda request, **_: sent.append(request.get_header("Authorization"))
+    )
+    api = job_watch.ApiServer.in_cluster()
+    api.open("/apis/batch/v1/namespaces/ns/jobs", timeout=1)
+    (service_account / "token").write_text("rotated-token\n")
+    api.open("/apis/batch/v1/namespaces/ns/jobs?watch=1", timeout=1)
+    assert sent == ["Bearer not-a-real-token", "Bearer rotated-token"]

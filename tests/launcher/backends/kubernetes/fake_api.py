@@ -69,7 +69,7 @@ class FakeApi(Api):
         return [obj for obj in self.objects.values() if obj["kind"] == kind]
 
     def mutations(self) -> list[tuple]:
-        return [call for call in self.calls if call[0] in ("apply", "delete")]
+        return [call for call in self.calls if call[0] in ("apply", "delete", "release")]
 
     # --- the boundary ----------------------------------------------------------------------
 
@@ -121,6 +121,12 @@ class FakeApi(Api):
         for key, obj in list(self.objects.items()):
             if any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or []):
                 self.delete(*key)
+
+    def release(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        self.calls.append(("release", kind, name))
+        found = self.objects.get((api_version, kind, namespace, name))
+        if found is not None:
+            found["metadata"].pop("ownerReferences", None)
 
     def workload_of(self, namespace: str, owner_uid: str) -> dict | None:
         return None

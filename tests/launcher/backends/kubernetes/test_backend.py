@@ -460,3 +460,70 @@ def test_a_missing_secret_is_named_and_an_old_mount_event_says_nothing_once_the_
     chief["status"] = {"phase": "Running", "containerStatuses": [{"name": "tensorflow", "state": {"running": {}}}]}
     api.add(chief)
     assert tfk8s.status(NAME).phase is Phase.RUNNING
+
+
+class PodsTakeTheirGrace(FakeApi):
+    """Deleted pods stay (Terminating, their containers still serving) for a few looks, as for
+    their termination grace; every NetworkPolicy deletion records the pods still there."""
+
+    def __init__(self):
+        super().__init__()
+        self.terminating: dict[tuple, int] = {}  # pod key -> looks left
+        self.pods_at_policy_delete: list[list[str]] = []
+
+    def delete(self, api_version, kind, namespace, name):
+        if kind == "Pod":
+            self.calls.append(("delete", kind, name))
+            self.terminating.setdefault((api_version, kind, namespace, name), 3)
+            return
+        if kind == "NetworkPolicy":
+            self.pods_at_policy_delete.append([p["metadata"]["name"] for p in self.stored("Pod")])
+        super().delete(api_version, kind, namespace, name)
+
+    def select(self, api_version, kind, namespace, selector):
+        if kind == "Pod":
+            for key in list(self.terminating):
+                self.terminating[key] -= 1
+                if self.terminating[key] == 0:
+                    del self.terminating[key]
+                    self.objects.pop(key, None)
+        return super().select(api_version, kind, namespace, selector)
+
+
+@pytest.mark.parametrize("workload", ["jobs", "jobset"])  # a ConfigMap root; a JobSet root
+def test_delete_removes_the_network_policies_only_after_the_pods_are_gone(workload):
+    """Deleted pods answer gRPC through their grace: the policies that keep the rest of the
+    cluster out must outlive them. Before: the root's deletion took the policies along (the
+    garbage collector) or they were deleted right after the Jobs, pods still running."""
+    api = PodsTakeTheirGrace()
+    tfk8s, _ = backend(api)
+    spec = spec_of(workload=workload)
+    tfk8s.submit(spec)
+    for obj in list(api.stored("Job")) + list(api.stored("JobSet")):
+        add_pod_of(api, obj, spec.name)
+    policies = sorted(p["metadata"]["name"] for p in api.stored("NetworkPolicy"))
+    assert policies and api.stored("Pod")
+    tfk8s.delete(spec.name)
+    assert api.pods_at_policy_delete == [[] for _ in policies]
+    deleted = [call[2] for call in api.mutations() if call[:2] == ("delete", "NetworkPolicy")]
+    assert sorted(deleted) == policies
+    assert [o["kind"] for o in api.objects.values()] == ["Namespace", "ConfigMap"]  # its kube-root-ca.crt
+
+
+def add_pod_of(api: FakeApi, owner: dict, name: str) -> None:
+    """A running pod owned by `owner` (a Job, or a JobSet's: deleting the owner deletes it)."""
+    api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{owner['metadata']['name']}-0-x",
+                "namespace": "default",
+                "labels": instance_labels(name),
+                "ownerReferences": [
+                    {"kind": owner["kind"], "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}
+                ],
+            },
+            "status": {"phase": "Running"},
+        }
+    )

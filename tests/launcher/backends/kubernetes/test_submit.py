@@ -98,7 +98,7 @@ def test_replace_deletes_the_old_cluster_before_applying_the_new_one():
     changed = spec_of(image="tfk8s/worker:other")
     tfk8s.submit(changed, replace=True)
     calls = api.mutations()[before:]
-    deletes = [c for c in calls if c[0] == "delete"]
+    deletes = [c for c in calls if c[0] in ("release", "delete")]  # policies released from the root first
     applies = [c for c in calls if c[0] == "apply"]
     assert calls == deletes + applies, "every delete comes before the first apply"
     assert {c[1] for c in deletes} >= {"ConfigMap", "Job", "Service"}
