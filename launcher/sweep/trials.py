@@ -73,7 +73,13 @@ def _texts(base: ClusterSpec) -> list[str]:
         *(base.command or []),
         *(base.args or []),
         *(base.program.args if base.program else []),
-        *base.env.values(),
+        *(entry.value for entry in base.env if entry.value is not None),
+        *(entry.value for role in base.active_roles() for entry in base.pods(role).env if entry.value is not None),
+        *(
+            word
+            for role in base.active_roles()
+            for word in [*(base.pods(role).command or []), *(base.pods(role).args or [])]
+        ),
     ]
 
 
@@ -91,7 +97,7 @@ def trial_spec(
     for parameter in sweep.parameters:
         text = format_value(values[parameter.name])
         if parameter.env is not None:
-            data["env"] = {**data.get("env", {}), parameter.env: text}
+            data["env"] = _with_env(list(data.get("env") or []), parameter.env, text)
         elif parameter.flag is not None:
             if base.builtin:
                 program = data.get("program") or {}
@@ -130,15 +136,34 @@ def with_flag(args: list[str], flag: str, value: str) -> list[str]:
     return out if found else [*out, flag, value]
 
 
+def _with_env(entries: list[dict], name: str, text: str) -> list[dict]:
+    """`entries` (an env list) with `name` set to `text`: in its place when there, else last."""
+    if any(entry["name"] == name for entry in entries):
+        return [{"name": name, "value": text} if entry["name"] == name else entry for entry in entries]
+    return [*entries, {"name": name, "value": text}]
+
+
 def _replace_placeholder(data: dict, placeholder: str, text: str) -> None:
     def swap(items):
         return None if items is None else [item.replace(placeholder, text) for item in items]
+
+    def swap_env(entries):
+        return [
+            {**entry, "value": entry["value"].replace(placeholder, text)} if entry.get("value") is not None else entry
+            for entry in entries or []
+        ]
 
     data["command"] = swap(data.get("command"))
     data["args"] = swap(data.get("args"))
     if data.get("program"):
         data["program"] = {**data["program"], "args": swap(data["program"].get("args") or [])}
-    data["env"] = {k: v.replace(placeholder, text) for k, v in (data.get("env") or {}).items()}
+    data["env"] = swap_env(data.get("env"))
+    for role in (data.get("roles") or {}).values():  # an imported TFJob's env and command are its roles'
+        if isinstance(role, dict):
+            role["env"] = swap_env(role.get("env"))
+            for key in ("command", "args"):
+                if role.get(key) is not None:
+                    role[key] = swap(role[key])
 
 
 # --- the objective ------------------------------------------------------------------------

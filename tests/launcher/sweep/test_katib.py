@@ -10,6 +10,7 @@ import pytest
 
 from launcher import cli
 from launcher.errors import SpecError
+from launcher.plan import storage
 from launcher.sweep import katib, load, trials
 
 EXAMPLE = Path(__file__).parent / "katib" / "tfjob-mnist-with-summaries-experiment.yaml"
@@ -32,14 +33,13 @@ def refusals(text: str) -> list[str]:
     return [str(p) for p in caught.value.problems]
 
 
-def test_katibs_example_is_refused_as_the_tfjob_import_refuses_its_trial():
-    assert refusals(TEXT) == [
-        "exp.yaml:47: spec.trialTemplate.trialSpec: as cluster.yaml, checkpoint.volume: multi_worker_mirrored with "
-        "2 workers needs checkpoint storage that every worker shares (without a volume each pod gets its own "
-        "emptyDir): after a restart each worker would restore a different checkpoint and all-reduce gradients into "
-        "different weights. Set checkpoint.volume.persistentVolumeClaim.claimName to a ReadWriteMany claim, or use a "
-        "gs:// checkpoint.dir"
-    ]
+def test_katibs_example_imports_as_it_is():
+    """Its trial is a command of your own with two MWMS workers and no claim: imported as TFJob
+    allowed it, the unshared model dir said at render and submit (plan/storage.py)."""
+    imported = katib.import_text(TEXT, "exp.yaml")
+    loaded = load.load_text(imported.text, "sweep.yaml")
+    assert loaded.base.spec.strategy == "multi_worker_mirrored" and loaded.base.spec.replicas("worker") == 2
+    assert "the 2 workers do not share the model dir" in storage.unshared_warning(loaded.base.spec)
 
 
 def test_katibs_example_with_a_shared_claim_is_a_sweep():

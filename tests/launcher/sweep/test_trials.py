@@ -61,7 +61,7 @@ def test_a_trial_is_the_base_with_its_values_name_labels_and_own_model_dir():
     assert spec.name == "sw-t3"
     assert spec.labels == {"team": "a", "tfk8s.io/sweep": "sw", "tfk8s.io/sweep-trial": "3"}
     assert spec.program.args == ["--steps", "40", "--global-batch-size=32"]
-    assert spec.env == {"KEEP": "1", "LR": "0.011"}
+    assert [(e.name, e.value) for e in spec.env] == [("KEEP", "1"), ("LR", "0.011")]
     assert spec.checkpoint.dir == "/ckpt/runs/sw-t3" and spec.model_dir == "/ckpt/runs/sw-t3"
     # the default model dir is per cluster name: a trial's is its own without a rewrite
     unset = {**BASE, "checkpoint": {"volume": BASE["checkpoint"]["volume"]}}
@@ -90,7 +90,7 @@ def test_a_command_of_your_own_takes_flags_in_args_and_placeholders_anywhere():
     )
     spec = trials.trial_spec(s, base, 0, {"lr": 0.5, "epochs": 2})
     assert spec.command == ["python", "train.py", "--lr=0.5"] and spec.args == ["--epochs", "2"]
-    assert spec.env == {"NOTE": "lr is 0.5"}
+    assert [(e.name, e.value) for e in spec.env] == [("NOTE", "lr is 0.5")]
 
 
 def test_a_value_that_makes_no_valid_cluster_is_a_spec_error():
