@@ -20,10 +20,11 @@ class FailurePolicy:
 
     restartPolicy Never: a failed task is replaced (a new pod, same hostname), counted against
     backoffLimit, except exits in `ignored_exit_codes` and disruptions (eviction, drain,
-    preemption), which are not the task's fault; an exit in `fatal_exit_codes` fails the role at
-    once (the built-in worker's configuration error, or the spec's fatalExitCodes for a command of
-    your own); `counted_exit_codes` are counted, as any other exit is, and named so that the Job says
-    so (a node fault, SIGKILL). Roles in `per_index_roles` have a budget of
+    preemption: the pod's DisruptionTarget condition), which are not the task's fault; an exit in
+    `fatal_exit_codes` fails the role at once (the built-in worker's configuration error, or the
+    spec's fatalExitCodes for a command of your own); `counted_exit_codes` are counted, as any
+    other exit is, and named so that the Job says so (a node fault, SIGKILL). Roles in
+    `per_index_roles` have a budget of
     backoffLimit per index (pod) instead of one per role, and their first index out of budget
     fails the role. OnFailure restarts in place and counts every failure per role (Kubernetes
     allows no podFailurePolicy and no per-index limit with it).
@@ -77,11 +78,12 @@ def restart_rules(
     return FailurePolicy(
         restart_policy,
         backoff_limit,
-        # SIGTERM: the built-in worker saved the current step first; a server (or the
-        # supervisor around it) that died of SIGTERM reports the same code. Not a failure.
-        # EXIT_PEER_LOST: the built-in worker lost a peer after saving (its own code, which a
-        # user's command may use for anything: only the built-in worker's is trusted).
-        ignored_exit_codes=(contract.EXIT_PREEMPTED,) + ((contract.EXIT_PEER_LOST,) if builtin else ()),
+        # The built-in worker's SIGTERM (it saved the current step first; a server, or the
+        # supervisor around it, that died of SIGTERM reports the same code) and its loss of a
+        # peer after saving: not failures. A command of your own may send itself SIGTERM (an
+        # entrypoint's `trap 'kill 0' EXIT` after a bug) or exit 6 for anything: counted, and a
+        # real preemption of its pod carries DisruptionTarget (the Ignore rule below).
+        ignored_exit_codes=(contract.EXIT_PREEMPTED, contract.EXIT_PEER_LOST) if builtin else (),
         # The built-in worker's bad arguments or program: a retry fails the same way. A command of
         # your own: the Keras check's refusal, and the codes its spec says a retry cannot mend
         # (none by default: a program's exit 1 is as often a lost peer, retried it resumes, as a bug).

@@ -71,6 +71,9 @@ class RolePlan:
     success_index: int | None = None
     tolerations: tuple[dict, ...] = ()  # the role's own, then nodeLossTolerationSeconds' taints
     builtin: bool = True  # runs the built-in worker (`python -m worker`), not a command of the user's
+    # What a failed task of this role means (failure_policy): the built-in worker's rules when
+    # it runs the built-in worker, as the data service's servers always do; None: the cluster's.
+    failure: FailurePolicy | None = None
 
     @property
     def in_training_cluster(self) -> bool:
@@ -130,6 +133,11 @@ class ClusterPlan:
 
     def role(self, role: str) -> RolePlan:
         return next(r for r in self.roles if r.role == role)
+
+    def failure_of(self, role: str) -> FailurePolicy:
+        """The failure rules of `role`'s tasks (RolePlan.failure): its Job's podFailurePolicy,
+        the local restarts of its tasks."""
+        return self.role(role).failure or self.failure
 
     @property
     def supervised(self) -> tuple[Role, ...]:
@@ -198,6 +206,7 @@ def plan(
     supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
     roles = []
     for role in spec.active_roles():
+        builtin = spec.builtin or role in contract.DATA_SERVICE_ROLES
         supervision = None
         if role in supervised:
             supervision = Supervision(
@@ -212,7 +221,8 @@ def plan(
                 replicas=spec.replicas(role),
                 job_name=names.job(spec.name, role, workload),
                 command=tuple(task_command(spec, role)),
-                builtin=spec.builtin or role in contract.DATA_SERVICE_ROLES,
+                builtin=builtin,
+                failure=failure_policy(spec, builtin),
                 env=task_env(spec, role, storage.model_dir, code.dir if code else None, code.digest if code else None),
                 workdir=code.dir if code else None,
                 supervision=supervision,
@@ -260,14 +270,17 @@ def code_plan(spec: ClusterSpec, bundle: Bundle | None, code_dir: str | None = N
     return CodePlan(dir=code_dir or code_bundle.CODE_DIR, object_name=bundle.object_name(spec.name), bundle=bundle)
 
 
-def failure_policy(spec: ClusterSpec) -> FailurePolicy:
-    """The spec's failure rules (launcher/plan/job_failure.py decides them)."""
+def failure_policy(spec: ClusterSpec, builtin: bool | None = None) -> FailurePolicy:
+    """The spec's failure rules (launcher/plan/job_failure.py decides them) for tasks that run
+    the built-in worker (`builtin`; None: the spec's program), whose exit codes are ours: the
+    spec's fatalExitCodes judge only a command of your own, never the data service's servers."""
+    builtin = spec.builtin if builtin is None else builtin
     return restart_rules(
         spec.restart_policy,
         spec.backoff_limit,
         Strategy(spec.strategy),
-        spec.builtin,
-        tuple(spec.fatal_exit_codes),
+        builtin,
+        () if builtin else tuple(spec.fatal_exit_codes),
     )
 
 

@@ -39,7 +39,11 @@ def exited(code: int, own_program: bool, *notes: str) -> str:
 
 def runs_own_program(pod: dict) -> bool:
     """Whether the pod's task is a command of the user's: only the built-in worker's task is
-    told its program module (launcher/plan/plan.py task_env)."""
+    told its program module (launcher/plan/plan.py task_env), except the data service's
+    servers, which always run the built-in worker (their role is the pod's component label)."""
+    role = ((pod.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
+    if role in contract.DATA_SERVICE_ROLES:
+        return False
     for container in (pod.get("spec") or {}).get("containers") or []:
         if container.get("name") == k8s_contract.CONTAINER:
             return all(env.get("name") != contract.PROGRAM for env in container.get("env") or [])

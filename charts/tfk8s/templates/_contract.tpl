@@ -130,12 +130,6 @@ podFailurePolicy:
         - 137
   command:
     rules:
-    - action: Ignore
-      onExitCodes:
-        containerName: tensorflow
-        operator: In
-        values:
-        - 143
     - action: FailJob
       onExitCodes:
         containerName: tensorflow

@@ -28,6 +28,7 @@ from local_clusters import (
 )
 
 from launcher import cli
+from launcher.backends.local import policy
 from launcher.backends.local.files import ATTEMPT_HEADER_START
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.errors import SubmitRefused
@@ -127,11 +128,13 @@ time.sleep(600)
 
 
 @pytest.mark.parametrize("handles_sigterm", [True, False], ids=["exits-143", "killed-by-sigterm"])
-def test_preempted_task_is_replaced_without_counting(backend, workdir, tmp_path, handles_sigterm):
-    """restartPolicy Never, backoffLimit 0: a preemption (SIGTERM -> 143, or a task that simply
-    dies of SIGTERM) is not a failure, as under the Jobs' podFailurePolicy."""
+def test_a_commands_sigterm_is_counted_as_its_pods_would_be(backend, workdir, tmp_path, handles_sigterm):
+    """restartPolicy Never, backoffLimit 1: a command of your own that ends by SIGTERM (143, or
+    dying of it) may have sent it itself (`trap 'kill 0' EXIT` after a bug): only a pod's
+    DisruptionTarget makes it a preemption, and a local task has none. Replaced, counted: it
+    used to be 'preempted', never counted, so such a program restarted without end."""
     spec = byo_spec(
-        "preempt", [PREEMPTED_ONCE, "save" if handles_sigterm else "die"], restartPolicy="Never", backoffLimit=0
+        "preempt", [PREEMPTED_ONCE, "save" if handles_sigterm else "die"], restartPolicy="Never", backoffLimit=1
     )
     run = Submission(backend, spec)
     wait_until(
@@ -145,16 +148,14 @@ def test_preempted_task_is_replaced_without_counting(backend, workdir, tmp_path,
     kill_task(backend, "preempt", "chief", 0, signal.SIGTERM)
     assert run.wait(60) == 0
     status = backend.status("preempt")
-    assert status.phase == "Succeeded" and status.roles[0].failed == 0
+    assert status.phase == "Succeeded" and status.roles[0].failed == 1
     log = run_files(backend, "preempt").log_path("chief", 0).read_text()
     assert log.count("=== tfk8s: chief-0 attempt") == 2 and "resumed" in log
     assert ("saved" in log) == handles_sigterm
     said = (tmp_path / "cluster-output.log").read_text()
     how = "exited 143" if handles_sigterm else "was killed by SIGTERM"
-    assert (
-        f"chief-0 was preempted ({how}: SIGTERM); replacing it like a replaced pod (a "
-        "preemption is not counted against backoffLimit" in said
-    )
+    assert f"chief-0 {how} ({policy.OWN_SIGTERM})" in said and "preempted" not in said
+    assert "replacing it (restartPolicy Never: a new pod, failure 1 of backoffLimit 1 for role chief)" in said
 
 
 def test_preemption_counts_under_on_failure(backend, workdir):
@@ -172,7 +173,7 @@ def test_preemption_counts_under_on_failure(backend, workdir):
     kill_task(backend, "preempt-of", "chief", 0, signal.SIGTERM)
     assert run.wait(60) == EXIT_PREEMPTED
     status = backend.status("preempt-of")
-    assert status.phase == "Failed" and "preempted" in status.message
+    assert status.phase == "Failed" and "SIGTERM" in status.message
     assert status.roles[0].failed == 1
 
 
