@@ -44,7 +44,7 @@ class FailurePolicy:
 
     def why_fatal(self, code: int) -> str:
         """Why exit `code` (one of fatal_exit_codes) is not retried, for the log."""
-        return KERAS_FATAL if code == contract.EXIT_KERAS_REFUSED and not self.builtin else self.fatal_meaning
+        return (CHECKS_FATAL.get(code) if not self.builtin else None) or self.fatal_meaning
 
     def per_index(self, role: str) -> bool:
         return Role(role) in self.per_index_roles
@@ -61,6 +61,13 @@ BUILTIN_FATAL = (
 )
 USER_FATAL = "listed in fatalExitCodes"
 KERAS_FATAL = "the Keras check's refusal (Keras 3 where it cannot train; docs/keras.md)"
+# The codes our checks give a command of your own (worker/keras_check.py, worker/exception_check.py),
+# fatal whatever its spec says.
+CHECKS_FATAL = {
+    contract.EXIT_KERAS_REFUSED: KERAS_FATAL,
+    contract.EXIT_DETERMINISTIC_EXCEPTION: "an exception a retry would meet again (its line says which; "
+    "fatalExceptions, retriedExceptions: docs/verdicts.md)",
+}
 
 
 def restart_rules(
@@ -85,9 +92,10 @@ def restart_rules(
         # real preemption of its pod carries DisruptionTarget (the Ignore rule below).
         ignored_exit_codes=(contract.EXIT_PREEMPTED, contract.EXIT_PEER_LOST) if builtin else (),
         # The built-in worker's bad arguments or program: a retry fails the same way. A command of
-        # your own: the Keras check's refusal, and the codes its spec says a retry cannot mend
-        # (none by default: a program's exit 1 is as often a lost peer, retried it resumes, as a bug).
-        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (contract.EXIT_KERAS_REFUSED, *user_fatal_exit_codes),
+        # your own: the Keras check's refusal, the exception check's deterministic exception, and
+        # the codes its spec says a retry cannot mend (none by default: a program's exit 1 is as
+        # often a lost peer, retried it resumes, as a bug).
+        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (*CHECKS_FATAL, *user_fatal_exit_codes),
         fatal_meaning=BUILTIN_FATAL if builtin else USER_FATAL,
         # A node fault (the built-in worker's: a user's command may use 9 for anything) and
         # SIGKILL (128 + 9: OOM, nothing saved) are counted, so that an environment broken on

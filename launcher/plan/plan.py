@@ -306,6 +306,12 @@ def task_env(
     }
     if spec.builtin:
         env[contract.PROGRAM] = spec.effective_program.module
+    for name, classes in (
+        (contract.FATAL_EXCEPTIONS, spec.fatal_exceptions),
+        (contract.RETRIED_EXCEPTIONS, spec.retried_exceptions),
+    ):
+        if classes:  # for the exception check (worker/exception_check.py)
+            env[name] = ",".join(classes)
     if code_dir is not None:  # the code dir first on the module path (an env PYTHONPATH replaces it)
         env["PYTHONPATH"] = code_dir
     if code_digest is not None:  # FINAL.json records it: a finished dir meets changed code

@@ -135,6 +135,7 @@ podFailurePolicy:
         containerName: tensorflow
         operator: In
         values:
+        - 70
         - 78
     - action: Ignore
       onPodConditions:
@@ -152,6 +153,8 @@ reservedExitCodes:
   '137': SIGKILL's (an OOM kill, or a drain whose grace ran out)
   '143': SIGTERM's (a preemption, never counted)
   '78': the Keras check's (Keras 3 where it cannot train, always fatal)
+  '70': 'the exception check''s (a deterministic Python exception: name exception classes in fatalExceptions
+    or retriedExceptions instead)'
 code:
   dir: /opt/tfk8s/code
   initContainer:

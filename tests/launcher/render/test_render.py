@@ -10,7 +10,7 @@ from support import assert_pod_security_restricted
 from launcher.cluster_spec.loader import load_file, load_text, pack_code
 from launcher.plan.plan import plan
 from launcher.render import context, render
-from worker.contract import EXIT_KERAS_REFUSED
+from worker.contract import EXIT_DETERMINISTIC_EXCEPTION, EXIT_KERAS_REFUSED
 from worker.errors import EXIT_CONFIG, EXIT_NODE_FAULT, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
@@ -235,7 +235,8 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
     for job in jobs.values():
         rules = job["spec"]["podFailurePolicy"]["rules"]
         assert [r["action"] for r in rules] == ["FailJob", "Ignore", "Count"]
-        assert rules[0]["onExitCodes"]["values"] == [EXIT_KERAS_REFUSED]  # the Keras check's only
+        # the Keras check's and the exception check's only
+        assert rules[0]["onExitCodes"]["values"] == [EXIT_DETERMINISTIC_EXCEPTION, EXIT_KERAS_REFUSED]
 
 
 def test_fatal_exit_codes_of_a_command_fail_the_job_at_once():
@@ -250,7 +251,7 @@ def test_fatal_exit_codes_of_a_command_fail_the_job_at_once():
         assert rules[0]["onExitCodes"] == {
             "containerName": "tensorflow",
             "operator": "In",
-            "values": [1, 3, EXIT_KERAS_REFUSED, 100],  # the Keras check's refusal is always fatal
+            "values": [1, 3, EXIT_DETERMINISTIC_EXCEPTION, EXIT_KERAS_REFUSED, 100],  # our checks' codes always
         }
         assert "onPodConditions" in rules[1]
 
@@ -349,7 +350,7 @@ def test_pod_failure_policy_rules_in_order():
     assert all(r["onExitCodes"]["containerName"] == "tensorflow" for r in rules if "onExitCodes" in r)
     byo = _job_specs(MWMS8 + "command: [python, t.py]\n")["m-worker"]["podFailurePolicy"]["rules"]
     assert [(r["action"], r.get("onExitCodes", {}).get("values")) for r in byo] == [
-        ("FailJob", [EXIT_KERAS_REFUSED]),
+        ("FailJob", [EXIT_DETERMINISTIC_EXCEPTION, EXIT_KERAS_REFUSED]),
         ("Ignore", None),
         ("Count", [137]),  # a user's command may exit 9 for anything: counted as any exit is
     ]

@@ -169,3 +169,68 @@ def test_a_data_servers_exit_is_not_called_your_programs():
     pod = failed_pod(job, contract.EXIT_CONFIG, "tfk8s data-worker-0: error: --data-service needs a dispatcher")
     assert not failure_reasons.runs_own_program(pod)
     assert failure_reasons.runs_own_program(failed_pod(jobs_of(PS + COMMAND + DATA_SERVICE)["chief"], 2))
+
+
+# --- item 10: a deterministic exception of a program of your own ---------------------------
+
+# What worker/exception_check.py writes as the termination message (and prints last).
+SHAPE_ERROR = (
+    "ValueError: Shapes (None, 10) and (None, 1) are incompatible (a ValueError is deterministic: "
+    "not retried; retriedExceptions: [ValueError] retries it)"
+)
+
+
+@pytest.mark.parametrize("role", ["chief", "worker", "ps"])
+def test_a_deterministic_exception_fails_at_once_another_is_retried(role):
+    """The exception check's exit 70 is FailJob for a command's Job and not restarted locally,
+    whatever backoffLimit; Python's exit 1 (any other exception) is retried, counted, on both.
+    Before: exit 1 for every exception, 7 attempts."""
+    job = jobs_of(PS + COMMAND)[role]
+    code = contract.EXIT_DETERMINISTIC_EXCEPTION
+    assert job_controller_action(job, failed_pod(job, code, SHAPE_ERROR)) == "FailJob"
+    assert job_controller_action(job, failed_pod(job, 1)) == "Count"
+    fatal = local(PS + COMMAND, role, code)
+    assert not fatal.restart and "an exception a retry would meet again" in fatal.message
+    assert local(PS + COMMAND, role, 1).restart
+
+
+def test_kubernetes_status_names_the_exception_and_its_rule_and_exits_70():
+    from launcher.status.lifecycle import compute_status
+
+    jobs = jobs_of("name: p\nstrategy: mirrored\nroles: {chief: {replicas: 1}}\n" + COMMAND)
+    job = jobs["chief"]
+    code = contract.EXIT_DETERMINISTIC_EXCEPTION
+    pod = failed_pod(job, code, SHAPE_ERROR)
+    pod["metadata"]["namespace"] = "team"
+    job["status"] = {
+        "failed": 1,
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "PodFailurePolicy",
+                "message": f"Container tensorflow for pod team/{pod['metadata']['name']} failed with exit code "
+                f"{code} matching FailJob rule at index 0",
+            }
+        ],
+    }
+    s = compute_status("p", "team", [job], [pod])
+    assert s.phase == "Failed" and s.exit_code == code
+    assert SHAPE_ERROR in s.message, s.message
+
+
+def test_the_specs_exception_lists_reach_every_task_and_need_a_command_under_never():
+    text = (
+        PS + COMMAND + DATA_SERVICE + "fatalExceptions: [RuntimeError]\nretriedExceptions: [tf.errors.NotFoundError]\n"
+    )
+    cluster = plan(load_text(text))
+    for role in cluster.roles:
+        assert role.env[contract.FATAL_EXCEPTIONS] == "RuntimeError"
+        assert role.env[contract.RETRIED_EXCEPTIONS] == "tf.errors.NotFoundError"
+    for refused in (
+        PS + "fatalExceptions: [RuntimeError]\n",  # the built-in worker
+        PS + COMMAND + "restartPolicy: OnFailure\nfatalExceptions: [RuntimeError]\n",
+        PS + COMMAND + "fatalExceptions: [KeyError]\nretriedExceptions: [KeyError]\n",
+    ):
+        with pytest.raises(Exception, match="Exceptions"):
+            load_text(refused)

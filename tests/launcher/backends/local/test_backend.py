@@ -32,6 +32,7 @@ from launcher.backends.local import policy
 from launcher.backends.local.files import ATTEMPT_HEADER_START
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.errors import SubmitRefused
+from worker.contract import EXIT_DETERMINISTIC_EXCEPTION
 from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
 
 # A task that prints its TF_CONFIG, then fails on its first `fail_times` attempts.
@@ -200,6 +201,38 @@ def test_a_declared_fatal_exit_code_fails_at_once_and_another_is_retried(backend
     assert backend.wait(retried.name) == 0
     status = backend.status("retried")
     assert status.phase == "Succeeded" and status.roles[0].failed == 1
+
+
+BUG_AT_STEP_3 = """
+import pathlib, os, sys
+marker = pathlib.Path(os.environ["TFK8S_MODEL_DIR"]) / "attempts"
+marker.write_text(str(int(marker.read_text()) + 1 if marker.exists() else 1))
+for step in range(1, 4):
+    print(f"step {step}", flush=True)
+raise getattr(__builtins__, sys.argv[1])("step 3 went wrong")
+"""
+
+
+def test_a_deterministic_exception_fails_at_once_another_is_retried(backend, workdir):
+    """Real processes under --local, backoffLimit 2: a ValueError at step 3 fails the run at its
+    first attempt with exit 70 and the rule in the message; a RuntimeError is retried to the
+    limit, its message saying how to make it fatal. Before: both exited 1, 3 attempts each."""
+    fatal = byo_spec("bug", [BUG_AT_STEP_3, "ValueError"], restartPolicy="Never", backoffLimit=2)
+    assert Submission(backend, fatal).wait(60) == EXIT_DETERMINISTIC_EXCEPTION
+    status = backend.status("bug")
+    assert status.phase == "Failed" and status.roles[0].failed == 1
+    assert status.message == (
+        "chief-0 exited 70 (deterministic: not retried): ValueError: step 3 went wrong (a ValueError is "
+        "deterministic: not retried; retriedExceptions: [ValueError] retries it)"
+    ), status.message
+    assert run_files(backend, "bug").default_model_dir.joinpath("attempts").read_text() == "1"
+
+    retried = byo_spec("bug-again", [BUG_AT_STEP_3, "RuntimeError"], restartPolicy="Never", backoffLimit=2)
+    assert Submission(backend, retried).wait(60) == 1
+    status = backend.status("bug-again")
+    assert status.phase == "Failed" and status.roles[0].failed == 3
+    assert "fatalExceptions: [RuntimeError] fails the training at once" in status.message, status.message
+    assert run_files(backend, "bug-again").default_model_dir.joinpath("attempts").read_text() == "3"
 
 
 def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
