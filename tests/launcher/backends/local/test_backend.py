@@ -306,17 +306,19 @@ call(None)
 def test_a_programs_cause_is_its_exception_not_the_tail_of_the_message(backend, workdir):
     """A program of the user's that dies of an exception with a multi-line message is
     explained by the exception's informative line (worker/exit_cause.py), in the run's message
-    and the role's reason, not by the message's last line."""
+    and the role's reason, not by the message's last line; a ValueError, deterministic, exits 70
+    (worker/exception_check.py) with the rule after it."""
     spec = byo_spec("byo-keras", [KERAS_LIKE_CRASH], restartPolicy="Never", backoffLimit=0)
     backend.submit(spec)
-    assert backend.wait(spec.name) == 1
+    assert backend.wait(spec.name) == EXIT_DETERMINISTIC_EXCEPTION
     status = backend.status("byo-keras")
     cause = (
         "ValueError: Input 0 of layer dense is incompatible with the layer: expected axis -1 of input "
-        "shape to have value 784, but received input with shape (32, 28, 28)"
+        "shape to have value 784, but received input with shape (32, 28, 28) (a ValueError is "
+        "deterministic: not retried; retriedExceptions: [ValueError] retries it)"
     )
-    assert status.message == f"chief-0 exited 1: {cause}"
-    assert status.roles[0].reason == f"chief-0: exited 1: {cause}"
+    assert status.message == f"chief-0 exited 70 (deterministic: not retried): {cause}"
+    assert status.roles[0].reason == f"chief-0: exited 70 (deterministic: not retried): {cause}"
 
 
 def test_list_and_status_print_json_and_yaml_in_one_key_casing(backend, workdir, capsys):
