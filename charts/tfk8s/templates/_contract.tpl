@@ -217,6 +217,11 @@ messages:
     set restartPolicy: Never, or remove fatalExitCodes'
   fatalCodeReserved: '{code} is {meaning}, not your program''s: remove it from fatalExitCodes'
   fatalCodeTwice: '{code} is listed twice: list each code once'
+  exceptionsNeedCommand: 'the built-in worker judges its own exceptions (docs/lifecycle.md); {key} is
+    for a command of your own: remove it'
+  exceptionsNeedNever: 'needs restartPolicy: Never (Kubernetes allows no podFailurePolicy with OnFailure):
+    set restartPolicy: Never, or remove {key}'
+  exceptionInBoth: '{name} is in fatalExceptions too: keep it in one of them'
   dataServiceFlagWithoutService: '--data-service reads the training input through the cluster''s tf.data
     service, which this spec does not have: add dataService (with its workers), or remove --data-service'
 
