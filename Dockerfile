@@ -86,20 +86,21 @@ COPY --from=build /opt/tfk8s/data /opt/tfk8s/data
 # The worker package alone, as source: no pip install of the project, which would bring the
 # launcher and its templates along. A .pth file in the venv puts /opt/tfk8s on sys.path, so
 # `python -m worker` works from any directory and for any user, and survives a PYTHONPATH the
-# pod sets for its own program (an ENV PYTHONPATH would be replaced by it); its second line
-# starts the Keras check in every task of a program of your own (worker/keras_check.py: stdlib
-# only, a no-op for the built-in worker and for processes without TF_CONFIG). compileall writes
+# pod sets for its own program (an ENV PYTHONPATH would be replaced by it); its other lines
+# start the Keras check and the exception check in every task of a program of your own
+# (worker/keras_check.py, worker/exception_check.py: stdlib only, no-ops for the built-in worker
+# and for processes without TF_CONFIG). compileall writes
 # the bytecode now: PYTHONDONTWRITEBYTECODE keeps pods from writing it, so without it every
 # pod would compile the worker on start. The checks prove the image holds none of the
 # launcher's stack (find_spec: absent, not merely failing to import) and that the worker starts.
 WORKDIR /
 COPY worker /opt/tfk8s/worker
 RUN chmod -R a+rX /opt/tfk8s \
- && python -c "import sysconfig; open(sysconfig.get_paths()['purelib'] + '/tfk8s-worker.pth', 'w').write('/opt/tfk8s\nimport worker.keras_check; worker.keras_check.install()\n')" \
+ && python -c "import sysconfig; open(sysconfig.get_paths()['purelib'] + '/tfk8s-worker.pth', 'w').write('/opt/tfk8s\nimport worker.keras_check; worker.keras_check.install()\nimport worker.exception_check; worker.exception_check.install()\n')" \
  && python -m compileall -q /opt/tfk8s/worker \
  && python -c "import importlib.util, sys; found = [m for m in sys.argv[1:] if importlib.util.find_spec(m)]; sys.exit(f'the worker image must not contain {found}' if found else 0)" \
       pydantic jinja2 kubernetes launcher \
- && TF_CONFIG='{}' python -c "import sys; sys.exit(0 if any(type(f).__name__ == '_KerasImports' for f in sys.meta_path) and 'tensorflow' not in sys.modules else 'the .pth file must start the Keras check, without TensorFlow')" \
+ && TF_CONFIG='{}' python -c "import sys; sys.exit(0 if any(type(f).__name__ == '_KerasImports' for f in sys.meta_path) and getattr(sys.excepthook, 'tfk8s_exception_check', False) and 'tensorflow' not in sys.modules else 'the .pth file must start the Keras and exception checks, without TensorFlow')" \
  && python -m worker --help > /dev/null
 
 WORKDIR /home/tfk8s

@@ -15,6 +15,7 @@ from launcher.pod import job_watch, supervise
 from worker.contract import (
     DATA_READERS,
     DATA_SERVICE_ROLES,
+    EXIT_DETERMINISTIC_EXCEPTION,
     EXIT_KERAS_REFUSED,
     EXIT_PREEMPTED,
     GRPC_FAIL_FAST,
@@ -66,6 +67,8 @@ RESERVED_EXIT_CODES = {
     SIGKILL_EXIT: "SIGKILL's (an OOM kill, or a drain whose grace ran out)",
     EXIT_PREEMPTED: "SIGTERM's (a preemption, never counted)",
     EXIT_KERAS_REFUSED: "the Keras check's (Keras 3 where it cannot train, always fatal)",
+    EXIT_DETERMINISTIC_EXCEPTION: "the exception check's (a deterministic Python exception: name exception "
+    "classes in fatalExceptions or retriedExceptions instead)",
 }
 
 

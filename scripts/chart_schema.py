@@ -107,6 +107,9 @@ def messages() -> dict[str, str]:
         "fatalCodesNeedNever": spec.FATAL_CODES_NEED_NEVER,
         "fatalCodeReserved": spec.FATAL_CODE_RESERVED,
         "fatalCodeTwice": spec.FATAL_CODE_TWICE,
+        "exceptionsNeedCommand": spec.EXCEPTIONS_NEED_COMMAND,
+        "exceptionsNeedNever": spec.EXCEPTIONS_NEED_NEVER,
+        "exceptionInBoth": spec.EXCEPTION_IN_BOTH,
         "dataServiceFlagWithoutService": spec.DATA_SERVICE_FLAG_WITHOUT_SERVICE,
     }
     for key, text in table.items():

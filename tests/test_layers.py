@@ -47,6 +47,7 @@ LAYERS = {
     "worker.lifecycle": 2,
     "worker.model_dir": 2,
     "worker.keras_check": 2,
+    "worker.exception_check": 2,
     "worker.startup": 3,
     "worker.roles": 3,
     "worker.examples": 4,

@@ -10,8 +10,9 @@ up (docs/architecture.md; none imports the launcher):
   node's.
 - `lifecycle/`: waiting for peers, SIGTERM saves, stopping together, exit; `model_dir/`: the
   layout, its owner, its one writer, whether a checkpoint fits; `keras_check`: Keras 3 where it
-  cannot train, caught in a program of your own.
-- `startup/`: the sitecustomize that starts that check in a --local task (not a package);
+  cannot train, caught in a program of your own; `exception_check`: its uncaught exception,
+  fatal at once when deterministic.
+- `startup/`: the sitecustomize that starts those checks in a --local task (not a package);
   `roles/`: one module per role's work (coordinator, servers, evaluator, the synchronous loops).
 - `examples/`: the training programs that ship with the worker.
 Importing this package does not import TensorFlow.

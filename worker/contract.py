@@ -172,6 +172,16 @@ EXIT_SUPERSEDED = 8
 # alike, so it fails the cluster at once, whatever the spec's fatalExitCodes (78: sysexits'
 # EX_CONFIG, which programs seldom use; a spec may not list it).
 EXIT_KERAS_REFUSED = 78
+# A program of your own died of an uncaught Python exception of a kind a retry fails alike
+# (ValueError, TypeError, ...: worker/exit_cause.py EXCEPTION_KINDS; worker/exception_check.py
+# sets the code): it fails the cluster at once, as 78 does. 70: sysexits' EX_SOFTWARE; a spec
+# may not list it in fatalExitCodes, and names exception classes instead (fatalExceptions,
+# retriedExceptions), which reach the task in these variables, comma-separated.
+EXIT_DETERMINISTIC_EXCEPTION = 70
+# The codes our checks give inside the process of a program of your own, with their own line.
+COMMAND_CHECK_EXIT_CODES = (EXIT_KERAS_REFUSED, EXIT_DETERMINISTIC_EXCEPTION)
+FATAL_EXCEPTIONS = "TFK8S_FATAL_EXCEPTIONS"
+RETRIED_EXCEPTIONS = "TFK8S_RETRIED_EXCEPTIONS"
 # SIGTERM (pod deletion, node drain, spot reclaim) after the current step was checkpointed; the
 # same code a process killed by SIGTERM reports (128 + 15), so ps/worker servers that simply die
 # of the signal read alike. Not a failure: the task is replaced without counting it.

@@ -176,6 +176,92 @@ def exception_line(kind: str, message: str) -> str:
     return exception_line(nested_kind.rsplit(".", 1)[-1], "\n".join([first, *lines[at + 1 :]]))
 
 
+# --- what an uncaught exception of a program of your own means ----------------------------
+# By class name (the nearest class of the exception's own MRO that is named wins): a kind a
+# retry fails alike fails the cluster at once (worker/exception_check.py exits
+# EXIT_DETERMINISTIC_EXCEPTION), a kind that may pass is retried; a kind named nowhere is
+# retried as any exit is. The spec's fatalExceptions and retriedExceptions come first: a class
+# they name decides for its subclasses (`retriedExceptions: [Exception]`: every one retried).
+FATAL, RETRIED = "fatal", "retried"
+EXCEPTION_KINDS: dict[str, str] = {
+    # a program's bug or a wrong input, shape or argument: the same code meets the same data
+    "ValueError": FATAL,  # shapes (`Shapes (None, 10) and (None, 1) are incompatible`), json
+    "TypeError": FATAL,
+    "KeyError": FATAL,
+    "IndexError": FATAL,
+    "AttributeError": FATAL,  # a Keras 2 API under Keras 3 too
+    "NameError": FATAL,  # UnboundLocalError
+    "ZeroDivisionError": FATAL,
+    "AssertionError": FATAL,
+    "NotImplementedError": FATAL,
+    "ImportError": FATAL,  # ModuleNotFoundError: the image lacks a package
+    "SyntaxError": FATAL,
+    "InvalidArgumentError": FATAL,  # tf.errors: a shape or dtype that does not fit
+    "UnimplementedError": FATAL,  # tf.errors: an op this TensorFlow has no kernel for
+    # the network, a file system, a peer: a new attempt may meet them mended
+    "OSError": RETRIED,  # ConnectionError, TimeoutError, FileNotFoundError (a mount not yet there)
+    "UnavailableError": RETRIED,  # tf.errors: a peer or service that does not answer
+    "DeadlineExceededError": RETRIED,
+    "AbortedError": RETRIED,  # tf.errors: a collective aborted by a lost peer
+    "CancelledError": RETRIED,
+}
+EXCEPTIONS_SPEC_KEYS = {FATAL: "fatalExceptions", RETRIED: "retriedExceptions"}
+
+
+def exception_verdict(
+    classes: list[str], fatal: tuple[str, ...] = (), retried: tuple[str, ...] = ()
+) -> tuple[str | None, str]:
+    """(FATAL, RETRIED or None, the rule as the cause line says it) for an exception whose MRO
+    has the class names `classes` (its own first), under the spec's fatalExceptions and
+    retriedExceptions (class names; a dotted prefix such as `tf.errors.` is ignored)."""
+    spec = {name.rsplit(".", 1)[-1]: RETRIED for name in retried} | {name.rsplit(".", 1)[-1]: FATAL for name in fatal}
+    kind = classes[0]
+    for cls in classes:  # the spec's lists first, the nearest class they name
+        if cls in spec:
+            verdict = spec[cls]
+            return verdict, f"{cls} is in {EXCEPTIONS_SPEC_KEYS[verdict]}: " + (
+                "not retried" if verdict == FATAL else "retried"
+            )
+    for cls in classes:
+        verdict = EXCEPTION_KINDS.get(cls)
+        if verdict == FATAL:
+            return FATAL, f"{_a(cls)} {cls} is deterministic: not retried; retriedExceptions: [{kind}] retries it"
+        if verdict == RETRIED:
+            return RETRIED, f"{_a(cls)} {cls} may pass: retried"
+    return None, f"retried; fatalExceptions: [{kind}] fails the training at once"
+
+
+def _a(word: str) -> str:
+    return "an" if word[:1] in "AEIOU" else "a"
+
+
+# Keras 2 APIs a program written for Keras 2 meets under Keras 3 (TensorFlow 2.16 on): a part of
+# the exception's message -> the one-line fix the cause line ends with (docs/keras.md).
+KERAS_2_UNDER_KERAS_3 = (
+    "has no attribute 'reset_states'",  # Model/metric.reset_states(): Keras 3 has reset_state()
+    "The filename must end in `.weights.h5`",  # save_weights() to a TF checkpoint path
+    "Keras 3 only supports V3 `.keras`",  # load_weights() of a TF checkpoint
+    "Invalid filepath extension for saving",  # model.save() to a SavedModel dir
+)
+KERAS_2_FIX = (
+    "Keras 2 code under Keras 3: pip install --no-deps tf-keras==<TF major.minor>.* and set "
+    "TF_USE_LEGACY_KERAS=1 before TensorFlow is imported (docs/keras.md)"
+)
+
+
+def keras_2_hint(cause: str) -> str | None:
+    """The fix for a Keras 2 API error under Keras 3, or None."""
+    return KERAS_2_FIX if any(said in cause for said in KERAS_2_UNDER_KERAS_3) else None
+
+
+def with_rule(cause: str, rule: str) -> str:
+    """`cause (rule)`, the cause shortened so that the rule survives MAX_CAUSE_CHARS."""
+    room = MAX_CAUSE_CHARS - len(rule) - 3
+    if len(cause) > room:
+        cause = cause[: max(room - 3, 0)] + "..."
+    return f"{cause} ({rule})"
+
+
 def signal_of(exit_code: int | None) -> str | None:
     """'killed by SIGKILL (signal 9)' for an exit status that is a signal's: Popen's -N, or a
     shell's and a container's 128 + N; None for any other."""
@@ -221,4 +307,7 @@ def exit_cause(output: str, exit_code: int | None = None) -> str | None:
     cause = cause or signal_of(exit_code) or (_last_words(lines) if lines else None)
     if cause is None:
         return None
+    hint = keras_2_hint(cause)
+    if hint is not None and hint not in cause:
+        cause = with_rule(cause, hint)
     return cause if len(cause) <= MAX_CAUSE_CHARS else cause[: MAX_CAUSE_CHARS - 3] + "..."

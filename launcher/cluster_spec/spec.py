@@ -62,6 +62,17 @@ IMAGE_ENTRYPOINT_NEEDS_JOBSET = (
 )
 FATAL_CODE_RESERVED = "{code} is {meaning}, not your program's: remove it from fatalExitCodes"
 FATAL_CODE_TWICE = "{code} is listed twice: list each code once"
+# fatalExceptions' and retriedExceptions' refusals
+EXCEPTIONS_NEED_COMMAND = (
+    "the built-in worker judges its own exceptions (docs/lifecycle.md); {key} is for a command of your own: remove it"
+)
+EXCEPTIONS_NEED_NEVER = (
+    "needs restartPolicy: Never (Kubernetes allows no podFailurePolicy with OnFailure): "
+    "set restartPolicy: Never, or remove {key}"
+)
+EXCEPTION_IN_BOTH = "{name} is in fatalExceptions too: keep it in one of them"
+# A Python class name, with an optional dotted prefix (`tf.errors.InvalidArgumentError`).
+EXCEPTION_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 DATA_SERVICE_FLAG_WITHOUT_SERVICE = (
     f"{DATA_SERVICE_FLAG} reads the training input through the cluster's tf.data service, which this spec "
     f"does not have: add dataService (with its workers), or remove {DATA_SERVICE_FLAG}"
@@ -285,6 +296,19 @@ class ClusterSpec(SpecModel):
         "(docs/lifecycle.md#a-program-of-your-own). Needs `command` and restartPolicy `Never`; "
         "7, 137 and 143 are reserved",
     )
+    fatal_exceptions: list[Annotated[str, Field(pattern=EXCEPTION_NAME_PATTERN)]] = Field(
+        default_factory=list,
+        description="a command of your own (Python): exception classes that fail the cluster at once when "
+        "uncaught, besides the deterministic kinds (ValueError, TypeError, KeyError, ...; "
+        "docs/verdicts.md#exceptions-of-a-program-of-your-own), e.g. `[RuntimeError]`; a class or any of its "
+        "bases, by name (`tf.errors.` ignored). Needs `command` and restartPolicy `Never`",
+    )
+    retried_exceptions: list[Annotated[str, Field(pattern=EXCEPTION_NAME_PATTERN)]] = Field(
+        default_factory=list,
+        description="a command of your own (Python): exception classes retried up to `backoffLimit` though "
+        "of a deterministic kind, e.g. `[KeyError]`, or `[Exception]` for every one. Needs `command` and "
+        "restartPolicy `Never`",
+    )
     active_deadline_seconds: int | None = Field(default=None, ge=1, description="per Job")
     ttl_seconds_after_finished: int | None = Field(default=3600, ge=0, description="per Job")
     termination_grace_period_seconds: int = Field(
@@ -399,6 +423,7 @@ class ClusterSpec(SpecModel):
         if self.metrics.pod_monitor and self.metrics.port is None:
             problems.append(("metrics.podMonitor", POD_MONITOR_WITHOUT_PORT))
         problems += [("fatalExitCodes", problem) for problem in fatal_exit_code_problems(self)]
+        problems += exception_problems(self)
         if self.builtin and DATA_SERVICE_FLAG in self.effective_program.args and self.data_service is None:
             problems.append(("program.args", DATA_SERVICE_FLAG_WITHOUT_SERVICE))
         if problems:
@@ -536,6 +561,23 @@ def fatal_exit_code_problems(spec: ClusterSpec) -> list[str]:
         if code in codes[:position]:
             return [FATAL_CODE_TWICE.format(code=code)]
     return []
+
+
+def exception_problems(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """Why the spec's fatalExceptions and retriedExceptions cannot judge its tasks (field, problem)."""
+    problems = []
+    for key, classes in (("fatalExceptions", spec.fatal_exceptions), ("retriedExceptions", spec.retried_exceptions)):
+        if classes and spec.builtin:
+            problems.append((key, EXCEPTIONS_NEED_COMMAND.format(key=key)))
+        elif classes and spec.restart_policy != "Never":
+            problems.append((key, EXCEPTIONS_NEED_NEVER.format(key=key)))
+    fatal = {name.rsplit(".", 1)[-1] for name in spec.fatal_exceptions}
+    problems += [
+        ("retriedExceptions", EXCEPTION_IN_BOTH.format(name=name))
+        for name in spec.retried_exceptions
+        if name.rsplit(".", 1)[-1] in fatal
+    ]
+    return problems
 
 
 def _role_problems(spec: ClusterSpec) -> list[tuple[str, str]]:

@@ -20,10 +20,11 @@ class FailurePolicy:
 
     restartPolicy Never: a failed task is replaced (a new pod, same hostname), counted against
     backoffLimit, except exits in `ignored_exit_codes` and disruptions (eviction, drain,
-    preemption), which are not the task's fault; an exit in `fatal_exit_codes` fails the role at
-    once (the built-in worker's configuration error, or the spec's fatalExitCodes for a command of
-    your own); `counted_exit_codes` are counted, as any other exit is, and named so that the Job says
-    so (a node fault, SIGKILL). Roles in `per_index_roles` have a budget of
+    preemption: the pod's DisruptionTarget condition), which are not the task's fault; an exit in
+    `fatal_exit_codes` fails the role at once (the built-in worker's configuration error, or the
+    spec's fatalExitCodes for a command of your own); `counted_exit_codes` are counted, as any
+    other exit is, and named so that the Job says so (a node fault, SIGKILL). Roles in
+    `per_index_roles` have a budget of
     backoffLimit per index (pod) instead of one per role, and their first index out of budget
     fails the role. OnFailure restarts in place and counts every failure per role (Kubernetes
     allows no podFailurePolicy and no per-index limit with it).
@@ -43,7 +44,7 @@ class FailurePolicy:
 
     def why_fatal(self, code: int) -> str:
         """Why exit `code` (one of fatal_exit_codes) is not retried, for the log."""
-        return KERAS_FATAL if code == contract.EXIT_KERAS_REFUSED and not self.builtin else self.fatal_meaning
+        return (CHECKS_FATAL.get(code) if not self.builtin else None) or self.fatal_meaning
 
     def per_index(self, role: str) -> bool:
         return Role(role) in self.per_index_roles
@@ -60,6 +61,13 @@ BUILTIN_FATAL = (
 )
 USER_FATAL = "listed in fatalExitCodes"
 KERAS_FATAL = "the Keras check's refusal (Keras 3 where it cannot train; docs/keras.md)"
+# The codes our checks give a command of your own (worker/keras_check.py, worker/exception_check.py),
+# fatal whatever its spec says.
+CHECKS_FATAL = {
+    contract.EXIT_KERAS_REFUSED: KERAS_FATAL,
+    contract.EXIT_DETERMINISTIC_EXCEPTION: "an exception a retry would meet again (its line says which; "
+    "fatalExceptions, retriedExceptions: docs/verdicts.md)",
+}
 
 
 def restart_rules(
@@ -77,15 +85,17 @@ def restart_rules(
     return FailurePolicy(
         restart_policy,
         backoff_limit,
-        # SIGTERM: the built-in worker saved the current step first; a server (or the
-        # supervisor around it) that died of SIGTERM reports the same code. Not a failure.
-        # EXIT_PEER_LOST: the built-in worker lost a peer after saving (its own code, which a
-        # user's command may use for anything: only the built-in worker's is trusted).
-        ignored_exit_codes=(contract.EXIT_PREEMPTED,) + ((contract.EXIT_PEER_LOST,) if builtin else ()),
+        # The built-in worker's SIGTERM (it saved the current step first; a server, or the
+        # supervisor around it, that died of SIGTERM reports the same code) and its loss of a
+        # peer after saving: not failures. A command of your own may send itself SIGTERM (an
+        # entrypoint's `trap 'kill 0' EXIT` after a bug) or exit 6 for anything: counted, and a
+        # real preemption of its pod carries DisruptionTarget (the Ignore rule below).
+        ignored_exit_codes=(contract.EXIT_PREEMPTED, contract.EXIT_PEER_LOST) if builtin else (),
         # The built-in worker's bad arguments or program: a retry fails the same way. A command of
-        # your own: the Keras check's refusal, and the codes its spec says a retry cannot mend
-        # (none by default: a program's exit 1 is as often a lost peer, retried it resumes, as a bug).
-        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (contract.EXIT_KERAS_REFUSED, *user_fatal_exit_codes),
+        # your own: the Keras check's refusal, the exception check's deterministic exception, and
+        # the codes its spec says a retry cannot mend (none by default: a program's exit 1 is as
+        # often a lost peer, retried it resumes, as a bug).
+        fatal_exit_codes=(contract.EXIT_CONFIG,) if builtin else (*CHECKS_FATAL, *user_fatal_exit_codes),
         fatal_meaning=BUILTIN_FATAL if builtin else USER_FATAL,
         # A node fault (the built-in worker's: a user's command may use 9 for anything) and
         # SIGKILL (128 + 9: OOM, nothing saved) are counted, so that an environment broken on

@@ -74,6 +74,9 @@ class RolePlan:
     entrypoint: bool = False  # `command` is the image ENTRYPOINT's args (`command: []`), not a command line
     # The user's env in the order written: the spec's `env`, then the role's (env_list puts it after ours).
     user_env: tuple[EnvVar, ...] = ()
+    # What a failed task of this role means (failure_policy): the built-in worker's rules when
+    # it runs the built-in worker, as the data service's servers always do; None: the cluster's.
+    failure: FailurePolicy | None = None
 
     @property
     def in_training_cluster(self) -> bool:
@@ -133,6 +136,11 @@ class ClusterPlan:
 
     def role(self, role: str) -> RolePlan:
         return next(r for r in self.roles if r.role == role)
+
+    def failure_of(self, role: str) -> FailurePolicy:
+        """The failure rules of `role`'s tasks (RolePlan.failure): its Job's podFailurePolicy,
+        the local restarts of its tasks."""
+        return self.role(role).failure or self.failure
 
     @property
     def supervised(self) -> tuple[Role, ...]:
@@ -203,6 +211,7 @@ def plan(
     supervisor_account = spec.service_account_name or names.supervisor_account(spec.name)
     roles = []
     for role in spec.active_roles():
+        builtin = spec.builtin or role in contract.DATA_SERVICE_ROLES
         supervision = None
         if role in supervised:
             supervision = Supervision(
@@ -217,7 +226,8 @@ def plan(
                 replicas=spec.replicas(role),
                 job_name=names.job(spec.name, role, workload),
                 command=tuple(task_command(spec, role)),
-                builtin=spec.builtin or role in contract.DATA_SERVICE_ROLES,
+                builtin=builtin,
+                failure=failure_policy(spec, builtin),
                 entrypoint=spec.image_entrypoint
                 and role not in contract.DATA_SERVICE_ROLES
                 and spec.pods(role).command is None,
@@ -269,14 +279,17 @@ def code_plan(spec: ClusterSpec, bundle: Bundle | None, code_dir: str | None = N
     return CodePlan(dir=code_dir or code_bundle.CODE_DIR, object_name=bundle.object_name(spec.name), bundle=bundle)
 
 
-def failure_policy(spec: ClusterSpec) -> FailurePolicy:
-    """The spec's failure rules (launcher/plan/job_failure.py decides them)."""
+def failure_policy(spec: ClusterSpec, builtin: bool | None = None) -> FailurePolicy:
+    """The spec's failure rules (launcher/plan/job_failure.py decides them) for tasks that run
+    the built-in worker (`builtin`; None: the spec's program), whose exit codes are ours: the
+    spec's fatalExitCodes judge only a command of your own, never the data service's servers."""
+    builtin = spec.builtin if builtin is None else builtin
     return restart_rules(
         spec.restart_policy,
         spec.backoff_limit,
         Strategy(spec.strategy),
-        spec.builtin,
-        tuple(spec.fatal_exit_codes),
+        builtin,
+        () if builtin else tuple(spec.fatal_exit_codes),
     )
 
 
@@ -299,6 +312,12 @@ def task_env(
     }
     if spec.builtin:
         env[contract.PROGRAM] = spec.effective_program.module
+    for name, classes in (
+        (contract.FATAL_EXCEPTIONS, spec.fatal_exceptions),
+        (contract.RETRIED_EXCEPTIONS, spec.retried_exceptions),
+    ):
+        if classes:  # for the exception check (worker/exception_check.py)
+            env[name] = ",".join(classes)
     if code_dir is not None:  # the code dir first on the module path (an env PYTHONPATH replaces it)
         env["PYTHONPATH"] = code_dir
     if code_digest is not None:  # FINAL.json records it: a finished dir meets changed code

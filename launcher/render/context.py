@@ -45,7 +45,6 @@ class ClusterContext:
     supervisor_scripts: tuple[str, ...]
     storage_volume: str  # the model dir's volume's name (launcher/plan/storage.py)
     network_policies: NetworkPolicies | None
-    pod_failure_policy: dict | None  # the Jobs' (launcher/render/job_failure.py)
     code_annotations: dict[str, str]  # the code ConfigMap's: the digest and size besides the spec's
     code_archive: str | None  # the code's archive in base64, for its ConfigMap
 
@@ -61,6 +60,7 @@ class JobContext:
     resources: dict
     node_selector: dict[str, str]
     backoff: dict[str, int]
+    pod_failure_policy: dict | None  # the role's (launcher/render/job_failure.py)
     # The role's pod fields (roles.<role>: launcher/cluster_spec/role_spec.py; a data service
     # role has none of them, ClusterSpec.pods); its podTemplate is merged into the rendered pod
     # (render.py).
@@ -124,7 +124,6 @@ def cluster_context(cluster: ClusterPlan) -> ClusterContext:
         supervisor_scripts=SUPERVISOR_SCRIPTS,
         storage_volume=storage.VOLUME_NAME,
         network_policies=network_policies(cluster),
-        pod_failure_policy=pod_failure_policy(cluster.failure),
         code_annotations={}
         if code is None
         else {**spec.annotations, SHA256_ANNOTATION: code.digest, BYTES_ANNOTATION: str(code.size)},
@@ -143,7 +142,8 @@ def job_context(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> J
         tf_config=tfconfig.tf_config_template(cluster, role.role, tfconfig.kubernetes_address(cluster)),
         resources={k: v for k, v in (("requests", cfg.resources.requests), ("limits", cfg.resources.limits)) if v},
         node_selector=cfg.node_selector,
-        backoff=backoff(cluster.failure, role.role),
+        backoff=backoff(cluster.failure_of(role.role), role.role),
+        pod_failure_policy=pod_failure_policy(cluster.failure_of(role.role)),
         image=cfg.image or spec.image,
         pod_labels={**cfg.labels, **job_labels},
         pod_annotations={**spec.annotations, **scrape_annotations(spec), **cfg.annotations},

@@ -20,12 +20,12 @@ from worker import contract, exit_cause
 # The exit codes that mean something of ours (docs/lifecycle.md, "Exit codes"): the built-in
 # worker's (worker/contract.py EXIT_*, but 0, 1 and the signals') and the CLI's lost node. A
 # command of the user's that exits with one of them is said to be the program's code: its 2 is
-# no spec or configuration error of ours. Not the Keras check's 78, which our check gives inside
-# the program's process, with its own line.
+# no spec or configuration error of ours. Not the Keras check's 78 nor the exception check's 70,
+# which our checks give inside the program's process, with their own line.
 OUR_EXIT_CODES = frozenset(
     code
     for name, code in vars(contract).items()
-    if name.startswith("EXIT_") and 1 < code < 128 and code != contract.EXIT_KERAS_REFUSED
+    if name.startswith("EXIT_") and 1 < code < 128 and code not in contract.COMMAND_CHECK_EXIT_CODES
 ) | {node_loss.EXIT_NODE_LOST}
 PROGRAM_EXIT_NOTE = "your program's exit code"
 
@@ -39,7 +39,11 @@ def exited(code: int, own_program: bool, *notes: str) -> str:
 
 def runs_own_program(pod: dict) -> bool:
     """Whether the pod's task is a command of the user's: only the built-in worker's task is
-    told its program module (launcher/plan/plan.py task_env)."""
+    told its program module (launcher/plan/plan.py task_env), except the data service's
+    servers, which always run the built-in worker (their role is the pod's component label)."""
+    role = ((pod.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
+    if role in contract.DATA_SERVICE_ROLES:
+        return False
     for container in (pod.get("spec") or {}).get("containers") or []:
         if container.get("name") == k8s_contract.CONTAINER:
             return all(env.get("name") != contract.PROGRAM for env in container.get("env") or [])

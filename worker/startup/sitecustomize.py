@@ -1,14 +1,16 @@
 """Python imports this at start-up when its dir is on PYTHONPATH, as --local puts it first for
 the tasks of a command of your own (launcher/backends/local/tasks.py; the worker image uses its
-.pth file instead): the Keras check (worker/keras_check.py), then the sitecustomize this one hides
+.pth file instead): the Keras check (worker/keras_check.py) and the exception check
+(worker/exception_check.py), then the sitecustomize this one hides
 (the code dir's or the interpreter's), so that one still runs. The dir holds no other module."""
 
 import os
 import sys
 
-from worker import keras_check
+from worker import exception_check, keras_check
 
 keras_check.install()
+exception_check.install()
 
 
 def _run_the_hidden_sitecustomize() -> None:

@@ -130,17 +130,12 @@ podFailurePolicy:
         - 137
   command:
     rules:
-    - action: Ignore
-      onExitCodes:
-        containerName: tensorflow
-        operator: In
-        values:
-        - 143
     - action: FailJob
       onExitCodes:
         containerName: tensorflow
         operator: In
         values:
+        - 70
         - 78
     - action: Ignore
       onPodConditions:
@@ -158,6 +153,8 @@ reservedExitCodes:
   '137': SIGKILL's (an OOM kill, or a drain whose grace ran out)
   '143': SIGTERM's (a preemption, never counted)
   '78': the Keras check's (Keras 3 where it cannot train, always fatal)
+  '70': 'the exception check''s (a deterministic Python exception: name exception classes in fatalExceptions
+    or retriedExceptions instead)'
 code:
   dir: /opt/tfk8s/code
   volume:
@@ -231,6 +228,11 @@ messages:
     set restartPolicy: Never, or remove fatalExitCodes'
   fatalCodeReserved: '{code} is {meaning}, not your program''s: remove it from fatalExitCodes'
   fatalCodeTwice: '{code} is listed twice: list each code once'
+  exceptionsNeedCommand: 'the built-in worker judges its own exceptions (docs/lifecycle.md); {key} is
+    for a command of your own: remove it'
+  exceptionsNeedNever: 'needs restartPolicy: Never (Kubernetes allows no podFailurePolicy with OnFailure):
+    set restartPolicy: Never, or remove {key}'
+  exceptionInBoth: '{name} is in fatalExceptions too: keep it in one of them'
   dataServiceFlagWithoutService: '--data-service reads the training input through the cluster''s tf.data
     service, which this spec does not have: add dataService (with its workers), or remove --data-service'
 

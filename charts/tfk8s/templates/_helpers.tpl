@@ -283,6 +283,12 @@ launcher's dict updates: a name set again keeps its first place and takes the la
 {{- $program := dig "module" $c.defaults.program (default dict $values.program) -}}
 {{- $pairs = append $pairs (list "TFK8S_PROGRAM" $program) -}}
 {{- end -}}
+{{- with $values.fatalExceptions -}}
+{{- $pairs = append $pairs (list "TFK8S_FATAL_EXCEPTIONS" (join "," .)) -}}
+{{- end -}}
+{{- with $values.retriedExceptions -}}
+{{- $pairs = append $pairs (list "TFK8S_RETRIED_EXCEPTIONS" (join "," .)) -}}
+{{- end -}}
 {{- if $values.codeArchive -}}
 {{- $pairs = append $pairs (list "PYTHONPATH" $c.code.dir) -}}
 {{- $pairs = append $pairs (list "TFK8S_CODE_DIGEST" (include "tfk8s.codeSha" .root)) -}}

@@ -31,21 +31,30 @@ backoffLimit: {{ int $values.backoffLimit }}
 {{- /* A replacement pod only once the old one has terminated: never two tasks with one hostname. */}}
 podReplacementPolicy: Failed
 {{- if eq $values.restartPolicy "Never" }}
-{{- $builtin := kindIs "invalid" $values.command }}
+{{- /* plan.failure_policy: the data service's servers always run the built-in worker, and are
+judged by its codes, never by a command's fatalExitCodes. */}}
+{{- $builtin := or (kindIs "invalid" $values.command) (has .role $c.dataServiceRoles) }}
 {{- $policy := ternary $c.podFailurePolicy.builtin $c.podFailurePolicy.command $builtin }}
 {{- $fatal := default list $values.fatalExitCodes }}
 {{- if and (not $builtin) $fatal }}
-{{- /* launcher/render/job_failure.py pod_failure_policy: the FailJob rule after the Ignore one (the
-Keras check's code) takes the spec's codes too, in order. */}}
+{{- /* launcher/render/job_failure.py pod_failure_policy: the FailJob rule (the Keras check's and
+the exception check's codes) takes the spec's codes too, in order. */}}
+{{- $rules := list }}
+{{- range $rule := $policy.rules }}
+{{- if eq $rule.action "FailJob" }}
 {{- $padded := list }}
-{{- range $code := concat (index $policy.rules 1).onExitCodes.values $fatal }}
+{{- range $code := concat $rule.onExitCodes.values $fatal }}
 {{- $padded = append $padded (printf "%03d" (int $code)) }}
 {{- end }}
 {{- $sorted := list }}
 {{- range $code := sortAlpha $padded }}{{ $sorted = append $sorted (atoi $code) }}{{ end }}
 {{- $exits := dict "containerName" $c.containerName "operator" "In" "values" $sorted }}
-{{- $failJob := dict "action" "FailJob" "onExitCodes" $exits }}
-{{- $policy = dict "rules" (concat (list (first $policy.rules) $failJob) (rest (rest $policy.rules))) }}
+{{- $rules = append $rules (dict "action" "FailJob" "onExitCodes" $exits) }}
+{{- else }}
+{{- $rules = append $rules $rule }}
+{{- end }}
+{{- end }}
+{{- $policy = dict "rules" $rules }}
 {{- end }}
 podFailurePolicy:
   {{- toYaml $policy | nindent 2 }}

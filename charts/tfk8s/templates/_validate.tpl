@@ -162,6 +162,26 @@ a template picks one and fills it, never spells one out.
 {{- end -}}
 {{- end -}}
 
+{{- /* spec.exception_problems: a command's exception classes, under Never; none in both lists */ -}}
+{{- range $key := list "fatalExceptions" "retriedExceptions" -}}
+{{- if index $v $key -}}
+{{- if kindIs "invalid" $v.command -}}
+{{- include "tfk8s.refuse" (list $key $m.exceptionsNeedCommand (dict "key" $key)) -}}
+{{- else if ne $v.restartPolicy "Never" -}}
+{{- include "tfk8s.refuse" (list $key $m.exceptionsNeedNever (dict "key" $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $fatalClasses := dict -}}
+{{- range $name := default list $v.fatalExceptions -}}
+{{- $_ := set $fatalClasses (last (splitList "." $name)) true -}}
+{{- end -}}
+{{- range $name := default list $v.retriedExceptions -}}
+{{- if hasKey $fatalClasses (last (splitList "." $name)) -}}
+{{- include "tfk8s.refuse" (list "retriedExceptions" $m.exceptionInBoth (dict "name" $name)) -}}
+{{- end -}}
+{{- end -}}
+
 {{- if and $v.code (not $v.codeArchive) -}}
 {{- include "tfk8s.refuse" (list "code" $m.codeNeedsArchive dict) -}}
 {{- end -}}

@@ -76,9 +76,14 @@ def restart_decision(
     described = describe_exit(code, own_program)
     if last_words:
         return _with_last_words(restart_decision(failure, role, code, restarts_used, training_over), last_words)
-    preempted = status == contract.EXIT_PREEMPTED
+    # A preemption only for the built-in worker, whose SIGTERM comes from outside; a command of
+    # your own may send it to itself (`trap 'kill 0' EXIT`), and no DisruptionTarget says
+    # otherwise on a machine: counted, as its pod's would be (podFailurePolicy).
+    preempted = status == contract.EXIT_PREEMPTED and not own_program
     if preempted:
         described = f"was preempted ({described}: SIGTERM)"
+    elif status == contract.EXIT_PREEMPTED:
+        described = f"{described} ({OWN_SIGTERM})"
     if training_over:
         return RestartDecision(False, True, described, f"{described}; not restarting it (training is over)")
     if status in failure.ignored_exit_codes:
@@ -131,10 +136,15 @@ def _budget(name: str) -> str:
     return f"{name} (backoffLimitPerIndex)" if "-" in name else f"role {name}"
 
 
-def explains_itself(code: int) -> bool:
+def explains_itself(code: int, own_program: bool = False) -> bool:
     """Whether an exit status is the task's own (its output's last line then says why), not a
-    signal's or a preemption's."""
-    return 0 < code != contract.EXIT_PREEMPTED
+    signal's or a preemption's. A command of your own's SIGTERM may be its own (a trap that
+    kills its process group after a bug): its output says why."""
+    return 0 < code != contract.EXIT_PREEMPTED or (own_program and shell_status(code) == contract.EXIT_PREEMPTED)
+
+
+# Why a command of your own's SIGTERM (143) is counted: docs/verdicts.md.
+OWN_SIGTERM = "no DisruptionTarget: its own SIGTERM, not a preemption, counted"
 
 
 def _with_last_words(decision: RestartDecision, last_words: str) -> RestartDecision:

@@ -155,9 +155,10 @@ class Supervisor:
             return
         # After training, only the evaluator may still be restarted.
         training_over = self.chief.state is TaskState.SUCCEEDED and task.role is not Role.EVALUATOR
-        budget = self.plan.failure.budget(task.role, task.index)
+        failure = self.plan.failure_of(task.role)
+        budget = failure.budget(task.role, task.index)
         decision = policy.restart_decision(
-            self.plan.failure,
+            failure,
             budget,
             code,
             self.restarts_used.get(budget, 0),
@@ -180,7 +181,7 @@ class Supervisor:
         """Why the task exited, from its output's tail (worker/exit_cause.py), like a pod's
         termination message (FallbackToLogsOnError): only for an exit status of its own, not a
         signal's."""
-        if not policy.explains_itself(code):
+        if not policy.explains_itself(code, not self.plan.role(task.role).builtin):
             return None
         if task.reader is not None:
             task.reader.join(timeout=LOG_DRAIN_SECONDS)  # its last lines may still be in the pipe

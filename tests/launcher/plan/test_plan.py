@@ -190,7 +190,7 @@ def test_mwms_plan_and_user_env_comes_last_in_the_order_written():
 
 def test_bring_your_own_command_is_fatal_only_on_the_keras_check_and_on_failure_no_policy():
     byo = plan(spec(PS + "command: [python, train.py]\n"))
-    assert byo.failure.fatal_exit_codes == (contract.EXIT_KERAS_REFUSED,)
+    assert byo.failure.fatal_exit_codes == contract.COMMAND_CHECK_EXIT_CODES
     assert byo.role(Role.CHIEF).command == ("python", "train.py")
     assert contract.PROGRAM not in byo.role(Role.CHIEF).env
     on_failure = plan(spec(PS + "restartPolicy: OnFailure\n"))
@@ -216,8 +216,10 @@ def test_a_users_command_gets_no_trusted_worker_codes():
             "command: [python, train.py]\ncheckpoint: {dir: gs://b/m}\n"
         )
     ).failure
-    assert failure.ignored_exit_codes == (contract.EXIT_PREEMPTED,)
-    assert failure.fatal_exit_codes == (contract.EXIT_KERAS_REFUSED,)  # its own check's, not the worker's 2
+    # its SIGTERM may be its own: only a pod's DisruptionTarget is a preemption
+    assert failure.ignored_exit_codes == ()
+    # its own checks' (Keras, a deterministic exception), not the worker's 2
+    assert failure.fatal_exit_codes == (contract.EXIT_KERAS_REFUSED, contract.EXIT_DETERMINISTIC_EXCEPTION)
     assert failure.per_index_roles == (Role.WORKER,)
 
 

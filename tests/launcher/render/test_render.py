@@ -10,7 +10,7 @@ from support import assert_pod_security_restricted
 from launcher.cluster_spec.loader import load_file, load_text, pack_code
 from launcher.plan.plan import plan
 from launcher.render import context, render
-from worker.contract import EXIT_KERAS_REFUSED
+from worker.contract import EXIT_DETERMINISTIC_EXCEPTION, EXIT_KERAS_REFUSED
 from worker.errors import EXIT_CONFIG, EXIT_NODE_FAULT, EXIT_PEER_LOST, EXIT_PREEMPTED
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
@@ -236,25 +236,26 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
     jobs = _jobs(render.render(plan(load_file(EXAMPLES_DIR / "byo.yaml"))))
     for job in jobs.values():
         rules = job["spec"]["podFailurePolicy"]["rules"]
-        assert [r["action"] for r in rules] == ["Ignore", "FailJob", "Ignore", "Count"]
-        assert rules[1]["onExitCodes"]["values"] == [EXIT_KERAS_REFUSED]  # the Keras check's only
+        assert [r["action"] for r in rules] == ["FailJob", "Ignore", "Count"]
+        # the Keras check's and the exception check's only
+        assert rules[0]["onExitCodes"]["values"] == [EXIT_DETERMINISTIC_EXCEPTION, EXIT_KERAS_REFUSED]
 
 
 def test_fatal_exit_codes_of_a_command_fail_the_job_at_once():
-    """fatalExitCodes become a FailJob rule, codes in order (Kubernetes refuses others), after the
-    preemption's Ignore and before the disruption's, so a drained pod's SIGKILL is still ignored."""
+    """fatalExitCodes become a FailJob rule, codes in order (Kubernetes refuses others), before
+    the disruption's Ignore, so a drained pod's SIGKILL is still ignored; a command's 143 has no
+    rule: its pod's DisruptionTarget says whether it was preempted."""
     spec = load_file(EXAMPLES_DIR / "byo.yaml").model_copy(update={"fatal_exit_codes": [3, 1, 100]})
     jobs = _jobs(render.render(plan(type(spec).model_validate(spec.model_dump(by_alias=True)))))
     for job in jobs.values():
         rules = job["spec"]["podFailurePolicy"]["rules"]
-        assert [r["action"] for r in rules] == ["Ignore", "FailJob", "Ignore", "Count"]
-        assert rules[0]["onExitCodes"]["values"] == [EXIT_PREEMPTED]
-        assert rules[1]["onExitCodes"] == {
+        assert [r["action"] for r in rules] == ["FailJob", "Ignore", "Count"]
+        assert rules[0]["onExitCodes"] == {
             "containerName": "tensorflow",
             "operator": "In",
-            "values": [1, 3, EXIT_KERAS_REFUSED, 100],  # the Keras check's refusal is always fatal
+            "values": [1, 3, EXIT_DETERMINISTIC_EXCEPTION, EXIT_KERAS_REFUSED, 100],  # our checks' codes always
         }
-        assert "onPodConditions" in rules[2]
+        assert "onPodConditions" in rules[1]
 
 
 def test_on_failure_restarts_in_place_without_pod_failure_policy():
@@ -351,8 +352,7 @@ def test_pod_failure_policy_rules_in_order():
     assert all(r["onExitCodes"]["containerName"] == "tensorflow" for r in rules if "onExitCodes" in r)
     byo = _job_specs(MWMS8 + "command: [python, t.py]\n")["m-worker"]["podFailurePolicy"]["rules"]
     assert [(r["action"], r.get("onExitCodes", {}).get("values")) for r in byo] == [
-        ("Ignore", [143]),
-        ("FailJob", [EXIT_KERAS_REFUSED]),
+        ("FailJob", [EXIT_DETERMINISTIC_EXCEPTION, EXIT_KERAS_REFUSED]),
         ("Ignore", None),
         ("Count", [137]),  # a user's command may exit 9 for anything: counted as any exit is
     ]

@@ -232,7 +232,7 @@ BYO = PS + "image: me/train:1\ncommand: [python, train.py]\n"
 def test_fatal_exit_codes_of_a_command_of_your_own_are_accepted():
     spec = load_text(BYO + "fatalExitCodes: [3, 1, 100]\n")
     assert spec.fatal_exit_codes == [3, 1, 100]
-    assert plan(spec).failure.fatal_exit_codes == (78, 3, 1, 100)  # 78: the Keras check's, always
+    assert plan(spec).failure.fatal_exit_codes == (78, 70, 3, 1, 100)  # 78, 70: our checks', always
     assert load_text(BYO).fatal_exit_codes == []  # by default every failure is retried
 
 

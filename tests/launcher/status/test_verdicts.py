@@ -178,3 +178,20 @@ def test_docs_lifecycle_table_is_the_verdicts_table():
         for role, loss in verdicts.ROLE_OUT_OF_RETRIES.items()
     ]
     assert rows == expected
+
+
+def test_the_docs_exception_table_is_the_exception_checks():
+    """docs/verdicts.md's exception kinds are worker/exit_cause.py's EXCEPTION_KINDS, in order."""
+    from pathlib import Path
+
+    from worker import exit_cause
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "verdicts.md").read_text()
+    start = doc.index("<!-- exception kinds:")
+    rows = []
+    for line in doc[start:].splitlines()[3:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    expected = [f"| `{kind}` | {verdict} |" for kind, verdict in exit_cause.EXCEPTION_KINDS.items()]
+    assert rows == [*expected, "| any other | retried |"]

@@ -28,9 +28,11 @@ from local_clusters import (
 )
 
 from launcher import cli
+from launcher.backends.local import policy
 from launcher.backends.local.files import ATTEMPT_HEADER_START
 from launcher.backends.local.preflight import WorkerEnvironmentError
 from launcher.errors import SubmitRefused
+from worker.contract import EXIT_DETERMINISTIC_EXCEPTION
 from worker.errors import EXIT_CONFIG, EXIT_PREEMPTED
 
 # A task that prints its TF_CONFIG, then fails on its first `fail_times` attempts.
@@ -127,11 +129,13 @@ time.sleep(600)
 
 
 @pytest.mark.parametrize("handles_sigterm", [True, False], ids=["exits-143", "killed-by-sigterm"])
-def test_preempted_task_is_replaced_without_counting(backend, workdir, tmp_path, handles_sigterm):
-    """restartPolicy Never, backoffLimit 0: a preemption (SIGTERM -> 143, or a task that simply
-    dies of SIGTERM) is not a failure, as under the Jobs' podFailurePolicy."""
+def test_a_commands_sigterm_is_counted_as_its_pods_would_be(backend, workdir, tmp_path, handles_sigterm):
+    """restartPolicy Never, backoffLimit 1: a command of your own that ends by SIGTERM (143, or
+    dying of it) may have sent it itself (`trap 'kill 0' EXIT` after a bug): only a pod's
+    DisruptionTarget makes it a preemption, and a local task has none. Replaced, counted: it
+    used to be 'preempted', never counted, so such a program restarted without end."""
     spec = byo_spec(
-        "preempt", [PREEMPTED_ONCE, "save" if handles_sigterm else "die"], restartPolicy="Never", backoffLimit=0
+        "preempt", [PREEMPTED_ONCE, "save" if handles_sigterm else "die"], restartPolicy="Never", backoffLimit=1
     )
     run = Submission(backend, spec)
     wait_until(
@@ -145,16 +149,14 @@ def test_preempted_task_is_replaced_without_counting(backend, workdir, tmp_path,
     kill_task(backend, "preempt", "chief", 0, signal.SIGTERM)
     assert run.wait(60) == 0
     status = backend.status("preempt")
-    assert status.phase == "Succeeded" and status.roles[0].failed == 0
+    assert status.phase == "Succeeded" and status.roles[0].failed == 1
     log = run_files(backend, "preempt").log_path("chief", 0).read_text()
     assert log.count("=== tfk8s: chief-0 attempt") == 2 and "resumed" in log
     assert ("saved" in log) == handles_sigterm
     said = (tmp_path / "cluster-output.log").read_text()
     how = "exited 143" if handles_sigterm else "was killed by SIGTERM"
-    assert (
-        f"chief-0 was preempted ({how}: SIGTERM); replacing it like a replaced pod (a "
-        "preemption is not counted against backoffLimit" in said
-    )
+    assert f"chief-0 {how} ({policy.OWN_SIGTERM})" in said and "preempted" not in said
+    assert "replacing it (restartPolicy Never: a new pod, failure 1 of backoffLimit 1 for role chief)" in said
 
 
 def test_preemption_counts_under_on_failure(backend, workdir):
@@ -172,7 +174,7 @@ def test_preemption_counts_under_on_failure(backend, workdir):
     kill_task(backend, "preempt-of", "chief", 0, signal.SIGTERM)
     assert run.wait(60) == EXIT_PREEMPTED
     status = backend.status("preempt-of")
-    assert status.phase == "Failed" and "preempted" in status.message
+    assert status.phase == "Failed" and "SIGTERM" in status.message
     assert status.roles[0].failed == 1
 
 
@@ -199,6 +201,38 @@ def test_a_declared_fatal_exit_code_fails_at_once_and_another_is_retried(backend
     assert backend.wait(retried.name) == 0
     status = backend.status("retried")
     assert status.phase == "Succeeded" and status.roles[0].failed == 1
+
+
+BUG_AT_STEP_3 = """
+import pathlib, os, sys
+marker = pathlib.Path(os.environ["TFK8S_MODEL_DIR"]) / "attempts"
+marker.write_text(str(int(marker.read_text()) + 1 if marker.exists() else 1))
+for step in range(1, 4):
+    print(f"step {step}", flush=True)
+raise getattr(__builtins__, sys.argv[1])("step 3 went wrong")
+"""
+
+
+def test_a_deterministic_exception_fails_at_once_another_is_retried(backend, workdir):
+    """Real processes under --local, backoffLimit 2: a ValueError at step 3 fails the run at its
+    first attempt with exit 70 and the rule in the message; a RuntimeError is retried to the
+    limit, its message saying how to make it fatal. Before: both exited 1, 3 attempts each."""
+    fatal = byo_spec("bug", [BUG_AT_STEP_3, "ValueError"], restartPolicy="Never", backoffLimit=2)
+    assert Submission(backend, fatal).wait(60) == EXIT_DETERMINISTIC_EXCEPTION
+    status = backend.status("bug")
+    assert status.phase == "Failed" and status.roles[0].failed == 1
+    assert status.message == (
+        "chief-0 exited 70 (deterministic: not retried): ValueError: step 3 went wrong (a ValueError is "
+        "deterministic: not retried; retriedExceptions: [ValueError] retries it)"
+    ), status.message
+    assert run_files(backend, "bug").default_model_dir.joinpath("attempts").read_text() == "1"
+
+    retried = byo_spec("bug-again", [BUG_AT_STEP_3, "RuntimeError"], restartPolicy="Never", backoffLimit=2)
+    assert Submission(backend, retried).wait(60) == 1
+    status = backend.status("bug-again")
+    assert status.phase == "Failed" and status.roles[0].failed == 3
+    assert "fatalExceptions: [RuntimeError] fails the training at once" in status.message, status.message
+    assert run_files(backend, "bug-again").default_model_dir.joinpath("attempts").read_text() == "3"
 
 
 def test_built_in_worker_config_error_fails_at_once(backend, workdir, tmp_path):
@@ -272,17 +306,19 @@ call(None)
 def test_a_programs_cause_is_its_exception_not_the_tail_of_the_message(backend, workdir):
     """A program of the user's that dies of an exception with a multi-line message is
     explained by the exception's informative line (worker/exit_cause.py), in the run's message
-    and the role's reason, not by the message's last line."""
+    and the role's reason, not by the message's last line; a ValueError, deterministic, exits 70
+    (worker/exception_check.py) with the rule after it."""
     spec = byo_spec("byo-keras", [KERAS_LIKE_CRASH], restartPolicy="Never", backoffLimit=0)
     backend.submit(spec)
-    assert backend.wait(spec.name) == 1
+    assert backend.wait(spec.name) == EXIT_DETERMINISTIC_EXCEPTION
     status = backend.status("byo-keras")
     cause = (
         "ValueError: Input 0 of layer dense is incompatible with the layer: expected axis -1 of input "
-        "shape to have value 784, but received input with shape (32, 28, 28)"
+        "shape to have value 784, but received input with shape (32, 28, 28) (a ValueError is "
+        "deterministic: not retried; retriedExceptions: [ValueError] retries it)"
     )
-    assert status.message == f"chief-0 exited 1: {cause}"
-    assert status.roles[0].reason == f"chief-0: exited 1: {cause}"
+    assert status.message == f"chief-0 exited 70 (deterministic: not retried): {cause}"
+    assert status.roles[0].reason == f"chief-0: exited 70 (deterministic: not retried): {cause}"
 
 
 def test_list_and_status_print_json_and_yaml_in_one_key_casing(backend, workdir, capsys):

@@ -153,9 +153,11 @@ def test_bring_your_own_exit_2_is_an_ordinary_failure():
         "exited 2 (deterministic"
     )
     assert job_action(s, "chief", EXIT_CONFIG) == "Count"
-    # A preempted bring-your-own task (killed by SIGTERM: 143) is not counted either.
-    assert not decision(s, "worker", -signal.SIGTERM, restarts_used=0).counted
-    assert job_action(s, "worker", EXIT_PREEMPTED) == "Ignore"
+    # A bring-your-own task killed by SIGTERM (143) may have sent it itself: counted, unless its
+    # pod carries DisruptionTarget (a real preemption), which a local task never does.
+    assert decision(s, "worker", -signal.SIGTERM, restarts_used=0).counted
+    assert job_action(s, "worker", EXIT_PREEMPTED) == "Count"
+    assert job_action(s, "worker", EXIT_PREEMPTED, disrupted=True) == "Ignore"
 
 
 def test_a_commands_fatal_exit_codes_fail_at_once_like_its_job():
@@ -170,9 +172,9 @@ def test_a_commands_fatal_exit_codes_fail_at_once_like_its_job():
     for code, status in ((3, 3), (-signal.SIGABRT, 128 + signal.SIGABRT), (-signal.SIGKILL, 137)):
         assert decision(s, "worker", code, restarts_used=0).restart
         assert job_action(s, "worker", status) == "Count"
-    # SIGTERM stays a preemption: replaced, not counted.
-    assert not decision(s, "worker", -signal.SIGTERM, restarts_used=0).counted
-    assert job_action(s, "worker", EXIT_PREEMPTED) == "Ignore"
+    # SIGTERM is retried, counted: only a pod's DisruptionTarget makes it a preemption.
+    assert decision(s, "worker", -signal.SIGTERM, restarts_used=0).counted
+    assert job_action(s, "worker", EXIT_PREEMPTED) == "Count"
 
 
 def test_on_failure_restarts_in_place_and_counts_preemptions():
