@@ -116,18 +116,11 @@ def test_program_module_from_code_and_resubmit_after_an_edit(kind_cluster, names
 
 
 @pytest.mark.tf_trainings(1)  # counted: the runtime count cannot see that run.py imports no TensorFlow
-def test_command_from_code(kind_cluster, namespace, worker_image, tmp_path):
-    path = _spec(tmp_path, "codecmd", namespace, worker_image, {"command": ["python", "run.py"]})
-    cli(kind_cluster, "submit", str(path), check=True)
-    _wait_done(kind_cluster, namespace, "codecmd")
-    assert "tfk8s-code-marker v1 cwd=/opt/tfk8s/code" in _logs(kind_cluster, namespace, "codecmd")
-
-
-@pytest.mark.tf_trainings(1)  # counted as test_command_from_code is: the script imports no TensorFlow
-def test_env_entries_expand_from_earlier_ones_in_a_pod(kind_cluster, namespace, worker_image, tmp_path):
-    """`env` in the order written reaches the pod: Kubernetes expands B=$(A)-x from the earlier
-    A=1 (sorted or after a valueFrom, B came first and stayed literal), and LOG_DIR from a
-    valueFrom written before it (docs/spec.md#env)."""
+def test_command_from_code_with_env_in_its_order(kind_cluster, namespace, worker_image, tmp_path):
+    """A command from shipped code runs in the code dir; its `env` in the order written reaches
+    the pod: Kubernetes expands B=$(A)-x from the earlier A=1 (sorted or after a valueFrom, B
+    came first and stayed literal), and LOG_DIR from a valueFrom written before it
+    (docs/spec.md#env)."""
     env = [
         {"name": "B_AFTER", "value": "$(A)-late"},  # written before A: stays as written
         {"name": "A", "value": "1"},
@@ -135,17 +128,21 @@ def test_env_entries_expand_from_earlier_ones_in_a_pod(kind_cluster, namespace, 
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "LOG_DIR", "value": "/logs/$(POD_NAME)"},
     ]
-    path = _spec(tmp_path, "envorder", namespace, worker_image, {"command": ["python", "print_env.py"], "env": env})
-    (tmp_path / "src" / "print_env.py").write_text(
+    path = _spec(tmp_path, "codecmd", namespace, worker_image, {"command": ["python", "run_env.py"], "env": env})
+    (tmp_path / "src" / "run_env.py").write_text(
         "import os\n"
+        "import runpy\n"
         "for name in ('B_AFTER', 'B', 'LOG_DIR', 'POD_NAME'):\n"
         "    print(f'tfk8s-env {name}={os.environ[name]}', flush=True)\n"
+        "runpy.run_path('run.py', run_name='__main__')\n"
     )
     cli(kind_cluster, "submit", str(path), check=True)
-    _wait_done(kind_cluster, namespace, "envorder")
-    lines = {line for line in _logs(kind_cluster, namespace, "envorder").splitlines() if line.startswith("tfk8s-env ")}
+    _wait_done(kind_cluster, namespace, "codecmd")
+    logs = _logs(kind_cluster, namespace, "codecmd")
+    assert "tfk8s-code-marker v1 cwd=/opt/tfk8s/code" in logs
+    lines = {line for line in logs.splitlines() if line.startswith("tfk8s-env ")}
     pod = next(line.split("=", 1)[1] for line in lines if line.startswith("tfk8s-env POD_NAME="))
-    assert pod.startswith("envorder-chief-"), lines
+    assert pod.startswith("codecmd-chief-"), lines
     assert lines == {
         "tfk8s-env B_AFTER=$(A)-late",
         "tfk8s-env B=1-x",

@@ -17,11 +17,13 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 from pathlib import Path
 
 import pytest
+from support import wait_until
 
 from launcher import k8s_contract
 from launcher.plan import plan
@@ -587,14 +589,20 @@ def test_watch_reads_no_link_fifo_or_text_the_task_container_plants(
     else:
         planted_file.write_text("not-a-real-token\n")
     watcher = start_watch(state_dir, service_account, silent_api_server)
-    with pytest.raises(subprocess.TimeoutExpired):
-        watcher.wait(timeout=3)
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(watcher.stderr), daemon=True)
+    reader.start()
+    why = {"link": "a symbolic link", "fifo": "not a regular file", "words": "not an exit code"}[planted]
+    refusal = f"ignoring {planted_file}: {why}; only a regular file"
+    # however slowly `watch` starts on a loaded machine: it reads the planted file, says so once, goes on
+    wait_until(lambda: any(refusal in line for line in said), 60, "watch to refuse the planted file")
+    assert watcher.poll() is None, "".join(said)
     planted_file.unlink()
     (state_dir / supervise.TASK_EXITED_FILE).write_text("0\n")
     assert watcher.wait(timeout=30) == 0
-    err = watcher.communicate()[1]
-    why = {"link": "a symbolic link", "fifo": "not a regular file", "words": "not an exit code"}[planted]
-    assert f"ignoring {planted_file}: {why}; only a regular file" in err and err.count("ignoring") == 1, err
+    reader.join(timeout=10)
+    err = "".join(said)
+    assert refusal in err and err.count("ignoring") == 1, err
     assert "not-a-real-token" not in err
     assert "the task exited (0); nothing left to watch" in err
 
