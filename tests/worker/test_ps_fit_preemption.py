@@ -21,6 +21,7 @@ STEPS = 300
 EVERY = 100  # one epoch: 100 steps of 0.1 s on the one worker, about 10 s
 STEP_SECONDS = 0.1
 GRACE_SECONDS = 4.0  # shorter than an epoch
+INTO_EPOCH_SECONDS = 3.0
 
 
 def test_a_ps_fit_chief_sigtermed_mid_epoch_saves_within_a_grace_shorter_than_the_epoch(backend):
@@ -42,8 +43,9 @@ def test_a_ps_fit_chief_sigtermed_mid_epoch_saves_within_a_grace_shorter_than_th
         runs = attempts(backend, name, "chief", 0)
         return [r for r in (runs[0] if runs else []) if r["event"] == event]
 
-    # The first epoch's end: the next one starts, and the SIGTERM meets it within its first steps.
+    # The first epoch's end, then a third of the next one (about 30 steps): the SIGTERM meets it there.
     [epoch] = wait_until(lambda: run.still_running() and first_attempt("epoch"), TIMEOUT, "the first epoch")
+    time.sleep(max(0.0, epoch["wall"] + INTO_EPOCH_SECONDS - time.time()))
     kill_task(backend, name, "chief", 0, signal.SIGTERM)
     signalled = time.time()
     wait_until(lambda: first_attempt("exit") or time.time() - signalled > GRACE_SECONDS, TIMEOUT, "exit or grace")
