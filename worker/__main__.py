@@ -243,6 +243,7 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     done = finished.completed_marker(task, options)
     if done is not None:
         finished.check_same_program(task, options, program, done)  # deterministic: exit 2
+        finished.claim_for_this_run(task, done)
         print(
             f"tfk8s: training already finished: {task.model_dir}/FINAL.json names "
             f"{done.checkpoint} (step {done.step}, --steps {done.requested_steps}); nothing "

@@ -33,6 +33,7 @@ class TaskContext:
     namespace: str = DEFAULT_NAMESPACE  # TFK8S_NAMESPACE: the spec's namespace
     code_digest: str | None = None  # TFK8S_CODE_DIGEST: the shipped code's, if any
     platform: str | None = None  # TFK8S_PLATFORM: the Kubernetes cluster or machine, when known
+    run: str | None = None  # TFK8S_RUN: this submission's id, when the launcher set one
 
     @property
     def name(self) -> str:
@@ -110,6 +111,7 @@ def from_environment(environ: dict[str, str] | None = None) -> TaskContext:
         namespace=env.get(contract.NAMESPACE) or DEFAULT_NAMESPACE,
         code_digest=env.get(contract.CODE_DIGEST) or None,
         platform=env.get(contract.PLATFORM) or None,
+        run=env.get(contract.RUN) or None,
     )
 
 

@@ -70,6 +70,12 @@ MODEL_DIR = "TFK8S_MODEL_DIR"
 PROGRAM = "TFK8S_PROGRAM"
 PEER_TIMEOUT = "TFK8S_PEER_TIMEOUT"
 CODE_DIGEST = "TFK8S_CODE_DIGEST"  # sha256 of the shipped code (`code:`), when there is one
+# One id per submission, the same in every task of the run and in each restart of a task (the
+# local backend: one per submit; Kubernetes: the root object's UID, set by submit). FINAL.json
+# records it, so a run's evaluator takes only its own run's final checkpoint as final, not a
+# FINAL.json an earlier run left in a kept model dir (worker/model_dir/layout.py). Unset (the
+# chart, a pod run by hand): any FINAL.json for the same --steps and --loop counts.
+RUN = "TFK8S_RUN"
 # The dispatcher of the cluster's tf.data service, `grpc://host:port`, in every trainer's (and data
 # worker's) environment when the spec has a dataService: a program of your own passes it to
 # tf.data.experimental.service.distribute(service=...); the built-in one with --data-service.

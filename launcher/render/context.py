@@ -131,14 +131,14 @@ def cluster_context(cluster: ClusterPlan) -> ClusterContext:
     )
 
 
-def job_context(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> JobContext:
+def job_context(cluster: ClusterPlan, role: RolePlan, platform: str | None, run: str | None = None) -> JobContext:
     spec = cluster.spec
     cfg = spec.pods(role.role)
     job_labels = labels(spec, role.role.value)
     return JobContext(
         role=role,
         labels=job_labels,
-        env=pod_env(cluster, role, platform),
+        env=pod_env(cluster, role, platform, run),
         tf_config=tfconfig.tf_config_template(cluster, role.role, tfconfig.kubernetes_address(cluster)),
         resources={k: v for k, v in (("requests", cfg.resources.requests), ("limits", cfg.resources.limits)) if v},
         node_selector=cfg.node_selector,
@@ -155,11 +155,12 @@ def job_context(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> J
     )
 
 
-def pod_env(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> list[dict]:
+def pod_env(cluster: ClusterPlan, role: RolePlan, platform: str | None, run: str | None = None) -> list[dict]:
     """A task's env in its pod after its index, TF_CONFIG and node name, as Kubernetes entries:
     the plan's (what every task gets, on Kubernetes and locally), what only a pod needs, then the
     user's in the user's order (plan.env_list). `platform`: the Kubernetes cluster's name for the
-    model dir's OWNER.json (submit reads it from the cluster; a render for review has none)."""
+    model dir's OWNER.json (submit reads it from the cluster; a render for review has none).
+    `run`: the submission's id (worker/contract.py RUN; submit makes one, a review has none)."""
     spec = cluster.spec
     env = {**role.env, **cluster.data_service_env(role.role, tfconfig.kubernetes_address(cluster))}
     if spec.metrics.port is not None:  # the named port, on every interface
@@ -170,4 +171,6 @@ def pod_env(cluster: ClusterPlan, role: RolePlan, platform: str | None) -> list[
         env[k8s_contract.POD_GRACE_ENV] = str(role.supervision.stop_grace_seconds)
     if platform is not None:
         env[contract.PLATFORM] = platform
+    if run is not None:
+        env[contract.RUN] = run
     return [entry.model_dump() for entry in env_list(env, role.user_env)]

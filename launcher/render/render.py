@@ -26,15 +26,16 @@ from launcher.render.context import cluster_context, job_context
 from worker import contract
 
 
-def render(cluster: ClusterPlan, platform: str | None = None) -> list[dict]:
+def render(cluster: ClusterPlan, platform: str | None = None, run: str | None = None) -> list[dict]:
     """The planned cluster's objects as plain dicts, ready for server-side apply; the root first.
-    `platform`: what the tasks' TFK8S_PLATFORM names (context.pod_env); None for a review."""
+    `platform`: what the tasks' TFK8S_PLATFORM names, `run` their TFK8S_RUN (context.pod_env);
+    None for a review."""
     context = cluster_context(cluster)
     code = [("code.yaml.j2", {})] if cluster.code is not None else []
     rbac = [("rbac.yaml.j2", {})] if cluster.watched_jobs else []
     policies = [("networkpolicy.yaml.j2", {})] if context.network_policies else []
     policies += [("podmonitor.yaml.j2", {})] if cluster.spec.metrics.pod_monitor else []
-    jobs = [("job.yaml.j2", {"job": job_context(cluster, role, platform)}) for role in cluster.roles]
+    jobs = [("job.yaml.j2", {"job": job_context(cluster, role, platform, run)}) for role in cluster.roles]
     if cluster.jobset is not None:
         rendered = [_with_pod_template(cluster.spec, job) for job in templating.render_all(context, jobs)]
         replicated = zip((role.role.value for role in cluster.roles), rendered)

@@ -67,10 +67,11 @@ def test_a_widened_or_added_layer_is_refused_at_the_first_attempt_with_the_shape
     backend, probe_programs_importable, strategy, loop
 ):
     assert Submission(backend, spec_of(strategy, ARGS, loop)).wait(TIMEOUT) == 0
-    final = (run_files(backend, "edited").dir / "model" / "FINAL.json").read_text()
     writer = "worker" if strategy == "multi_worker_mirrored" else "chief"
-    # The unchanged model fits the final checkpoint: nothing to do.
+    # The unchanged model fits the final checkpoint: nothing to do (the marker is re-stamped
+    # with this run's id, layout.py).
     assert Submission(backend, spec_of(strategy, ARGS, loop), replace=True).wait(TIMEOUT) == 0
+    final = (run_files(backend, "edited").dir / "model" / "FINAL.json").read_text()
     [done] = events(backend, "edited", writer, 0, "final")
     assert done["already_finished"] is True, done
     # The same --steps first: the dir is finished, yet the widened model (in the image: no

@@ -5,10 +5,16 @@ data role is ended once the chief has succeeded."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from local_clusters import (
+    REPO_ROOT,
     Submission,
     assert_no_task_processes,
     attempts,
@@ -26,6 +32,7 @@ pytestmark = [pytest.mark.process, pytest.mark.usefixtures("probe_programs_impor
 
 TIMEOUT = 420
 DATA_SERVICE = {"workers": 2}
+PROBES = Path(__file__).parent / "probes"
 
 
 def data_service_spec(name: str, strategy: str, steps: int, every: int, step_seconds: float, **fields):
@@ -54,12 +61,15 @@ def trained_step(backend, name: str) -> int:
     return blocks[-1]["step"] if blocks else 0
 
 
-def journaled_jobs(backend, name: str) -> set[str]:
-    """The named jobs in the dispatcher's journal (<model dir>/data-service): one per input
-    pipeline that read through it (worker/roles/data_service.py distribute)."""
+def journaled_jobs(backend, name: str) -> dict[str, set[str]]:
+    """The named jobs in the dispatcher's journal (<model dir>/data-service), by input pipeline:
+    `train-<pipeline>-<fingerprint of its graph>` (worker/roles/data_service.py job_name)."""
     journal = run_files(backend, name).dir / "model" / "data-service" / "tf_data_dispatcher_journal"
     records = b"".join(path.read_bytes() for path in journal.iterdir())
-    return {job for job in ("train-0", "train-1", "train-2") if job.encode() in records}
+    jobs: dict[str, set[str]] = {}
+    for pipeline, fingerprint in re.findall(rb"train-(\d+)-(\d+)", records):
+        jobs.setdefault(f"train-{pipeline.decode()}", set()).add(fingerprint.decode())
+    return jobs
 
 
 def assert_data_roles_ended_with_the_chief(backend, name: str, workdir) -> None:
@@ -98,7 +108,8 @@ def test_ps_training_goes_on_through_a_lost_dispatcher_and_then_a_lost_data_work
     # the restarted dispatcher found the datasets and jobs of its first attempt in its journal
     first, second = serving(backend, name, "dispatcher", 0)
     assert first["resumed_datasets"] == 0 and second["resumed_datasets"] >= 1, (first, second)
-    assert journaled_jobs(backend, name) == {"train-0"}  # the PS workers share one job: a batch goes to one
+    jobs = journaled_jobs(backend, name)  # the PS workers share one job: a batch goes to one
+    assert list(jobs) == ["train-0"] and len(jobs["train-0"]) == 1, jobs
     # training went on while the dispatcher was down (6-11 s here: blocks of 50 steps are 2 s);
     # a data worker is back too soon to say so at this grain: its steps are measured
     assert step_at_second_kill > step_at_first_kill
@@ -121,5 +132,29 @@ def test_mwms_training_reads_through_the_data_service_to_the_end(backend, workdi
     run = Submission(backend, spec)
     assert run.wait(TIMEOUT) == 0, backend.status(name)
     assert final_marker(backend, name)["step"] == 200
-    assert journaled_jobs(backend, name) == {"train-0", "train-1"}  # each worker reads its own shard's job
+    jobs = journaled_jobs(backend, name)  # each worker reads its own shard's job, one graph each
+    assert sorted(jobs) == ["train-0", "train-1"] and all(len(graphs) == 1 for graphs in jobs.values()), jobs
     assert_data_roles_ended_with_the_chief(backend, name, workdir)
+
+
+def test_a_resubmitted_training_reads_its_own_changed_pipeline_from_a_kept_journal(tmp_path):
+    """Run 1's pipeline yields 1, run 2's (the same model dir, so the same dispatcher journal)
+    yields 2: run 2 reads 2, and goes on reading 2 through a dispatcher restarted on the journal.
+    With a fixed job name TF's dispatcher handed run 2 run 1's job: it read 1s."""
+    done = subprocess.run(
+        [sys.executable, str(PROBES / "data_service_rerun.py"), str(tmp_path / "data-service")],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["run1"] == [1] * 5, result
+    assert result["resumed_datasets"] == 1, result  # run 2's dispatcher did replay run 1's journal
+    assert result["run2"] == [2] * 5 and result["run2_after_restart"] == [2] * 5, result
+    assert result["run1_job"] != result["run2_job"], result
+    measure(
+        f"data service rerun on a kept journal: run 1 read {result['run1']}, run 2 read {result['run2']} "
+        f"({result['run2_job']})"
+    )

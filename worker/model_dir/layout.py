@@ -26,6 +26,11 @@ kubeflow/trainer#1658). Design:
   and `loop`. A marker left by an earlier run with other arguments is stale: the evaluator
   ignores it and the writer deletes it before training. The evaluator gets the same program
   arguments as the chief, so it can tell without any clock or ordering assumption.
+- The marker records the submission (`run`, TFK8S_RUN): an evaluator takes only its own run's
+  marker as final, so after `--replace` or a resubmission onto a kept model dir it never ends on
+  the previous run's final (read before this run's writer removed or re-stamped it). A writer
+  that finds its training already finished re-stamps the marker with its run, and the run's
+  evaluator ends on it.
 - A writer that starts and finds a matching marker has nothing left to do and exits 0: the
   resubmission of a finished cluster is a no-op, whatever the loop. Only after OWNER.json said
   the dir is this cluster's, for this training: another cluster's marker is never "finished";
@@ -92,9 +97,15 @@ class FinalMarker:
     saved_model: str  # directory name inside the model dir
     written_at: float
     code: str | None = None  # TFK8S_CODE_DIGEST of the run that wrote it (None: no shipped code)
+    run: str | None = None  # TFK8S_RUN of the run that wrote (or re-stamped) it, if it had one
 
     def matches(self, requested_steps: int, loop: str) -> bool:
         return self.requested_steps == requested_steps and self.loop == loop
+
+    def is_of_run(self, run: str | None) -> bool:
+        """Whether this marker is the final of the run `run` (a reader without a run id takes
+        any: the chart sets none)."""
+        return run is None or self.run == run
 
     def checkpoint_path(self, model_dir: str) -> str:
         return join(checkpoint_dir(model_dir), self.checkpoint)

@@ -38,8 +38,7 @@ CLUSTER_ERRORS = (
     tf.errors.CancelledError,
     tf.errors.DeadlineExceededError,
 )
-# Steps scheduled between two looks at a SIGTERM request (about 0.2 s of digits training).
-PREEMPTION_SLICE_STEPS = 10
+PREEMPTION_SLICE_STEPS = preemption.PS_SLICE_STEPS
 
 
 def run(task: TaskContext, options: Options, program: Program, resolver):
@@ -141,7 +140,7 @@ def _fit(task: TaskContext, options: Options, program: Program, strategy):
     try:
         model.fit(
             tf.keras.utils.experimental.DatasetCreator(training.train_dataset_fn(program, options)),
-            epochs=options.fit_epochs(),
+            epochs=fit_loop.ps_fit_epochs(task.model_dir, options),
             steps_per_epoch=options.checkpoint_every,
             callbacks=fit_loop.fit_callbacks(task, options, synchronous=False),
             verbose=2,  # tf_keras rejects verbose=1 (a progress bar) under PS

@@ -7,7 +7,9 @@ they hold nothing a save could keep (the trainers' checkpoints hold the model).
 
 - The dispatcher runs in fault-tolerant mode with its journal in <model dir>/data-service: a
   restarted dispatcher replays it and serves the same datasets and jobs, so trainers and data
-  workers reconnect and go on (a stall, nothing repeated or lost).
+  workers reconnect and go on (a stall, nothing repeated or lost). The journal outlives the run
+  (a kept model dir); a job's name carries its pipeline graph's fingerprint (distribute), so a
+  later run with a changed pipeline gets a job of its own, never the old pipeline's elements.
 - A data worker registers at its own stable address (its TF_CONFIG entry: the pod's DNS name,
   or the local run's port), so its replacement takes over its tasks under the same name and the
   trainers' reads resume there (docs/data-service.md: what a lost data worker costs).
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 
 import tensorflow as tf
+from tensorflow.python.data.experimental.ops import data_service_ops
 
 from worker import contract, errors, progress
 from worker.context import TaskContext
@@ -54,17 +57,36 @@ def run(task: TaskContext) -> int:
 def distribute(dataset, pipeline_id: int):
     """The trainer's side (--data-service): `dataset` read from the data workers instead of built
     here. Sharding OFF: each data worker runs the whole pipeline (the built-in one is an endless
-    shuffled stream of this pipeline's shard) and the trainer reads from all of them. One named
-    job per input pipeline: a restarted trainer joins its own pipeline's job again and reads on;
-    under parameter_server every worker's pipeline is number 0, so they share one job and each
-    batch goes to one of them."""
+    shuffled stream of this pipeline's shard) and the trainer reads from all of them.
+
+    One named job per input pipeline and pipeline graph (job_name): a restarted trainer
+    registers the same graph, joins its own job again and reads on; under parameter_server every
+    worker's pipeline is number 0 with one graph, so they share one job and each batch goes to one
+    of them. The graph's fingerprint is in the name because TF's dispatcher hands a client that
+    names an existing job that job, whatever dataset the client registered, and its journal
+    outlives the run (<model dir>/data-service): a fixed name would feed a resubmitted training
+    with a changed pipeline the old pipeline's elements."""
+    address = GRPC + dispatcher_address(os.environ.get(contract.DATA_SERVICE, ""))
+    # The private _distribute is the public distribute() without its check that job_name is a
+    # Python str: under parameter_server this runs in the coordinator's traced dataset
+    # function, where the fingerprint is a tensor. (The public from_dataset_id takes a tensor,
+    # but puts the dataset id in the job name, and each registration gets a new id.)
     return dataset.apply(
-        tf.data.experimental.service.distribute(
+        data_service_ops._distribute(
             processing_mode=tf.data.experimental.service.ShardingPolicy.OFF,
-            service=GRPC + dispatcher_address(os.environ.get(contract.DATA_SERVICE, "")),
-            job_name=f"train-{pipeline_id}",
+            service=address,
+            job_name=job_name(dataset, pipeline_id),
         )
     )
+
+
+def job_name(dataset, pipeline_id: int):
+    """`train-<input pipeline id>-<fingerprint of the dataset graph>` (a string tensor): TF's own
+    graph hash (the one tf.data snapshots key on), which ignores function names and node names,
+    so the same pipeline code gives the same name in every process and after a restart, and a
+    changed constant, file name, map function or shuffle buffer a new one."""
+    fingerprint = tf.raw_ops.DatasetFingerprint(input_dataset=tf.data.experimental.to_variant(dataset))
+    return tf.strings.join([f"train-{pipeline_id}-", tf.strings.as_string(fingerprint)])
 
 
 def dispatcher_address(value: str) -> str:

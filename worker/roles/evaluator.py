@@ -62,7 +62,12 @@ class Evaluator:
 
     def final_marker(self) -> layout.FinalMarker | None:
         marker = layout.read_marker(self.task.model_dir)
-        if marker is not None and marker.matches(self.options.steps, self.options.loop):
+        # this run's own final only: an earlier run's, same arguments or not, is not (layout.py)
+        if (
+            marker is not None
+            and marker.matches(self.options.steps, self.options.loop)
+            and marker.is_of_run(self.task.run)
+        ):
             return marker
         return None
 
@@ -87,7 +92,7 @@ class Evaluator:
             self.evaluate(marker.checkpoint_path(self.task.model_dir))
         self.mark_final(marker)
         self.writer.close()
-        progress.report("evaluator_done", final=marker.checkpoint, step=marker.step)
+        progress.report("evaluator_done", final=marker.checkpoint, step=marker.step, run=marker.run)
         return 0
 
     def evaluate(self, path: str) -> None:

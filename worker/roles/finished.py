@@ -12,6 +12,8 @@ strategy: no strategy exists yet (MWMS must create its own before any other op) 
 
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 
 from worker import errors
@@ -51,6 +53,13 @@ def check_same_program(task: TaskContext, options: Options, program: Program, ma
     changed = changed_code(task, marker)
     if changed:
         raise errors.ConfigError(changed)
+
+
+def claim_for_this_run(task: TaskContext, marker: layout.FinalMarker) -> None:
+    """The writer re-stamps an earlier run's marker with this run's id: this run's final is the
+    same checkpoint, and its evaluator waits for a marker of its own run (layout.py)."""
+    if task.is_writer and task.run is not None and marker.run != task.run:
+        layout.write_marker(task.model_dir, dataclasses.replace(marker, run=task.run))
 
 
 def changed_code(task: TaskContext, marker: layout.FinalMarker) -> str | None:

@@ -6,6 +6,8 @@ topic and stays under the 350-line limit; the custom loops never call into it.
 
 from __future__ import annotations
 
+import collections
+import re
 import time
 
 import tensorflow as tf
@@ -18,6 +20,10 @@ from worker.lifecycle import agreement, preemption
 from worker.model_dir import checkpoint_match, layout, writer_lease
 from worker.program import Program
 from worker.roles import training
+
+# tf_keras's BackupAndRestore state (WorkerTrainingState): the last epoch it backed up
+_SAVED_EPOCH = re.compile(r"^ckpt_saved_epoch/\.ATTRIBUTES/VARIABLE_VALUE$")
+_SAVED_STEP = re.compile(r"^model/optimizer/(_iterations|iter)/\.ATTRIBUTES/VARIABLE_VALUE$")
 
 
 def build_compiled_model(program: Program, strategy):
@@ -54,6 +60,7 @@ def fit_progress_callback(task: TaskContext, options: Options, synchronous: bool
 
         def on_epoch_begin(self, epoch, logs=None):
             self._epoch_start = time.monotonic()
+            self._epoch_from = int(self.model.optimizer.iterations.numpy())  # a preempted epoch ends early
 
         def on_epoch_end(self, epoch, logs=None):
             seconds = time.monotonic() - self._epoch_start
@@ -66,7 +73,7 @@ def fit_progress_callback(task: TaskContext, options: Options, synchronous: bool
                 "epoch",
                 epoch=epoch + 1,
                 step=step,
-                steps_per_s=round(options.checkpoint_every / seconds, 2),
+                steps_per_s=round((step - self._epoch_from) / seconds, 2),
                 **fields,
             )
             self._epoch_step(step, fields)
@@ -122,7 +129,7 @@ def fit_callbacks(task: TaskContext, options: Options, synchronous: bool):
         ),
         _prune_checkpoints_callback(task, options),
         fit_progress_callback(task, options, synchronous),
-        _preemption_callback(task, synchronous, backup),
+        _preemption_callback(task, options, synchronous, backup),
     ]
 
 
@@ -178,23 +185,44 @@ def prune_checkpoints(directory: str, keep: int) -> None:
             tf.io.gfile.remove(path)
 
 
-def _preemption_callback(task: TaskContext, synchronous: bool, backup):
+def _preemption_callback(task: TaskContext, options: Options, synchronous: bool, backup):
     """Ends the task after a SIGTERM, once its progress is saved.
 
-    PS: batch-level callbacks do not exist under ParameterServerStrategy, so the chief finishes
-    the current epoch (--checkpoint-every steps; it must fit in the pod's grace period), whose
-    backup BackupAndRestore has just written, and exits. MWMS/mirrored: after every batch the
-    workers vote (worker/lifecycle/agreement.py); once any has received SIGTERM, all of them back up
-    that batch and exit EXIT_PREEMPTED. Also checks that all MWMS workers restored one step.
+    PS: tf_keras refuses batch-level callbacks under ParameterServerStrategy unless they take
+    its remote logs (`_supports_tf_logs`), and its BackupAndRestore backs up only at an epoch's
+    end there. So after a SIGTERM this callback ends the epoch at the next batch
+    (`stop_training`): fit joins the steps in flight, BackupAndRestore and ModelCheckpoint save
+    that step as the epoch's end, and the chief exits. The shortened epoch counts as one:
+    ps_fit_epochs gives the resumed fit the epochs that --steps still needs, and this callback
+    stops fit at --steps exactly. MWMS/mirrored: after every batch the workers vote
+    (worker/lifecycle/agreement.py); once any has received SIGTERM, all of them back up that
+    batch and exit EXIT_PREEMPTED. Also checks that all MWMS workers restored one step.
     """
 
     class PreemptionExit(tf.keras.callbacks.Callback):
-        """PS: exits at the end of the epoch (no batch hooks: tf_keras refuses them there)."""
+        """PS: ends the epoch at the batch after a SIGTERM, exits at its end (saved)."""
+
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True  # the remote logs as they are: never read here
 
         def on_train_begin(self, logs=None):
             preemption.defer()
+            self._scheduled = self._step()  # after BackupAndRestore's restore
+            self._in_flight = collections.deque()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self._scheduled += 1  # fit schedules one step per batch (steps_per_execution 1)
+            # fit schedules a whole epoch ahead of its workers, and a scheduled step cannot be
+            # recalled: wait for the step PS_SLICE_STEPS back, so few are in flight at a SIGTERM
+            self._in_flight.append(logs)
+            if len(self._in_flight) > preemption.PS_SLICE_STEPS:
+                self._in_flight.popleft().fetch()
+            if preemption.requested() or self._scheduled >= options.steps:
+                self.model.stop_training = True  # fit joins the steps in flight, ends the epoch
 
         def on_epoch_end(self, epoch, logs=None):
+            self._in_flight.clear()  # joined by fit
             if preemption.requested():
                 self._exit()
 
@@ -205,6 +233,9 @@ def _preemption_callback(task: TaskContext, synchronous: bool, backup):
             preemption.exit_preempted(self._step(), layout.backup_dir(task.model_dir))
 
     class SynchronousPreemptionExit(PreemptionExit):
+        def __init__(self):
+            tf.keras.callbacks.Callback.__init__(self)  # numpy logs, as every synchronous callback
+
         def on_train_begin(self, logs=None):
             # After BackupAndRestore's on_train_begin, which restored the backup.
             strategy = self.model.distribute_strategy
@@ -228,3 +259,25 @@ def _preemption_callback(task: TaskContext, synchronous: bool, backup):
             pass  # saved and exited at the batch
 
     return SynchronousPreemptionExit() if synchronous else PreemptionExit()
+
+
+def ps_fit_epochs(model_dir: str, options: Options) -> int:
+    """Model.fit's `epochs` under PS: the epochs done in the backup (BackupAndRestore's; a
+    preemption's epoch ends early, _preemption_callback) plus those --steps still needs, so the
+    resumed fit reaches --steps, where the callback stops it."""
+    latest = tf.train.latest_checkpoint(layout.join(layout.backup_dir(model_dir), "chief"))
+    if latest is None:
+        return options.fit_epochs()
+    reader = tf.train.load_checkpoint(latest)
+    values = {}
+    for key in reader.get_variable_to_shape_map():
+        for name, pattern in (("epoch", _SAVED_EPOCH), ("step", _SAVED_STEP)):
+            if pattern.match(key):
+                values[name] = int(reader.get_tensor(key))
+    if set(values) != {"epoch", "step"}:
+        raise RuntimeError(
+            f"{latest}: the BackupAndRestore backup has no {sorted({'epoch', 'step'} - set(values))} "
+            "(tf_keras's ckpt_saved_epoch and the optimizer's iterations); was it written by this tf_keras?"
+        )
+    left = max(0, options.steps - values["step"])
+    return values["epoch"] + 1 + -(-left // options.checkpoint_every)

@@ -295,6 +295,7 @@ def finish(task: TaskContext, options: Options, program: Program, model, final_c
             saved_model=layout.SAVED_MODEL,
             written_at=time.time(),
             code=task.code_digest,
+            run=task.run,
         ),
     )
     progress.report("final", step=step, checkpoint=final_checkpoint, saved_model=saved_model)

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Callable
 
@@ -53,7 +54,8 @@ def run(sub: Submission) -> bool:
     platform_id = platform(sub.api, sub.namespace)  # before make_room: a refusal replaces nothing
     if not make_room(sub):
         return False
-    objects = render.render(sub.plan, platform_id)
+    # a new id per submission that creates the cluster: its evaluator ends on its own FINAL.json
+    objects = render.render(sub.plan, platform_id, run=uuid.uuid4().hex)
     apply_all(sub, objects)
     if sub.dry_run:
         sub.say(f"server dry run: {len(objects)} objects accepted by the API server")

@@ -251,6 +251,7 @@ def resource_problems(plan: ClusterPlan, python: str = sys.executable) -> list[s
             role_plan.replicas - 1,
             lambda role, index: _LONGEST_ADDRESS,
             65535 if tasks.serves_metrics(plan) else None,
+            "0" * 32,  # a run id is a uuid4 hex
         )
         problems += _exec_size_problems(task.name, runner.launch_argv(task.argv), task.env, too_long)
     return problems

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
@@ -73,17 +74,25 @@ def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
     def address(role: str, index: int) -> str:
         return f"{LOCALHOST}:{port_of[(Role(role).value, index)]}"
 
+    run = uuid.uuid4().hex  # this submission's id (worker/contract.py RUN): one supervisor per submit
     tasks = [
-        task(plan, python, role, index, address, ports.pop() if with_metrics else None) for role, index in tasks_planned
+        task(plan, python, role, index, address, ports.pop() if with_metrics else None, run)
+        for role, index in tasks_planned
     ]
     return held, tasks
 
 
 def task(
-    plan: ClusterPlan, python: str, role: Role, index: int, address: Callable[[str, int], str], metrics_port: int | None
+    plan: ClusterPlan,
+    python: str,
+    role: Role,
+    index: int,
+    address: Callable[[str, int], str],
+    metrics_port: int | None,
+    run: str,
 ) -> Task:
     """The task (role, index) of the plan: its TF_CONFIG names the tasks at address(role, index);
-    it serves metrics on metrics_port (None: none)."""
+    it serves metrics on metrics_port (None: none); `run` is the submission's id."""
     role_plan = plan.role(role)
     tf_config = json.dumps(plan.tf_config(role, index, address))
     # The container's own env list in the pod's order (manifests/job.yaml.j2: ours, then the
@@ -109,6 +118,7 @@ def task(
         **os.environ,
         **gpu_env(plan.strategy, role),  # the spec's env may still override it
         contract.PLATFORM: platform(),
+        contract.RUN: run,
         **container_env,
         "PYTHONUNBUFFERED": "1",  # lines reach the log as they are printed
         # TF's gRPC server sets SO_REUSEPORT, so it binds beside the off-loopback guard (ports.py)

@@ -225,6 +225,32 @@ def test_every_task_is_told_which_kubernetes_cluster_runs_it(workload):
             assert platforms == ([named] if container["name"] == k8s_contract.CONTAINER else [])
 
 
+def run_ids(api) -> set[str]:
+    """The TFK8S_RUN values in the stored Jobs' task containers (None: a task container without)."""
+    ids = set()
+    for job in api.stored("Job"):
+        for container in job["spec"]["template"]["spec"]["containers"]:
+            if container["name"] == k8s_contract.CONTAINER:
+                values = [e["value"] for e in container.get("env", []) if e["name"] == contract.RUN]
+                ids.add(values[0] if len(values) == 1 else None)
+    return ids
+
+
+def test_every_task_of_a_submission_gets_its_run_id_and_a_replace_a_new_one():
+    """TFK8S_RUN (worker/contract.py RUN): one id for every task of a submission, so its
+    evaluator ends on its own run's FINAL.json; the same spec submitted again changes nothing,
+    --replace is a new run."""
+    api = FakeApi()
+    backend(api)[0].submit(spec_of())
+    [first] = run_ids(api)
+    assert first is not None and len(first) == 32, first
+    backend(api)[0].submit(spec_of())  # unchanged: nothing applied, the same run
+    assert run_ids(api) == {first}
+    backend(api)[0].submit(spec_of(backoffLimit=2), replace=True)
+    [second] = run_ids(api)
+    assert second is not None and second != first
+
+
 def test_a_namespace_without_the_published_ca_is_refused_before_anything_is_changed():
     api = FakeApi()
     backend(api)[0].submit(spec_of())
