@@ -8,7 +8,7 @@ import time
 from typing import Iterator, TextIO
 
 from launcher import k8s_contract
-from launcher.backends.base import Backend, LogLines, View, exit_code
+from launcher.backends.base import RERUN_FAILED, Backend, LogLines, View, exit_code
 from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import (
@@ -19,7 +19,7 @@ from launcher.backends.kubernetes.api import (
     NodesUnreadable,
     api_message,
 )
-from launcher.backends.kubernetes.cleanup import delete_cluster
+from launcher.backends.kubernetes.cleanup import claims_of, delete_cluster
 from launcher.backends.kubernetes.logs import follow_logs, log_time, newest_pod, task_of
 from launcher.backends.kubernetes.types import KubernetesBackendConfig
 from launcher.backends.view import LineView
@@ -67,7 +67,7 @@ class KubernetesBackend(Backend):
             code = loader.pack_code(spec)
         if code is not None:
             self._say(f"note: {code_bundle.note(spec, code)}")
-        submit_steps.run(
+        applied = submit_steps.run(
             submit_steps.Submission(
                 api=self._api,
                 plan=plan(spec, code),
@@ -77,6 +77,10 @@ class KubernetesBackend(Backend):
                 say=self._say,
             )
         )
+        if not applied and self.status(spec.name).phase is Phase.FAILED:
+            self._say(
+                RERUN_FAILED.format(cluster=f"{spec.namespace}/{spec.name}", status=f"{spec.name} -n {spec.namespace}")
+            )
 
     def wait(self, name: str) -> int:
         """Show the cluster in the view until it ends; give up on a Stuck cluster (exit 1) or
@@ -296,9 +300,16 @@ class KubernetesBackend(Backend):
 
     def delete(self, name: str) -> None:
         ns = self.namespace
-        if not delete_cluster(self._api, ns, name, self.config.delete_timeout):
+        claims = claims_of(self._api, ns, name)
+        deleted = delete_cluster(self._api, ns, name, self.config.delete_timeout)
+        if not deleted:
             raise ClusterNotFound(f"no cluster named {name!r} in namespace {ns!r}")
-        self._say(f"deleted cluster {ns}/{name}")
+        self._say(f"deleted cluster {ns}/{name}: {', '.join(deleted)} (and their pods)")
+        if claims:
+            self._say(
+                "kept: PersistentVolumeClaim/" + ", PersistentVolumeClaim/".join(claims) + " with the model dir "
+                "(a resubmitted spec resumes from its checkpoints; kubectl delete pvc to start from scratch)"
+            )
 
     def list(self) -> list[ClusterStatus]:
         ns = self.namespace

@@ -11,13 +11,14 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from launcher.backends.base import Backend, LogLines, View, exit_code
+from launcher.backends.base import RERUN_FAILED, Backend, LogLines, View, exit_code
 from launcher.backends.local import runner
 from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles, write_private
 from launcher.backends.local.foreground import ForegroundRun
 from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_resource_limits, check_worker_environment
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
+from launcher.backends.local.tasks import MOUNTS_DIR
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.backends.view import LineView, NoteStream
 from launcher.cluster_spec import loader, names
@@ -35,6 +36,11 @@ _LIVE = (Phase.PENDING, Phase.RUNNING, Phase.FINISHING)
 # An ended run's supervisor exits after its last status write: seconds (it joins the tasks'
 # output readers for up to 5 s each).
 ENDED_SUPERVISOR_SECONDS = 15.0
+
+
+# What `delete` leaves: the model dir and the pods' mount paths (tasks.MOUNTS_DIR), like a claim
+# that outlives its cluster, and the submit lock a submit may hold (--replace).
+KEPT_BY_DELETE = ("model", MOUNTS_DIR, SUBMIT_LOCK_FILE)
 
 
 def _gone_within(pid: int, started: int | None, seconds: float) -> bool:
@@ -65,10 +71,10 @@ class LocalBackend(Backend):
         supervisor thread of this process, else under a detached supervisor process that writes
         its output to <workdir>/<name>/supervisor.log. Refused while another submit of the
         name runs (files.submit_lock)."""
-        spec = as_processes(spec, self._stream)
+        files = self._files(spec.name)
+        spec = as_processes(spec, self._stream, files.dir)
         # before anything exists: says what to install, and where
         check_worker_environment(spec, self.config.task_python)
-        files = self._files(spec.name)
         code = self._pack_code(spec, code)  # once: the run's copy and its hash are of the same files
         code_dir = str(files.code_dir) if code is not None else None
         cluster = make_plan(spec, code, model_dir=files.model_dir(spec), code_dir=code_dir)
@@ -85,6 +91,10 @@ class LocalBackend(Backend):
             if not replace and files.recorded_spec_hash() == spec_hash and current.phase is not Phase.UNKNOWN:
                 # as on Kubernetes: the same spec again changes nothing
                 self._view.note(f"local cluster {spec.name!r} is unchanged ({current.phase}); nothing started")
+                if current.phase is Phase.FAILED:
+                    self._view.note(
+                        RERUN_FAILED.format(cluster=repr(spec.name), status=f"{spec.name} --workdir {self._workdir}")
+                    )
                 return
             if not replace:
                 state = "is running" if not current.finished else f"finished ({current.phase})"
@@ -205,7 +215,7 @@ class LocalBackend(Backend):
         )
 
     def delete(self, name: str) -> None:
-        """Stop the cluster if it runs, then remove its files except model/."""
+        """Stop the cluster if it runs, then remove its files except model/ and mounts/, and say which."""
         files = self._files(name)
         if files.dir.is_symlink():  # its entries are another dir's: never removed from here
             raise LauncherError(
@@ -233,13 +243,27 @@ class LocalBackend(Backend):
                     f"the supervisor of {name!r} (pid {pid}) did not stop "
                     f"within its grace; stop it (kill {pid}) and delete again"
                 )
-        for entry in files.dir.iterdir():
-            if entry.name in ("model", SUBMIT_LOCK_FILE):  # a submit may hold the lock (--replace)
+        removed, kept = [], []
+        for entry in sorted(files.dir.iterdir()):
+            if entry.name in KEPT_BY_DELETE:
+                if entry.name != SUBMIT_LOCK_FILE:
+                    kept.append(entry.name + "/")
                 continue
             if entry.is_dir() and not entry.is_symlink():  # a link is removed, never followed
                 shutil.rmtree(entry)
+                removed.append(entry.name + "/")
             else:
                 entry.unlink()
+                removed.append(entry.name)
+        self._view.note(
+            f"deleted local cluster {name!r}: {', '.join(removed) or 'nothing'} of {files.dir}"
+            + (
+                f"; kept {' and '.join(kept)} (the checkpoints a resubmitted spec resumes from; "
+                "remove by hand to start from scratch)"
+                if kept
+                else ""
+            )
+        )
 
     def list(self) -> list[ClusterStatus]:
         """Every cluster of the workdir; a damaged one is listed as Unknown with what is wrong,

@@ -9,11 +9,13 @@ import socket
 import subprocess
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from launcher.backends.local import runner
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env, sees_gpus
 from launcher.backends.local.ports import HeldPorts
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.plan.plan import ClusterPlan, env_list
 from worker import contract
 from worker.contract import Role
@@ -59,11 +61,12 @@ def serves_metrics(plan: ClusterPlan) -> bool:
     return plan.spec.builtin and plan.spec.metrics.port is not None
 
 
-def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
+def plan_tasks(plan: ClusterPlan, python: str, mounts: Mapping[str, str] | None = None) -> tuple[HeldPorts, list[Task]]:
     """One Task per (role, index) of the plan, in creation order, and the ports they were given,
     held until the caller closes them (ports.py); the built-in worker's tasks run by `python`.
     The plan's env carries the model dir it was planned with (the run's model/ unless
-    checkpoint.dir is remote)."""
+    checkpoint.dir is remote); `mounts` ({mountPath: its dir here}, mount_dirs) rewrites the
+    args and env values under a pod's mount paths."""
     tasks_planned = list(plan.tasks())
     with_metrics = serves_metrics(plan)
     held = HeldPorts(ports_needed(plan))
@@ -74,16 +77,24 @@ def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
         return f"{LOCALHOST}:{port_of[(Role(role).value, index)]}"
 
     tasks = [
-        task(plan, python, role, index, address, ports.pop() if with_metrics else None) for role, index in tasks_planned
+        task(plan, python, role, index, address, ports.pop() if with_metrics else None, mounts)
+        for role, index in tasks_planned
     ]
     return held, tasks
 
 
 def task(
-    plan: ClusterPlan, python: str, role: Role, index: int, address: Callable[[str, int], str], metrics_port: int | None
+    plan: ClusterPlan,
+    python: str,
+    role: Role,
+    index: int,
+    address: Callable[[str, int], str],
+    metrics_port: int | None,
+    mounts: Mapping[str, str] | None = None,
 ) -> Task:
     """The task (role, index) of the plan: its TF_CONFIG names the tasks at address(role, index);
-    it serves metrics on metrics_port (None: none)."""
+    it serves metrics on metrics_port (None: none); a word of its command or an env value under
+    a mount path of `mounts` names that path's dir here instead (in_run_dir)."""
     role_plan = plan.role(role)
     tf_config = json.dumps(plan.tf_config(role, index, address))
     # The container's own env list in the pod's order (manifests/job.yaml.j2: ours, then the
@@ -103,6 +114,9 @@ def task(
         (entry.name, entry.value) for entry in env_list(launcher_env, role_plan.user_env) if entry.value_from is None
     )
     argv = expand_command(role_plan.command, container_env)
+    if mounts:  # a pod's mount path is a dir of the run here, never this machine's /train
+        container_env = {name: in_run_dir(value, mounts) for name, value in container_env.items()}
+        argv = [in_run_dir(word, mounts) for word in argv]
     if role_plan.builtin:
         argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages
     env = {
@@ -127,6 +141,45 @@ def task(
 LOCALHOST = "127.0.0.1"
 # worker/startup/sitecustomize.py, which Python imports at start: worker/keras_check.py
 STARTUP_DIR = os.path.join(os.path.dirname(contract.__file__), "startup")
+
+
+# --- a pod's mount paths -----------------------------------------------------------
+# A pod mounts its claim (checkpoint.volume) and a role's volumeMounts at paths such as /train;
+# a local task has no volumes, so a program told `--model-dir /train/model` would write into this
+# machine's /train. Each mount path is a dir of the run instead: <run>/mounts/<path>, made at
+# start and kept by `delete`, like model/ (a claim outlives its cluster).
+
+MOUNTS_DIR = "mounts"
+
+
+def mount_paths(spec: ClusterSpec) -> dict[str, str]:
+    """{mountPath: where the spec names it first}, of checkpoint.volume and each role's volumeMounts."""
+    found: dict[str, str] = {}
+    if spec.checkpoint.volume is not None and spec.checkpoint.volume.mount_path.rstrip("/"):
+        found[spec.checkpoint.volume.mount_path.rstrip("/")] = "checkpoint.volume.mountPath"
+    for role in spec.active_roles():
+        if role in contract.DATA_SERVICE_ROLES:
+            continue
+        for i, mount in enumerate(spec.pods(role).volume_mounts):
+            path = str(mount.get("mountPath", "")).rstrip("/")
+            if path:
+                found.setdefault(path, f"roles.{role.value}.volumeMounts.{i}.mountPath")
+    return found
+
+
+def mount_dirs(spec: ClusterSpec, run_dir: Path) -> dict[str, str]:
+    """{mountPath: its dir in the run}: /train -> <run>/mounts/train."""
+    return {path: str(run_dir / MOUNTS_DIR / path.lstrip("/")) for path in mount_paths(spec)}
+
+
+def in_run_dir(text: str, mounts: Mapping[str, str]) -> str:
+    """`text` with a leading mount path (`/train/model`, or an option's value: `--dir=/train`)
+    replaced by its dir here; the longest mount path that matches wins (/train/data before /train)."""
+    flag, equals, value = text.partition("=") if text.startswith("-") else ("", "", text)
+    for path in sorted(mounts, key=len, reverse=True):
+        if value == path or value.startswith(path + "/"):
+            return flag + equals + mounts[path] + value[len(path) :]
+    return text
 
 
 def metrics_addresses(tasks: list[Task]) -> dict[str, str]:
