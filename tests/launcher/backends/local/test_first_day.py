@@ -11,7 +11,9 @@ import uuid
 
 from local_clusters import LocalBackend, LocalProcessBackendConfig
 
+from launcher import cli
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.status.status import ClusterStatus, Phase, RoleStatus
 
 # Writes a file under each path it is given: --model-dir's (an option's value), --out=<path>'s
 # and $DATA_DIR's.
@@ -89,3 +91,22 @@ def test_the_same_spec_after_a_failure_names_replace(backend, workdir):
         "cluster 'fails' ended Failed: submit --replace deletes it and runs this spec again (the model dir is kept: "
         f"it resumes from its checkpoints); `python -m launcher status fails --workdir {workdir}` says why it failed",
     ]
+
+
+def test_logs_without_a_role_shows_the_chief_and_says_so(backend, workdir, capsys):
+    spec = writer_spec("talks", "/train", command="print('from the chief', flush=True)")
+    backend.submit(spec)
+    assert backend.wait("talks") == 0
+    assert cli.main(["logs", "talks", "--local", "--workdir", str(workdir)]) == 0
+    shown = capsys.readouterr()
+    assert "from the chief\n" in shown.out
+    assert shown.err == (
+        "chief-0's log (the chief; --role ROLE --index N for another task's, --all for every task's)\n"
+    )
+
+
+def test_without_a_chief_logs_shows_worker_0():
+    mwms = ClusterStatus("m", "local", Phase.RUNNING, roles=[RoleStatus("worker", 2), RoleStatus("evaluator", 1)])
+    assert cli.log_role(mwms) == "worker"
+    ps = ClusterStatus("p", "local", Phase.RUNNING, roles=[RoleStatus("chief", 1), RoleStatus("worker", 2)])
+    assert cli.log_role(ps) == "chief"
