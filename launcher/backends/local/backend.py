@@ -13,12 +13,11 @@ from typing import IO, Iterator
 
 from launcher.backends.base import RERUN_FAILED, Backend, LogLines, View, exit_code
 from launcher.backends.local import runner
-from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles, write_private
+from launcher.backends.local.files import MOUNTS_DIR, SUBMIT_LOCK_FILE, RunFiles, write_private
 from launcher.backends.local.foreground import ForegroundRun
 from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_resource_limits, check_worker_environment
 from launcher.backends.local.supervisor import POLL_SECONDS, Supervisor
-from launcher.backends.local.tasks import MOUNTS_DIR
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.backends.view import LineView, NoteStream
 from launcher.cluster_spec import loader, names
@@ -26,6 +25,7 @@ from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
 from launcher.plan.plan import plan as make_plan
+from launcher.status import progress
 from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 from worker.contract import SUCCESS_INDEX, Role, success_role
@@ -48,6 +48,11 @@ def _gone_within(pid: int, started: int | None, seconds: float) -> bool:
     while runner.runs(pid, started) and time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
     return not runner.runs(pid, started)
+
+
+def _role_index(task: str) -> tuple[str, int]:
+    role, index = task.rsplit("-", 1)
+    return role, int(index)
 
 
 class LocalBackend(Backend):
@@ -169,7 +174,7 @@ class LocalBackend(Backend):
                 "checkpoints in model/"
             )
         roles = [RoleStatus(**role) for role in record.get("roles", [])]
-        return ClusterStatus(
+        status = ClusterStatus(
             name=name,
             namespace="local",
             phase=phase,
@@ -178,13 +183,48 @@ class LocalBackend(Backend):
             roles=roles,
             training=self._training(name),
         )
+        if phase is Phase.RUNNING:
+            self._say_if_quiet(status, record)
+        return status
 
     def _training(self, name: str) -> TrainingProgress | None:
+        """From the progress lines of the success task's and the evaluator's logs; without any,
+        the step of the newest checkpoint in the model dir or under the pods' mount paths."""
         files = self._files(name)
-        role = success_role(files.read_spec().strategy)
-        return read_progress(
+        spec = files.read_spec()
+        role = success_role(spec.strategy)
+        found = read_progress(
             files.log_tail(role.value, SUCCESS_INDEX, TAIL_BYTES), files.log_tail(Role.EVALUATOR.value, 0, TAIL_BYTES)
         )
+        if found is not None and found.step is not None:
+            return found
+        newest = files.newest_checkpoint(files.model_dir(spec)) if not spec.checkpoint.is_remote else None
+        if newest is None:
+            return found
+        step, path, written_at = newest
+        shown = os.path.relpath(path, files.dir) if path.startswith(str(files.dir)) else path
+        checkpoint = progress.from_checkpoint(step, shown, written_at)
+        if found is not None:  # an evaluator's lines, no step of the chief's
+            checkpoint.evaluation, checkpoint.history = found.evaluation, found.history
+        return checkpoint
+
+    def _say_if_quiet(self, status: ClusterStatus, record: dict) -> None:
+        """No step and no checkpoint for progress.QUIET_SECONDS: said in the message (or a note
+        beside one), with the likely cause when every task alive only serves."""
+        files = self._files(status.name)
+        alive = {t["task"]: t["task"].rsplit("-", 1)[0] for t in record.get("tasks", []) if t.get("pid")}
+        starts = [t.get("started_at") for t in record.get("tasks", []) if t.get("pid")]
+        signs = [s for s in (*starts, status.training.updated_at if status.training else None) if s]
+        if not alive or not signs:
+            return
+        serving = {task for task in alive if progress.waits_as_server(files.log_tail(*_role_index(task), 4096))}
+        quiet = progress.quiet_note(max(signs), time.time(), files.read_spec().strategy.value, alive, serving)
+        if quiet is None:
+            return
+        if status.message:
+            status.notes.append(quiet)
+        else:
+            status.message = quiet
 
     def logs(self, name: str, role: str, index: int, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """Lines of one task's log (every attempt, each behind a header line); with follow,

@@ -229,7 +229,7 @@ class Supervisor:
             log_path=self.files.log_path(task.role, task.index),
             cwd=task.cwd,
         )
-        task.state, task.restart_at = TaskState.RUNNING, None
+        task.state, task.restart_at, task.started_at = TaskState.RUNNING, None, time.time()
         task.reason = f"running (attempt {task.attempts})"
         self.files.write_pid(task.role, task.index, task.process.pid)
 
@@ -293,6 +293,7 @@ class Supervisor:
                         "state": t.state.value,
                         "attempts": t.attempts,
                         "pid": t.process.pid if t.running else None,
+                        "started_at": t.started_at,
                         "exit_codes": t.exit_history,
                     }
                     for t in self.tasks

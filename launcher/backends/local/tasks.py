@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from launcher.backends.local import runner
+from launcher.backends.local.files import MOUNTS_DIR
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env, sees_gpus
 from launcher.backends.local.ports import HeldPorts
 from launcher.cluster_spec.spec import ClusterSpec
@@ -37,6 +38,7 @@ class Task:
     reason: str = ""
     exit_history: list[int] = field(default_factory=list)
     ended_at: float | None = None  # when it succeeded or failed for good
+    started_at: float | None = None  # Unix time of its latest start
 
     @property
     def name(self) -> str:
@@ -148,8 +150,6 @@ STARTUP_DIR = os.path.join(os.path.dirname(contract.__file__), "startup")
 # a local task has no volumes, so a program told `--model-dir /train/model` would write into this
 # machine's /train. Each mount path is a dir of the run instead: <run>/mounts/<path>, made at
 # start and kept by `delete`, like model/ (a claim outlives its cluster).
-
-MOUNTS_DIR = "mounts"
 
 
 def mount_paths(spec: ClusterSpec) -> dict[str, str]:

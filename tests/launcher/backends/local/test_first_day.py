@@ -1,6 +1,7 @@
 """What a newcomer meets on a first local run: a pod's mount paths are dirs of the run (never
 this machine's root), `delete` says what it removed and kept, and the same spec resubmitted
-after a failure names --replace."""
+after a failure names --replace; a program that prints no progress lines shows its newest
+checkpoint's step, and a training that says nothing for a while is said to, with the likely cause."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import os
 import sys
 import uuid
 
-from local_clusters import LocalBackend, LocalProcessBackendConfig
+import pytest
+from local_clusters import LocalBackend, LocalProcessBackendConfig, run_files, wait_until
 
 from launcher import cli
-from launcher.cluster_spec.spec import ClusterSpec
+from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
+from launcher.status import progress
+from launcher.status.progress import SERVER_STARTED
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 
 # Writes a file under each path it is given: --model-dir's (an option's value), --out=<path>'s
@@ -110,3 +114,67 @@ def test_without_a_chief_logs_shows_worker_0():
     assert cli.log_role(mwms) == "worker"
     ps = ClusterStatus("p", "local", Phase.RUNNING, roles=[RoleStatus("chief", 1), RoleStatus("worker", 2)])
     assert cli.log_role(ps) == "chief"
+
+
+# A program of your own that saves a TF checkpoint (step 7) under the claim's mount path and then
+# says nothing: its step is the checkpoint's.
+SAVES_THEN_WAITS = """
+import sys, time
+import tensorflow as tf
+step = tf.Variable(7, dtype=tf.int64)
+manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), sys.argv[2], max_to_keep=1)
+manager.save(checkpoint_number=7)
+print("saved", flush=True)
+time.sleep(600)
+"""
+# The TensorFlow tutorial's parameter-server shape: ps and workers serve, only a chief trains.
+PS_PROGRAM = """
+import tensorflow as tf
+resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+if resolver.task_type in ("worker", "ps"):
+    tf.distribute.Server(
+        resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id, protocol="grpc"
+    ).join()
+"""
+
+
+@pytest.mark.process
+def test_a_quiet_program_shows_its_newest_checkpoints_step_and_says_it_is_quiet(backend, workdir, monkeypatch):
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 3.0)
+    backend.submit(writer_spec("saves", "/train", command=SAVES_THEN_WAITS))
+    log = run_files(backend, "saves").log_path("chief", 0)
+    wait_until(lambda: "saved" in log.read_text(), 120, "the checkpoint")
+    wait_until(lambda: backend.status("saves").message, 30, "the quiet note")
+    status = backend.status("saves")
+    assert status.training.summary() == "step 7 (its newest checkpoint, mounts/train/model/ckpt-7)"
+    assert status.message.startswith("no step and no checkpoint since ")
+    assert status.message.endswith(
+        " (over 3 s) (a program of your own shows its step by progress lines, docs/watching.md)"
+    )
+    backend.delete("saves")
+
+
+@pytest.mark.process
+def test_a_parameter_server_program_run_as_multi_worker_mirrored_is_said_to_wait_as_servers(
+    backend, workdir, monkeypatch
+):
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 3.0)
+    spec = ClusterSpec.model_validate(
+        {
+            "name": "ps-as-mwms",
+            "strategy": "multi_worker_mirrored",
+            "command": [sys.executable, "-c", PS_PROGRAM],
+            "roles": {"worker": {"replicas": 2}},
+        },
+        context={SHARED_DISK: True},
+    )
+    backend.submit(spec)
+    files = run_files(backend, "ps-as-mwms")
+    wait_until(
+        lambda: all(SERVER_STARTED in files.log_path("worker", i).read_text() for i in (0, 1)), 180, "the servers"
+    )
+    wait_until(lambda: backend.status("ps-as-mwms").message, 30, "the quiet note")
+    message = backend.status("ps-as-mwms").message
+    assert "every task alive (worker-0, worker-1) ends its log with TF's 'Started server with target'" in message
+    assert "needs strategy: parameter_server with a chief" in message
+    backend.delete("ps-as-mwms")
