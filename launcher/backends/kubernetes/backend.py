@@ -30,6 +30,7 @@ from launcher.errors import ClusterNotFound, LauncherError
 from launcher.plan import storage
 from launcher.plan.plan import plan
 from launcher.status import admission, lifecycle, node_loss, verdicts
+from launcher.status import progress as progress_rules
 from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase
 from worker import contract
@@ -137,8 +138,44 @@ class KubernetesBackend(Backend):
         status = self._with_mount_failures(status, pods)
         status = self._with_nodes(status, pods)
         status.training = self._training(ns, pods)
+        if status.phase is Phase.RUNNING:
+            self._say_if_quiet(status, pods)
         status.notes += storage.storage_notes([job.get("spec") or {} for job in jobs])
         return status
+
+    def _say_if_quiet(self, status: ClusterStatus, pods: list[dict]) -> None:
+        """No step since progress.QUIET_SECONDS: said in the message (or a note beside one), with
+        the likely cause when every task alive only serves. The checkpoints are on the claim,
+        which the launcher does not mount: only progress lines and the tasks' starts count here."""
+        started: dict[str, tuple[float, str]] = {}  # task -> (its container's start, its pod)
+        for pod in lifecycle.task_pods(pods):
+            for container in (pod.get("status") or {}).get("containerStatuses") or []:
+                since = node_loss.parse_time(((container.get("state") or {}).get("running") or {}).get("startedAt"))
+                if container.get("name") == k8s_contract.CONTAINER and since is not None:
+                    task = contract.task_name(lifecycle.role_of(pod), lifecycle.index_of(pod))
+                    started[task] = (since.timestamp(), pod["metadata"]["name"])
+        signs = [at for at, _ in started.values()] + [status.training.updated_at if status.training else None]
+        signs = [s for s in signs if s]
+        if not started or time.time() - max(signs) < progress_rules.QUIET_SECONDS:
+            return
+        serving = set()
+        for task, (_, pod) in started.items():
+            try:
+                if progress_rules.waits_as_server(self._api.pod_log_tail(self.namespace, pod, 20)):
+                    serving.add(task)
+            except LogUnavailable:
+                pass
+        strategy = next(
+            iter({(p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_STRATEGY) for p in pods} - {None}), ""
+        )
+        alive = {task: task.rsplit("-", 1)[0] for task in started}
+        quiet = progress_rules.quiet_note(max(signs), time.time(), strategy, alive, serving)
+        if quiet is None:
+            return
+        if status.message:
+            status.notes.append(quiet)
+        else:
+            status.message = quiet
 
     def _with_refusals(
         self, status: ClusterStatus, root: dict | None, jobs: list[dict], pods: list[dict]

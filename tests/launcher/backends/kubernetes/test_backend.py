@@ -119,6 +119,24 @@ def test_the_same_spec_after_a_failure_names_replace(api):
     ]
 
 
+def test_a_quiet_training_whose_tasks_alive_only_serve_says_so(api):
+    """ps and workers running since long ago, the chief not running, no progress line: status says
+    that nothing has trained for a while and why."""
+    tfk8s, _ = submitted(api)
+    long_ago = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    for role, index in (("ps", 0), ("worker", 0), ("worker", 1)):
+        add_pod(api, role, index, state=long_ago)
+    add_pod(api, "chief", phase="Pending", state={"waiting": {"reason": "ContainerCreating"}})
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.RUNNING, status
+    quiet = status.message if status.message.startswith("no step") else next(iter(status.notes), "")
+    assert quiet.startswith("no step and no checkpoint since "), status
+    assert quiet.endswith(
+        "(over 5 min): every task alive is a server (ps, worker) and the chief, which trains under "
+        "parameter_server, is not running (see its reason)"
+    )
+
+
 def test_a_cluster_whose_jobs_are_gone_is_unknown(api):
     tfk8s, _ = submitted(api)
     for role in ("chief", "worker", "ps", "evaluator"):
