@@ -74,7 +74,8 @@ class Program(SpecModel):
 
     module: str = Field(
         contract.BUILTIN_PROGRAM,
-        description="the built-in worker's training program: a module with builders (docs/worker.md)",
+        description="the built-in worker's training program: a module with builders (docs/worker.md); a script "
+        "of your own runs by `command: [python, train.py]` instead",
     )
     args: list[str] = Field(default_factory=list, description="its arguments (`python -m worker --help`)")
 
