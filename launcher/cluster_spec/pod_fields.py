@@ -63,15 +63,17 @@ TASK_CONTAINER_MAY_SET = (
     "tty",
 )
 # The task container's keys that have a field of the spec or the role: where to set each instead.
-TASK_CONTAINER_HOMES = {
-    "imagePullPolicy": "set imagePullPolicy in the spec instead (one policy for every role's image)",
-    "image": "set roles.{role}.image (or the spec's image) instead",
-    "command": "set roles.{role}.command (or the spec's command) instead",
-    "args": "set roles.{role}.args (or the spec's args) instead",
-    "workingDir": "set workingDir in the spec instead",
-    "resources": "set roles.{role}.resources instead",
-    "volumeMounts": "set roles.{role}.volumeMounts instead (with roles.{role}.volumes)",
-}
+TASK_CONTAINER_HOMES = dict(
+    (
+        ("imagePullPolicy", "set imagePullPolicy in the spec instead (one policy for every role's image)"),
+        ("image", "set roles.{role}.image (or the spec's image) instead"),
+        ("command", "set roles.{role}.command (or the spec's command) instead"),
+        ("args", "set roles.{role}.args (or the spec's args) instead"),
+        ("workingDir", "set workingDir in the spec instead"),
+        ("resources", "set roles.{role}.resources instead"),
+        ("volumeMounts", "set roles.{role}.volumeMounts instead (with roles.{role}.volumes)"),
+    )
+)
 # In the task container's securityContext: only what restricted allows and the launcher leaves unset.
 TASK_SECURITY_MAY_SET = ("readOnlyRootFilesystem", "seLinuxOptions", "appArmorProfile")
 
