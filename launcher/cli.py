@@ -390,6 +390,7 @@ def cmd_logs(args) -> int:
     if role is None and not args.all:  # as `kubectl logs job/NAME` shows one pod: the one that decides
         role = log_role(client.get_job(args.name))
         chief = "the chief" if role == Role.CHIEF.value else "the chief under multi_worker_mirrored"
+        chief = chief if args.index == 0 else f"{chief}'s role"
         print(
             f"{role}-{args.index}'s log ({chief}; --role ROLE --index N for another task's, --all for every task's)",
             file=sys.stderr,
