@@ -45,7 +45,8 @@ from launcher.plan.plan import plan
 from launcher.render import render
 from launcher.status.lines import printable
 from launcher.status.node_loss import EXIT_NODE_LOST
-from worker.contract import ROLES
+from launcher.status.status import ClusterStatus
+from worker.contract import ROLES, Role
 
 DEFAULT_SPEC = "embedded default (launcher/default-cluster.yaml)"
 STATUS_FORMATS = ["text", "json", "yaml"]
@@ -146,8 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("logs", help="print a task's log, or every task's")
     p.add_argument("name")
     _add_cluster_flags(p)
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--role", choices=[r.value for r in ROLES])
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--role", choices=[r.value for r in ROLES], help="whose log (default: the chief's, MWMS: worker 0's)"
+    )
     which.add_argument("--all", action="store_true", help="every task's log, each line behind its task's name")
     p.add_argument("--index", type=int, default=0)
     p.add_argument(
@@ -423,13 +426,28 @@ def cmd_status(args) -> int:
 
 
 def cmd_logs(args) -> int:
-    lines = client_for(backend_config(args)).get_job_logs(
-        args.name, None if args.all else args.role, args.index, follow=args.follow, tail=args.tail
-    )
+    client = client_for(backend_config(args))
+    role = args.role
+    if role is None and not args.all:  # as `kubectl logs job/NAME` shows one pod: the one that decides
+        role = log_role(client.get_job(args.name))
+        chief = "the chief" if role == Role.CHIEF.value else "the chief under multi_worker_mirrored"
+        chief = chief if args.index == 0 else f"{chief}'s role"
+        print(
+            f"{role}-{args.index}'s log ({chief}; --role ROLE --index N for another task's, --all for every task's)",
+            file=sys.stderr,
+            flush=True,
+        )
+    lines = client.get_job_logs(args.name, None if args.all else role, args.index, follow=args.follow, tail=args.tail)
     for line in lines:
         sys.stdout.write(line if args.raw else printable(line))
         sys.stdout.flush()
     return 0
+
+
+def log_role(status: ClusterStatus) -> str:
+    """Whose log `logs NAME` shows: the chief's, or worker 0's where there is no chief (MWMS)."""
+    roles = [r.role for r in status.roles]
+    return Role.WORKER.value if roles and Role.CHIEF.value not in roles else Role.CHIEF.value
 
 
 def cmd_delete(args) -> int:

@@ -9,8 +9,10 @@ MultiWorkerMirroredStrategy, which trains in a custom loop, gets a one-line warn
 `install()` runs at every start of a task's Python (the worker image's .pth file; --local:
 worker/startup/sitecustomize.py), so it imports nothing but `os` and `sys`, never TensorFlow or
 Keras: it only adds an import hook that patches three Keras 3 methods when the program itself
-imports Keras 3. tf_keras (TF_USE_LEGACY_KERAS=1) is another package and is never touched. The
-built-in worker (TFK8S_PROGRAM set) picks its Keras itself; TFK8S_KERAS_CHECK=0 turns it off.
+imports Keras 3. The same hook gives Model.fit (tf_keras's, TF_USE_LEGACY_KERAS=1, and Keras 3's)
+a callback that prints the built-in worker's progress lines (below); nothing else of tf_keras is
+touched. The built-in worker (TFK8S_PROGRAM set) picks its Keras itself; TFK8S_KERAS_CHECK=0
+turns all of it off.
 """
 
 import os
@@ -80,8 +82,8 @@ class _KerasImports:
             loader_run(module)
             try:
                 patch(module)
-            except AttributeError:  # a Keras 3 whose classes moved: train unchecked, and say so
-                warn(f"the Keras check does not know this Keras 3 ({name} changed): not checked; see docs/keras.md")
+            except AttributeError:  # a Keras whose classes moved: train unchecked, and say so
+                warn(f"the Keras check does not know this Keras ({name} changed): not checked; see docs/keras.md")
 
         spec.loader.exec_module = exec_module
         return spec
@@ -162,4 +164,168 @@ def _checked_update(method):
     return checked
 
 
-_KerasImports.patches = {_TRAINER: _patch_trainer, _OPTIMIZER: _patch_optimizer}
+# --- progress of Model.fit ------------------------------------------------------------------
+# A program of your own that trains with tf_keras's Model.fit (or Keras 3's, where it trains)
+# gets the built-in worker's `step` progress lines without a change: fit is given one more
+# callback, on the task whose log `status` reads (the chief; worker 0 where there is none). It
+# reads the loss only when a line is due (no per-step synchronisation), never changes the
+# callbacks you pass (a list is copied), and, if anything of it fails, says so once and stops
+# reporting: it never stops training. TFK8S_KERAS_PROGRESS=0 turns it off.
+PROGRESS_OPT_OUT = "TFK8S_KERAS_PROGRESS"
+PROGRESS_PREFIX = "tfk8s-progress "  # contract.PROGRESS_PREFIX
+PROGRESS_SECONDS, DEFAULT_PROGRESS_SECONDS = "TFK8S_PROGRESS_SECONDS", 5.0  # contract's
+_TF_KERAS_TRAINING = "tf_keras.src.engine.training"  # tf_keras's Model (fit)
+_FIT_CALLBACKS_POSITION = 5  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
+
+
+def reports_fit_progress() -> bool:
+    """This task's log is the one `status` reads: the chief's, or worker 0's without a chief."""
+    import json
+
+    if os.environ.get(PROGRESS_OPT_OUT) == "0":
+        return False
+    config = json.loads(os.environ.get(TF_CONFIG) or "{}")
+    task, cluster = config.get("task") or {}, config.get("cluster") or {}
+    if task.get("type") == "chief":
+        return True
+    return task.get("type") == "worker" and int(task.get("index", 0)) == 0 and "chief" not in cluster
+
+
+def _with_progress(fit, callback_base):
+    """`fit` that adds a progress callback (subclassing `callback_base()`) to the ones given."""
+
+    def fit_with_progress(self, *args, **kwargs):
+        given = kwargs.get("callbacks")
+        if (
+            len(args) <= _FIT_CALLBACKS_POSITION
+            and isinstance(given, (list, tuple, type(None)))
+            and reports_fit_progress()
+        ):
+            try:
+                kwargs["callbacks"] = [*(given or ()), _progress_callback(callback_base())]
+            except Exception as exc:  # noqa: BLE001 - never in training's way
+                warn(f"no progress lines from Model.fit: {type(exc).__name__}: {exc}")
+        return fit(self, *args, **kwargs)
+
+    fit_with_progress.__wrapped__ = fit
+    return fit_with_progress
+
+
+def _progress_callback(base):
+    import json
+    import time
+
+    try:
+        every = float(os.environ.get(PROGRESS_SECONDS) or DEFAULT_PROGRESS_SECONDS)
+    except ValueError:
+        every = DEFAULT_PROGRESS_SECONDS
+
+    class FitProgress(base):
+        """`step` events: the first batch's, every `every` seconds, and the last one."""
+
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True  # the loss stays a tensor until a line is due
+            self.steps, self.target, self.step, self.epoch = None, None, 0, 0
+            self.since, self.since_step, self.loss, self.broken = None, 0, None, False
+
+        def _safely(self, report):
+            if self.broken:
+                return
+            try:
+                report()
+            except Exception as exc:  # noqa: BLE001 - never in training's way
+                self.broken = True
+                warn(f"progress lines from Model.fit stopped: {type(exc).__name__}: {exc}")
+
+        def on_train_begin(self, logs=None):
+            def begin():
+                params = self.params or {}
+                self.steps, epochs = params.get("steps"), params.get("epochs")
+                self.target = self.steps * epochs if self.steps and epochs else None
+
+            self._safely(begin)
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch, logs=None):
+            def batch_end():
+                self.step = self.epoch * self.steps + batch + 1 if self.steps else self.step + 1
+                self.loss = (logs or {}).get("loss", self.loss)
+                now = time.monotonic()
+                if self.since is None or now - self.since >= every:
+                    self._report(now)
+
+            self._safely(batch_end)
+
+        def on_epoch_end(self, epoch, logs=None):
+            def epoch_end():
+                if self.steps:  # batch callbacks may not run (parameter-server fit): the epoch's end
+                    self.step = (epoch + 1) * self.steps
+                self.loss = (logs or {}).get("loss", self.loss)
+
+            self._safely(epoch_end)
+
+        def on_train_end(self, logs=None):
+            self._safely(lambda: self._report(time.monotonic()))
+
+        def _report(self, now):
+            fields = {"step": self.step}
+            if self.target:
+                fields["target"] = self.target
+            loss = _number(self.loss)
+            if loss is not None:
+                fields["loss"] = round(loss, 5)
+            if self.since is not None and now > self.since and self.step > self.since_step:
+                fields["steps_per_s"] = round((self.step - self.since_step) / (now - self.since), 3)
+            record = {"event": "step", "wall": round(time.time(), 3), **fields}
+            print(PROGRESS_PREFIX + json.dumps(record, sort_keys=True), flush=True)
+            self.since, self.since_step = now, self.step
+
+    return FitProgress()
+
+
+def _number(value):
+    """A loss as a float: a number, a NumPy value or an eager tensor; None for what would block
+    or is not one (a RemoteValue of parameter-server training)."""
+    if value is None:
+        return None
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _patch_tf_keras_fit(module) -> None:
+    def base():
+        from tf_keras.src.callbacks import Callback
+
+        return Callback
+
+    module.Model.fit = _with_progress(module.Model.fit, base)
+
+
+def _patch_trainer_fit_progress(module) -> None:
+    """Keras 3's fit, where it trains (no multi-worker strategy: the check refuses those)."""
+
+    def base():
+        from keras.src.callbacks import Callback
+
+        return Callback
+
+    module.TensorFlowTrainer.fit = _with_progress(module.TensorFlowTrainer.fit, base)
+
+
+def _patch_keras3_trainer(module) -> None:
+    _patch_trainer(module)
+    _patch_trainer_fit_progress(module)
+
+
+_KerasImports.patches = {
+    _TRAINER: _patch_keras3_trainer,
+    _OPTIMIZER: _patch_optimizer,
+    _TF_KERAS_TRAINING: _patch_tf_keras_fit,
+}

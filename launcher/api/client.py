@@ -174,7 +174,7 @@ class TFK8sClient:
         return self.backend().list()
 
     def delete_job(self, name: str) -> None:
-        """Stop the cluster and remove its objects (locally: all but model/); returns once
+        """Stop the cluster and remove its objects (locally: all but model/ and mounts/); returns once
         everything is gone."""
         self.backend(name).delete(name)
 

@@ -17,6 +17,12 @@ from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
 from launcher.status.status import ClusterStatus, Phase
 
+# The same spec again changes nothing, so a Failed cluster stays Failed: how to run it again.
+RERUN_FAILED = (
+    "cluster {cluster} ended Failed: submit --replace deletes it and runs this spec again (the model dir is "
+    "kept: it resumes from its checkpoints); `python -m launcher status {status}` says why it failed"
+)
+
 
 class View(Protocol):
     """Where a backend's wait() shows a running cluster: its status, and notes between."""

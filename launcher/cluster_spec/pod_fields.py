@@ -62,6 +62,18 @@ TASK_CONTAINER_MAY_SET = (
     "stdin",
     "tty",
 )
+# The task container's keys that have a field of the spec or the role: where to set each instead.
+TASK_CONTAINER_HOMES = dict(
+    (
+        ("imagePullPolicy", "set imagePullPolicy in the spec instead (one policy for every role's image)"),
+        ("image", "set roles.{role}.image (or the spec's image) instead"),
+        ("command", "set roles.{role}.command (or the spec's command) instead"),
+        ("args", "set roles.{role}.args (or the spec's args) instead"),
+        ("workingDir", "set workingDir in the spec instead"),
+        ("resources", "set roles.{role}.resources instead"),
+        ("volumeMounts", "set roles.{role}.volumeMounts instead (with roles.{role}.volumes)"),
+    )
+)
 # In the task container's securityContext: only what restricted allows and the launcher leaves unset.
 TASK_SECURITY_MAY_SET = ("readOnlyRootFilesystem", "seLinuxOptions", "appArmorProfile")
 
@@ -190,8 +202,10 @@ def _container_problems(at: str, container: dict, role: str) -> Problems:
     out = [
         (
             f"{at}.{k}",
-            f"the task container's {k} is the launcher's or has a field of roles.{role} (image, command, args, "
-            "env, resources, volumeMounts): set it there",
+            f"{k}: " + TASK_CONTAINER_HOMES[k].format(role=role)
+            if k in TASK_CONTAINER_HOMES
+            else f"the task container's {k} is the launcher's or has a field of roles.{role} (image, command, "
+            "args, env, resources, volumeMounts): set it there",
         )
         for k in container
         if k != "name" and k not in TASK_CONTAINER_MAY_SET

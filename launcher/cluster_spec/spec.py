@@ -85,13 +85,20 @@ class Program(SpecModel):
 
     module: str = Field(
         contract.BUILTIN_PROGRAM,
-        description="the built-in worker's training program: a module with builders (docs/worker.md)",
+        description="the built-in worker's training program: a module with builders (docs/worker.md); a script "
+        "of your own runs by `command: [python, train.py]` instead",
     )
     args: list[str] = Field(default_factory=list, description="its arguments (`python -m worker --help`)")
 
     @field_validator("module")
     @classmethod
     def _dotted(cls, value: str) -> str:
+        if value.endswith(".py") or "/" in value:  # a script: what a program of your own is run by
+            raise ValueError(
+                f"{value!r} is a script, not a module: a program of your own runs by command, e.g. "
+                f"`command: [python, {value}]` (its dir shipped with code:, docs/spec.md); program.module is a "
+                "module with builders for the built-in worker (docs/worker.md)"
+            )
         if not _MODULE_NAME.match(value):
             raise ValueError(f"{value!r} is not a dotted Python module name")
         return value

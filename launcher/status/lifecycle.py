@@ -45,7 +45,7 @@ def role_of(obj: dict) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(k8s_contract.LABEL_COMPONENT)
 
 
-def _index_of(pod: dict) -> int:
+def index_of(pod: dict) -> int:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     try:
         return int(annotations.get(k8s_contract.INDEX_ANNOTATION, 0))
@@ -99,7 +99,7 @@ def failed_task(job: dict, role_pods: list[dict]) -> tuple[dict, dict | None] | 
     indexes = failed_indexes(job)
     ended = []
     for pod in role_pods:
-        if indexes is not None and _index_of(pod) not in indexes:
+        if indexes is not None and index_of(pod) not in indexes:
             continue
         term = _terminated(pod)
         if (term is not None and term.get("exitCode")) or failure_reasons.recorded_by_kubernetes(pod, term):
@@ -126,7 +126,7 @@ def _role_failure(role: str, job: dict, role_pods: list[dict]) -> RoleFailure:
         return RoleFailure(role, why, None, None, at)
     pod, term = found
     said = failure_reasons.failure_reason(pod, term)
-    index = _index_of(pod)
+    index = index_of(pod)
     # the task is named when its role has others: which MWMS worker, which PS worker
     task = f"{contract.task_name(role, index)}: " if index != contract.SUCCESS_INDEX or len(role_pods) > 1 else ""
     cause = f"{task}{said} ({why})" if said else f"{task}{why}"

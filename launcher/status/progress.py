@@ -7,6 +7,8 @@ evaluator reports `evaluated` events. Every backend hands the tails of those two
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -52,6 +54,8 @@ class TrainingProgress:
     evaluation: Evaluation | None = None  # the latest one
     history: list[Evaluation] = field(default_factory=list, repr=False)
     unreadable: str | None = None  # logs that could not be read now, and why
+    # the step is its newest checkpoint's (the program printed no progress lines): that one's path
+    from_checkpoint: str | None = None
 
     @property
     def eta_seconds(self) -> float | None:
@@ -75,6 +79,7 @@ class TrainingProgress:
             "finalCheckpoint": self.final_checkpoint,
             "evaluation": self.evaluation.to_dict() if self.evaluation else None,
             "unreadable": self.unreadable,
+            "fromCheckpoint": self.from_checkpoint,
         }
 
     def facts(self, fraction: bool = True) -> list[str]:
@@ -85,6 +90,8 @@ class TrainingProgress:
             text = f"step {self.step}" + (f"/{self.target}" if self.target else "")
             if fraction and self.fraction is not None:
                 text += f" ({self.fraction:.0%})"
+            if self.from_checkpoint:
+                text += f" (its newest checkpoint, {self.from_checkpoint})"
             parts.append(text)
         if self.steps_per_s is not None and not self.finished:
             parts.append(f"{_number(self.steps_per_s)} steps/s")
@@ -157,6 +164,75 @@ def read_progress(training_log: Iterable[str], evaluator_log: Iterable[str] = ()
             for evaluation in progress.history:
                 evaluation.final = evaluation.step is not None and evaluation.step == progress.step
     return progress if seen else None
+
+
+# --- without progress lines -----------------------------------------------------------------
+# A program of your own that prints no progress lines still shows its step where it can be seen
+# from outside: the newest checkpoint in the dirs it writes (a TF checkpoint state file names it,
+# `ckpt-N` carries the step). Found by the backend that can read those dirs (--local).
+
+CHECKPOINT_STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's / tf.train.Saver's
+_CHECKPOINT_STEP = re.compile(r"-(\d+)(?:\.index)?$")
+
+
+def checkpoint_step(name: str) -> int | None:
+    """The step a checkpoint's name carries: `ckpt-120` and `model.ckpt-120.index` -> 120."""
+    found = _CHECKPOINT_STEP.search(name)
+    return int(found.group(1)) if found else None
+
+
+def state_file_checkpoint(text: str) -> str | None:
+    """The newest checkpoint a TF checkpoint state file names (`model_checkpoint_path: "ckpt-3"`)."""
+    found = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def from_checkpoint(step: int, where: str, written_at: float) -> TrainingProgress:
+    return TrainingProgress(step=step, updated_at=written_at, from_checkpoint=where)
+
+
+# --- a training that says nothing ------------------------------------------------------------
+# No step and no checkpoint for QUIET_SECONDS while every task runs: said in `status`, with the
+# likely cause when every task alive only serves (it never trains by itself).
+QUIET_SECONDS = 300.0
+# TF's line when a task starts its gRPC server (tf.distribute.Server, a strategy's own server)
+SERVER_STARTED = "Started server with target"
+PS_SERVES = ("ps", "worker")  # under parameter_server: they serve the chief, which trains
+
+
+def waits_as_server(log_tail: Iterable[str]) -> bool:
+    """The task's last line is TF's server start: it serves and waits (tf.distribute.Server.join)."""
+    lines = [line for line in log_tail if line.strip() and parse_progress_line(line) is None]
+    return bool(lines) and SERVER_STARTED in lines[-1]
+
+
+def quiet_note(last_sign: float, now: float, strategy: str, alive: dict[str, str], serving: set[str]) -> str | None:
+    """What `status` says of a running training with no step and no checkpoint since `last_sign`
+    (Unix time: the latest of a step, a checkpoint, a task's start), None if not QUIET_SECONDS
+    before `now`. alive: {task: role} of the tasks that run; serving: those of them whose log ends
+    with TF's server start. The text stays the same while nothing changes (a view prints it once)."""
+    if now - last_sign < QUIET_SECONDS or not alive:
+        return None
+    since = time.strftime("%H:%M:%S", time.localtime(last_sign))
+    text = f"no step and no checkpoint since {since} (over {format_minutes(QUIET_SECONDS)})"
+    roles = sorted(set(alive.values()))
+    if strategy == "parameter_server" and all(role in PS_SERVES for role in roles):
+        return (
+            f"{text}: every task alive is a server ({', '.join(roles)}) and the chief, which trains under "
+            "parameter_server, is not running (see its reason)"
+        )
+    if set(alive) <= serving:
+        return (
+            f"{text}: every task alive ({', '.join(sorted(alive))}) ends its log with TF's '{SERVER_STARTED}' "
+            f"and waits as a server: no task drives training under {strategy}. A parameter-server program "
+            "(tf.distribute.Server(...).join() on its ps and workers) needs strategy: parameter_server with a chief"
+        )
+    return text + " (a program of your own shows its step by progress lines, docs/watching.md)"
+
+
+def format_minutes(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes else f"{int(seconds)} s"
 
 
 def _is_number(value) -> bool:

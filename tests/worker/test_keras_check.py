@@ -5,12 +5,14 @@ off, and still runs a sitecustomize it hides."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
 import subprocess
 import sys
 
+import pytest
 from support import REPO
 
 from launcher.backends.local.tasks import STARTUP_DIR, plan_tasks
@@ -115,7 +117,7 @@ def test_a_keras_3_whose_classes_moved_is_trained_unchecked_with_a_warning(tmp_p
     )
     assert done.stdout.strip() == "moved"
     assert done.stderr.strip() == (
-        "tfk8s worker-0: warning: the Keras check does not know this Keras 3 "
+        "tfk8s worker-0: warning: the Keras check does not know this Keras "
         "(keras.src.optimizers.base_optimizer changed): not checked; see docs/keras.md"
     )
 
@@ -130,3 +132,47 @@ def test_local_tasks_of_a_command_start_the_check_and_the_built_in_workers_do_no
         held, tasks = plan_tasks(make_plan(spec, model_dir="/tmp/model"), sys.executable)
         held.close()
         assert {t.env["PYTHONPATH"].split(os.pathsep)[0] for t in tasks} == {first}, spec.name
+
+
+# A tiny tf_keras fit of a program of your own: no tfk8s import, no progress lines of its own;
+# its own callbacks list is printed after fit, to show it unchanged.
+FIT = """
+import os
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np, tensorflow as tf
+x = np.random.rand(256, 4).astype("float32"); y = x.sum(axis=1)
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+mine = [tf.keras.callbacks.History()]
+model.fit(x, y, batch_size=32, epochs=3, verbose=0, callbacks=mine)
+print("callbacks after fit:", len(mine), flush=True)
+"""
+
+
+def fit_as(task: str, index: int, **env) -> list[dict]:
+    cluster = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}
+    if task == "worker" and env.pop("no_chief", False):
+        cluster.pop("chief")
+    tf_config = json.dumps({"cluster": cluster, "task": {"type": task, "index": index}})
+    done = subprocess.run(
+        [sys.executable, "-c", FIT],
+        env={**os.environ, "TF_CONFIG": tf_config, "PYTHONPATH": os.pathsep.join([STARTUP_DIR, str(REPO)]), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "callbacks after fit: 1" in done.stdout
+    return [r for line in done.stdout.splitlines() if (r := contract.parse_progress_line(line))]
+
+
+@pytest.mark.process
+def test_a_tf_keras_fit_of_your_own_prints_progress_lines_on_the_task_status_reads():
+    events = fit_as("chief", 0, TFK8S_PROGRESS_SECONDS="60")
+    # the first batch, then (60 s apart: none) the end: 3 epochs of 8 batches
+    assert [(e["event"], e["step"], e["target"]) for e in events] == [("step", 1, 24), ("step", 24, 24)]
+    assert all(isinstance(e["loss"], float) for e in events)
+    assert "steps_per_s" not in events[0] and events[1]["steps_per_s"] > 0
+    assert len(fit_as("worker", 0, no_chief=True)) == 2  # MWMS: worker 0 is the chief
+    assert fit_as("worker", 1) == []  # not the log status reads
+    assert fit_as("chief", 0, TFK8S_KERAS_PROGRESS="0") == []

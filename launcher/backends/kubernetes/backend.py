@@ -8,7 +8,7 @@ import time
 from typing import Iterator, TextIO
 
 from launcher import k8s_contract
-from launcher.backends.base import Backend, LogLines, View, exit_code
+from launcher.backends.base import RERUN_FAILED, Backend, LogLines, View, exit_code
 from launcher.backends.kubernetes import logs as task_logs
 from launcher.backends.kubernetes import submit as submit_steps
 from launcher.backends.kubernetes.api import (
@@ -19,7 +19,7 @@ from launcher.backends.kubernetes.api import (
     NodesUnreadable,
     api_message,
 )
-from launcher.backends.kubernetes.cleanup import delete_cluster
+from launcher.backends.kubernetes.cleanup import claims_of, delete_cluster
 from launcher.backends.kubernetes.logs import follow_logs, log_time, newest_pod, task_of
 from launcher.backends.kubernetes.types import KubernetesBackendConfig
 from launcher.backends.view import LineView
@@ -30,6 +30,7 @@ from launcher.errors import ClusterNotFound, LauncherError
 from launcher.plan import storage
 from launcher.plan.plan import plan
 from launcher.status import admission, lifecycle, node_loss, verdicts
+from launcher.status import progress as progress_rules
 from launcher.status.progress import TAIL_LINES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase
 from worker import contract
@@ -67,7 +68,7 @@ class KubernetesBackend(Backend):
             code = loader.pack_code(spec)
         if code is not None:
             self._say(f"note: {code_bundle.note(spec, code)}")
-        submit_steps.run(
+        applied = submit_steps.run(
             submit_steps.Submission(
                 api=self._api,
                 plan=plan(spec, code),
@@ -77,6 +78,10 @@ class KubernetesBackend(Backend):
                 say=self._say,
             )
         )
+        if not applied and self.status(spec.name).phase is Phase.FAILED:
+            self._say(
+                RERUN_FAILED.format(cluster=f"{spec.namespace}/{spec.name}", status=f"{spec.name} -n {spec.namespace}")
+            )
 
     def wait(self, name: str) -> int:
         """Show the cluster in the view until it ends; give up on a Stuck cluster (exit 1) or
@@ -133,8 +138,44 @@ class KubernetesBackend(Backend):
         status = self._with_mount_failures(status, pods)
         status = self._with_nodes(status, pods)
         status.training = self._training(ns, pods)
+        if status.phase is Phase.RUNNING:
+            self._say_if_quiet(status, pods)
         status.notes += storage.storage_notes([job.get("spec") or {} for job in jobs])
         return status
+
+    def _say_if_quiet(self, status: ClusterStatus, pods: list[dict]) -> None:
+        """No step since progress.QUIET_SECONDS: said in the message (or a note beside one), with
+        the likely cause when every task alive only serves. The checkpoints are on the claim,
+        which the launcher does not mount: only progress lines and the tasks' starts count here."""
+        started: dict[str, tuple[float, str]] = {}  # task -> (its container's start, its pod)
+        for pod in lifecycle.task_pods(pods):
+            for container in (pod.get("status") or {}).get("containerStatuses") or []:
+                since = node_loss.parse_time(((container.get("state") or {}).get("running") or {}).get("startedAt"))
+                if container.get("name") == k8s_contract.CONTAINER and since is not None:
+                    task = contract.task_name(lifecycle.role_of(pod), lifecycle.index_of(pod))
+                    started[task] = (since.timestamp(), pod["metadata"]["name"])
+        signs = [at for at, _ in started.values()] + [status.training.updated_at if status.training else None]
+        signs = [s for s in signs if s]
+        if not started or time.time() - max(signs) < progress_rules.QUIET_SECONDS:
+            return
+        serving = set()
+        for task, (_, pod) in started.items():
+            try:
+                if progress_rules.waits_as_server(self._api.pod_log_tail(self.namespace, pod, 20)):
+                    serving.add(task)
+            except LogUnavailable:
+                pass
+        strategy = next(
+            iter({(p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_STRATEGY) for p in pods} - {None}), ""
+        )
+        alive = {task: task.rsplit("-", 1)[0] for task in started}
+        quiet = progress_rules.quiet_note(max(signs), time.time(), strategy, alive, serving)
+        if quiet is None:
+            return
+        if status.message:
+            status.notes.append(quiet)
+        else:
+            status.message = quiet
 
     def _with_refusals(
         self, status: ClusterStatus, root: dict | None, jobs: list[dict], pods: list[dict]
@@ -296,9 +337,16 @@ class KubernetesBackend(Backend):
 
     def delete(self, name: str) -> None:
         ns = self.namespace
-        if not delete_cluster(self._api, ns, name, self.config.delete_timeout):
+        claims = claims_of(self._api, ns, name)
+        deleted = delete_cluster(self._api, ns, name, self.config.delete_timeout)
+        if not deleted:
             raise ClusterNotFound(f"no cluster named {name!r} in namespace {ns!r}")
-        self._say(f"deleted cluster {ns}/{name}")
+        self._say(f"deleted cluster {ns}/{name}: {', '.join(deleted)} (and their pods)")
+        if claims:
+            self._say(
+                "kept: PersistentVolumeClaim/" + ", PersistentVolumeClaim/".join(claims) + " with the model dir "
+                "(a resubmitted spec resumes from its checkpoints; kubectl delete pvc to start from scratch)"
+            )
 
     def list(self) -> list[ClusterStatus]:
         ns = self.namespace

@@ -45,11 +45,13 @@ Files, under `<workdir>/<name>/` (files.py):
     logs/<role>-<index>.log   each task's output, all attempts, each behind a header line
     model/                    the model dir (TFK8S_MODEL_DIR), unless checkpoint.dir is gs://;
                               its OWNER.json names this cluster (worker/model_dir/ownership.py)
+    mounts/<path>/            each pod mount path (checkpoint.volume's, roles' volumeMounts) as a
+                              dir of the run: args and env values under it name it (tasks.py)
     submit.lock               locked by the submit that checks and starts the run, one at a
                               time; it holds that submit's pid
-`delete` stops a running cluster and removes everything but `model/` (and `submit.lock`), which, like a
-PersistentVolumeClaim on Kubernetes, outlives the cluster: a resubmitted spec resumes from its
-checkpoints. Remove it by hand to start from scratch.
+`delete` stops a running cluster and removes everything but `model/` and `mounts/` (and `submit.lock`),
+which, like a PersistentVolumeClaim on Kubernetes, outlive the cluster: a resubmitted spec resumes from its
+checkpoints. Remove them by hand to start from scratch. It says what it removed and kept.
 """
 
 from launcher.backends.local.types import DEFAULT_WORKDIR, LocalProcessBackendConfig

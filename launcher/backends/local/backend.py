@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from launcher.backends.base import Backend, LogLines, View, exit_code
+from launcher.backends.base import RERUN_FAILED, Backend, LogLines, View, exit_code
 from launcher.backends.local import runner
-from launcher.backends.local.files import SUBMIT_LOCK_FILE, RunFiles, write_private
+from launcher.backends.local.files import MOUNTS_DIR, SUBMIT_LOCK_FILE, RunFiles, write_private
 from launcher.backends.local.foreground import ForegroundRun
 from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_resource_limits, check_worker_environment
@@ -25,6 +25,7 @@ from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping import code_bundle
 from launcher.errors import ClusterNotFound, LauncherError, SubmitRefused
 from launcher.plan.plan import plan as make_plan
+from launcher.status import progress
 from launcher.status.progress import TAIL_BYTES, TrainingProgress, read_progress
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 from worker.contract import SUCCESS_INDEX, Role, success_role
@@ -37,11 +38,21 @@ _LIVE = (Phase.PENDING, Phase.RUNNING, Phase.FINISHING)
 ENDED_SUPERVISOR_SECONDS = 15.0
 
 
+# What `delete` leaves: the model dir and the pods' mount paths (tasks.MOUNTS_DIR), like a claim
+# that outlives its cluster, and the submit lock a submit may hold (--replace).
+KEPT_BY_DELETE = ("model", MOUNTS_DIR, SUBMIT_LOCK_FILE)
+
+
 def _gone_within(pid: int, started: int | None, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while runner.runs(pid, started) and time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
     return not runner.runs(pid, started)
+
+
+def _role_index(task: str) -> tuple[str, int]:
+    role, index = task.rsplit("-", 1)
+    return role, int(index)
 
 
 class LocalBackend(Backend):
@@ -65,10 +76,10 @@ class LocalBackend(Backend):
         supervisor thread of this process, else under a detached supervisor process that writes
         its output to <workdir>/<name>/supervisor.log. Refused while another submit of the
         name runs (files.submit_lock)."""
-        spec = as_processes(spec, self._stream)
+        files = self._files(spec.name)
+        spec = as_processes(spec, self._stream, files.dir)
         # before anything exists: says what to install, and where
         check_worker_environment(spec, self.config.task_python)
-        files = self._files(spec.name)
         code = self._pack_code(spec, code)  # once: the run's copy and its hash are of the same files
         code_dir = str(files.code_dir) if code is not None else None
         cluster = make_plan(spec, code, model_dir=files.model_dir(spec), code_dir=code_dir)
@@ -85,6 +96,10 @@ class LocalBackend(Backend):
             if not replace and files.recorded_spec_hash() == spec_hash and current.phase is not Phase.UNKNOWN:
                 # as on Kubernetes: the same spec again changes nothing
                 self._view.note(f"local cluster {spec.name!r} is unchanged ({current.phase}); nothing started")
+                if current.phase is Phase.FAILED:
+                    self._view.note(
+                        RERUN_FAILED.format(cluster=repr(spec.name), status=f"{spec.name} --workdir {self._workdir}")
+                    )
                 return
             if not replace:
                 state = "is running" if not current.finished else f"finished ({current.phase})"
@@ -159,7 +174,7 @@ class LocalBackend(Backend):
                 "checkpoints in model/"
             )
         roles = [RoleStatus(**role) for role in record.get("roles", [])]
-        return ClusterStatus(
+        status = ClusterStatus(
             name=name,
             namespace="local",
             phase=phase,
@@ -168,13 +183,48 @@ class LocalBackend(Backend):
             roles=roles,
             training=self._training(name),
         )
+        if phase is Phase.RUNNING:
+            self._say_if_quiet(status, record)
+        return status
 
     def _training(self, name: str) -> TrainingProgress | None:
+        """From the progress lines of the success task's and the evaluator's logs; without any,
+        the step of the newest checkpoint in the model dir or under the pods' mount paths."""
         files = self._files(name)
-        role = success_role(files.read_spec().strategy)
-        return read_progress(
+        spec = files.read_spec()
+        role = success_role(spec.strategy)
+        found = read_progress(
             files.log_tail(role.value, SUCCESS_INDEX, TAIL_BYTES), files.log_tail(Role.EVALUATOR.value, 0, TAIL_BYTES)
         )
+        if found is not None and found.step is not None:
+            return found
+        newest = files.newest_checkpoint(files.model_dir(spec)) if not spec.checkpoint.is_remote else None
+        if newest is None:
+            return found
+        step, path, written_at = newest
+        shown = os.path.relpath(path, files.dir) if path.startswith(str(files.dir)) else path
+        checkpoint = progress.from_checkpoint(step, shown, written_at)
+        if found is not None:  # an evaluator's lines, no step of the chief's
+            checkpoint.evaluation, checkpoint.history = found.evaluation, found.history
+        return checkpoint
+
+    def _say_if_quiet(self, status: ClusterStatus, record: dict) -> None:
+        """No step and no checkpoint for progress.QUIET_SECONDS: said in the message (or a note
+        beside one), with the likely cause when every task alive only serves."""
+        files = self._files(status.name)
+        alive = {t["task"]: t["task"].rsplit("-", 1)[0] for t in record.get("tasks", []) if t.get("pid")}
+        starts = [t.get("started_at") for t in record.get("tasks", []) if t.get("pid")]
+        signs = [s for s in (*starts, status.training.updated_at if status.training else None) if s]
+        if not alive or not signs:
+            return
+        serving = {task for task in alive if progress.waits_as_server(files.log_tail(*_role_index(task), 4096))}
+        quiet = progress.quiet_note(max(signs), time.time(), files.read_spec().strategy.value, alive, serving)
+        if quiet is None:
+            return
+        if status.message:
+            status.notes.append(quiet)
+        else:
+            status.message = quiet
 
     def logs(self, name: str, role: str, index: int, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """Lines of one task's log (every attempt, each behind a header line); with follow,
@@ -205,7 +255,7 @@ class LocalBackend(Backend):
         )
 
     def delete(self, name: str) -> None:
-        """Stop the cluster if it runs, then remove its files except model/."""
+        """Stop the cluster if it runs, then remove its files except model/ and mounts/, and say which."""
         files = self._files(name)
         if files.dir.is_symlink():  # its entries are another dir's: never removed from here
             raise LauncherError(
@@ -233,13 +283,27 @@ class LocalBackend(Backend):
                     f"the supervisor of {name!r} (pid {pid}) did not stop "
                     f"within its grace; stop it (kill {pid}) and delete again"
                 )
-        for entry in files.dir.iterdir():
-            if entry.name in ("model", SUBMIT_LOCK_FILE):  # a submit may hold the lock (--replace)
+        removed, kept = [], []
+        for entry in sorted(files.dir.iterdir()):
+            if entry.name in KEPT_BY_DELETE:
+                if entry.name != SUBMIT_LOCK_FILE:
+                    kept.append(entry.name + "/")
                 continue
             if entry.is_dir() and not entry.is_symlink():  # a link is removed, never followed
                 shutil.rmtree(entry)
+                removed.append(entry.name + "/")
             else:
                 entry.unlink()
+                removed.append(entry.name)
+        self._view.note(
+            f"deleted local cluster {name!r}: {', '.join(removed) or 'nothing'} of {files.dir}"
+            + (
+                f"; kept {' and '.join(kept)} (the checkpoints a resubmitted spec resumes from; "
+                "remove by hand to start from scratch)"
+                if kept
+                else ""
+            )
+        )
 
     def list(self) -> list[ClusterStatus]:
         """Every cluster of the workdir; a damaged one is listed as Unknown with what is wrong,

@@ -12,7 +12,11 @@ from typing import Iterator
 from launcher.cluster_spec import names
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
 from launcher.errors import ClusterNotFound, NotAClusterName, SubmitRefused
+from launcher.status import progress
 from worker.contract import task_name
+
+# The pods' mount paths in a run (tasks.py maps them here).
+MOUNTS_DIR = "mounts"
 
 # Each attempt's output in a task's log starts behind a line that begins so.
 ATTEMPT_HEADER_START = "=== tfk8s: "
@@ -78,6 +82,23 @@ class RunFiles:
     def model_dir(self, spec: ClusterSpec) -> str:
         """TFK8S_MODEL_DIR of the run: the spec's gs:// dir, else model/ here."""
         return spec.checkpoint.dir if spec.checkpoint.is_remote else str(self.default_model_dir)
+
+    def newest_checkpoint(self, model_dir: str, most_entries: int = 5000) -> tuple[int, str, float] | None:
+        """(step, path, written at) of the newest TF checkpoint under the model dir and the pods'
+        mount paths (mounts/): what a TF checkpoint state file names, else a `<prefix>-<N>.index`;
+        None if there is none. At most `most_entries` entries are looked at (a dataset under a mount)."""
+        newest = None
+        seen = 0
+        for top in (Path(model_dir), self.dir / MOUNTS_DIR):
+            for root, dirs, files in os.walk(top):
+                seen += len(dirs) + len(files)
+                if seen > most_entries:
+                    return newest
+                for name in files:
+                    found = _checkpoint_in(Path(root), name)
+                    if found is not None and (newest is None or found[2] > newest[2]):
+                        newest = found
+        return newest
 
     def log_path(self, role: str, index: int) -> Path:
         return self.dir / "logs" / f"{task_name(role, index)}.log"
@@ -224,6 +245,24 @@ class RunFiles:
 
     def remove_pid(self, role: str, index: int) -> None:
         self.pid_path(role, index).unlink(missing_ok=True)
+
+
+def _checkpoint_in(directory: Path, name: str) -> tuple[int, str, float] | None:
+    """(step, path, written at) of the checkpoint a file names, if it names one."""
+    path = directory / name
+    try:
+        if name == progress.CHECKPOINT_STATE_FILE:
+            newest = progress.state_file_checkpoint(path.read_text(errors="replace")[:65536])
+            if newest is None or progress.checkpoint_step(newest) is None:
+                return None
+            index = directory / (newest + ".index")
+            written = index.stat().st_mtime if index.exists() else path.stat().st_mtime
+            return progress.checkpoint_step(newest), str(directory / newest), written
+        if name.endswith(".index") and progress.checkpoint_step(name) is not None:
+            return progress.checkpoint_step(name), str(path.with_suffix("")), path.stat().st_mtime
+    except OSError:  # removed meanwhile (a CheckpointManager keeps a few), unreadable
+        return None
+    return None
 
 
 SPEC_HASH_FILE = "spec.sha256"

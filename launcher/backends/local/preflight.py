@@ -16,6 +16,7 @@ import resource
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import IO
 
 from launcher.backends.local import runner, tasks
@@ -109,17 +110,17 @@ def missing_modules(python: str, modules: tuple[str, ...]) -> list[str]:
     return found.stdout.split()
 
 
-def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:
+def as_processes(spec: ClusterSpec, stream: IO[str], run_dir: Path | None = None) -> ClusterSpec:
     """The spec as local processes run it. They are neither Jobs nor a JobSet, and no Kueue
     queues them: say on `stream` that workload, queue and priorityClassName are ignored, and
-    plan the run as plain tasks."""
+    plan the run as plain tasks. With the run's dir, say where each pod mount path is here."""
     ignored = {
         "workload": spec.workload.value if spec.workload is not Workload.JOBS else None,
         "queue": spec.queue,
         "priorityClassName": spec.priority_class_name,
     }
     ignored = {k: v for k, v in ignored.items() if v is not None}
-    for line in pod_field_notes(spec):
+    for line in pod_field_notes(spec) + (mount_notes(spec, run_dir) if run_dir is not None else []):
         print(line, file=stream, flush=True)
     if spec.mwms_storage_problem():  # accepted here: loader's shared_disk
         print(
@@ -145,8 +146,7 @@ def as_processes(spec: ClusterSpec, stream: IO[str]) -> ClusterSpec:
 # role's command, args and env are honoured as on Kubernetes.
 LOCAL_POD_FIELDS = (
     ("image", "the tasks run in this machine's Python (--python)"),
-    ("volumes", "the tasks see this machine's files"),
-    ("volumeMounts", "the tasks see this machine's files"),
+    ("volumes", "no Kubernetes volumes here (each mountPath is a dir of the run)"),
     ("affinity", "every task runs on this machine"),
     ("topologySpreadConstraints", "every task runs on this machine"),
     ("serviceAccountName", "no Kubernetes API here"),
@@ -169,6 +169,16 @@ def pod_field_notes(spec: ClusterSpec) -> list[str]:
     if spec.image_pull_secrets:
         notes.append("note: --local ignores imagePullSecrets: the tasks run in this machine's Python")
     return notes + env_notes(spec)
+
+
+def mount_notes(spec: ClusterSpec, run_dir: Path) -> list[str]:
+    """One line per pod mount path: the dir of the run that args and env values under it name."""
+    where = tasks.mount_paths(spec)
+    return [
+        f"note: --local: {where[path]} {path} is {directory} here (made empty at start, kept by delete): "
+        f"args and env values under {path} name it, so nothing is written to this machine's {path}"
+        for path, directory in tasks.mount_dirs(spec, run_dir).items()
+    ]
 
 
 def _pod_fields_key(role: Role) -> str:

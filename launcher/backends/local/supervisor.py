@@ -19,7 +19,7 @@ from launcher.backends.local import policy, runner
 from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, private_dir, write_json
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.ports import OffLoopbackGuard
-from launcher.backends.local.tasks import Task, metrics_addresses, plan_tasks
+from launcher.backends.local.tasks import Task, metrics_addresses, mount_dirs, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.code_shipping.code_bundle import Bundle
@@ -82,7 +82,10 @@ class Supervisor:
         self.said: set[str] = set()  # notes of the decisions, each said once
         if not spec.checkpoint.is_remote:
             private_dir(Path(self.model_dir))
-        self.held_ports, self.tasks = plan_tasks(self.plan, options.task_python)  # held until run() ends
+        mounts = mount_dirs(spec, files.dir)  # a pod's mount paths, as dirs of the run
+        for directory in mounts.values():
+            private_dir(Path(directory))
+        self.held_ports, self.tasks = plan_tasks(self.plan, options.task_python, mounts)  # held until run() ends
         write_json(files.metrics_path, metrics_addresses(self.tasks))
         self.chief = next(t for t in self.tasks if (t.role, t.index) == (self.plan.success_role, SUCCESS_INDEX))
 
@@ -227,7 +230,7 @@ class Supervisor:
             log_path=self.files.log_path(task.role, task.index),
             cwd=task.cwd,
         )
-        task.state, task.restart_at = TaskState.RUNNING, None
+        task.state, task.restart_at, task.started_at = TaskState.RUNNING, None, time.time()
         task.reason = f"running (attempt {task.attempts})"
         self.files.write_pid(task.role, task.index, task.process.pid)
 
@@ -291,6 +294,7 @@ class Supervisor:
                         "state": t.state.value,
                         "attempts": t.attempts,
                         "pid": t.process.pid if t.running else None,
+                        "started_at": t.started_at,
                         "exit_codes": t.exit_history,
                     }
                     for t in self.tasks

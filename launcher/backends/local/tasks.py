@@ -10,11 +10,14 @@ import subprocess
 import threading
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from launcher.backends.local import runner
+from launcher.backends.local.files import MOUNTS_DIR
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env, sees_gpus
 from launcher.backends.local.ports import HeldPorts
+from launcher.cluster_spec.spec import ClusterSpec
 from launcher.plan.plan import ClusterPlan, env_list
 from worker import contract
 from worker.contract import Role
@@ -36,6 +39,7 @@ class Task:
     reason: str = ""
     exit_history: list[int] = field(default_factory=list)
     ended_at: float | None = None  # when it succeeded or failed for good
+    started_at: float | None = None  # Unix time of its latest start
 
     @property
     def name(self) -> str:
@@ -60,11 +64,12 @@ def serves_metrics(plan: ClusterPlan) -> bool:
     return plan.spec.builtin and plan.spec.metrics.port is not None
 
 
-def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
+def plan_tasks(plan: ClusterPlan, python: str, mounts: Mapping[str, str] | None = None) -> tuple[HeldPorts, list[Task]]:
     """One Task per (role, index) of the plan, in creation order, and the ports they were given,
     held until the caller closes them (ports.py); the built-in worker's tasks run by `python`.
     The plan's env carries the model dir it was planned with (the run's model/ unless
-    checkpoint.dir is remote)."""
+    checkpoint.dir is remote); `mounts` ({mountPath: its dir here}, mount_dirs) rewrites the
+    args and env values under a pod's mount paths."""
     tasks_planned = list(plan.tasks())
     with_metrics = serves_metrics(plan)
     held = HeldPorts(ports_needed(plan))
@@ -76,7 +81,7 @@ def plan_tasks(plan: ClusterPlan, python: str) -> tuple[HeldPorts, list[Task]]:
 
     run = uuid.uuid4().hex  # this submission's id (worker/contract.py RUN): one supervisor per submit
     tasks = [
-        task(plan, python, role, index, address, ports.pop() if with_metrics else None, run)
+        task(plan, python, role, index, address, ports.pop() if with_metrics else None, run, mounts)
         for role, index in tasks_planned
     ]
     return held, tasks
@@ -90,9 +95,12 @@ def task(
     address: Callable[[str, int], str],
     metrics_port: int | None,
     run: str,
+    mounts: Mapping[str, str] | None = None,
 ) -> Task:
     """The task (role, index) of the plan: its TF_CONFIG names the tasks at address(role, index);
-    it serves metrics on metrics_port (None: none); `run` is the submission's id."""
+    it serves metrics on metrics_port (None: none); `run` is the submission's id; a word of its
+    command or an env value under a mount path of `mounts` names that path's dir here instead
+    (in_run_dir)."""
     role_plan = plan.role(role)
     tf_config = json.dumps(plan.tf_config(role, index, address))
     # The container's own env list in the pod's order (manifests/job.yaml.j2: ours, then the
@@ -112,6 +120,9 @@ def task(
         (entry.name, entry.value) for entry in env_list(launcher_env, role_plan.user_env) if entry.value_from is None
     )
     argv = expand_command(role_plan.command, container_env)
+    if mounts:  # a pod's mount path is a dir of the run here, never this machine's /train
+        container_env = {name: in_run_dir(value, mounts) for name, value in container_env.items()}
+        argv = [in_run_dir(word, mounts) for word in argv]
     if role_plan.builtin:
         argv = [python, *argv[1:]]  # "python" -> the configured interpreter and its packages
     env = {
@@ -137,6 +148,43 @@ def task(
 LOCALHOST = "127.0.0.1"
 # worker/startup/sitecustomize.py, which Python imports at start: worker/keras_check.py
 STARTUP_DIR = os.path.join(os.path.dirname(contract.__file__), "startup")
+
+
+# --- a pod's mount paths -----------------------------------------------------------
+# A pod mounts its claim (checkpoint.volume) and a role's volumeMounts at paths such as /train;
+# a local task has no volumes, so a program told `--model-dir /train/model` would write into this
+# machine's /train. Each mount path is a dir of the run instead: <run>/mounts/<path>, made at
+# start and kept by `delete`, like model/ (a claim outlives its cluster).
+
+
+def mount_paths(spec: ClusterSpec) -> dict[str, str]:
+    """{mountPath: where the spec names it first}, of checkpoint.volume and each role's volumeMounts."""
+    found: dict[str, str] = {}
+    if spec.checkpoint.volume is not None and spec.checkpoint.volume.mount_path.rstrip("/"):
+        found[spec.checkpoint.volume.mount_path.rstrip("/")] = "checkpoint.volume.mountPath"
+    for role in spec.active_roles():
+        if role in contract.DATA_SERVICE_ROLES:
+            continue
+        for i, mount in enumerate(spec.pods(role).volume_mounts):
+            path = str(mount.get("mountPath", "")).rstrip("/")
+            if path:
+                found.setdefault(path, f"roles.{role.value}.volumeMounts.{i}.mountPath")
+    return found
+
+
+def mount_dirs(spec: ClusterSpec, run_dir: Path) -> dict[str, str]:
+    """{mountPath: its dir in the run}: /train -> <run>/mounts/train."""
+    return {path: str(run_dir / MOUNTS_DIR / path.lstrip("/")) for path in mount_paths(spec)}
+
+
+def in_run_dir(text: str, mounts: Mapping[str, str]) -> str:
+    """`text` with a leading mount path (`/train/model`, or an option's value: `--dir=/train`)
+    replaced by its dir here; the longest mount path that matches wins (/train/data before /train)."""
+    flag, equals, value = text.partition("=") if text.startswith("-") else ("", "", text)
+    for path in sorted(mounts, key=len, reverse=True):
+        if value == path or value.startswith(path + "/"):
+            return flag + equals + mounts[path] + value[len(path) :]
+    return text
 
 
 def metrics_addresses(tasks: list[Task]) -> dict[str, str]:

@@ -242,6 +242,13 @@ roles:
             "roles.worker.podTemplate.spec.affinity",
             "roles.worker.affinity",
         ),
+        (
+            "    podTemplate:\n      spec:\n        containers:\n        - name: tensorflow\n"
+            "          imagePullPolicy: Always\n",
+            14,
+            "roles.worker.podTemplate.spec.containers.0.imagePullPolicy",
+            "imagePullPolicy: set imagePullPolicy in the spec instead (one policy for every role's image)",
+        ),
         ("    podTemplate:\n      spek: {}\n", 11, "roles.worker.podTemplate.spek", "did you mean 'spec'?"),
         (
             "    podTemplate:\n      metadata: {labels: {a: b}}\n",

@@ -299,3 +299,15 @@ def test_a_yaml_alias_to_the_value_that_holds_it_is_refused():
         "cluster.yaml:8: a YAML alias (*name) in this value refers to the value itself: it never ends "
         "(write the values out, or repeat fewer aliases)"
     ]
+
+
+@pytest.mark.parametrize("script", ["train.py", "/app/train.py", "src/train"])
+def test_a_script_as_program_module_suggests_a_command(script):
+    text = f"name: a\nstrategy: mirrored\nprogram: {{module: {script}}}\nroles: {{chief: {{replicas: 1}}}}\n"
+    with pytest.raises(SpecError) as caught:
+        load_text(text, filename="c.yaml")
+    [problem] = caught.value.problems
+    assert (problem.line, problem.path) == (3, "program.module")
+    assert f"is a script, not a module: a program of your own runs by command, e.g. `command: [python, {script}]`" in (
+        problem.message
+    )

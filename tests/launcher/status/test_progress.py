@@ -241,3 +241,55 @@ def test_an_unreadable_log_is_said_not_hidden():
     progress.unreadable = "demo-chief-0-x: the node does not answer"
     assert progress.summary().endswith("log unreadable: demo-chief-0-x: the node does not answer")
     assert progress.to_dict()["unreadable"].startswith("demo-chief-0-x")
+
+
+# --- without progress lines, and a training that says nothing ------------------------------------
+
+
+def test_a_checkpoints_step_is_read_from_its_name_and_the_state_file():
+    from launcher.status.progress import checkpoint_step, state_file_checkpoint
+
+    assert checkpoint_step("ckpt-120") == 120 and checkpoint_step("model.ckpt-7.index") == 7
+    assert checkpoint_step("saved_model.pb") is None
+    state = 'model_checkpoint_path: "ckpt-30"\nall_model_checkpoint_paths: "ckpt-20"\n'
+    assert state_file_checkpoint(state) == "ckpt-30"
+    assert state_file_checkpoint("garbage") is None
+
+
+def test_the_step_of_a_checkpoint_is_said_as_such():
+    from launcher.status.progress import from_checkpoint
+
+    shown = from_checkpoint(30, "mounts/train/model/ckpt-30", 1.0)
+    assert shown.summary() == "step 30 (its newest checkpoint, mounts/train/model/ckpt-30)"
+    assert shown.to_dict()["fromCheckpoint"] == "mounts/train/model/ckpt-30"
+
+
+STARTED = "I0000 00:00:1795889483.897816   28969 grpc_server_lib.cc:467] Started server with target: grpc://127.0.0.1:1"
+
+
+def test_a_quiet_training_is_said_with_its_likely_cause():
+    import time
+
+    from launcher.status import progress
+
+    since = 1_800_000_000.0
+    at = time.strftime("%H:%M:%S", time.localtime(since))  # this machine's time of day
+    later = since + progress.QUIET_SECONDS
+    mwms = {"worker-0": "worker", "worker-1": "worker"}
+    assert progress.quiet_note(since, later - 1, "multi_worker_mirrored", mwms, set(mwms)) is None
+    assert progress.quiet_note(since, later, "multi_worker_mirrored", mwms, set(mwms)) == (
+        f"no step and no checkpoint since {at} (over 5 min): every task alive (worker-0, worker-1) ends its log "
+        "with TF's 'Started server with target' and waits as a server: no task drives training under "
+        "multi_worker_mirrored. A parameter-server program (tf.distribute.Server(...).join() on its ps and workers) "
+        "needs strategy: parameter_server with a chief"
+    )
+    servers = {"worker-0": "worker", "ps-0": "ps"}
+    assert progress.quiet_note(since, later, "parameter_server", servers, set()) == (
+        f"no step and no checkpoint since {at} (over 5 min): every task alive is a server (ps, worker) and the "
+        "chief, which trains under parameter_server, is not running (see its reason)"
+    )
+    assert progress.quiet_note(since, later, "multi_worker_mirrored", mwms, {"worker-0"}) == (
+        f"no step and no checkpoint since {at} (over 5 min) (a program of your own shows its step by progress "
+        "lines, docs/watching.md)"
+    )
+    assert progress.waits_as_server(["x", STARTED, ""]) and not progress.waits_as_server([STARTED, "Epoch 1/3"])

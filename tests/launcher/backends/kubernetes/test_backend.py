@@ -106,6 +106,37 @@ def test_a_failed_chief_job_is_failed_with_the_chiefs_exit_code(api):
     assert tfk8s.wait(NAME) == 3
 
 
+def test_the_same_spec_after_a_failure_names_replace(api):
+    """The same spec again changes nothing: a Failed cluster stays Failed, and submit says how to rerun it."""
+    tfk8s, out = submitted(api)
+    add_pod(api, "chief", phase="Failed", state={"terminated": {"exitCode": 3, "reason": "Error"}})
+    end_job(api, "chief", "Failed", "BackoffLimitExceeded")
+    tfk8s.submit(spec_of())
+    assert out.getvalue().splitlines()[-2:] == [
+        f"cluster default/{NAME} is unchanged; nothing applied",
+        f"cluster default/{NAME} ended Failed: submit --replace deletes it and runs this spec again (the model dir "
+        f"is kept: it resumes from its checkpoints); `python -m launcher status {NAME} -n default` says why it failed",
+    ]
+
+
+def test_a_quiet_training_whose_tasks_alive_only_serve_says_so(api):
+    """ps and workers running since long ago, the chief not running, no progress line: status says
+    that nothing has trained for a while and why."""
+    tfk8s, _ = submitted(api)
+    long_ago = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    for role, index in (("ps", 0), ("worker", 0), ("worker", 1)):
+        add_pod(api, role, index, state=long_ago)
+    add_pod(api, "chief", phase="Pending", state={"waiting": {"reason": "ContainerCreating"}})
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.RUNNING, status
+    quiet = status.message if status.message.startswith("no step") else next(iter(status.notes), "")
+    assert quiet.startswith("no step and no checkpoint since "), status
+    assert quiet.endswith(
+        "(over 5 min): every task alive is a server (ps, worker) and the chief, which trains under "
+        "parameter_server, is not running (see its reason)"
+    )
+
+
 def test_a_cluster_whose_jobs_are_gone_is_unknown(api):
     tfk8s, _ = submitted(api)
     for role in ("chief", "worker", "ps", "evaluator"):
@@ -151,7 +182,13 @@ def test_delete_removes_every_object_and_says_so(api):
     add_pod(api, "chief")
     tfk8s.delete(NAME)
     assert [o["kind"] for o in api.objects.values()] == ["Namespace", "ConfigMap"]  # its kube-root-ca.crt
-    assert out.getvalue().splitlines()[-1] == f"deleted cluster default/{NAME}"
+    deleted, kept = out.getvalue().splitlines()[-2:]
+    # what it deleted, by kind and name, and what it kept: the claim with the model dir
+    assert deleted.startswith(f"deleted cluster default/{NAME}: ")
+    for role in ("chief", "worker", "ps", "evaluator"):
+        assert f"Job/{NAME}-{role}" in deleted
+    assert f"Service/{NAME}" in deleted and "NetworkPolicy/" in deleted
+    assert kept.startswith("kept: PersistentVolumeClaim/tfk8s-checkpoints with the model dir")
     with pytest.raises(ClusterNotFound):
         tfk8s.delete(NAME)
 
