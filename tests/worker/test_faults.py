@@ -8,6 +8,7 @@ before the end) on a fast or a loaded machine alike, without hundreds of CNN ste
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -144,8 +145,9 @@ def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workd
     exit_code = run.wait(TIMEOUT)
     failed_after = time.time() - killed_at
     # The chief had saved, so it exits EXIT_PEER_LOST (6, not counted: the ps' own SIGKILL is,
-    # and used up its backoffLimit 0); a chief without its ps cannot go on: Failed, exit 1.
-    assert exit_code == 1, backend.status(name)
+    # and used up its backoffLimit 0); a chief without its ps cannot go on: Failed, with the
+    # failed task's own code, the ps' SIGKILL: 137 (docs/verdicts.md).
+    assert exit_code == 128 + signal.SIGKILL, backend.status(name)
     assert_no_task_processes(workdir)
     status = backend.status(name)
     assert status.phase == "Failed" and "ps-0" in status.message, status
