@@ -206,6 +206,18 @@ def waits_as_server(log_tail: Iterable[str]) -> bool:
     return bool(lines) and SERVER_STARTED in lines[-1]
 
 
+def add_quiet_note(status, last_sign: float, strategy: str, alive: dict[str, str], serving: set[str]) -> None:
+    """quiet_note's text into `status` (a ClusterStatus), now: its message when it has none, else
+    one of its notes; nothing while the training is not quiet."""
+    quiet = quiet_note(last_sign, time.time(), strategy, alive, serving)
+    if quiet is None:
+        return
+    if status.message:
+        status.notes.append(quiet)
+    else:
+        status.message = quiet
+
+
 def quiet_note(last_sign: float, now: float, strategy: str, alive: dict[str, str], serving: set[str]) -> str | None:
     """What `status` says of a running training with no step and no checkpoint since `last_sign`
     (Unix time: the latest of a step, a checkpoint, a task's start), None if not QUIET_SECONDS

@@ -169,13 +169,7 @@ class KubernetesBackend(Backend):
             iter({(p["metadata"].get("labels") or {}).get(k8s_contract.LABEL_STRATEGY) for p in pods} - {None}), ""
         )
         alive = {task: task.rsplit("-", 1)[0] for task in started}
-        quiet = progress_rules.quiet_note(max(signs), time.time(), strategy, alive, serving)
-        if quiet is None:
-            return
-        if status.message:
-            status.notes.append(quiet)
-        else:
-            status.message = quiet
+        progress_rules.add_quiet_note(status, max(signs), strategy, alive, serving)
 
     def _with_refusals(
         self, status: ClusterStatus, root: dict | None, jobs: list[dict], pods: list[dict]

@@ -218,13 +218,7 @@ class LocalBackend(Backend):
         if not alive or not signs:
             return
         serving = {task for task in alive if progress.waits_as_server(files.log_tail(*_role_index(task), 4096))}
-        quiet = progress.quiet_note(max(signs), time.time(), files.read_spec().strategy.value, alive, serving)
-        if quiet is None:
-            return
-        if status.message:
-            status.notes.append(quiet)
-        else:
-            status.message = quiet
+        progress.add_quiet_note(status, max(signs), files.read_spec().strategy.value, alive, serving)
 
     def logs(self, name: str, role: str, index: int, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """Lines of one task's log (every attempt, each behind a header line); with follow,

@@ -101,8 +101,12 @@ def _entrypoints(roles, order, strategy: Strategy, spec: dict, note, refuse, ima
     if not missing:
         return
     unresolved = []
+    read: dict[str, tuple | None] = {}  # one look at each image (the roles usually share it)
     for r in missing:
-        found = image_command(roles[r].get("image", "")) if image_command else None
+        image = roles[r].get("image", "")
+        if image_command and image not in read:
+            read[image] = image_command(image)
+        found = read.get(image)
         if found is None:
             unresolved.append(r)
             continue
@@ -175,7 +179,11 @@ def _image_pull_policy(roles: dict[Role, dict], order: list[Role], note) -> None
             always.append((r, image, tag))
     for r in order:
         roles[r]["_imagePullPolicy"] = "Always" if always else "IfNotPresent"
-    for r, image, tag in {image: (r, image, tag) for r, image, tag in reversed(always)}.values():
+    said = set()
+    for r, image, tag in always:
+        if image in said:
+            continue
+        said.add(image)
         note(
             f"{roles[r]['_src']}.template.spec.containers",
             f"{image} has {'no tag' if tag is None else 'the tag latest'}: pulled Always, Kubernetes' "

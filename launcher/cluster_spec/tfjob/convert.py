@@ -28,8 +28,8 @@ KUEUE_QUEUE_LABEL = k8s_contract.QUEUE_LABEL  # how a TFJob is queued by Kueue t
 JOBSET = k8s_contract.Workload.JOBSET.value
 # Read-back fields of `kubectl get -o yaml`: not part of the job.
 READ_BACK = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
-# runPolicy's keys, which v1beta1/v1beta2 and early v1 TFJobs (tf-operator's types before
-# runPolicy) kept at spec level.
+# runPolicy's keys (the ones tfk8s maps), which v1beta1/v1beta2 and early v1 TFJobs
+# (tf-operator's types before runPolicy) kept at spec level.
 RUN_POLICY_KEYS = (
     "backoffLimit",
     "activeDeadlineSeconds",
@@ -323,12 +323,5 @@ def _run_policy(policy: dict, queue: str | None, spec: dict, note, refuse) -> No
         elif key in scheduling:
             note(f"{at}.schedulingPolicy.{key}", "Kueue admits every pod at once: no gang settings needed")
     for key in policy:
-        if key not in (
-            "backoffLimit",
-            "activeDeadlineSeconds",
-            "ttlSecondsAfterFinished",
-            "cleanPodPolicy",
-            "suspend",
-            "schedulingPolicy",
-        ):
+        if key not in RUN_POLICY_KEYS:
             refuse(f"{at}.{key}", "not a runPolicy field tfk8s maps")
