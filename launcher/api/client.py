@@ -29,7 +29,7 @@ from launcher.cluster_spec import loader
 from launcher.cluster_spec.loader import Loaded
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
 from launcher.cluster_spec.tfjob import document as tfjob
-from launcher.errors import JobFailed, JobTimeout, Problem, SpecError
+from launcher.errors import JobFailed, JobTimeout
 from launcher.status.lines import status_line
 from launcher.status.status import ClusterStatus, Phase
 from launcher.sweep import katib
@@ -75,13 +75,10 @@ def load_packed(spec: SpecSource = None, namespace: str | None = None, *, shared
 
 def _imported_tfjob(path: str | Path, shared_disk: bool) -> Loaded:
     """The one TFJob of the file as `import` converts it, its notes INFO records of tfk8s.spec."""
-    imported = import_tfjob(path)
-    if len(imported) != 1:
-        hint = f"python -m launcher import {path} writes each as a cluster.yaml; submit them one by one"
-        raise SpecError([Problem(f"holds {len(imported)} TFJobs; a submit takes one", file=str(path), hint=hint)])
-    for note in imported[0].notes:
+    loaded, notes = tfjob.load_one_packed(path, shared_disk=shared_disk)
+    for note in notes:
         logging.getLogger("tfk8s.spec").info(f"note: {note}")
-    return loader.load_text_packed(imported[0].text, filename=f"{path} as cluster.yaml", shared_disk=shared_disk)
+    return loaded
 
 
 def import_tfjob(path: str | Path) -> list[tfjob.Imported]:

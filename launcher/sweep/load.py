@@ -150,22 +150,7 @@ def _base(sweep: SweepSpec, filename: str, base_dir: Path, lines: dict, shared_d
                 ]
             )
         if tfjob.holds_tfjob(path):  # as submit takes one: converted as `import` does
-            imported = tfjob.import_file(path)
-            if len(imported) != 1:
-                raise SpecError(
-                    [
-                        Problem(
-                            f"holds {len(imported)} TFJobs; a sweep's base is one",
-                            path="cluster",
-                            file=filename,
-                            line=loader._line_for(("cluster",), lines),
-                            hint=f"python -m launcher import {path} writes each as a cluster.yaml; name one",
-                        )
-                    ]
-                )
-            return loader.load_text_packed(
-                imported[0].text, f"{path} as cluster.yaml", path.parent, shared_disk=shared_disk
-            )
+            return tfjob.load_one_packed(path, shared_disk=shared_disk, taker="a sweep's base")[0]
         return loader.load_file_packed(path, shared_disk=shared_disk)
     inner = {path[1:]: line for path, line in lines.items() if path[:1] == ("cluster",)}
     try:

@@ -61,6 +61,19 @@ def import_file(path: str | Path) -> list[Imported]:
     return import_text(text, str(path), image_command=image_config.local_image_command)
 
 
+def load_one_packed(
+    path: str | Path, *, shared_disk: bool = False, taker: str = "a submit"
+) -> tuple[loader.Loaded, tuple[str, ...]]:
+    """The file's one TFJob loaded as `import` converts it, and its notes (submit, a sweep's
+    base: `taker`, who takes one); SpecError for a file of several."""
+    imported = import_file(path)
+    if len(imported) != 1:
+        hint = f"python -m launcher import {path} writes each as a cluster.yaml; give them one by one"
+        raise SpecError([Problem(f"holds {len(imported)} TFJobs; {taker} takes one", file=str(path), hint=hint)])
+    text = imported[0].text
+    return loader.load_text_packed(text, f"{path} as cluster.yaml", shared_disk=shared_disk), imported[0].notes
+
+
 def import_text(
     text: str,
     filename: str,
