@@ -150,14 +150,12 @@ RESERVED_ENV = (TF_CONFIG, TASK_INDEX, GRPC_FAIL_FAST, NODE_NAME)
 
 
 def role_count_problems(strategy: Strategy, counts: dict[str, int], own_command: bool = False) -> list[tuple[str, str]]:
-    """(field path, message) for each replica count `strategy` cannot run with. own_command: a
-    program of your own may run parameter_server with no worker, its chief training itself (a
-    TFJob's PS with one Worker and no Chief: TF 1's worker 0 was the chief)."""
+    """(field path, message) for each replica count `strategy` cannot run with (own_command: a
+    command of your own, which some counts allow fewer of: worker.contract.Count)."""
     return [
         (f"roles.{role.value}.replicas", rule.message.format(n=counts.get(role.value, 0)))
         for role, rule in ROLE_COUNTS[Strategy(strategy)].items()
-        if not rule.allows(counts.get(role.value, 0))
-        and not (own_command and Strategy(strategy) is Strategy.PARAMETER_SERVER and role is Role.WORKER)
+        if not rule.allows(counts.get(role.value, 0), own_command)
     ]
 
 

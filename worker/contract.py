@@ -240,9 +240,12 @@ class Count:
     minimum: int
     maximum: int | None  # None: no upper bound
     message: str
+    # The least for a command of your own, where it may be fewer (None: `minimum`).
+    own_command_minimum: int | None = None
 
-    def allows(self, n: int) -> bool:
-        return n >= self.minimum and (self.maximum is None or n <= self.maximum)
+    def allows(self, n: int, own_command: bool = False) -> bool:
+        least = self.own_command_minimum if own_command and self.own_command_minimum is not None else self.minimum
+        return n >= least and (self.maximum is None or n <= self.maximum)
 
 
 _ONE_EVALUATOR = Count(0, 1, "at most one evaluator is supported, got {n}")
@@ -269,7 +272,9 @@ TRAITS: dict[Strategy, StrategyTraits] = {
         counts={
             Role.EVALUATOR: _ONE_EVALUATOR,
             Role.CHIEF: Count(1, 1, "parameter_server needs exactly 1 chief (the coordinator), got {n}"),
-            Role.WORKER: Count(1, None, "parameter_server needs at least 1 worker, got 0"),
+            # a program of your own may train in the chief itself (a TFJob's PS with one Worker
+            # and no Chief: TF 1's worker 0 was the chief); the built-in coordinator needs workers
+            Role.WORKER: Count(1, None, "parameter_server needs at least 1 worker, got 0", own_command_minimum=0),
             Role.PS: Count(1, None, "parameter_server needs at least 1 ps, got 0"),
         },
         success_role=Role.CHIEF,
