@@ -101,12 +101,7 @@ def restart_decision(
         return RestartDecision(
             False,
             True,
-            # exit 70's cause line says its own rule (worker/exception_check.py), as on Kubernetes
-            describe_exit(
-                code,
-                own_program,
-                *(() if status == contract.EXIT_DETERMINISTIC_EXCEPTION else ("deterministic: not retried",)),
-            ),
+            describe_exit(code, own_program, "deterministic: not retried"),
             (
                 f"{described}, {failure.why_fatal(status)}; not restarting it, a retry would fail alike "
                 "(podFailurePolicy FailJob)"
