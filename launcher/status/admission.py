@@ -89,7 +89,8 @@ def missing_pods(status: ClusterStatus) -> set[str]:
 def apply(status: ClusterStatus, refused: dict[str, str], jobless: set[str] = frozenset()) -> ClusterStatus:
     """The status with the refusals as its cause, while they hold: an unfinished cluster whose
     refused role still lacks pods, or a JobSet with a role that has no Job (`jobless`, while the
-    JobSet's own refusal event stands: it is said whatever phase the roles it has are in)."""
+    JobSet's own refusal event stands: it is said whatever phase the roles it has are in; once
+    every role has its Job, the JobSet's refusals are past)."""
     if status.finished or not refused:
         return status
     lacking = missing_pods(status)
@@ -97,11 +98,10 @@ def apply(status: ClusterStatus, refused: dict[str, str], jobless: set[str] = fr
     said = []
     for label, message in sorted(refused.items()):
         if label == "":  # the JobSet's own event: one of its Jobs was refused
+            # With every Job there, the controller got past it (events live an hour).
             if jobless:
                 roles = ", ".join(sorted(jobless))
                 said.append(f"the API server refused the JobSet's Job of {roles} (it has none): {message}")
-            elif status.phase is Phase.PENDING:  # its Jobs are not all there yet
-                said.append(f"the API server refused a Job of the JobSet: {message}")
         elif label in lacking or label not in known:
             said.append(f"the API server refused the {label}'s pod: {message}")
             for role in status.roles:

@@ -18,12 +18,12 @@ Lifecycle (docs/lifecycle.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from launcher import k8s_contract
 from launcher.k8s_contract import JOB_SUCCEEDED as SUCCEEDED  # the supervisor's
 from launcher.k8s_contract import JOB_TERMINAL as TERMINAL
-from launcher.status import failure_reasons, verdicts
+from launcher.status import failure_reasons, node_loss, verdicts
 from launcher.status.status import ClusterStatus, Phase, RoleStatus
 from worker import contract, exit_cause
 from worker.contract import ROLES, Role, Strategy
@@ -151,28 +151,80 @@ def termination_reason(term: dict) -> str | None:
     return exit_cause.exit_cause(term.get("message") or "", term.get("exitCode"))
 
 
-# Unschedulable for a moment while a PersistentVolumeClaim binds (WaitForFirstConsumer or a
-# provisioner at work): the scheduler's message says so; it fixes itself, so it is not Stuck.
-TRANSIENT_UNSCHEDULABLE = ("unbound immediate PersistentVolumeClaims",)
+@dataclass(frozen=True)
+class SchedulingFacts:
+    """What the cluster says of unscheduled pods beyond their own status: the newest
+    cluster-autoscaler event of each (by pod UID; verdicts.AUTOSCALER_EVENTS) and the time of the
+    reading (epoch seconds; None: a claim's wait is never judged overdue)."""
+
+    autoscaler: dict[str, dict] = field(default_factory=dict)
+    now: float | None = None
 
 
-def pod_waits(pod: dict) -> str | None:
-    """A reason this pod waits that normally resolves by itself (shown, never Stuck), or None."""
-    name = (pod.get("metadata") or {}).get("name", "?")
+NO_FACTS = SchedulingFacts()
+
+
+def newest_autoscaler_events(pods: list[dict], events: list[dict]) -> dict[str, dict]:
+    """{pod UID: its newest cluster-autoscaler event} for the task pods among `pods`."""
+    uids = {(p.get("metadata") or {}).get("uid") for p in task_pods(pods)}
+    newest: dict[str, dict] = {}
+    for event in events:
+        uid = (event.get("involvedObject") or {}).get("uid")
+        if event.get("reason") not in verdicts.AUTOSCALER_EVENTS or uid not in uids:
+            continue
+        if uid not in newest or _event_time(event) >= _event_time(newest[uid]):
+            newest[uid] = event
+    return newest
+
+
+def _event_time(event: dict) -> str:
+    return event.get("lastTimestamp") or event.get("eventTime") or ""
+
+
+def unschedulable(pod: dict) -> dict | None:
+    """The pod's PodScheduled=False condition with reason Unschedulable, or None."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if (
             cond.get("type") == "PodScheduled"
             and cond.get("status") == "False"
-            and any(t in (cond.get("message") or "") for t in TRANSIENT_UNSCHEDULABLE)
+            and cond.get("reason") == "Unschedulable"
         ):
-            return (
-                f"pod {name} waits for its PersistentVolumeClaims to bind "
-                "(if this lasts, see `kubectl get pvc` and the StorageClass's provisioner)"
-            )
+            return cond
     return None
 
 
-def pod_problem(pod: dict) -> str | None:
+def _claim_binding(cond: dict, now: float | None) -> str | None:
+    """For an Unschedulable condition: "binding" while its claims may still bind, "overdue" once
+    they have not bound in verdicts.CLAIM_BIND_PATIENCE_SECONDS, None when claims are not why."""
+    if not any(m in (cond.get("message") or "") for m in verdicts.CLAIM_BINDING_MESSAGES):
+        return None
+    since = node_loss.parse_time(cond.get("lastTransitionTime"))
+    overdue = now is not None and since is not None and now - since.timestamp() > verdicts.CLAIM_BIND_PATIENCE_SECONDS
+    return "overdue" if overdue else "binding"
+
+
+def pod_waits(pod: dict, facts: SchedulingFacts = NO_FACTS) -> str | None:
+    """A reason this pod waits that normally resolves by itself (shown, never Stuck), or None."""
+    cond = unschedulable(pod)
+    if cond is None:
+        return None
+    name = (pod.get("metadata") or {}).get("name", "?")
+    if _claim_binding(cond, facts.now) == "binding":
+        return (
+            f"pod {name} waits for its PersistentVolumeClaims to bind "
+            "(if this lasts, see `kubectl get pvc` and the StorageClass's provisioner)"
+        )
+    event = facts.autoscaler.get((pod.get("metadata") or {}).get("uid"))
+    if event is not None and verdicts.AUTOSCALER_EVENTS[event["reason"]]:
+        return f"pod {name} waits for a node the cluster autoscaler is adding ({_said(event)})"
+    return None
+
+
+def _said(event: dict) -> str:
+    return f"{event.get('reason')}: {' '.join((event.get('message') or 'no message').split())}"
+
+
+def pod_problem(pod: dict, facts: SchedulingFacts = NO_FACTS) -> str | None:
     """A reason this pod cannot make progress, or None."""
     status = pod.get("status") or {}
     name = (pod.get("metadata") or {}).get("name", "?")
@@ -186,15 +238,18 @@ def pod_problem(pod: dict) -> str | None:
             detail = waiting.get("message") or cs.get("image", "")
             which = f" (init container {cs.get('name', '?')})" if init else ""
             return f"pod {name}{which}: {verdicts.STUCK_WAITING_REASONS[reason]} ({reason}: {detail})"
-    for cond in status.get("conditions") or []:
-        if (
-            cond.get("type") == "PodScheduled"
-            and cond.get("status") == "False"
-            and cond.get("reason") == "Unschedulable"
-            and pod_waits(pod) is None
-        ):
-            return f"pod {name} cannot be scheduled: {cond.get('message', '')}"
-    return None
+    cond = unschedulable(pod)
+    if cond is None or pod_waits(pod, facts) is not None:
+        return None
+    message = cond.get("message", "")
+    if _claim_binding(cond, facts.now) == "overdue":
+        return (
+            f"pod {name}: its PersistentVolumeClaims have not bound in {verdicts.CLAIM_BIND_PATIENCE_SECONDS:.0f}s "
+            f"({message}): see `kubectl get pvc` and `kubectl describe pvc` for the StorageClass's provisioner"
+        )
+    event = facts.autoscaler.get((pod.get("metadata") or {}).get("uid"))
+    refused = f"; the cluster autoscaler adds no node for it ({_said(event)})" if event is not None else ""
+    return f"pod {name} cannot be scheduled: {message}{refused}"
 
 
 def waits_for_volumes(pod: dict) -> bool:
@@ -248,7 +303,9 @@ def task_pods(pods: list[dict]) -> list[dict]:
     return [p for p in pods if role_of(p) in roles]
 
 
-def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]) -> ClusterStatus:
+def compute_status(
+    name: str, namespace: str, jobs: list[dict], pods: list[dict], facts: SchedulingFacts = NO_FACTS
+) -> ClusterStatus:
     pods = task_pods(pods)
     by_role = {role_of(j): j for j in jobs if role_of(j)}
     strategy = next(
@@ -288,9 +345,9 @@ def compute_status(name: str, namespace: str, jobs: list[dict], pods: list[dict]
                 rs.last_exit_code = term.get("exitCode")
             if (reason := role_reason(pod, term)) is not None:
                 rs.reason = reason
-            if (wait := pod_waits(pod)) is not None:
+            if (wait := pod_waits(pod, facts)) is not None:
                 waits.append(wait)
-            problem = pod_problem(pod)
+            problem = pod_problem(pod, facts)
             if problem:
                 problems.append(problem)
                 rs.reason = problem
@@ -379,12 +436,18 @@ def admission_message(queue: str | None, workload: dict | None) -> str:
 
 
 def compute_jobset_status(
-    name: str, namespace: str, jobset: dict, jobs: list[dict], pods: list[dict], workload: dict | None
+    name: str,
+    namespace: str,
+    jobset: dict,
+    jobs: list[dict],
+    pods: list[dict],
+    workload: dict | None,
+    facts: SchedulingFacts = NO_FACTS,
 ) -> ClusterStatus:
     """Status of a cluster projected as one JobSet: its terminal conditions first, Kueue's
     admission while it is suspended, otherwise the Jobs' own rules (compute_status)."""
     pods = task_pods(pods)
-    base = compute_status(name, namespace, jobs, pods) if jobs else None
+    base = compute_status(name, namespace, jobs, pods, facts) if jobs else None
     roles = base.roles if base else []
     conditions = _true_conditions(jobset)
     if JOBSET_COMPLETED in conditions:

@@ -59,6 +59,18 @@ MOUNT_FAILURE_EVENTS: dict[str, str] = {
     "FailedMount": "a volume cannot be mounted",
     "FailedAttachVolume": "a volume cannot be attached",
 }
+# Cluster-autoscaler's events on a pod it was asked to place ({reason: whether the pod waits}): a
+# node on its way (TriggeredScaleUp) is a wait, shown and never Stuck; a refusal to add one
+# (NotTriggerScaleUp: no node group fits, or every group is at its maximum) is Stuck with its
+# words. The newest of them speaks; a pod with neither is Stuck once Unschedulable.
+AUTOSCALER_EVENTS: dict[str, bool] = {"TriggeredScaleUp": True, "NotTriggerScaleUp": False}
+# The scheduler's Unschedulable messages of a wait that normally ends by itself: a
+# PersistentVolumeClaim still binding (WaitForFirstConsumer, a provisioner at work).
+CLAIM_BINDING_MESSAGES = ("unbound immediate PersistentVolumeClaims",)
+# How long a claim may take to bind before the pod is Stuck: a provisioner that has not bound it
+# in this time is failing (no such StorageClass, no capacity, no matching PersistentVolume).
+CLAIM_BIND_PATIENCE_SECONDS = 300.0
+
 # What a container waits in while its pod's volumes are set up: only then does a mount event speak
 # (events live an hour; once the containers start, the mount succeeded).
 MOUNTING_WAITS = ("ContainerCreating", "PodInitializing")

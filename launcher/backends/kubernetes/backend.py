@@ -126,14 +126,17 @@ class KubernetesBackend(Backend):
             pods = self._api.list("v1", "Pod", ns, name)
             suspended = (root.get("spec") or {}).get("suspend")
             workload = self._api.workload_of(ns, root["metadata"]["uid"]) if suspended else None
-            status = lifecycle.compute_jobset_status(name, ns, root, jobs, pods, workload)
+            facts, unread = self._scheduling(pods)
+            status = lifecycle.compute_jobset_status(name, ns, root, jobs, pods, workload, facts)
         elif not jobs:
             if root is None:
                 raise ClusterNotFound(f"no cluster named {name!r} in namespace {ns!r}")
             return ClusterStatus(name, ns, Phase.UNKNOWN, "no Jobs left (deleted after their TTL?)")
         else:
             pods = self._api.list("v1", "Pod", ns, name)
-            status = lifecycle.compute_status(name, ns, jobs, pods)
+            facts, unread = self._scheduling(pods)
+            status = lifecycle.compute_status(name, ns, jobs, pods, facts)
+        status.notes += unread
         status = self._with_refusals(status, root, jobs, pods)
         status = self._with_mount_failures(status, pods)
         status = self._with_nodes(status, pods)
@@ -171,6 +174,21 @@ class KubernetesBackend(Backend):
         alive = {task: task.rsplit("-", 1)[0] for task in started}
         progress_rules.add_quiet_note(status, max(signs), strategy, alive, serving)
 
+    def _scheduling(self, pods: list[dict]) -> tuple[lifecycle.SchedulingFacts, list[str]]:
+        """The cluster autoscaler's word on this cluster's unscheduled pods and the time now, and
+        the notes to add; events are asked only while a task pod is Unschedulable. A user who
+        may not list events sees every unscheduled pod as Stuck, which a note says."""
+        if not any(lifecycle.unschedulable(p) for p in lifecycle.task_pods(pods)):
+            return lifecycle.SchedulingFacts(now=time.time()), []
+        events = self._api.events(self.namespace, tuple(verdicts.AUTOSCALER_EVENTS))
+        if events is None:
+            note = (
+                "a node the cluster autoscaler is adding cannot be told from none: "
+                f"this user may not list events in {self.namespace}"
+            )
+            return lifecycle.SchedulingFacts(now=time.time()), [note]
+        return lifecycle.SchedulingFacts(lifecycle.newest_autoscaler_events(pods, events), time.time()), []
+
     def _with_refusals(
         self, status: ClusterStatus, root: dict | None, jobs: list[dict], pods: list[dict]
     ) -> ClusterStatus:
@@ -178,9 +196,7 @@ class KubernetesBackend(Backend):
         (launcher/status/admission.py); asked only while pods are missing."""
         jobset = root is not None and root["kind"] == JOBSET[1]
         jobless = admission.jobless_roles(root, jobs) if jobset else set()
-        if status.finished or not (
-            admission.missing_pods(status) or jobless or (jobset and status.phase is Phase.PENDING)
-        ):
+        if status.finished or not (admission.missing_pods(status) or jobless):
             return status
         owners = {job["metadata"]["uid"]: lifecycle.role_of(job) or "" for job in jobs}
         if jobset:

@@ -336,6 +336,117 @@ def test_a_jobset_whose_job_was_refused_says_so_while_its_other_roles_run(api):
     assert status.message == f"the API server refused the JobSet's Job of worker (it has none): {JOB_QUOTA_REFUSAL}"
 
 
+def test_a_jobset_refusal_the_controller_got_past_leaves_a_normal_start_pending(api):
+    """Events live an hour: a JobCreationFailed of this JobSet that its controller got past (a
+    quota freed, every Job created since) made each normal Pending start Stuck, and `--wait`
+    exit 1 after its stuck timeout."""
+    api.unserved.clear()
+    tfk8s, out = backend(api, stuck_seconds=0, poll_seconds=0)
+    tfk8s.submit(spec_of(workload="jobset"))
+    jobset = api.get(*JOBSET, "default", NAME)
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        labels = {**instance_labels(NAME), k8s_contract.LABEL_COMPONENT: replicated["name"]}
+        api.add(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": f"{NAME}-{replicated['name']}-0", "namespace": "default", "labels": labels},
+                "spec": {"completions": 1},
+                "status": {},
+            }
+        )
+    api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{NAME}.refused", "namespace": "default"},
+            "reason": "JobCreationFailed",
+            "type": "Warning",
+            "message": JOB_QUOTA_REFUSAL,
+            "lastTimestamp": "2026-11-26T10:00:01Z",
+            "involvedObject": {"kind": "JobSet", "name": NAME, "uid": jobset["metadata"]["uid"]},
+        }
+    )
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.PENDING, status
+    assert JOB_QUOTA_REFUSAL not in status.message
+
+
+def unschedulable(pod: dict, message: str, since: str = "2026-11-24T10:00:00Z") -> dict:
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": since,
+            }
+        ],
+    }
+    return pod
+
+
+NO_CPU = (
+    "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found."
+)
+
+
+def autoscaler_event(api: FakeApi, pod: dict, reason: str, message: str, when: str) -> dict:
+    """An event as cluster-autoscaler records it on a pod it was asked to place."""
+    return mount_event(api, pod, reason, message, when, component="cluster-autoscaler")
+
+
+def test_a_node_the_cluster_autoscaler_adds_is_a_wait_and_one_it_refuses_is_stuck(api):
+    """An Unschedulable pod was Stuck at once, and `--wait` gave up, while a cluster-autoscaler
+    scale-up was bringing its node."""
+    tfk8s, _ = submitted(api)
+    for role in ("worker", "ps"):
+        add_pod(api, role)
+    chief = unschedulable(add_pod(api, "chief", phase="Pending"), NO_CPU)
+    assert tfk8s.status(NAME).phase is Phase.STUCK  # nothing is coming for it
+    scale_up = "pod triggered scale-up: [{pool-cpu 1->2 (max: 10)}]"
+    autoscaler_event(api, chief, "TriggeredScaleUp", scale_up, "2026-11-24T10:00:10Z")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.RUNNING, status
+    assert status.message == (
+        f"pod {NAME}-chief-0-x waits for a node the cluster autoscaler is adding (TriggeredScaleUp: {scale_up})"
+    )
+    refused = "pod didn't trigger scale-up: 1 max node group size reached"
+    autoscaler_event(api, chief, "NotTriggerScaleUp", refused, "2026-11-24T10:05:00Z")
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.STUCK, status
+    assert status.message == (
+        f"pod {NAME}-chief-0-x cannot be scheduled: {NO_CPU}; the cluster autoscaler adds no node for it "
+        f"(NotTriggerScaleUp: {refused})"
+    )
+
+
+def test_a_claim_that_never_binds_turns_stuck_after_its_patience(api):
+    """A claim still binding is a wait; one that has not bound in CLAIM_BIND_PATIENCE_SECONDS
+    was a note forever and `--wait` never gave up."""
+    import datetime
+
+    from launcher.status.verdicts import CLAIM_BIND_PATIENCE_SECONDS
+
+    tfk8s, out = submitted(api, stuck_seconds=0, poll_seconds=0)
+    for role in ("worker", "ps"):
+        add_pod(api, role)
+    unbound = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: not eligible"
+    now = datetime.datetime.now(datetime.timezone.utc)
+    just = (now - datetime.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    chief = unschedulable(add_pod(api, "chief", phase="Pending"), unbound, since=just)
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.RUNNING and "waits for its PersistentVolumeClaims to bind" in status.message
+    long_ago = (now - datetime.timedelta(seconds=CLAIM_BIND_PATIENCE_SECONDS + 5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    unschedulable(chief, unbound, since=long_ago)
+    status = tfk8s.status(NAME)
+    assert status.phase is Phase.STUCK, status
+    assert status.message.startswith(f"pod {NAME}-chief-0-x: its PersistentVolumeClaims have not bound in 300s")
+    assert tfk8s.wait(NAME) == 1 and "have not bound" in out.getvalue()
+
+
 def test_refusals_of_an_earlier_cluster_of_the_same_name_do_not_speak(api):
     tfk8s, _ = submitted(api)
     event = refusal_event(api, "chief", QUOTA_REFUSAL, "2026-11-26T10:00:05Z")
