@@ -36,10 +36,12 @@ LAST_SCRAPE_CAP_SECONDS = 15.0  # the longest an ending task waits for its last 
 RESPONSE_SECONDS = 0.25
 LABELS = ("training", "training_namespace", "role", "index")
 
-_metrics: "_TaskMetrics | None" = None
+_metrics: "TaskMetrics | None" = None
 
 
-class _TaskMetrics:
+class TaskMetrics:
+    """One task's series (a registry of its own), fed by observe()."""
+
     def __init__(self, task_labels: dict[str, str], global_batch_size: int | None):
         from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector
 
@@ -48,6 +50,7 @@ class _TaskMetrics:
         self.task_labels = task_labels
         self.global_batch_size = global_batch_size
         self.scrapes: list[float] = []  # when the endpoint was last read (two are kept)
+        self.moved: tuple[int, float] | None = None  # (step, when) of the last progress record that moved the step
 
         def gauge(name: str, doc: str, *extra: str):
             return Gauge(name, doc, (*LABELS, *extra), registry=self.registry)
@@ -61,6 +64,9 @@ class _TaskMetrics:
         self.steps_per_second = gauge("tfk8s_steps_per_second", "Optimizer steps per second over the last interval")
         self.examples_per_second = gauge("tfk8s_examples_per_second", "Examples per second (steps/s x global batch)")
         self.progressed = gauge("tfk8s_progress_timestamp_seconds", "When training last moved (a step or a save)")
+        self.progress_interval = gauge(
+            "tfk8s_progress_interval_seconds", "Seconds between the last two progress records that moved the step"
+        )
         self.restored = gauge("tfk8s_restored_step", "The step this attempt restored (0: started fresh)")
         self.checkpoint_step = gauge("tfk8s_checkpoint_step", "The step of the last checkpoint this task saved")
         self.checkpoint_time = gauge("tfk8s_checkpoint_timestamp_seconds", "When this task last saved a checkpoint")
@@ -68,6 +74,7 @@ class _TaskMetrics:
             "tfk8s_preemption_saves", "Checkpoints saved on a SIGTERM", LABELS, registry=self.registry
         )
         self.finished = gauge("tfk8s_training_finished", "1 once the final checkpoint and SavedModel are written")
+        self.finished_time = gauge("tfk8s_training_finished_timestamp_seconds", "When the final checkpoint was written")
         self.evaluation = gauge("tfk8s_evaluation", "The last evaluation's metrics", "metric")
         self.evaluation_step = gauge("tfk8s_evaluation_step", "The step of the last evaluated checkpoint")
         self.evaluation_time = gauge("tfk8s_evaluation_timestamp_seconds", "When the last evaluation ended")
@@ -77,6 +84,14 @@ class _TaskMetrics:
 
     def labelled(self, series, **extra):
         return series.labels(**self.task_labels, **extra)
+
+    def begin(self, strategy: str, program: str, process_start: float) -> None:
+        """The series a task has from its start."""
+        self.labelled(self.info, strategy=strategy, program=program).set(1)
+        self.labelled(self.started).set(process_start)
+        # Present from the start, so a query tells "not yet" (0) from "no such task" (no series).
+        self.labelled(self.finished).set(0)
+        self.labelled(self.preemption_saves)
 
     def observe(self, record: dict) -> None:
         event, now = record.get("event"), record.get("wall") or time.time()
@@ -88,6 +103,7 @@ class _TaskMetrics:
             self.labelled(self.target).set(record["target"])
         if event in PROGRESS_EVENTS:
             self.labelled(self.progressed).set(now)
+            self._moved(record.get("step"), now)
             if record.get("loss") is not None:
                 self.labelled(self.loss).set(record["loss"])
             rate = record.get("steps_per_s")
@@ -104,6 +120,7 @@ class _TaskMetrics:
             self.labelled(self.preemption_saves).inc()
         if event == contract.EVENT_FINAL:
             self.labelled(self.finished).set(1)
+            self.labelled(self.finished_time).set(now)
         if event == contract.EVENT_EVALUATED:
             for metric, value in record.items():
                 if metric not in contract.EVALUATION_META_FIELDS and isinstance(value, (int, float)):
@@ -112,6 +129,17 @@ class _TaskMetrics:
             self.labelled(self.evaluation_time).set(record.get("evaluated_at") or now)
         if event == "evaluator_done":
             self.labelled(self.evaluated_final).set(1)
+
+    def _moved(self, step: int | None, now: float) -> None:
+        """The training's rhythm, which the stalled alert judges a silence by: the time between
+        two records that moved the step (a save at the step just reported, as the custom loop's
+        checkpoint after its block and Model.fit's step line after its epoch, is no new beat).
+        None before a second one: the start-up is no beat (the alert's fixed threshold applies)."""
+        if step is None or (self.moved is not None and step <= self.moved[0]):
+            return
+        if self.moved is not None:
+            self.labelled(self.progress_interval).set(now - self.moved[1])
+        self.moved = (step, now)
 
 
 class _ScrapeClock:
@@ -145,12 +173,8 @@ def start(task, process_start: float, global_batch_size: int | None = None, envi
         "role": task.role.value,
         "index": str(task.index),
     }
-    metrics = _TaskMetrics(labels, global_batch_size)
-    metrics.labelled(metrics.info, strategy=str(task.strategy), program=task.program_module).set(1)
-    metrics.labelled(metrics.started).set(process_start)
-    # Present from the start, so a query tells "not yet" (0) from "no such task" (no series).
-    metrics.labelled(metrics.finished).set(0)
-    metrics.labelled(metrics.preemption_saves)
+    metrics = TaskMetrics(labels, global_batch_size)
+    metrics.begin(str(task.strategy), task.program_module, process_start)
     start_http_server(int(port_text), addr=host, registry=metrics.registry)
     _metrics = metrics
     return f"http://{host}:{port_text}/metrics"

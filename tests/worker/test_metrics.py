@@ -98,6 +98,28 @@ def test_the_events_of_a_training_become_its_series(served):
     assert got[("process_resident_memory_bytes", ())] > 0
 
 
+def test_the_rhythm_is_the_time_between_records_that_moved_the_step(served):
+    """What the stalled alert judges a silence by: a save at the step just reported (the custom
+    loop's checkpoint after its block, Model.fit's step line after its epoch) is no new beat."""
+    assert ("tfk8s_progress_interval_seconds", ()) not in scrape(served)  # no beat before a first step
+    records = [
+        ("first_step", 1, 1000.0),
+        ("block", 50, 1070.0),
+        ("checkpoint", 50, 1071.5),
+    ]
+    for event, step, wall in records:
+        metrics.observe({"event": event, "step": step, "wall": wall})
+    got = scrape(served)
+    assert got[("tfk8s_progress_interval_seconds", ())] == 70.0
+    assert got[("tfk8s_progress_timestamp_seconds", ())] == 1071.5  # the save is progress all the same
+    metrics.observe({"event": "block", "step": 100, "wall": 1150.0})
+    assert scrape(served)[("tfk8s_progress_interval_seconds", ())] == 80.0
+    metrics.observe({"event": contract.EVENT_FINAL, "step": 100, "wall": 1160.0})
+    got = scrape(served)
+    assert got[("tfk8s_training_finished", ())] == 1
+    assert got[("tfk8s_training_finished_timestamp_seconds", ())] == 1160.0
+
+
 def test_an_evaluation_reports_every_metric_it_measured(served):
     progress.report(
         contract.EVENT_EVALUATED,
