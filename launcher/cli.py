@@ -227,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--stalled-seconds", type=int, default=defaults.stalled_seconds, help="up this long, no step or save in it"
     )
     p.add_argument(
+        "--stalled-intervals",
+        type=int,
+        default=defaults.stalled_intervals,
+        help="... nor in this many of the training's own progress intervals (default 3)",
+    )
+    p.add_argument(
         "--checkpoint-age-seconds", type=int, default=defaults.checkpoint_age_seconds, help="last checkpoint older"
     )
     p.add_argument("--restarts", type=int, default=defaults.restarts, help="more restarts than this in the window")

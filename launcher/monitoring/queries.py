@@ -39,12 +39,22 @@ def eta_seconds(selector: str = "") -> str:
 
 
 def finished(window: str, selector: str = "") -> str:
-    """1 for a training whose final checkpoint was written within `window`."""
-    return by_training(f"max_over_time(tfk8s_training_finished{selector}[{window}])") + " == 1"
+    """A training whose final checkpoint was written (within `window`) at or after its
+    longest-running task that answers now started: a finish of an earlier run of the same name
+    is not this run's (a resubmission is a new training)."""
+    written = by_training(f"max_over_time(tfk8s_training_finished_timestamp_seconds{selector}[{window}])")
+    return f"{written} >= on ({TRAINING}) {running_since(selector)}"
 
 
 def last_progress(window: str, selector: str = "") -> str:
     return by_training(f"max_over_time(tfk8s_progress_timestamp_seconds{selector}[{window}])")
+
+
+def progress_interval(window: str, selector: str = "") -> str:
+    """The training's rhythm: seconds between its last two progress records that moved the step,
+    as each task last reported it (within `window`), its slowest task's (no value before a
+    task's second step report)."""
+    return by_training(f"last_over_time(tfk8s_progress_interval_seconds{selector}[{window}])")
 
 
 def last_checkpoint(window: str, selector: str = "") -> str:

@@ -12,6 +12,10 @@ each); a task retried as successive pods, each on an address of its own, fires
 TFK8sRestartsRising, as does one restarted in place on one address (restartPolicy OnFailure,
 `--local`); the stuck task fires TFK8sTrainingStalled and resolves once it is gone.
 
+Histories that would take hours to live through are staged: endpoints serving the worker's own
+series, fed progress records with chosen times, in the test's process (a slow progress rhythm,
+a name resubmitted after its earlier run finished, a training whose tasks are gone).
+
 The Prometheus binary is built by tests/kind/toolchain.sh (step `prometheus`; env.sh names it
 TFK8S_PROMETHEUS)."""
 
@@ -27,6 +31,7 @@ import time
 import urllib.parse
 import urllib.request
 
+import prometheus_client
 import pytest
 import yaml
 from kind.conftest import _env_file_vars
@@ -44,7 +49,7 @@ from support import skip_unless_ci, wait_for_the_toolchain
 
 from launcher.errors import ClusterNotFound
 from launcher.monitoring import alerts, dashboard, queries
-from worker import contract
+from worker import contract, metrics
 
 pytestmark = pytest.mark.process
 
@@ -307,4 +312,138 @@ def test_each_alert_fires_on_tasks_retried_as_new_pods_and_on_a_start_up_that_ne
         f"{RESTARTS_WINDOW}) quiet at {RESTARTS} restarts, firing at {RESTARTS + 1}, retried as new pods and in "
         f"place; TFK8sTrainingStalled ({STALLED_SECONDS} s) became active {stalled_after:.1f} s after the start "
         f"of a task that never stepped, resolved {resolved_after:.1f} s after its task ended"
+    )
+
+
+class EmulatedTask:
+    """One task's endpoint serving the worker's own series (worker/metrics.py's TaskMetrics),
+    fed progress records with chosen times: a training's history staged at once, in this
+    process, without TensorFlow."""
+
+    def __init__(self, training: str, role: str, started: float, records: list[dict]):
+        labels = {"training": training, "training_namespace": "", "role": role, "index": "0"}
+        self.metrics = metrics.TaskMetrics(labels, global_batch_size=None)
+        self.metrics.begin("parameter_server", "emulated", started)
+        for record in records:
+            self.metrics.observe(record)
+        port = free_port()
+        self.server, _ = prometheus_client.start_http_server(port, addr="127.0.0.1", registry=self.metrics.registry)
+        self.address = f"127.0.0.1:{port}"
+
+    def end(self) -> None:
+        """As a pod that is gone: its endpoint stops answering."""
+        self.server.shutdown()
+        self.server.server_close()
+
+
+RHYTHM_SECONDS = 8.0  # the slow training's progress interval: 3 of them (24 s) are well past STALLED_SECONDS
+CHECKPOINT_AGE_SECONDS = EVALUATION_LAG_SECONDS = 20
+
+
+def test_alerts_judge_a_training_by_its_own_rhythm_its_own_run_and_only_while_it_answers(tmp_path):
+    """#60 item 9, on series staged with chosen times. A PS Model.fit that reports once an epoch
+    (RHYTHM_SECONDS) is not stalled until silent for stalled_intervals of its epochs; a name
+    resubmitted after its earlier run finished is a new training, stalled at start-up like any
+    other; a training whose tasks are gone is silent at once, not for the 6 h lookback; one that
+    finished is silent while a task still answers."""
+    binary = prometheus_binary()
+    targets = tmp_path / "targets.json"
+    tasks: dict[str, EmulatedTask] = {}  # "training/role" -> its endpoint
+
+    def discover() -> None:
+        targets.write_text(json.dumps([{"targets": [task.address for task in tasks.values()]}]))
+
+    def serve(training: str, role: str, started: float, records: list[dict]) -> EmulatedTask:
+        task = tasks[f"{training}/{role}"] = EmulatedTask(training, role, started, records)
+        cleanup.callback(task.end)
+        discover()
+        return task
+
+    def end(training: str, role: str) -> None:
+        tasks.pop(f"{training}/{role}").end()
+        discover()
+
+    def scraped(series: str, training: str) -> bool:
+        return bool(prometheus.query(f'{series}{{training="{training}"}}'))
+
+    thresholds = alerts.Thresholds(
+        stalled_seconds=STALLED_SECONDS,
+        checkpoint_age_seconds=CHECKPOINT_AGE_SECONDS,
+        evaluation_lag_seconds=EVALUATION_LAG_SECONDS,
+        hold="0s",
+    )
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(alerts.rules_yaml(thresholds))
+    discover()
+    with contextlib.ExitStack() as cleanup:
+        prometheus = Prometheus(binary, tmp_path, targets, rules)
+        cleanup.callback(prometheus.stop)
+        now = time.time()
+        # PS Model.fit: a progress record per epoch, RHYTHM_SECONDS apart, the last already
+        # further back than STALLED_SECONDS (today's fixed window fires at once).
+        last_epoch = now - STALLED_SECONDS - 1
+        epochs = [last_epoch - RHYTHM_SECONDS, last_epoch]
+        serve(
+            "slow-epochs",
+            "chief",
+            now - 300,
+            [{"event": "epoch", "step": 50 * (i + 1), "wall": w} for i, w in enumerate(epochs)],
+        )
+        # An earlier run of "resubmitted" that finished.
+        serve(
+            "resubmitted",
+            "chief",
+            now - 100,
+            [
+                {"event": "epoch", "step": 100, "wall": now - 90},
+                {"event": contract.EVENT_FINAL, "step": 100, "wall": now - 80},
+            ],
+        )
+        # Finished, its evaluator still answering (its final evaluation): silent though its
+        # last progress and checkpoint are past every threshold.
+        serve(
+            "finished",
+            "chief",
+            now - 100,
+            [
+                {"event": "checkpoint", "step": 100, "wall": now - 90},
+                {"event": contract.EVENT_FINAL, "step": 100, "wall": now - 89},
+            ],
+        )
+        serve("finished", "evaluator", now - 100, [])
+        # Its last checkpoint old and far ahead of its last evaluation, then deleted (or failed).
+        serve("gone", "chief", now - 200, [{"event": "checkpoint", "step": 100, "wall": now - 60}])
+        serve(
+            "gone", "evaluator", now - 200, [{"event": contract.EVENT_EVALUATED, "step": 10, "evaluated_at": now - 150}]
+        )
+
+        # The resubmission: the earlier run scraped, gone, then the new run's task up.
+        wait_until(lambda: scraped("tfk8s_training_finished_timestamp_seconds", "resubmitted"), 30, "the earlier run")
+        end("resubmitted", "chief")
+        resubmitted = time.time()
+        serve("resubmitted", "chief", resubmitted, [])
+        wait_until(lambda: prometheus.firing("TFK8sTrainingStalled", "resubmitted"), 30, "stalled: the new run")
+        resubmitted_after = prometheus.active_at("TFK8sTrainingStalled", "resubmitted") - resubmitted
+        assert STALLED_SECONDS < resubmitted_after < STALLED_SECONDS + 15, resubmitted_after
+
+        for alert in ("TFK8sCheckpointOld", "TFK8sEvaluationStale"):
+            wait_until(lambda a=alert: prometheus.firing(a, "gone"), 30, f"{alert} while its tasks answer")
+        end("gone", "chief")
+        end("gone", "evaluator")
+        ended = time.monotonic()
+        for alert in ("TFK8sCheckpointOld", "TFK8sEvaluationStale"):
+            wait_until(lambda a=alert: not prometheus.firing(a, "gone"), 30, f"{alert} silent once its tasks are gone")
+        gone_after = time.monotonic() - ended
+
+        wait_until(lambda: prometheus.firing("TFK8sTrainingStalled", "slow-epochs"), 60, "stalled: the slow fit")
+        slow_after = prometheus.active_at("TFK8sTrainingStalled", "slow-epochs") - last_epoch
+        limit = thresholds.stalled_intervals * RHYTHM_SECONDS
+        assert limit < slow_after < limit + 15, slow_after
+        assert prometheus.query('ALERTS{training="finished"}') == []
+    measure(
+        f"real Prometheus, staged series: TFK8sTrainingStalled ({STALLED_SECONDS} s or "
+        f"{thresholds.stalled_intervals} progress intervals) became active {slow_after:.1f} s after the last epoch "
+        f"of a fit reporting every {RHYTHM_SECONDS:.0f} s, {resubmitted_after:.1f} s after a finished name's "
+        f"resubmission started; TFK8sCheckpointOld and TFK8sEvaluationStale resolved {gone_after:.1f} s after a "
+        f"training's tasks were gone; a finished training with a task answering: no alert"
     )

@@ -21,10 +21,11 @@ def cli(*args: str) -> str:
 
 
 def test_the_cli_prints_the_alerts_with_the_thresholds_asked_for():
-    printed = yaml.safe_load(cli("alerts", "--stalled-seconds", "1800", "--for", "5m"))
-    assert printed == alerts.rules(alerts.Thresholds(stalled_seconds=1800, hold="5m"))
+    printed = yaml.safe_load(cli("alerts", "--stalled-seconds", "1800", "--stalled-intervals", "5", "--for", "5m"))
+    assert printed == alerts.rules(alerts.Thresholds(stalled_seconds=1800, stalled_intervals=5, hold="5m"))
     stalled = printed["groups"][0]["rules"][0]
     assert stalled["alert"] == "TFK8sTrainingStalled" and "> 1800 unless" in stalled["expr"]
+    assert "<= 5 * max by (training_namespace, training) (last_over_time(tfk8s_progress_interval" in stalled["expr"]
     assert stalled["for"] == "5m"
 
 
