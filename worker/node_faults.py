@@ -117,8 +117,8 @@ def from_import_error(exc: ImportError, what: str) -> errors.NodeFault | errors.
         )
     else:
         verdict = errors.ConfigError(
-            f"{said} (shared library {library} is not in the image: a retry fails alike on every node, not "
-            f"retried); {image_remedy(library)}"
+            f"{said} (shared library {library} is not in the image: a retry fails alike on every node); "
+            f"{image_remedy(library)}"
         )
     verdict.__cause__ = exc  # its traceback goes to the log
     return verdict
@@ -144,7 +144,7 @@ def missing_gpus(given: int, visible: int, built_with_cuda: bool) -> errors.Node
     if not built_with_cuda:
         return errors.ConfigError(
             f"{given_said} and the image's TensorFlow is built without CUDA (tf.test.is_built_with_cuda() is "
-            "False: tensorflow-cpu?), so it sees no GPU on any node (not retried): use a GPU image, with "
+            "False: tensorflow-cpu?), so it sees no GPU on any node: use a GPU image, with "
             "tensorflow[and-cuda] installed (this repo's Dockerfile: "
             "--build-arg 'TF_PACKAGE=tensorflow[and-cuda]...'), or drop the role's nvidia.com/gpu limit"
         )

@@ -144,12 +144,12 @@ def import_failure(exc: ImportError, module_name: str | None) -> errors.WorkerEr
     site = (in_program or frames or [None])[-1]
     where = "" if site is None else f" at {os.path.basename(site.filename)}:{site.lineno} (in {site.name})"
     if in_program:
-        what = f"an import in program module {module_name!r}'s code{where} failed"
+        what = f"an import in the program's code{where} failed"
     else:
         what = f"an import{where} failed"
     if isinstance(exc, ModuleNotFoundError) and in_program:
         missing = errors.ConfigError(
-            f"{what}: {exc.name!r} is not installed in this Python environment (not retried): install it in the image"
+            f"{what}: {exc.name!r} is not installed in this Python environment: install it in the image"
         )
         missing.__cause__ = exc  # its traceback goes to the log
         return missing

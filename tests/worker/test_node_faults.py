@@ -81,7 +81,7 @@ def test_a_library_the_image_lacks_fails_once_saying_how_to_install_it(library, 
     line = str(raised.value)
     assert raised.value.exit_code == contract.EXIT_CONFIG, line
     assert line.startswith(f"program module 'needs_gl' does not import: ImportError: {message} (shared library ")
-    assert f"{library} is not in the image: a retry fails alike on every node, not retried); {remedy}" in line
+    assert f"{library} is not in the image: a retry fails alike on every node); {remedy}" in line
     assert "node fault" not in line and "cordon" not in line and "\n" not in line
 
 
@@ -173,7 +173,7 @@ def test_an_import_inside_the_programs_code_while_it_runs_names_the_program_not_
     found = program.import_failure(raised.value, module)
     assert type(found) is verdict, found
     line = str(found)
-    assert "an import in program module 'lazy_program''s code at lazy_program.py:3 (in build_dataset) failed: " in line
+    assert "an import in the program's code at lazy_program.py:3 (in build_dataset) failed: " in line
     assert said in line and "tensorflow" not in line, line
     assert found.__cause__ is raised.value  # its traceback goes to the log
 
