@@ -81,16 +81,13 @@ def main(argv: list[str] | None = None):
         _fail(where, exc)
     except KeyboardInterrupt:
         shutdown.exit_now(130)
-    except ModuleNotFoundError as exc:
-        explained = errors.from_missing_module(exc)
-        if explained is None:
+    except ImportError as exc:  # a package missing, or an import while the role ran (the program's lazy one)
+        from worker import program
+
+        verdict = program.import_failure(exc, None if task is None else task.program_module)
+        if verdict is None:
             _fail_unexpected(where, exc)
-        _fail(where, explained)
-    except ImportError as exc:  # `import tensorflow` on a node without the libraries it loads
-        fault = node_faults.from_import_error(exc, "tensorflow")
-        if fault is None:
-            _fail_unexpected(where, exc)
-        _fail(where, fault)
+        _fail(where, verdict)
     except Exception as exc:  # noqa: BLE001 - every failure ends with its one-line cause
         port_taken = port_holders.bind_failure(exc, None if task is None else task.own_port)
         if port_taken is None:
@@ -195,14 +192,25 @@ def _import_tensorflow_in_background(with_keras: bool) -> None:
 def _run_role(task: context.TaskContext, options: args.Options) -> int:
     """The exit code of roles that return (evaluator, nothing left to train). Training roles
     exit the process themselves when done (worker/lifecycle/shutdown.py); ps and PS workers never end."""
-    import tensorflow as tf
+    try:
+        import tensorflow as tf
+    except ImportError as exc:  # a shared library TensorFlow loads: the node's (libcuda) or the image's
+        verdict = not isinstance(exc, ModuleNotFoundError) and node_faults.from_import_error(
+            exc, "tensorflow does not import"
+        )
+        if not verdict:
+            raise
+        raise verdict from exc
 
     from worker import program as program_module
     from worker.model_dir import ownership, writer_lease
     from worker.roles import finished, training
 
-    # Before any role runs (a PS worker computes too): fewer GPUs than given is the node's fault.
-    fault = node_faults.missing_gpus(node_faults.gpus_given(), len(tf.config.list_physical_devices("GPU")))
+    # Before any role runs (a PS worker computes too): fewer GPUs than given is the node's fault,
+    # or the image's where its TensorFlow is built without CUDA.
+    fault = node_faults.missing_gpus(
+        node_faults.gpus_given(), len(tf.config.list_physical_devices("GPU")), tf.test.is_built_with_cuda()
+    )
     if fault is not None:
         raise fault
 

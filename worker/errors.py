@@ -36,6 +36,13 @@ class ConfigError(WorkerError):
     exit_code = EXIT_CONFIG
 
 
+class Retried(WorkerError):
+    """A failure a new attempt may get past (a transient kind of exception: OSError, ...), said in
+    one line with its rule: exit 1, retried and counted like an unexpected exception."""
+
+    exit_code = EXIT_UNEXPECTED
+
+
 class PeersUnreachable(WorkerError):
     exit_code = EXIT_PEERS_UNREACHABLE
 

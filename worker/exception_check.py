@@ -43,13 +43,8 @@ def judge(kind, value) -> bool:
     """Say the exception's cause line with its rule; whether it is fatal."""
     from worker import contract, errors, exit_cause  # only now: an exception's cost does not matter
 
-    def listed(name: str) -> tuple[str, ...]:
-        return tuple(filter(None, (n.strip() for n in os.environ.get(name, "").split(","))))
-
     verdict, rule = exit_cause.exception_verdict(
-        [cls.__name__ for cls in kind.__mro__],
-        listed(contract.FATAL_EXCEPTIONS),
-        listed(contract.RETRIED_EXCEPTIONS),
+        [cls.__name__ for cls in kind.__mro__], *exit_cause.spec_exception_lists(os.environ)
     )
     cause = exit_cause.exception_line(kind.__name__, str(value))
     hint = exit_cause.keras_2_hint(cause)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import signal
 
-from worker.contract import ERROR_LINE_PATTERN, PROGRESS_PREFIX
+from worker.contract import ERROR_LINE_PATTERN, FATAL_EXCEPTIONS, PROGRESS_PREFIX, RETRIED_EXCEPTIONS
 
 # What `status` keeps of a cause (the kubelet keeps at most 4096 bytes of a termination message).
 MAX_CAUSE_CHARS = 400
@@ -229,6 +229,16 @@ def exception_verdict(
         if verdict == RETRIED:
             return RETRIED, f"{_a(cls)} {cls} may pass: retried"
     return None, f"retried; fatalExceptions: [{kind}] fails the training at once"
+
+
+def spec_exception_lists(environ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The spec's (fatalExceptions, retriedExceptions) as the launcher passes them to a task
+    (TFK8S_FATAL_EXCEPTIONS, TFK8S_RETRIED_EXCEPTIONS: comma-separated class names)."""
+
+    def listed(name: str) -> tuple[str, ...]:
+        return tuple(filter(None, (n.strip() for n in environ.get(name, "").split(","))))
+
+    return listed(FATAL_EXCEPTIONS), listed(RETRIED_EXCEPTIONS)
 
 
 def _a(word: str) -> str:

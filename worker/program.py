@@ -32,8 +32,13 @@ checkpoints, restarts, evaluation, export. The program only builds things:
 A mistake that no restart can cure (a missing data file, a bad --data value) should raise
 worker.errors.ConfigError with a message that says how to fix it: the task then exits 2 at
 once, and the cluster fails without using up its restarts (any other exception is retried).
-A module that does not import is such a mistake, except where a shared library does not load
-(`libcuda.so.1: cannot open shared object file`): that is the node's fault (exit 9, retried).
+A module that does not import is judged as the exception check judges a program of your own's
+exception (worker/exit_cause.py EXCEPTION_KINDS): a deterministic kind (SyntaxError, ImportError,
+NameError, AttributeError, ...) exits 2 at once, a transient one (OSError, ...) is retried (exit 1);
+a shared library that does not load (`cannot open shared object file`) is the node's fault (exit 9,
+retried) only for a library the node's GPU driver provides (libcuda.so.1), else the image's (exit
+2; worker/node_faults.py). An import inside the program's code while it runs (in build_dataset)
+gets the same verdicts, its line naming the program's file and line.
 
 Optional:
 
@@ -46,11 +51,14 @@ Optional:
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+import traceback
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from worker import errors, node_faults
+from worker import errors, exit_cause, node_faults
 
 REQUIRED = ("build_model", "build_optimizer", "build_dataset")
 
@@ -83,15 +91,10 @@ def load(module_name: str) -> Program:
             f"program module {module_name!r} imports {exc.name!r}, which is not installed in "
             "this Python environment: install it in the image"
         ) from None
-    except (ImportError, SyntaxError) as exc:
-        fault = isinstance(exc, ImportError) and node_faults.from_import_error(exc, f"program module {module_name!r}")
-        if fault:
-            raise fault from exc
-        # the program's own code: a retry fails alike
-        raise errors.ConfigError(
-            f"program module {module_name!r} does not import: {errors.cause_line(exc)}; fix "
-            "the program (its traceback is in the task's log)"
-        ) from exc
+    except Exception as exc:  # noqa: BLE001 - the program's own code, run at its import
+        what = f"program module {module_name!r} does not import"
+        verdict = isinstance(exc, ImportError) and node_faults.from_import_error(exc, what)
+        raise (verdict or judged(what, exc)) from exc
     missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
     if missing:
         raise errors.ConfigError(
@@ -105,6 +108,65 @@ def load(module_name: str) -> Program:
         build_dataset=module.build_dataset,
         per_example_loss=getattr(module, "per_example_loss", None) or sparse_cross_entropy,
     )
+
+
+def judged(what: str, exc: Exception, environ=os.environ) -> errors.WorkerError:
+    """`what` failed with the program's exception `exc`, judged as the exception check judges a
+    program of your own's (worker/exit_cause.py EXCEPTION_KINDS, under the spec's fatalExceptions
+    and retriedExceptions): a deterministic kind is a ConfigError (exit 2, not retried), any other
+    errors.Retried (exit 1, retried and counted). The line says the rule."""
+    verdict, rule = exit_cause.exception_verdict(
+        [cls.__name__ for cls in type(exc).__mro__], *exit_cause.spec_exception_lists(environ)
+    )
+    # What follows "; " tells a command of your own how to override the rule in the spec, whose
+    # fatalExceptions and retriedExceptions a built-in worker's spec refuses.
+    said = f"{what}: {errors.cause_line(exc)} ({rule.split('; ')[0]})"
+    if verdict == exit_cause.FATAL:
+        judgement = errors.ConfigError(f"{said}; fix the program (its traceback is in the task's log)")
+    else:
+        judgement = errors.Retried(said)
+    judgement.__cause__ = exc  # its traceback goes to the log
+    return judgement
+
+
+def import_failure(exc: ImportError, module_name: str | None) -> errors.WorkerError | None:
+    """The verdict on an ImportError raised while the role ran (a lazy import in the program's
+    build_dataset, a library TensorFlow loads late): a missing package of the training stack, or
+    what the program's code imported (its deepest frame named), or a shared library that does
+    not load (worker/node_faults.py); None for any other (an unexpected error of the worker)."""
+    if isinstance(exc, ModuleNotFoundError):
+        stack = errors.from_missing_module(exc)
+        if stack is not None:
+            return stack
+    frames = traceback.extract_tb(exc.__traceback__)
+    files = _program_files(module_name)
+    in_program = [frame for frame in frames if os.path.abspath(frame.filename).startswith(files)] if files else []
+    site = (in_program or frames or [None])[-1]
+    where = "" if site is None else f" at {os.path.basename(site.filename)}:{site.lineno} (in {site.name})"
+    if in_program:
+        what = f"an import in the program's code{where} failed"
+    else:
+        what = f"an import{where} failed"
+    if isinstance(exc, ModuleNotFoundError) and in_program:
+        missing = errors.ConfigError(
+            f"{what}: {exc.name!r} is not installed in this Python environment: install it in the image"
+        )
+        missing.__cause__ = exc  # its traceback goes to the log
+        return missing
+    return node_faults.from_import_error(exc, what) or (judged(what, exc) if in_program else None)
+
+
+def _program_files(module_name: str | None) -> tuple[str, ...]:
+    """The program module's file, or its package's directory (with a separator: no sibling
+    matches), as absolute paths; () if it is not imported."""
+    module = sys.modules.get(module_name or "")
+    file = getattr(module, "__file__", None)
+    if not file:
+        return ()
+    file = os.path.abspath(file)
+    if os.path.basename(file) == "__init__.py":
+        return (os.path.dirname(file) + os.sep,)
+    return (file,)
 
 
 def sparse_cross_entropy(labels, logits):

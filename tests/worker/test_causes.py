@@ -73,6 +73,55 @@ def test_a_keras_3_model_where_the_worker_runs_tf_keras_fails_once_saying_so(bac
     assert "but tf.keras is tf_keras here" in reason and "build it with tf.keras, not `import keras`" in reason
 
 
+@pytest.mark.process
+def test_a_program_module_raising_name_error_at_import_fails_once(backend, tmp_path, monkeypatch):
+    """Before: the NameError escaped to the worker's catch-all, exit 1, retried to backoffLimit
+    (4 attempts here), though the README says a program's errors are fatal."""
+    (tmp_path / "typo_program.py").write_text("import os\n\nDATA = os.path.join(DATA_DIR, 'x')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    reason = fails_once_as_a_config_error(backend, "typo", "typo_program", ["--steps", "10"], "NameError at import")
+    assert "program module 'typo_program' does not import: NameError: name 'DATA_DIR' is not defined" in reason
+    assert "(a NameError is deterministic: not retried); fix the program" in reason, reason
+
+
+LAZY_GL_PROGRAM = """
+import tensorflow as tf
+
+
+def build_model():
+    return tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
+
+
+def build_optimizer():
+    return tf.keras.optimizers.SGD(0.1)
+
+
+def build_dataset(split, batch_size, input_context=None, data=None):
+    import augment  # only now, as a program imports cv2 for its augmentation
+"""
+
+
+@pytest.mark.process
+def test_a_lazy_import_in_build_dataset_of_a_library_the_image_lacks_fails_once_naming_the_program(
+    backend, tmp_path, monkeypatch
+):
+    """Before: `node fault on node ...: tensorflow does not import: ImportError: libGL.so.1: ...`,
+    exit 9, retried to backoffLimit with `kubectl cordon` advice: the import was the program's, and
+    libGL is the image's, missing on every node alike."""
+    (tmp_path / "lazy_gl_program.py").write_text(LAZY_GL_PROGRAM)
+    (tmp_path / "augment.py").write_text(
+        "raise ImportError('libGL.so.1: cannot open shared object file: No such file or directory')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    reason = fails_once_as_a_config_error(backend, "lazygl", "lazy_gl_program", ["--steps", "10"], "lazy libGL")
+    assert (
+        "an import in the program's code at lazy_gl_program.py:14 (in build_dataset) failed: "
+        "ImportError: libGL.so.1: cannot open shared object file" in reason
+    ), reason
+    assert "(shared library libGL.so.1 is not in the image: a retry fails alike on every node" in reason, reason
+    assert "tensorflow does not import" not in reason and "node fault" not in reason
+
+
 def fails_once_as_a_config_error(backend, name: str, module: str, args: list[str], what: str) -> str:
     """A mirrored cluster of program `module` that must fail at its first attempt (exit 2,
     backoffLimit 3 unused); its chief's reason."""

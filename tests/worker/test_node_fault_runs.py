@@ -10,7 +10,8 @@ import socket
 import pytest
 from local_clusters import Submission, attempts, make_spec
 
-from worker.contract import EXIT_NODE_FAULT
+from launcher.cluster_spec.spec import ClusterSpec
+from worker.contract import EXIT_CONFIG, EXIT_NODE_FAULT
 
 pytestmark = pytest.mark.process
 
@@ -31,7 +32,7 @@ def failed_as_node_fault(backend, name: str, code: int) -> str:
     return chief.reason
 
 
-def test_a_missing_libcuda_and_a_missing_gpu_are_retried_and_name_the_node(backend, tmp_path, monkeypatch):
+def test_a_missing_libcuda_is_retried_and_names_the_node(backend, tmp_path, monkeypatch):
     (tmp_path / "needs_cuda.py").write_text(
         "raise ImportError('libcuda.so.1: cannot open shared object file: No such file or directory')\n"
     )
@@ -42,11 +43,24 @@ def test_a_missing_libcuda_and_a_missing_gpu_are_retried_and_name_the_node(backe
     reason = failed_as_node_fault(backend, "nocuda", Submission(backend, spec).wait(TIMEOUT))
     assert "program module 'needs_cuda' does not import: ImportError: libcuda.so.1: cannot open" in reason
 
+
+def test_a_gpu_role_on_a_tensorflow_built_without_cuda_fails_once_as_the_images_fault(backend):
+    """This machine's TensorFlow (tensorflow-cpu, tf.test.is_built_with_cuda() False) sees no GPU
+    on any node. Before: a node fault, exit 9, retried (7 pods per task) with `kubectl cordon`."""
     data = make_spec("nogpu", "mirrored", ARGS, evaluator=False, backoffLimit=1).model_dump(by_alias=True)
     data["roles"]["chief"]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
-    spec = type(spec).model_validate(data)
-    reason = failed_as_node_fault(backend, "nogpu", Submission(backend, spec).wait(TIMEOUT))
-    assert "this task was given 1 GPU(s) (TFK8S_GPUS, the role's nvidia.com/gpu limit) and TensorFlow sees 0" in reason
+    code = Submission(backend, ClusterSpec.model_validate(data)).wait(TIMEOUT)
+    status = backend.status("nogpu")
+    [chief] = [r for r in status.roles if r.role == "chief"]
+    print(f"nogpu: exit {code}, {len(attempts(backend, 'nogpu', 'chief', 0))} attempts, {chief.reason}")
+    assert code == EXIT_CONFIG and status.phase == "Failed", status
+    assert len(attempts(backend, "nogpu", "chief", 0)) == 1  # not retried
+    assert chief.reason.startswith(
+        "chief-0: exited 2 (deterministic: not retried): this task was given 1 GPU(s) (TFK8S_GPUS, the role's "
+        "nvidia.com/gpu limit) and the image's TensorFlow is "
+        "built without CUDA (tf.test.is_built_with_cuda() is False"
+    ), chief.reason
+    assert "use a GPU image, with tensorflow[and-cuda] installed" in chief.reason and "node fault" not in chief.reason
 
 
 def test_a_mixed_float16_checkpoint_on_a_node_without_a_gpu_is_a_node_fault(backend, probe_programs_importable):
