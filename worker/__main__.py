@@ -89,10 +89,14 @@ def main(argv: list[str] | None = None):
             _fail_unexpected(where, exc)
         _fail(where, verdict)
     except Exception as exc:  # noqa: BLE001 - every failure ends with its one-line cause
-        port_taken = port_holders.bind_failure(exc, None if task is None else task.own_port)
-        if port_taken is None:
+        from worker import program
+
+        verdict = port_holders.bind_failure(exc, None if task is None else task.own_port) or (
+            program.runtime_failure(exc, None if task is None else task.program_module)
+        )
+        if verdict is None:
             _fail_unexpected(where, exc)
-        _fail(where, port_taken)
+        _fail(where, verdict)
     shutdown.exit_now(code)
 
 

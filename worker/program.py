@@ -138,11 +138,7 @@ def import_failure(exc: ImportError, module_name: str | None) -> errors.WorkerEr
         stack = errors.from_missing_module(exc)
         if stack is not None:
             return stack
-    frames = traceback.extract_tb(exc.__traceback__)
-    files = _program_files(module_name)
-    in_program = [frame for frame in frames if os.path.abspath(frame.filename).startswith(files)] if files else []
-    site = (in_program or frames or [None])[-1]
-    where = "" if site is None else f" at {os.path.basename(site.filename)}:{site.lineno} (in {site.name})"
+    in_program, where = _raised_where(exc, module_name)
     if in_program:
         what = f"an import in the program's code{where} failed"
     else:
@@ -154,6 +150,27 @@ def import_failure(exc: ImportError, module_name: str | None) -> errors.WorkerEr
         missing.__cause__ = exc  # its traceback goes to the log
         return missing
     return node_faults.from_import_error(exc, what) or (judged(what, exc) if in_program else None)
+
+
+def runtime_failure(exc: Exception, module_name: str | None) -> errors.WorkerError | None:
+    """The verdict on an exception the program's own code raised while the role ran (its
+    build_dataset, build_model, a loss; the deepest frame in its files named), judged as a
+    program's exception at import is: a bug (ValueError, KeyError, ...) fails at once, a
+    transient kind is retried with its rule said. None when no frame of the program's code
+    raised it (the worker's own failure, said as unexpected)."""
+    in_program, where = _raised_where(exc, module_name)
+    return judged(f"the program's code{where} failed", exc) if in_program else None
+
+
+def _raised_where(exc: BaseException, module_name: str | None) -> tuple[bool, str]:
+    """(whether a frame of the program's files raised `exc`, " at file:line (in function)" of its
+    deepest such frame, else of the deepest frame)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    files = _program_files(module_name)
+    in_program = [frame for frame in frames if os.path.abspath(frame.filename).startswith(files)] if files else []
+    site = (in_program or frames or [None])[-1]
+    where = "" if site is None else f" at {os.path.basename(site.filename)}:{site.lineno} (in {site.name})"
+    return bool(in_program), where
 
 
 def _program_files(module_name: str | None) -> tuple[str, ...]:

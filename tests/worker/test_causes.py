@@ -122,6 +122,25 @@ def test_a_lazy_import_in_build_dataset_of_a_library_the_image_lacks_fails_once_
     assert "tensorflow does not import" not in reason and "node fault" not in reason
 
 
+@pytest.mark.process
+def test_a_bug_in_build_dataset_fails_once_and_its_line_names_the_programs_frame(backend, tmp_path, monkeypatch):
+    """Before: a ValueError the program's build_dataset raised while the role ran escaped to the
+    worker's catch-all, exit 1, retried to backoffLimit (4 attempts here), its line without a
+    place in the program."""
+    (tmp_path / "bad_data_program.py").write_text(
+        LAZY_GL_PROGRAM.replace(
+            "    import augment  # only now, as a program imports cv2 for its augmentation",
+            "    raise ValueError(f'no such split: {split!r}')",
+        )
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    reason = fails_once_as_a_config_error(backend, "baddata", "bad_data_program", ["--steps", "10"], "bug at run")
+    assert "the program's code at bad_data_program.py:14 (in build_dataset) failed: ValueError: no such split" in (
+        reason
+    ), reason
+    assert "(a ValueError is deterministic: not retried); fix the program" in reason, reason
+
+
 def fails_once_as_a_config_error(backend, name: str, module: str, args: list[str], what: str) -> str:
     """A mirrored cluster of program `module` that must fail at its first attempt (exit 2,
     backoffLimit 3 unused); its chief's reason."""
