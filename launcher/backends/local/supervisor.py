@@ -28,7 +28,7 @@ from launcher.plan.plan import plan as make_plan
 from launcher.status import failure_reasons
 from launcher.status.status import Phase, RoleStatus
 from worker import exit_cause
-from worker.contract import SUCCESS_INDEX, Role
+from worker.contract import SUCCESS_INDEX, Role, Strategy
 
 POLL_SECONDS = 0.2
 LOG_DRAIN_SECONDS = 2.0  # a child that kept the task's stdout open does not hold us longer
@@ -66,6 +66,9 @@ class Supervisor:
         # returns then. interrupt(): a signal the waiting thread received, acted on by the loop.
         self.started = threading.Event()
         self._interrupt: int | None = None
+        # kill_now(): a second stop signal, the tasks still stopping are SIGKILLed at once
+        self._kill_now = threading.Event()
+        self._killed_by: int | None = None
         self.output = runner.Output(stream, files.combined_log, echo_tasks)
         self._say = self.output.say
         # code: the archive submit packed and recorded in the run's dir, unpacked there (the
@@ -95,6 +98,11 @@ class Supervisor:
         """Stop every task and end the run as if this loop had received `signum`."""
         self._interrupt = signum
 
+    def kill_now(self, signum: int) -> None:
+        """A second stop signal: SIGKILL the tasks still stopping, without waiting out the grace."""
+        self._killed_by = signum
+        self._kill_now.set()
+
     def run(self) -> int:
         previous = self._install_signal_handlers()
         # before any task listens: the network meets this guard at the tasks' ports, not TF's gRPC
@@ -114,7 +122,8 @@ class Supervisor:
                 time.sleep(POLL_SECONDS)
         except (_Interrupted, KeyboardInterrupt) as exc:
             signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
-            self._say(f"interrupted by {signal.Signals(signum).name}: stopping every task")
+            self._interrupt = signum
+            self._say(f"interrupted by {signal.Signals(signum).name}")
             self._apply(policy.interrupted(self._snapshots(), signum))
         finally:
             self._stop([t for t in self.tasks if t.running], reason="cluster ended")
@@ -235,21 +244,46 @@ class Supervisor:
         self.files.write_pid(task.role, task.index, task.process.pid)
 
     def _stop(self, tasks: list[Task], reason: str) -> None:
-        """SIGTERM each running task's process group, SIGKILL what is left after the grace."""
+        """SIGTERM each running task's process group; SIGKILL every one left at once after the
+        grace, or at a second stop signal (kill_now), naming the tasks that ignored SIGTERM."""
         tasks = [t for t in tasks if t.running]
-        for task in tasks:
-            self._say(f"stopping {task.name} ({reason})")
+        if not tasks:
+            return
         grace = (
             self.timing.stop_grace_seconds
             if self.timing.stop_grace_seconds is not None
             else self.spec.termination_grace_period_seconds
         )
-        runner.stop({t.name: t.process for t in tasks}, grace, self._say)
+        if self._interrupt is None:
+            for task in tasks:
+                self._say(f"stopping {task.name} ({reason})")
+        else:  # someone waits for the stop: say what comes and how to cut it short
+            again = "Ctrl-C" if self._interrupt == signal.SIGINT else signal.Signals(self._interrupt).name
+            self._say(
+                f"stopping: sent SIGTERM to {len(tasks)} task{'s' if len(tasks) > 1 else ''} "
+                f"({', '.join(t.name for t in tasks)}); {again} again to kill them now "
+                f"(else SIGKILL after {grace:g} s, terminationGracePeriodSeconds)"
+            )
+        ignored = runner.stop({t.name: t.process for t in tasks}, grace, self._kill_now)
+        if ignored:
+            self._say(self._ignored_sigterm(ignored, grace))
         for task in tasks:
             task.last_exit_code = task.process.returncode
             if task.state is TaskState.RUNNING:
                 task.state, task.reason = TaskState.STOPPED, f"stopped ({reason})"
             self.files.remove_pid(task.role, task.index)
+
+    def _ignored_sigterm(self, names: list[str], grace: float) -> str:
+        """'SIGKILL sent (...): the program ignored SIGTERM: worker-0, worker-1 (why, if known)'."""
+        if self._kill_now.is_set():
+            again = "Ctrl-C" if self._killed_by == signal.SIGINT else signal.Signals(self._killed_by).name
+            when = f"{again} again"
+        else:
+            when = f"{grace:g} s after SIGTERM, terminationGracePeriodSeconds"
+        why = ""
+        if self.plan.strategy is Strategy.MULTI_WORKER_MIRRORED and not self.spec.builtin:
+            why = " (TensorFlow's MultiWorkerMirroredStrategy installs its own SIGTERM handler)"
+        return f"SIGKILL sent ({when}): the program ignored SIGTERM: {', '.join(names)}{why}"
 
     # --- status, output, signals -----------------------------------------------------------
 
@@ -307,11 +341,13 @@ class Supervisor:
             return None  # only the main thread may; the caller owns signals then
 
         def interrupt(signum, frame):
-            # Once: a second Ctrl-C must not cut the cleanup short (tasks would be orphaned
-            # until the parent-death signal got them).
-            for sig in STOP_SIGNALS:
-                signal.signal(sig, signal.SIG_IGN)
-            raise _Interrupted(signum)
+            # The first stops the loop; a second only hurries the stop along (kill_now): an
+            # exception then would cut the cleanup short (tasks would be orphaned until the
+            # parent-death signal got them).
+            if self._interrupt is None and not self._kill_now.is_set():
+                self._interrupt = signum
+                raise _Interrupted(signum)
+            self.kill_now(signum)
 
         return {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
 
