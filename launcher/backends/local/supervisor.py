@@ -16,13 +16,20 @@ from pathlib import Path
 from typing import IO
 
 from launcher.backends.local import policy, runner
-from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, private_dir, write_json
+from launcher.backends.local.files import (
+    ATTEMPT_HEADER_START,
+    RunFiles,
+    code_changes,
+    private_dir,
+    tree_state,
+    write_json,
+)
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.ports import OffLoopbackGuard
 from launcher.backends.local.tasks import Task, metrics_addresses, mount_dirs, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.cluster_spec.spec import ClusterSpec
-from launcher.code_shipping.code_bundle import Bundle
+from launcher.code_shipping.code_bundle import CODE_DIR, Bundle
 from launcher.errors import ClusterNotFound
 from launcher.plan.plan import plan as make_plan
 from launcher.status import failure_reasons
@@ -35,6 +42,7 @@ LOG_DRAIN_SECONDS = 2.0  # a child that kept the task's stdout open does not hol
 # How much of a task's log its cause is read from: enough for the last traceback of a TF error,
 # whose message lists the frames that defined the failing op.
 CAUSE_TAIL_BYTES = 16384
+CODE_CHANGES_SHOWN = 5  # a note names at most this many writes into the code copy
 # What ends a run, every task stopped with SIGTERM as a pod's: SIGHUP is a closed terminal, whose
 # default action would end the launcher at once and leave its tasks to the parent-death SIGKILL,
 # without the save a SIGTERM gets.
@@ -78,6 +86,8 @@ class Supervisor:
             code = Bundle.from_archive(spec.code.path, files.code_archive.read_bytes())
             code_dir = str(files.code_dir)
         self.plan = make_plan(spec, code, model_dir=self.model_dir, code_dir=code_dir)
+        # the copy before any task ran: root's writes into it, which a pod refuses, are said at the end
+        self.code_before = tree_state(files.code_dir) if code is not None else None
         # Counted restarts per budget (plan.FailurePolicy.budget: a role, or an MWMS worker's index).
         self.restarts_used: dict[str, int] = {}
         self.failed_attempts = {role: 0 for role in spec.active_roles()}
@@ -135,6 +145,7 @@ class Supervisor:
             self._write_status()
             self._restore_signal_handlers(previous)
             self.started.set()
+            self._note_code_writes()
         d = self.decision
         self._say(
             f"cluster {self.spec.name}: {d.phase}"
@@ -143,6 +154,21 @@ class Supervisor:
         )
         self.output.close()
         return d.exit_code
+
+    def _note_code_writes(self) -> None:
+        """What the tasks wrote into the run's read-only code copy: only root can (files.py), and
+        in a pod the same write fails."""
+        if self.code_before is None or not self.files.code_dir.exists():  # none, or deleted under us
+            return
+        changes = code_changes(self.code_before, tree_state(self.files.code_dir))
+        if changes:
+            shown = ", ".join(changes[:CODE_CHANGES_SHOWN])
+            more = f" and {len(changes) - CODE_CHANGES_SHOWN} more" if len(changes) > CODE_CHANGES_SHOWN else ""
+            self._say(
+                f"note: the program wrote into its code dir {self.files.code_dir} ({shown}{more}), which "
+                f"only root can here: a pod mounts its code dir {CODE_DIR} read-only, where this write "
+                "fails (PermissionError); write to $TFK8S_MODEL_DIR or /tmp instead (docs/code.md)"
+            )
 
     def _poll(self) -> None:
         now = time.monotonic()
