@@ -285,9 +285,10 @@ class Supervisor:
                 self._say(f"stopping {task.name} ({reason})")
         else:  # someone waits for the stop: say what comes and how to cut it short
             again = "Ctrl-C" if self._interrupt == signal.SIGINT else signal.Signals(self._interrupt).name
+            plural = len(tasks) > 1
             self._say(
-                f"stopping: sent SIGTERM to {len(tasks)} task{'s' if len(tasks) > 1 else ''} "
-                f"({', '.join(t.name for t in tasks)}); {again} again to kill them now "
+                f"stopping: sent SIGTERM to {len(tasks)} task{'s' if plural else ''} "
+                f"({', '.join(t.name for t in tasks)}); {again} again to kill {'them' if plural else 'it'} now "
                 f"(else SIGKILL after {grace:g} s, terminationGracePeriodSeconds)"
             )
         ignored = runner.stop({t.name: t.process for t in tasks}, grace, self._kill_now)

@@ -588,6 +588,23 @@ def test_a_second_ctrl_c_kills_tasks_that_ignore_sigterm_at_once_and_names_them(
     assert_no_task_processes(workdir)
 
 
+def test_a_second_sigterm_to_a_detached_supervisor_kills_a_task_that_ignores_sigterm(detached, workdir):
+    """The detached supervisor (submit without --wait) does as the foreground one: a second
+    SIGTERM (a second `kill`) SIGKILLs at once, naming the task. Before: ignored until the grace."""
+    detached.submit(byo_spec("bg-stubborn", [IGNORES_SIGTERM], terminationGracePeriodSeconds=600))
+    files = run_files(detached, "bg-stubborn")
+    wait_until(lambda: "training" in files.log_path("chief", 0).read_text(), 60, "the chief to run")
+    supervisor, chief = files.read_status()["supervisor_pid"], files.read_pid("chief", 0)
+    os.kill(supervisor, signal.SIGTERM)
+    wait_until(lambda: "ignoring SIGTERM" in files.log_path("chief", 0).read_text(), 30, "the chief to ignore SIGTERM")
+    os.kill(supervisor, signal.SIGTERM)
+    wait_until(lambda: not runner_alive(supervisor) and not runner_alive(chief), 60, "supervisor and chief to be gone")
+    said = files.supervisor_log.read_text()
+    assert "stopping: sent SIGTERM to 1 task (chief-0); SIGTERM again to kill it now" in said, said
+    assert "SIGKILL sent (SIGTERM again): the program ignored SIGTERM: chief-0\n" in said, said
+    assert detached.status("bg-stubborn").phase == "Failed"
+
+
 def runner_alive(pid) -> bool:
     from launcher.backends.local import runner
 
