@@ -2,9 +2,12 @@
 
 Keras 3 has no ParameterServerStrategy path (its Model.fit fails there, and its custom-loop
 updates are not atomic across workers: `optimizer.iterations` ends short of the steps, exit 0)
-and its Model.fit fails under MultiWorkerMirroredStrategy (keras#20585). A task that does either
-exits 78 at once (never retried) with one line naming the fix (docs/keras.md); a Keras 3 optimizer under
-MultiWorkerMirroredStrategy, which trains in a custom loop, gets a one-line warning.
+and its Model.fit fails under MultiWorkerMirroredStrategy with more than one replica (keras#20585).
+A task that does either exits 78 at once (never retried) with one line naming the fix
+(docs/keras.md); a Keras 3 optimizer under MultiWorkerMirroredStrategy, which trains in a custom
+loop, gets a one-line warning. MultiWorkerMirroredStrategy with one replica in the whole cluster
+(one worker of one device) has no all-reduce to get wrong: Keras 3 trains there, fit included,
+and is neither refused nor warned about.
 
 `install()` runs at every start of a task's Python (the worker image's .pth file; --local:
 worker/startup/sitecustomize.py), so it imports nothing but `os` and `sys`, never TensorFlow or
@@ -91,14 +94,19 @@ class _KerasImports:
 
 def strategy_of(*candidates):
     """PARAMETER_SERVER or MULTI_WORKER for the first of the strategies given (None: the one in
-    effect) that is one of them, by class name: TensorFlow is already imported by Keras then."""
+    effect) that is one of them, by class name (TensorFlow is already imported by Keras then);
+    None for a MultiWorkerMirroredStrategy of one replica in the whole cluster (one worker of one
+    device), which has no all-reduce to get wrong: Keras 3 trains there, fit included."""
     tf = sys.modules.get("tensorflow")
     if tf is None:
         return None
     for strategy in (*candidates, tf.distribute.get_strategy()):
         for cls in type(strategy).__mro__ if strategy is not None else ():
             if cls.__name__ in _STRATEGY_CLASSES:
-                return _STRATEGY_CLASSES[cls.__name__]
+                kind = _STRATEGY_CLASSES[cls.__name__]
+                if kind == MULTI_WORKER and getattr(strategy, "num_replicas_in_sync", None) == 1:
+                    return None
+                return kind
     return None
 
 
@@ -309,7 +317,8 @@ def _patch_tf_keras_fit(module) -> None:
 
 
 def _patch_trainer_fit_progress(module) -> None:
-    """Keras 3's fit, where it trains (no multi-worker strategy: the check refuses those)."""
+    """Keras 3's fit, where it trains (no multi-worker strategy of more than one replica: the
+    check refuses those)."""
 
     def base():
         from keras.src.callbacks import Callback

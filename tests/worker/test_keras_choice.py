@@ -18,10 +18,12 @@ PROGRAM = str(Path(__file__).parent / "probes" / "keras_choice_program.py")
 STEPS = 6
 
 
-def program_spec(backend, name: str, strategy: str, args: list[str], env: dict | None = None, fatal=(1,)):
+def program_spec(
+    backend, name: str, strategy: str, args: list[str], env: dict | None = None, fatal=(1,), roles: dict | None = None
+):
     """A cluster of keras_choice_program.py, backoffLimit 3, fatalExitCodes `fatal` (by default
     [1], Python's uncaught exception: docs/keras.md's advice for a program of your own)."""
-    spec = make_spec(name, strategy, [], evaluator=False, backoffLimit=3, env=env or {})
+    spec = make_spec(name, strategy, [], evaluator=False, backoffLimit=3, env=env or {}, roles=roles)
     data = spec.model_dump(by_alias=True)
     data.pop("program")
     data.update(command=[backend.config.task_python, PROGRAM], args=args, fatalExitCodes=list(fatal))
@@ -73,6 +75,22 @@ def test_the_same_programs_on_tf_keras_train_every_step(backend, strategy, loop)
     log = run_files(backend, name).log_path(trainer, 0).read_text()
     assert re.findall(r"^iterations=(\d+)$", log, re.M) == [str(STEPS)], log[-2000:]
     assert "Keras 3" not in log
+
+
+@pytest.mark.process
+def test_keras_3_fit_under_a_one_worker_mwms_trains_every_step_unrefused(backend):
+    """One worker of one device: one replica in the cluster, no all-reduce for Keras 3 to get
+    wrong; its fit trains. Before: refused, exit 78 (`Keras 3's Model.fit cannot train under
+    MultiWorkerMirroredStrategy`). Two workers stay refused (the test above)."""
+    name = "k3-fit-one"
+    spec = program_spec(backend, name, "multi_worker_mirrored", ["fit", str(STEPS)], fatal=(), roles={"worker": 1})
+    code, seconds = run(backend, spec)
+    status = backend.status(name)
+    measure(f"Keras 3 one-worker MWMS fit: exit {code} in {seconds:.1f} s: {status.message}")
+    assert code == 0 and status.phase == "Succeeded", status
+    log = run_files(backend, name).log_path("worker", 0).read_text()
+    assert re.findall(r"^iterations=(\d+)$", log, re.M) == [str(STEPS)], log[-2000:]
+    assert "tfk8s worker-0: warning" not in log and "Keras 3" not in log, log[-2000:]
 
 
 @pytest.mark.process

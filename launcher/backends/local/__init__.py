@@ -25,7 +25,8 @@ Each task gets the command, environment and TF_CONFIG of its pod from the plan
   status message.
 - stopping a task (runner.stop): SIGTERM to its process group, SIGKILL after the spec's
   terminationGracePeriodSeconds (as the kubelet does), unless the backend was given its own
-  stop_grace_seconds.
+  stop_grace_seconds; a second Ctrl-C (SIGTERM, SIGHUP) SIGKILLs the tasks still stopping at
+  once, and the supervisor names the tasks that ignored SIGTERM.
 - nothing outlives the run: each task runs in its own process group, and every group is ended on
   success, failure, Ctrl-C, SIGTERM and SIGHUP (a closed terminal). On Linux, tasks also get SIGKILL if the supervising
   thread dies without cleaning up (PR_SET_PDEATHSIG), e.g. when the launcher is SIGKILLed.

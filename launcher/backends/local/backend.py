@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import sys
 import time
@@ -13,7 +12,14 @@ from typing import IO, Iterator
 
 from launcher.backends.base import RERUN_FAILED, Backend, LogLines, View, exit_code
 from launcher.backends.local import runner
-from launcher.backends.local.files import MOUNTS_DIR, SUBMIT_LOCK_FILE, RunFiles, write_private
+from launcher.backends.local.files import (
+    MOUNTS_DIR,
+    SUBMIT_LOCK_FILE,
+    RunFiles,
+    make_read_only,
+    remove_tree,
+    write_private,
+)
 from launcher.backends.local.foreground import ForegroundRun
 from launcher.backends.local.logs import read_log
 from launcher.backends.local.preflight import as_processes, check_resource_limits, check_worker_environment
@@ -114,7 +120,10 @@ class LocalBackend(Backend):
         files.prepare(spec, spec_hash)
         if code is not None:  # the pods' archive, unpacked: the same files, links, limit
             write_private(files.code_archive, code.archive)
+            if files.code_dir.exists():  # an earlier run's copy, read-only
+                remove_tree(files.code_dir)
             code_bundle.unpack(files.code_archive, files.code_dir)
+            make_read_only(files.code_dir)  # as the pods' /opt/tfk8s/code (files.py)
             self._view.note(code_bundle.note(spec, code, to=str(files.code_dir)))
         if self.config.foreground:
             self._start_here(files, spec)
@@ -284,7 +293,7 @@ class LocalBackend(Backend):
                     kept.append(entry.name + "/")
                 continue
             if entry.is_dir() and not entry.is_symlink():  # a link is removed, never followed
-                shutil.rmtree(entry)
+                remove_tree(entry)  # code/ is read-only
                 removed.append(entry.name + "/")
             else:
                 entry.unlink()

@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -44,6 +45,47 @@ def private_dir(path: Path) -> Path:
         directory.mkdir(mode=PRIVATE_DIR, exist_ok=True)
     path.chmod(PRIVATE_DIR)
     return path
+
+
+# --- the run's code copy: read-only, as a pod's /opt/tfk8s/code ---------------------------
+# A pod's code dir is read-only (the init container unpacks it, the task container mounts it
+# read-only). Here the copy loses every write bit, so a write fails with PermissionError as in
+# the pod, except for root, whom file modes do not stop (that would take a mount namespace):
+# code_changes() finds such writes after the run and the supervisor names them in a note.
+# Python's own bytecode cache is left out: a pod's Python skips it silently.
+BYTECODE_CACHE = "__pycache__"
+
+
+def make_read_only(root: Path) -> None:
+    """chmod a-w every file and dir under `root` and `root` itself (links are left alone)."""
+    for path in (*(p for p in root.rglob("*") if not p.is_symlink()), root):
+        path.chmod(path.stat().st_mode & ~0o222)
+
+
+def remove_tree(path: Path) -> None:
+    """rmtree `path`, its dirs given their owner's write bit back first (make_read_only's)."""
+    for directory in (path, *(p for p in path.rglob("*") if p.is_dir() and not p.is_symlink())):
+        directory.chmod(directory.stat().st_mode | 0o200)
+    shutil.rmtree(path)
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """{path under root: (size, mtime_ns)} of every file and link, the bytecode cache left out."""
+    state = {}
+    for path in root.rglob("*"):
+        relative = path.relative_to(root)
+        if BYTECODE_CACHE in relative.parts or (path.is_dir() and not path.is_symlink()):
+            continue
+        stat = path.lstat()
+        state[str(relative)] = (stat.st_size, stat.st_mtime_ns)
+    return state
+
+
+def code_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    """'a.txt (new)', 'b.py (changed)', 'c.py (removed)': what differs, by path."""
+    said = {"new": sorted(after.keys() - before.keys()), "removed": sorted(before.keys() - after.keys())}
+    said["changed"] = sorted(path for path in before.keys() & after.keys() if before[path] != after[path])
+    return sorted(f"{path} ({how})" for how, paths in said.items() for path in paths)
 
 
 def check_cluster_name(name: str) -> str:

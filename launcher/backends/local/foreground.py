@@ -5,7 +5,8 @@ with this process whatever happens; submit() returns once they have started. Sig
 the main thread: while it waits, a Ctrl-C, SIGTERM or SIGHUP (its terminal closed) is passed on to
 the supervisor, which stops every task with SIGTERM, as a pod's are stopped (the built-in worker
 saves a checkpoint then), and ends the run as failed (exit 128 + the signal), as the detached
-supervisor does.
+supervisor does. A second one SIGKILLs at once the tasks that have not exited yet (a program that
+ignores SIGTERM), naming them.
 """
 
 from __future__ import annotations
@@ -69,11 +70,16 @@ def _signals_passed_to(supervisor: Supervisor) -> Iterator[None]:
         yield  # only the main thread receives signals; its owner decides
         return
 
+    interrupted = []
+
     def interrupt(signum, frame):
-        # Once: a second Ctrl-C must not cut the supervisor's cleanup short.
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        supervisor.interrupt(signum)
+        # The first stops every task with SIGTERM; a later one SIGKILLs the ones still stopping
+        # (a program that ignores SIGTERM), never cutting the supervisor's cleanup short.
+        if interrupted:
+            supervisor.kill_now(signum)
+        else:
+            interrupted.append(signum)
+            supervisor.interrupt(signum)
 
     previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
     try:

@@ -16,6 +16,8 @@ from typing import IO, Callable
 
 from launcher.backends.local.files import private_opener
 
+STOP_POLL_SECONDS = 0.1  # how often stop() looks whether its tasks have exited
+
 # Runs before the task's command: asks Linux to SIGKILL the task when the supervising thread
 # dies, then execs the command (so `pgrep -f "python -m worker"` sees the task itself).
 _EXEC_WITH_PARENT_DEATH_SIGNAL = """\
@@ -130,20 +132,24 @@ def _copy_output(process: subprocess.Popen, log: IO[str], prefix: str, output: O
     process.stdout.close()
 
 
-def stop(processes: dict[str, subprocess.Popen], grace: float, say: Callable[[str], None]) -> None:
-    """SIGTERM each process group (by task name), SIGKILL what is left after `grace` s."""
+def stop(processes: dict[str, subprocess.Popen], grace: float, kill_now: threading.Event | None = None) -> list[str]:
+    """SIGTERM each process group (by task name); once every one has exited, or `grace` s have
+    passed, or `kill_now` is set (a second Ctrl-C), SIGKILL every group at once. The names of the
+    tasks that still ran then, in order: they ignored SIGTERM."""
     for process in processes.values():
         signal_group(process.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    for name, process in processes.items():
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            say(f"{name} ignored SIGTERM for {grace:g} s; sending SIGKILL")
-            signal_group(process.pid, signal.SIGKILL)
-            process.wait()
-        # Anything the task started in its group goes too.
+    kill_now = kill_now or threading.Event()
+    while any(process.poll() is None for process in processes.values()):
+        left = deadline - time.monotonic()
+        if left <= 0 or kill_now.wait(min(STOP_POLL_SECONDS, left)):
+            break
+    ignored = [name for name, process in processes.items() if process.poll() is None]
+    for process in processes.values():  # anything a task started in its group goes too
         signal_group(process.pid, signal.SIGKILL)
+    for process in processes.values():
+        process.wait()
+    return ignored
 
 
 def signal_group(pgid: int, sig: int) -> None:

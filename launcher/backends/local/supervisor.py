@@ -16,25 +16,33 @@ from pathlib import Path
 from typing import IO
 
 from launcher.backends.local import policy, runner
-from launcher.backends.local.files import ATTEMPT_HEADER_START, RunFiles, private_dir, write_json
+from launcher.backends.local.files import (
+    ATTEMPT_HEADER_START,
+    RunFiles,
+    code_changes,
+    private_dir,
+    tree_state,
+    write_json,
+)
 from launcher.backends.local.policy import Decision, TaskState
 from launcher.backends.local.ports import OffLoopbackGuard
 from launcher.backends.local.tasks import Task, metrics_addresses, mount_dirs, plan_tasks
 from launcher.backends.local.types import LocalProcessBackendConfig
 from launcher.cluster_spec.spec import ClusterSpec
-from launcher.code_shipping.code_bundle import Bundle
+from launcher.code_shipping.code_bundle import CODE_DIR, Bundle
 from launcher.errors import ClusterNotFound
 from launcher.plan.plan import plan as make_plan
 from launcher.status import failure_reasons
 from launcher.status.status import Phase, RoleStatus
 from worker import exit_cause
-from worker.contract import SUCCESS_INDEX, Role
+from worker.contract import SUCCESS_INDEX, Role, Strategy
 
 POLL_SECONDS = 0.2
 LOG_DRAIN_SECONDS = 2.0  # a child that kept the task's stdout open does not hold us longer
 # How much of a task's log its cause is read from: enough for the last traceback of a TF error,
 # whose message lists the frames that defined the failing op.
 CAUSE_TAIL_BYTES = 16384
+CODE_CHANGES_SHOWN = 5  # a note names at most this many writes into the code copy
 # What ends a run, every task stopped with SIGTERM as a pod's: SIGHUP is a closed terminal, whose
 # default action would end the launcher at once and leave its tasks to the parent-death SIGKILL,
 # without the save a SIGTERM gets.
@@ -66,6 +74,9 @@ class Supervisor:
         # returns then. interrupt(): a signal the waiting thread received, acted on by the loop.
         self.started = threading.Event()
         self._interrupt: int | None = None
+        # kill_now(): a second stop signal, the tasks still stopping are SIGKILLed at once
+        self._kill_now = threading.Event()
+        self._killed_by: int | None = None
         self.output = runner.Output(stream, files.combined_log, echo_tasks)
         self._say = self.output.say
         # code: the archive submit packed and recorded in the run's dir, unpacked there (the
@@ -75,6 +86,8 @@ class Supervisor:
             code = Bundle.from_archive(spec.code.path, files.code_archive.read_bytes())
             code_dir = str(files.code_dir)
         self.plan = make_plan(spec, code, model_dir=self.model_dir, code_dir=code_dir)
+        # the copy before any task ran: root's writes into it, which a pod refuses, are said at the end
+        self.code_before = tree_state(files.code_dir) if code is not None else None
         # Counted restarts per budget (plan.FailurePolicy.budget: a role, or an MWMS worker's index).
         self.restarts_used: dict[str, int] = {}
         self.failed_attempts = {role: 0 for role in spec.active_roles()}
@@ -95,6 +108,11 @@ class Supervisor:
         """Stop every task and end the run as if this loop had received `signum`."""
         self._interrupt = signum
 
+    def kill_now(self, signum: int) -> None:
+        """A second stop signal: SIGKILL the tasks still stopping, without waiting out the grace."""
+        self._killed_by = signum
+        self._kill_now.set()
+
     def run(self) -> int:
         previous = self._install_signal_handlers()
         # before any task listens: the network meets this guard at the tasks' ports, not TF's gRPC
@@ -114,7 +132,8 @@ class Supervisor:
                 time.sleep(POLL_SECONDS)
         except (_Interrupted, KeyboardInterrupt) as exc:
             signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
-            self._say(f"interrupted by {signal.Signals(signum).name}: stopping every task")
+            self._interrupt = signum
+            self._say(f"interrupted by {signal.Signals(signum).name}")
             self._apply(policy.interrupted(self._snapshots(), signum))
         finally:
             self._stop([t for t in self.tasks if t.running], reason="cluster ended")
@@ -126,6 +145,7 @@ class Supervisor:
             self._write_status()
             self._restore_signal_handlers(previous)
             self.started.set()
+            self._note_code_writes()
         d = self.decision
         self._say(
             f"cluster {self.spec.name}: {d.phase}"
@@ -134,6 +154,21 @@ class Supervisor:
         )
         self.output.close()
         return d.exit_code
+
+    def _note_code_writes(self) -> None:
+        """What the tasks wrote into the run's read-only code copy: only root can (files.py), and
+        in a pod the same write fails."""
+        if self.code_before is None or not self.files.code_dir.exists():  # none, or deleted under us
+            return
+        changes = code_changes(self.code_before, tree_state(self.files.code_dir))
+        if changes:
+            shown = ", ".join(changes[:CODE_CHANGES_SHOWN])
+            more = f" and {len(changes) - CODE_CHANGES_SHOWN} more" if len(changes) > CODE_CHANGES_SHOWN else ""
+            self._say(
+                f"note: the program wrote into its code dir {self.files.code_dir} ({shown}{more}), which "
+                f"only root can here: a pod mounts its code dir {CODE_DIR} read-only, where this write "
+                "fails (PermissionError); write to $TFK8S_MODEL_DIR or /tmp instead (docs/code.md)"
+            )
 
     def _poll(self) -> None:
         now = time.monotonic()
@@ -235,21 +270,47 @@ class Supervisor:
         self.files.write_pid(task.role, task.index, task.process.pid)
 
     def _stop(self, tasks: list[Task], reason: str) -> None:
-        """SIGTERM each running task's process group, SIGKILL what is left after the grace."""
+        """SIGTERM each running task's process group; SIGKILL every one left at once after the
+        grace, or at a second stop signal (kill_now), naming the tasks that ignored SIGTERM."""
         tasks = [t for t in tasks if t.running]
-        for task in tasks:
-            self._say(f"stopping {task.name} ({reason})")
+        if not tasks:
+            return
         grace = (
             self.timing.stop_grace_seconds
             if self.timing.stop_grace_seconds is not None
             else self.spec.termination_grace_period_seconds
         )
-        runner.stop({t.name: t.process for t in tasks}, grace, self._say)
+        if self._interrupt is None:
+            for task in tasks:
+                self._say(f"stopping {task.name} ({reason})")
+        else:  # someone waits for the stop: say what comes and how to cut it short
+            again = "Ctrl-C" if self._interrupt == signal.SIGINT else signal.Signals(self._interrupt).name
+            plural = len(tasks) > 1
+            self._say(
+                f"stopping: sent SIGTERM to {len(tasks)} task{'s' if plural else ''} "
+                f"({', '.join(t.name for t in tasks)}); {again} again to kill {'them' if plural else 'it'} now "
+                f"(else SIGKILL after {grace:g} s, terminationGracePeriodSeconds)"
+            )
+        ignored = runner.stop({t.name: t.process for t in tasks}, grace, self._kill_now)
+        if ignored:
+            self._say(self._ignored_sigterm(ignored, grace))
         for task in tasks:
             task.last_exit_code = task.process.returncode
             if task.state is TaskState.RUNNING:
                 task.state, task.reason = TaskState.STOPPED, f"stopped ({reason})"
             self.files.remove_pid(task.role, task.index)
+
+    def _ignored_sigterm(self, names: list[str], grace: float) -> str:
+        """'SIGKILL sent (...): the program ignored SIGTERM: worker-0, worker-1 (why, if known)'."""
+        if self._kill_now.is_set():
+            again = "Ctrl-C" if self._killed_by == signal.SIGINT else signal.Signals(self._killed_by).name
+            when = f"{again} again"
+        else:
+            when = f"{grace:g} s after SIGTERM, terminationGracePeriodSeconds"
+        why = ""
+        if self.plan.strategy is Strategy.MULTI_WORKER_MIRRORED and not self.spec.builtin:
+            why = " (TensorFlow's MultiWorkerMirroredStrategy installs its own SIGTERM handler)"
+        return f"SIGKILL sent ({when}): the program ignored SIGTERM: {', '.join(names)}{why}"
 
     # --- status, output, signals -----------------------------------------------------------
 
@@ -307,11 +368,13 @@ class Supervisor:
             return None  # only the main thread may; the caller owns signals then
 
         def interrupt(signum, frame):
-            # Once: a second Ctrl-C must not cut the cleanup short (tasks would be orphaned
-            # until the parent-death signal got them).
-            for sig in STOP_SIGNALS:
-                signal.signal(sig, signal.SIG_IGN)
-            raise _Interrupted(signum)
+            # The first stops the loop; a second only hurries the stop along (kill_now): an
+            # exception then would cut the cleanup short (tasks would be orphaned until the
+            # parent-death signal got them).
+            if self._interrupt is None and not self._kill_now.is_set():
+                self._interrupt = signum
+                raise _Interrupted(signum)
+            self.kill_now(signum)
 
         return {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
 

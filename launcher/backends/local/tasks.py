@@ -18,6 +18,7 @@ from launcher.backends.local.files import MOUNTS_DIR
 from launcher.backends.local.policy import TaskSnapshot, TaskState, gpu_env, sees_gpus
 from launcher.backends.local.ports import HeldPorts
 from launcher.cluster_spec.spec import ClusterSpec
+from launcher.code_shipping import code_bundle
 from launcher.plan.plan import ClusterPlan, env_list
 from worker import contract
 from worker.contract import Role
@@ -120,6 +121,7 @@ def task(
         (entry.name, entry.value) for entry in env_list(launcher_env, role_plan.user_env) if entry.value_from is None
     )
     argv = expand_command(role_plan.command, container_env)
+    pythonpath = module_path(plan, role_plan.builtin, role_plan.workdir, container_env.get("PYTHONPATH"), mounts or {})
     if mounts:  # a pod's mount path is a dir of the run here, never this machine's /train
         container_env = {name: in_run_dir(value, mounts) for name, value in container_env.items()}
         argv = [in_run_dir(word, mounts) for word in argv]
@@ -134,15 +136,31 @@ def task(
         "PYTHONUNBUFFERED": "1",  # lines reach the log as they are printed
         # TF's gRPC server sets SO_REUSEPORT, so it binds beside the off-loopback guard (ports.py)
         "TF_GRPC_REUSE_PORT": "true",
-        # the code dir (code:) first, like /opt/tfk8s/code in a pod; before it, for a command of
-        # your own, the Keras check the worker image's .pth file runs in a pod
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [None if role_plan.builtin else STARTUP_DIR, role_plan.workdir, runner.pythonpath()])
-        ),
+        "PYTHONPATH": pythonpath,
     }
     if not sees_gpus(plan.strategy, role):  # the spec's GPUs are hidden from it here: it expects none
         env.pop(contract.GPUS, None)
     return Task(role=role, index=index, argv=argv, env=env, cwd=role_plan.workdir)
+
+
+def module_path(
+    plan: ClusterPlan, builtin: bool, workdir: str | None, container: str | None, mounts: Mapping[str, str]
+) -> str:
+    """A local task's PYTHONPATH, in this order:
+    1. worker/startup, for a command of your own: its sitecustomize starts the Keras and
+       exception checks that the worker image's .pth file starts in a pod;
+    2. the container's PYTHONPATH as the pod has it (`container`): the spec's own, each entry
+       under the pods' code dir (/opt/tfk8s/code) or a mount path named by its dir here; without
+       one, the code dir of `code:` (the plan's), else the role's working dir;
+    3. this launcher's checkout (`worker`, `launcher`: the image's site-packages in a pod, which
+       come after PYTHONPATH there too), then the launcher's own PYTHONPATH (runner.pythonpath).
+    """
+    if container is not None:
+        here = {**mounts, **({code_bundle.CODE_DIR: plan.code.dir} if plan.code is not None else {})}
+        entries = [in_run_dir(entry, here) for entry in container.split(os.pathsep)]
+    else:
+        entries = [workdir]
+    return os.pathsep.join(filter(None, [None if builtin else STARTUP_DIR, *entries, runner.pythonpath()]))
 
 
 LOCALHOST = "127.0.0.1"

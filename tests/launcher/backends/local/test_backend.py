@@ -506,6 +506,111 @@ sys.exit(backend.wait("sigterm"))
     assert status["phase"] == "Failed" and "SIGTERM" in status["message"]
 
 
+# A program that, like TensorFlow under MWMS, catches SIGTERM and trains on.
+IGNORES_SIGTERM = """
+import signal, time
+signal.signal(signal.SIGTERM, lambda signum, frame: print("ignoring SIGTERM", flush=True))
+print("training", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_second_ctrl_c_kills_tasks_that_ignore_sigterm_at_once_and_names_them(tmp_path):
+    """`submit --local --wait` (the CLI, foreground) of a program whose workers ignore SIGTERM:
+    the first Ctrl-C sends SIGTERM and says a second one kills; the second SIGKILLs both workers
+    at once, naming them. Before: the second Ctrl-C was ignored, the workers ran on until the
+    grace (here 600 s) ended, and nothing said why."""
+    workdir = tmp_path / "work"
+    program = tmp_path / "stubborn.py"
+    program.write_text(IGNORES_SIGTERM)
+    spec = tmp_path / "stubborn.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "stubborn",
+                "strategy": "multi_worker_mirrored",
+                "image": "example.com/byo:1",
+                "command": [sys.executable, str(program)],
+                "roles": {"worker": {"replicas": 2}},
+                "terminationGracePeriodSeconds": 600,  # only the second Ctrl-C ends them within the test
+                "checkpoint": {"dir": "/ckpt/model", "volume": {"persistentVolumeClaim": {"claimName": "unused"}}},
+            }
+        )
+    )
+    launcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "launcher",
+            "submit",
+            str(spec),
+            "--local",
+            "--wait",
+            "--raw",
+            "--workdir",
+            str(workdir),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        files = run_files(LocalBackend(LocalProcessBackendConfig(workdir=workdir)), "stubborn")
+
+        def logs_say(text):
+            return all(
+                files.log_path("worker", i).exists() and text in files.log_path("worker", i).read_text() for i in (0, 1)
+            )
+
+        wait_until(lambda: logs_say("training"), 60, "both workers to run")
+        pids = [files.read_pid("worker", i) for i in (0, 1)]
+        launcher.send_signal(signal.SIGINT)
+        wait_until(lambda: logs_say("ignoring SIGTERM"), 30, "both workers to get (and ignore) SIGTERM")
+        assert all(runner_alive(pid) for pid in pids)  # the grace runs: 600 s
+        launcher.send_signal(signal.SIGINT)
+        output, _ = launcher.communicate(timeout=60)
+    finally:
+        if launcher.poll() is None:  # before the fix: it waits out the grace; its tasks die with it
+            launcher.kill()
+            launcher.communicate()
+    wait_until(lambda: not any(runner_alive(pid) for pid in pids), 10, "the workers to be gone")
+    assert launcher.returncode == 128 + signal.SIGINT, output
+    assert (
+        "stopping: sent SIGTERM to 2 tasks (worker-0, worker-1); Ctrl-C again to kill them now "
+        "(else SIGKILL after 600 s, terminationGracePeriodSeconds)"
+    ) in output, output
+    assert (
+        "SIGKILL sent (Ctrl-C again): the program ignored SIGTERM: worker-0, worker-1 "
+        "(TensorFlow's MultiWorkerMirroredStrategy installs its own SIGTERM handler)"
+    ) in output, output
+    assert_no_task_processes(workdir)
+
+
+def test_a_second_sigterm_to_a_detached_supervisor_kills_a_task_that_ignores_sigterm(detached, workdir):
+    """The detached supervisor (submit without --wait) does as the foreground one: a second
+    SIGTERM (a second `kill`) SIGKILLs at once, naming the task. Before: ignored until the grace."""
+    detached.submit(byo_spec("bg-stubborn", [IGNORES_SIGTERM], terminationGracePeriodSeconds=600))
+    files = run_files(detached, "bg-stubborn")
+    wait_until(lambda: "training" in files.log_path("chief", 0).read_text(), 60, "the chief to run")
+    supervisor, chief = files.read_status()["supervisor_pid"], files.read_pid("chief", 0)
+    os.kill(supervisor, signal.SIGTERM)
+    wait_until(lambda: "ignoring SIGTERM" in files.log_path("chief", 0).read_text(), 30, "the chief to ignore SIGTERM")
+    os.kill(supervisor, signal.SIGTERM)
+    wait_until(lambda: not runner_alive(supervisor) and not runner_alive(chief), 60, "supervisor and chief to be gone")
+    said = files.supervisor_log.read_text()
+    assert "stopping: sent SIGTERM to 1 task (chief-0); SIGTERM again to kill it now" in said, said
+    assert "SIGKILL sent (SIGTERM again): the program ignored SIGTERM: chief-0\n" in said, said
+    assert detached.status("bg-stubborn").phase == "Failed"
+
+
+def runner_alive(pid) -> bool:
+    from launcher.backends.local import runner
+
+    return runner.alive(pid)
+
+
 def test_sigkill_to_the_launcher_takes_its_tasks_along(tmp_path):
     """Linux PR_SET_PDEATHSIG: even a launcher that cannot clean up leaves no task behind."""
     if not sys.platform.startswith("linux"):

@@ -76,3 +76,57 @@ def test_local_env_keeps_the_written_order_expands_earlier_entries_and_names_a_v
         "note: --local does not set roles.chief.env POD_NAME: its valueFrom (fieldRef) is read by Kubernetes "
         "in a pod; a $(POD_NAME) of it stays as written (set a value to run it here)"
     ]
+
+
+PYTHONPATH_SPEC = """\
+name: paths
+strategy: mirrored
+command: [python, train.py]
+code: code
+roles:
+  chief: {replicas: 1}
+checkpoint:
+  dir: /train/model
+  volume: {persistentVolumeClaim: {claimName: shared}, mountPath: /train}
+env:
+  PYTHONPATH: /opt/tfk8s/code:/train/libs:/usr/share/mine
+"""
+
+
+def test_local_tasks_keep_the_specs_pythonpath_between_the_checks_and_the_launchers_checkout(tmp_path):
+    """The spec's PYTHONPATH is the pod's: locally it stays, in its order, each entry under the
+    pods' code dir or a mount path named by its dir here; the start-up checks' dir before it and
+    the launcher's checkout after it (tasks.module_path). Before: the spec's entries were dropped
+    (`STARTUP_DIR:<checkout>`)."""
+    from launcher.backends.local import runner
+    from launcher.backends.local.tasks import STARTUP_DIR, mount_dirs
+    from launcher.cluster_spec.loader import load_text, pack_code
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("")
+    spec = load_text(PYTHONPATH_SPEC, base_dir=tmp_path, shared_disk=True)
+    here = tmp_path / "run"
+    cluster = make_plan(spec, pack_code(spec), model_dir=str(here / "model"), code_dir=str(here / "code"))
+    held, [chief] = plan_tasks(cluster, "/envs/tf/bin/python", mount_dirs(spec, here))
+    held.close()
+    assert chief.env["PYTHONPATH"].split(":") == [
+        STARTUP_DIR,
+        str(here / "code"),
+        str(here / "mounts" / "train" / "libs"),
+        "/usr/share/mine",
+        *runner.pythonpath().split(":"),
+    ]
+
+
+def test_without_a_pythonpath_of_the_spec_the_code_dir_comes_first_after_the_checks(tmp_path):
+    from launcher.backends.local import runner
+    from launcher.backends.local.tasks import STARTUP_DIR
+    from launcher.cluster_spec.loader import load_text, pack_code
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("")
+    spec = load_text(PYTHONPATH_SPEC.replace("env:\n  PYTHONPATH", "# "), base_dir=tmp_path, shared_disk=True)
+    cluster = make_plan(spec, pack_code(spec), model_dir=str(tmp_path / "model"), code_dir=str(tmp_path / "copy"))
+    held, [chief] = plan_tasks(cluster, "/envs/tf/bin/python")
+    held.close()
+    assert chief.env["PYTHONPATH"].split(":") == [STARTUP_DIR, str(tmp_path / "copy"), *runner.pythonpath().split(":")]
