@@ -77,6 +77,33 @@ TASK_CONTAINER_HOMES = dict(
 # In the task container's securityContext: only what restricted allows and the launcher leaves unset.
 TASK_SECURITY_MAY_SET = ("readOnlyRootFilesystem", "seLinuxOptions", "appArmorProfile")
 
+# The refusals' texts, str.format strings: the chart's templates/_validate.tpl fills the same ones
+# ($c.messages, scripts/chart_schema.py), so a refused podTemplate reads alike on either path.
+POD_SPEC_KEY = "{key}: {home}"  # home: POD_SPEC_HOMES[key] with {role} filled in
+TEMPLATE_METADATA = "set roles.{role}.labels and roles.{role}.annotations instead"
+POD_SECURITY_KEY = "{key} is the launcher's (Pod Security restricted; uid and gid: the spec's securityContext)"
+CONTAINER_WITHOUT_NAME = "a container needs a name (tensorflow: the task's; another: a container added to the pod)"
+WATCHER_CHANGED = "job-watch is the supervisor's container: it may not be changed"
+TASK_CONTAINER_KEY = "{key}: {home}"  # home: TASK_CONTAINER_HOMES[key] with {role} filled in
+TASK_CONTAINER_OTHER = (
+    "the task container's {key} is the launcher's or has a field of roles.{role} (image, command, "
+    "args, env, resources, volumeMounts): set it there"
+)
+TASK_ENV_PLAIN = "a plain value of {name} belongs in roles.{role}.env: set it there"
+TASK_ENV_RESERVED = "{name} is set by the launcher for every pod; remove it"
+TASK_SECURITY_KEY = "{key} is the launcher's: Pod Security restricted"
+RESERVED_CONTAINER = "'{name}' is the launcher's container: name yours otherwise"
+ENV_SET_TWICE = (
+    "{name} is set in {where} too: set it once (an env list keeps valueFrom entries in your order: roles.{role}.env)"
+)
+VOLUME_WITHOUT_NAME = "a volume needs a name"
+RESERVED_VOLUME = "'{name}' is one of the launcher's volumes: give it another name"
+VOLUME_NAMED_TWICE = "'{name}' is named twice: name each volume once"
+MOUNT_WITHOUT_VOLUME = "'{name}' is not in {at}.volumes: add the volume there"
+MOUNT_WITHOUT_PATH = "a volumeMount needs a mountPath"
+RESERVED_MOUNT_PATH = "{path} is the launcher's: mount elsewhere"
+RESERVED_LABEL = "{key} is the launcher's label: remove it"
+
 
 def role_problems(
     role: str, fields: dict, supervised: bool, has_command: bool, model_mount: str, spec_env: tuple[str, ...] = ()
@@ -107,11 +134,7 @@ def role_problems(
             )
         )
     out += _volume_problems(at, fields.get("volumes") or [], fields.get("volumeMounts") or [], model_mount)
-    out += [
-        (f"{at}.labels.{k}", f"{k} is the launcher's label: remove it")
-        for k in fields["labels"]
-        if k in RESERVED_LABELS
-    ]
+    out += [(f"{at}.labels.{k}", RESERVED_LABEL.format(key=k)) for k in fields["labels"] if k in RESERVED_LABELS]
     if fields.get("podTemplate") is not None:
         out += template_problems(role, fields["podTemplate"])
         out += _env_set_twice(role, fields["podTemplate"], spec_env, tuple(e["name"] for e in fields.get("env") or []))
@@ -125,8 +148,9 @@ def _env_set_twice(role: str, template: dict, spec_env: tuple[str, ...], role_en
     return [
         (
             f"{at}.{i}.env.{j}.name",
-            f"{item['name']} is set in {'roles.' + role + '.env' if item['name'] in role_env else 'env'} too: "
-            f"set it once (an env list keeps valueFrom entries in your order: roles.{role}.env)",
+            ENV_SET_TWICE.format(
+                name=item["name"], where=f"roles.{role}.env" if item["name"] in role_env else "env", role=role
+            ),
         )
         for i, container in enumerate((template.get("spec") or {}).get("containers") or [])
         if isinstance(container, dict) and container.get("name") == k8s_contract.CONTAINER
@@ -140,21 +164,19 @@ def _volume_problems(at: str, volumes: list[dict], mounts: list[dict], model_mou
     names = [v.get("name") for v in volumes]
     for i, name in enumerate(names):
         if name is None:
-            out.append((f"{at}.volumes.{i}", "a volume needs a name"))
+            out.append((f"{at}.volumes.{i}", VOLUME_WITHOUT_NAME))
         elif name in RESERVED_VOLUMES:
-            out.append((f"{at}.volumes.{i}.name", f"{name!r} is one of the launcher's volumes: give it another name"))
+            out.append((f"{at}.volumes.{i}.name", RESERVED_VOLUME.format(name=name)))
         elif name in names[:i]:
-            out.append((f"{at}.volumes.{i}.name", f"{name!r} is named twice: name each volume once"))
+            out.append((f"{at}.volumes.{i}.name", VOLUME_NAMED_TWICE.format(name=name)))
     ours = ("/tmp", model_mount, k8s_contract.SUPERVISOR_DIR, k8s_contract.SUPERVISOR_STATE_DIR, CODE_DIR)
     for i, mount in enumerate(mounts):
         if mount.get("name") not in names:
-            out.append(
-                (f"{at}.volumeMounts.{i}.name", f"{mount.get('name')!r} is not in {at}.volumes: add the volume there")
-            )
+            out.append((f"{at}.volumeMounts.{i}.name", MOUNT_WITHOUT_VOLUME.format(name=mount.get("name"), at=at)))
         if "mountPath" not in mount:
-            out.append((f"{at}.volumeMounts.{i}", "a volumeMount needs a mountPath"))
+            out.append((f"{at}.volumeMounts.{i}", MOUNT_WITHOUT_PATH))
         elif mount["mountPath"].rstrip("/") in ours:
-            out.append((f"{at}.volumeMounts.{i}.mountPath", f"{mount['mountPath']} is the launcher's: mount elsewhere"))
+            out.append((f"{at}.volumeMounts.{i}.mountPath", RESERVED_MOUNT_PATH.format(path=mount["mountPath"])))
     return out
 
 
@@ -168,15 +190,12 @@ def template_problems(role: str, template: object) -> Problems:
     out: Problems = []
     spec = template.get("spec") or {}
     if "metadata" in template:  # one home for a pod's labels and annotations: the role's fields
-        out.append((f"{at}.metadata", f"set roles.{role}.labels and roles.{role}.annotations instead"))
+        out.append((f"{at}.metadata", TEMPLATE_METADATA.format(role=role)))
     for key in spec:
         if key in POD_SPEC_HOMES:
-            out.append((f"{at}.spec.{key}", f"{key}: " + POD_SPEC_HOMES[key].format(role=role, key=key)))
+            out.append((f"{at}.spec.{key}", POD_SPEC_KEY.format(key=key, home=POD_SPEC_HOMES[key].format(role=role))))
     out += [
-        (
-            f"{at}.spec.securityContext.{k}",
-            f"{k} is the launcher's (Pod Security restricted; uid and gid: the spec's securityContext)",
-        )
+        (f"{at}.spec.securityContext.{k}", POD_SECURITY_KEY.format(key=k))
         for k in spec.get("securityContext") or {}
         if k in POD_SECURITY_SET
     ]
@@ -185,27 +204,24 @@ def template_problems(role: str, template: object) -> Problems:
     for i, container in enumerate(spec.get("initContainers") or []):
         name = container.get("name")
         if name in RESERVED_CONTAINERS:
-            out.append(
-                (f"{at}.spec.initContainers.{i}.name", f"{name!r} is the launcher's container: name yours otherwise")
-            )
+            out.append((f"{at}.spec.initContainers.{i}.name", RESERVED_CONTAINER.format(name=name)))
     return out
 
 
 def _container_problems(at: str, container: dict, role: str) -> Problems:
     name = container.get("name")
     if name is None:
-        return [(at, "a container needs a name (tensorflow: the task's; another: a container added to the pod)")]
+        return [(at, CONTAINER_WITHOUT_NAME)]
     if name == k8s_contract.WATCHER_CONTAINER:
-        return [(f"{at}.name", "job-watch is the supervisor's container: it may not be changed")]
+        return [(f"{at}.name", WATCHER_CHANGED)]
     if name != k8s_contract.CONTAINER:
         return []
     out = [
         (
             f"{at}.{k}",
-            f"{k}: " + TASK_CONTAINER_HOMES[k].format(role=role)
+            TASK_CONTAINER_KEY.format(key=k, home=TASK_CONTAINER_HOMES[k].format(role=role))
             if k in TASK_CONTAINER_HOMES
-            else f"the task container's {k} is the launcher's or has a field of roles.{role} (image, command, "
-            "args, env, resources, volumeMounts): set it there",
+            else TASK_CONTAINER_OTHER.format(key=k, role=role),
         )
         for k in container
         if k != "name" and k not in TASK_CONTAINER_MAY_SET
@@ -213,11 +229,11 @@ def _container_problems(at: str, container: dict, role: str) -> Problems:
     for i, item in enumerate(container.get("env") or []):
         name = item.get("name", "")
         if "valueFrom" not in item:
-            out.append((f"{at}.env.{i}", f"a plain value of {name} belongs in roles.{role}.env: set it there"))
+            out.append((f"{at}.env.{i}", TASK_ENV_PLAIN.format(name=name, role=role)))
         elif name in k8s_contract.RESERVED_ENV:
-            out.append((f"{at}.env.{i}.name", f"{name} is set by the launcher for every pod; remove it"))
+            out.append((f"{at}.env.{i}.name", TASK_ENV_RESERVED.format(name=name)))
     out += [
-        (f"{at}.securityContext.{k}", f"{k} is the launcher's: Pod Security restricted")
+        (f"{at}.securityContext.{k}", TASK_SECURITY_KEY.format(key=k))
         for k in container.get("securityContext") or {}
         if k not in TASK_SECURITY_MAY_SET
     ]
