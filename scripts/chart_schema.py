@@ -111,13 +111,34 @@ def messages() -> dict[str, str]:
         "exceptionsNeedNever": spec.EXCEPTIONS_NEED_NEVER,
         "exceptionInBoth": spec.EXCEPTION_IN_BOTH,
         "dataServiceFlagWithoutService": spec.DATA_SERVICE_FLAG_WITHOUT_SERVICE,
+        # a role's pod fields (pod_fields.role_problems); the homes of the keys a podTemplate may
+        # not set are the contract's podPolicy (gen_chart.pod_policy)
+        "podSpecKey": pod_fields.POD_SPEC_KEY,
+        "templateMetadata": pod_fields.TEMPLATE_METADATA,
+        "podSecurityKey": pod_fields.POD_SECURITY_KEY,
+        "containerWithoutName": pod_fields.CONTAINER_WITHOUT_NAME,
+        "watcherChanged": pod_fields.WATCHER_CHANGED,
+        "taskContainerKey": pod_fields.TASK_CONTAINER_KEY,
+        "taskContainerOther": pod_fields.TASK_CONTAINER_OTHER,
+        "taskEnvPlain": pod_fields.TASK_ENV_PLAIN,
+        "taskEnvReserved": pod_fields.TASK_ENV_RESERVED,
+        "taskSecurityKey": pod_fields.TASK_SECURITY_KEY,
+        "reservedContainer": pod_fields.RESERVED_CONTAINER,
+        "envSetTwice": pod_fields.ENV_SET_TWICE,
+        "volumeWithoutName": pod_fields.VOLUME_WITHOUT_NAME,
+        "reservedVolume": pod_fields.RESERVED_VOLUME,
+        "volumeNamedTwice": pod_fields.VOLUME_NAMED_TWICE,
+        "mountWithoutVolume": pod_fields.MOUNT_WITHOUT_VOLUME,
+        "mountWithoutPath": pod_fields.MOUNT_WITHOUT_PATH,
+        "reservedMountPath": pod_fields.RESERVED_MOUNT_PATH,
+        "reservedLabel": pod_fields.RESERVED_LABEL,
     }
     for key, text in table.items():
-        _plain_fields(key, text)
+        plain_fields(key, text)
     return table
 
 
-def _plain_fields(key: str, text: str) -> None:
+def plain_fields(key: str, text: str) -> None:
     """The chart fills `{name}` and nothing more: no format spec, conversion or literal brace."""
     for literal, field, fmt, conversion in string.Formatter().parse(text):
         if "{" in literal or "}" in literal or fmt or conversion or (field is not None and not field.isidentifier()):
@@ -326,20 +347,18 @@ def generate_schema() -> dict:
     pod_fields_def = _def(schema, _def(schema, props["dataService"])["properties"]["dispatcher"])
     pod_fields_def["properties"]["env"] = env
     del schema["$defs"]["EnvVar"]  # env's entries are spelled out above, for Helm's messages
-    # A podTemplate may not set what the launcher decides (pod_fields.py; the rest of its rules:
-    # `render --helm-values` checks them before Helm sees the values).
-    role_def["properties"]["volumes"] = {  # the launcher's volumes keep their names (pod_fields)
+    # What a role's volumes and podTemplate may not set (pod_fields.py) templates/_validate.tpl
+    # refuses, with the launcher's path and message ($c.podPolicy); the schema only shapes them.
+    role_def["properties"]["volumes"] = {
         "type": "array",
-        "items": {"type": "object", "properties": {"name": {"not": {"enum": list(pod_fields.RESERVED_VOLUMES)}}}},
+        "items": {"type": "object"},
         "description": role_def["properties"]["volumes"]["description"],
     }
     role_def["properties"]["podTemplate"] = {
         "anyOf": [
             {
                 "type": "object",
-                "properties": {
-                    "spec": {"type": "object", "propertyNames": {"not": {"enum": sorted(pod_fields.POD_SPEC_HOMES)}}},
-                },
+                "properties": {"metadata": {"type": "object"}, "spec": {"type": "object"}},
                 "additionalProperties": False,
             },
             {"type": "null"},

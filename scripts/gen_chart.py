@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:  # run as `python scripts/gen_chart.py` from anywh
     sys.path.insert(0, str(REPO))
 
 from launcher import k8s_contract  # noqa: E402
-from launcher.cluster_spec import names, role_spec, spec
+from launcher.cluster_spec import names, pod_fields, role_spec, spec
 from launcher.code_shipping import code_bundle
 from launcher.k8s_contract import Workload  # noqa: E402
 from launcher.plan import plan
@@ -123,8 +123,31 @@ def generate_contract() -> dict:
         "containerName": k8s_contract.CONTAINER,
         "reservedExitCodes": {str(code): meaning for code, meaning in k8s_contract.RESERVED_EXIT_CODES.items()},
         "code": _code_contract(),
+        # What a role's pod fields may not set (pod_fields.role_problems): templates/_validate.tpl
+        # iterates over these lists, refusing with $c.messages.
+        "podPolicy": pod_policy(),
         # What templates/_validate.tpl refuses with: the launcher's messages, {field}s to fill.
         "messages": chart_schema.messages(),
+    }
+
+
+def pod_policy() -> dict:
+    """pod_fields' lists as they are; a home (where a refused key is set instead) is a
+    str.format text with {role} to fill."""
+    homes = {**pod_fields.POD_SPEC_HOMES, **pod_fields.TASK_CONTAINER_HOMES}
+    for key, text in homes.items():
+        chart_schema.plain_fields(key, text)
+    return {
+        "podSpecHomes": dict(pod_fields.POD_SPEC_HOMES),
+        "podSecuritySet": list(pod_fields.POD_SECURITY_SET),
+        "watcherContainer": k8s_contract.WATCHER_CONTAINER,
+        "taskContainerMaySet": list(pod_fields.TASK_CONTAINER_MAY_SET),
+        "taskContainerHomes": dict(pod_fields.TASK_CONTAINER_HOMES),
+        "taskSecurityMaySet": list(pod_fields.TASK_SECURITY_MAY_SET),
+        "reservedContainers": list(pod_fields.RESERVED_CONTAINERS),
+        "reservedVolumes": list(pod_fields.RESERVED_VOLUMES),
+        "reservedLabels": list(pod_fields.RESERVED_LABELS),
+        "launcherMounts": list(pod_fields.LAUNCHER_MOUNTS),
     }
 
 

@@ -22,6 +22,9 @@ Problems = list[tuple[str, str]]
 # code's); tests/launcher/render/test_pod_fields.py holds render to this list.
 RESERVED_VOLUMES = ("tmp", "checkpoint", "supervisor", "supervisor-state", "kube-api-access", "code", "code-archive")
 RESERVED_CONTAINERS = (k8s_contract.CONTAINER, k8s_contract.WATCHER_CONTAINER, "code")
+# The mount paths the launcher's volumes take in a pod, besides the model dir's (the checkpoint
+# volume's mountPath): no role's volumeMount may take one.
+LAUNCHER_MOUNTS = ("/tmp", k8s_contract.SUPERVISOR_DIR, k8s_contract.SUPERVISOR_STATE_DIR, CODE_DIR)
 RESERVED_LABELS = (
     k8s_contract.LABEL_NAME,
     k8s_contract.LABEL_INSTANCE,
@@ -169,7 +172,7 @@ def _volume_problems(at: str, volumes: list[dict], mounts: list[dict], model_mou
             out.append((f"{at}.volumes.{i}.name", RESERVED_VOLUME.format(name=name)))
         elif name in names[:i]:
             out.append((f"{at}.volumes.{i}.name", VOLUME_NAMED_TWICE.format(name=name)))
-    ours = ("/tmp", model_mount, k8s_contract.SUPERVISOR_DIR, k8s_contract.SUPERVISOR_STATE_DIR, CODE_DIR)
+    ours = (*LAUNCHER_MOUNTS, model_mount)
     for i, mount in enumerate(mounts):
         if mount.get("name") not in names:
             out.append((f"{at}.volumeMounts.{i}.name", MOUNT_WITHOUT_VOLUME.format(name=mount.get("name"), at=at)))

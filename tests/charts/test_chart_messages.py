@@ -18,4 +18,4 @@ def test_the_chart_carries_the_launchers_texts_unchanged():
 @pytest.mark.parametrize("text", ["{code:>3} is reserved", "{0} is reserved", "set {{braces}}", "{code!r}"])
 def test_a_message_the_chart_could_not_fill_is_refused(text):
     with pytest.raises(ValueError, match="only plain"):
-        chart_schema._plain_fields("example", text)
+        chart_schema.plain_fields("example", text)

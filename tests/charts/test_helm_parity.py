@@ -625,24 +625,14 @@ REFUSED = [
         "at '/roles/ps/serviceAccountName': got string, want null",
     ),
     (
-        "role-volume-named-like-ours",
-        {"roles.worker.volumes": [{"name": "checkpoint", "emptyDir": {}}]},
-        "at '/roles/worker/volumes/0/name'",
-    ),
-    (
         "role-command-without-command",
         {"roles.ps.command": ["python", "ps.py"]},
         "at '/roles/ps/command': got array, want null",
     ),
     (
-        "pod-template-host-network",
-        {"roles.worker.podTemplate": {"spec": {"hostNetwork": True}}},
-        "invalid propertyName 'hostNetwork'",
-    ),
-    (
-        "pod-template-metadata-name",
-        {"roles.worker.podTemplate": {"metadata": {"labels": {"a": "b"}}}},
-        "additional properties 'metadata' not allowed",
+        "pod-template-unknown-key",
+        {"roles.worker.podTemplate": {"spec": {}, "status": {}}},
+        "additional properties 'status' not allowed",
     ),
     ("name-70-chars", {"name": "a" * 70}, "maxLength: got 70, want 63"),
     ("name-not-dns", {"name": "Bad_Name"}, "at '/name'"),
@@ -707,6 +697,22 @@ REFUSED = [
 # message is exactly the launcher's for the same values ("PATH: MESSAGE", one of load_data's
 # problems); the fragment pins the rule that refused them.
 REFUSED_LIKE_THE_LAUNCHER = [
+    # a role's pod fields: every rule of pod_fields.py in tests/charts/test_helm_pod_policy.py
+    (
+        "role-volume-named-like-ours",
+        {"roles.worker.volumes": [{"name": "checkpoint", "emptyDir": {}}]},
+        "roles.worker.volumes.0.name: 'checkpoint' is one of the launcher's volumes",
+    ),
+    (
+        "pod-template-host-network",
+        {"roles.worker.podTemplate": {"spec": {"hostNetwork": True}}},
+        "roles.worker.podTemplate.spec.hostNetwork: hostNetwork: refused: tasks on the node's network",
+    ),
+    (
+        "pod-template-metadata",
+        {"roles.worker.podTemplate": {"metadata": {"labels": {"a": "b"}}}},
+        "roles.worker.podTemplate.metadata: set roles.worker.labels and roles.worker.annotations instead",
+    ),
     ("metrics-on-grpc-port", {"port": 2300, "metrics.port": 2300}, "metrics.port: 2300 is the gRPC port (port)"),
     (
         "pod-monitor-without-port",

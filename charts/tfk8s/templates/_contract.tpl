@@ -191,6 +191,81 @@ code:
       readOnly: true
     - name: code
       mountPath: /opt/tfk8s/code
+podPolicy:
+  podSpecHomes:
+    affinity: set roles.{role}.affinity instead
+    topologySpreadConstraints: set roles.{role}.topologySpreadConstraints instead
+    serviceAccountName: set roles.{role}.serviceAccountName instead
+    nodeSelector: set roles.{role}.nodeSelector instead
+    tolerations: set roles.{role}.tolerations instead
+    volumes: set roles.{role}.volumes instead
+    serviceAccount: set roles.{role}.serviceAccountName instead
+    imagePullSecrets: set imagePullSecrets in the spec instead
+    priorityClassName: set priorityClassName in the spec instead
+    terminationGracePeriodSeconds: set terminationGracePeriodSeconds in the spec instead
+    activeDeadlineSeconds: set activeDeadlineSeconds in the spec instead
+    restartPolicy: set restartPolicy in the spec instead
+    subdomain: 'the launcher''s: TF_CONFIG names every task by its host name'
+    hostname: 'the launcher''s: TF_CONFIG names every task by its host name'
+    setHostnameAsFQDN: 'the launcher''s: TF_CONFIG names every task by its host name'
+    hostNetwork: 'refused: tasks on the node''s network share its ports and escape the NetworkPolicy'
+    hostPID: 'refused: Pod Security restricted forbids host namespaces'
+    hostIPC: 'refused: Pod Security restricted forbids host namespaces'
+    shareProcessNamespace: 'refused: the task could read the job-watch container''s token (docs/security.md)'
+    automountServiceAccountToken: 'the launcher''s: no token where TF''s gRPC server runs (docs/security.md)'
+  podSecuritySet:
+  - runAsNonRoot
+  - runAsUser
+  - runAsGroup
+  - fsGroup
+  - seccompProfile
+  watcherContainer: job-watch
+  taskContainerMaySet:
+  - env
+  - lifecycle
+  - livenessProbe
+  - readinessProbe
+  - startupProbe
+  - envFrom
+  - securityContext
+  - terminationMessagePath
+  - stdin
+  - tty
+  taskContainerHomes:
+    imagePullPolicy: set imagePullPolicy in the spec instead (one policy for every role's image)
+    image: set roles.{role}.image (or the spec's image) instead
+    command: set roles.{role}.command (or the spec's command) instead
+    args: set roles.{role}.args (or the spec's args) instead
+    workingDir: set workingDir in the spec instead
+    resources: set roles.{role}.resources instead
+    volumeMounts: set roles.{role}.volumeMounts instead (with roles.{role}.volumes)
+  taskSecurityMaySet:
+  - readOnlyRootFilesystem
+  - seLinuxOptions
+  - appArmorProfile
+  reservedContainers:
+  - tensorflow
+  - job-watch
+  - code
+  reservedVolumes:
+  - tmp
+  - checkpoint
+  - supervisor
+  - supervisor-state
+  - kube-api-access
+  - code
+  - code-archive
+  reservedLabels:
+  - app.kubernetes.io/name
+  - app.kubernetes.io/instance
+  - app.kubernetes.io/component
+  - app.kubernetes.io/managed-by
+  - tfk8s.io/strategy
+  launcherMounts:
+  - /tmp
+  - /var/run/tfk8s
+  - /var/run/tfk8s-state
+  - /opt/tfk8s/code
 messages:
   dns1035TooLong: '{length} characters; a DNS-1035 label has at most 63'
   notDns1035: 'not a DNS-1035 label: use lowercase letters, digits and ''-'', start with a letter, end
@@ -235,5 +310,27 @@ messages:
   exceptionInBoth: '{name} is in fatalExceptions too: keep it in one of them'
   dataServiceFlagWithoutService: '--data-service reads the training input through the cluster''s tf.data
     service, which this spec does not have: add dataService (with its workers), or remove --data-service'
+  podSpecKey: '{key}: {home}'
+  templateMetadata: set roles.{role}.labels and roles.{role}.annotations instead
+  podSecurityKey: '{key} is the launcher''s (Pod Security restricted; uid and gid: the spec''s securityContext)'
+  containerWithoutName: 'a container needs a name (tensorflow: the task''s; another: a container added
+    to the pod)'
+  watcherChanged: 'job-watch is the supervisor''s container: it may not be changed'
+  taskContainerKey: '{key}: {home}'
+  taskContainerOther: 'the task container''s {key} is the launcher''s or has a field of roles.{role} (image,
+    command, args, env, resources, volumeMounts): set it there'
+  taskEnvPlain: 'a plain value of {name} belongs in roles.{role}.env: set it there'
+  taskEnvReserved: '{name} is set by the launcher for every pod; remove it'
+  taskSecurityKey: '{key} is the launcher''s: Pod Security restricted'
+  reservedContainer: '''{name}'' is the launcher''s container: name yours otherwise'
+  envSetTwice: '{name} is set in {where} too: set it once (an env list keeps valueFrom entries in your
+    order: roles.{role}.env)'
+  volumeWithoutName: a volume needs a name
+  reservedVolume: '''{name}'' is one of the launcher''s volumes: give it another name'
+  volumeNamedTwice: '''{name}'' is named twice: name each volume once'
+  mountWithoutVolume: '''{name}'' is not in {at}.volumes: add the volume there'
+  mountWithoutPath: a volumeMount needs a mountPath
+  reservedMountPath: '{path} is the launcher''s: mount elsewhere'
+  reservedLabel: '{key} is the launcher''s label: remove it'
 
 {{- end }}

@@ -28,6 +28,168 @@ a template picks one and fills it, never spells one out.
 {{- end -}}
 {{- end }}
 
+{{/* An env value's names, a map's keys or a list's entries' (a YAML list). */}}
+{{- define "tfk8s.envNames" -}}
+{{- $names := list -}}
+{{- if kindIs "map" . -}}
+{{- $names = keys . -}}
+{{- else -}}
+{{- range $entry := . }}{{ $names = append $names $entry.name }}{{ end -}}
+{{- end -}}
+{{- toYaml $names -}}
+{{- end }}
+
+{{/*
+pod_fields.role_problems for each of roles.<role>: its volumes, volumeMounts, labels and
+podTemplate, by the lists of $c.podPolicy (launcher/cluster_spec/pod_fields.py). A rule lives in
+those lists; this walks the values the way role_problems walks the spec.
+*/}}
+{{- define "tfk8s.validatePodFields" -}}
+{{- $c := include "tfk8s.contract" . | fromYaml -}}
+{{- $m := $c.messages -}}
+{{- $p := $c.podPolicy -}}
+{{- $v := .Values -}}
+{{- $mountPath := dig "mountPath" $c.defaults.mountPath (default dict (default dict $v.checkpoint).volume) -}}
+{{- $ours := append $p.launcherMounts (regexReplaceAll "/+$" $mountPath "") -}}
+{{- $specEnv := include "tfk8s.envNames" (default list $v.env) | fromYamlArray -}}
+{{- range $role, $given := default dict $v.roles -}}
+{{- $fields := default dict $given -}}
+{{- $at := printf "roles.%s" $role -}}
+{{- $volumes := list -}}
+{{- range $i, $volume := default list $fields.volumes -}}
+{{- if not $volume.name -}}
+{{- include "tfk8s.refuse" (list (printf "%s.volumes.%d" $at $i) $m.volumeWithoutName dict) -}}
+{{- else if has $volume.name $p.reservedVolumes -}}
+{{- include "tfk8s.refuse" (list (printf "%s.volumes.%d.name" $at $i) $m.reservedVolume $volume) -}}
+{{- else if has $volume.name $volumes -}}
+{{- include "tfk8s.refuse" (list (printf "%s.volumes.%d.name" $at $i) $m.volumeNamedTwice $volume) -}}
+{{- end -}}
+{{- $volumes = append $volumes $volume.name -}}
+{{- end -}}
+{{- range $i, $mount := default list $fields.volumeMounts -}}
+{{- $here := printf "%s.volumeMounts.%d" $at $i -}}
+{{- if not (has $mount.name $volumes) -}}
+{{- $fill := dict "name" $mount.name "at" $at -}}
+{{- include "tfk8s.refuse" (list (printf "%s.name" $here) $m.mountWithoutVolume $fill) -}}
+{{- end -}}
+{{- if not (hasKey $mount "mountPath") -}}
+{{- include "tfk8s.refuse" (list $here $m.mountWithoutPath dict) -}}
+{{- else if has (regexReplaceAll "/+$" (toString $mount.mountPath) "") $ours -}}
+{{- $fill := dict "path" $mount.mountPath -}}
+{{- include "tfk8s.refuse" (list (printf "%s.mountPath" $here) $m.reservedMountPath $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $_ := default dict $fields.labels -}}
+{{- if has $key $p.reservedLabels -}}
+{{- include "tfk8s.refuse" (list (printf "%s.labels.%s" $at $key) $m.reservedLabel (dict "key" $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $fields.podTemplate -}}
+{{- $t := printf "%s.podTemplate" $at -}}
+{{- $byRole := dict "role" $role -}}
+{{- if hasKey . "metadata" -}}
+{{- include "tfk8s.refuse" (list (printf "%s.metadata" $t) $m.templateMetadata $byRole) -}}
+{{- end -}}
+{{- $spec := default dict .spec -}}
+{{- range $key, $_ := $spec -}}
+{{- if hasKey $p.podSpecHomes $key -}}
+{{- $home := include "tfk8s.message" (dict "message" (get $p.podSpecHomes $key) "fields" $byRole) -}}
+{{- $fill := dict "key" $key "home" $home -}}
+{{- include "tfk8s.refuse" (list (printf "%s.spec.%s" $t $key) $m.podSpecKey $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $_ := default dict $spec.securityContext -}}
+{{- if has $key $p.podSecuritySet -}}
+{{- $here := printf "%s.spec.securityContext.%s" $t $key -}}
+{{- include "tfk8s.refuse" (list $here $m.podSecurityKey (dict "key" $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $container := default list $spec.containers -}}
+{{- $here := printf "%s.spec.containers.%d" $t $i -}}
+{{- if not (hasKey $container "name") -}}
+{{- include "tfk8s.refuse" (list $here $m.containerWithoutName dict) -}}
+{{- else if eq $container.name $p.watcherContainer -}}
+{{- include "tfk8s.refuse" (list (printf "%s.name" $here) $m.watcherChanged dict) -}}
+{{- else if eq $container.name $c.containerName -}}
+{{- include "tfk8s.validateTaskContainer" (dict "c" $c "at" $here "container" $container "role" $role) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $container := default list $spec.initContainers -}}
+{{- if has $container.name $p.reservedContainers -}}
+{{- $here := printf "%s.spec.initContainers.%d.name" $t $i -}}
+{{- include "tfk8s.refuse" (list $here $m.reservedContainer $container) -}}
+{{- end -}}
+{{- end -}}
+{{- /* _env_set_twice: a valueFrom entry named like one of env or roles.<role>.env */ -}}
+{{- $roleEnv := include "tfk8s.envNames" (default list $fields.env) | fromYamlArray -}}
+{{- range $i, $container := default list $spec.containers -}}
+{{- if eq (toString $container.name) $c.containerName -}}
+{{- range $j, $item := default list $container.env -}}
+{{- if has $item.name (concat $specEnv $roleEnv) -}}
+{{- $where := ternary (printf "%s.env" $at) "env" (has $item.name $roleEnv) -}}
+{{- $fill := dict "name" $item.name "where" $where "role" $role -}}
+{{- include "tfk8s.refuse" (list (printf "%s.spec.containers.%d.env.%d.name" $t $i $j) $m.envSetTwice $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- /* The chart's own pod extras, under the same rules: sidecars are init containers, extraVolumes
+a role's volumes, extraVolumeMounts the task container's mounts. */ -}}
+{{- range $i, $sidecar := default list $v.sidecars -}}
+{{- if has $sidecar.name $p.reservedContainers -}}
+{{- include "tfk8s.refuse" (list (printf "sidecars.%d.name" $i) $m.reservedContainer $sidecar) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key := list "extraVolumes" "extraVolumeMounts" -}}
+{{- range $i, $volume := default list (get $v $key) -}}
+{{- if has $volume.name $p.reservedVolumes -}}
+{{- include "tfk8s.refuse" (list (printf "%s.%d.name" $key $i) $m.reservedVolume $volume) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $mount := default list $v.extraVolumeMounts -}}
+{{- if has (regexReplaceAll "/+$" (toString $mount.mountPath) "") $ours -}}
+{{- $fill := dict "path" $mount.mountPath -}}
+{{- include "tfk8s.refuse" (list (printf "extraVolumeMounts.%d.mountPath" $i) $m.reservedMountPath $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* pod_fields._container_problems of the task container (dict "c" $c "at" PATH "container" C "role" R). */}}
+{{- define "tfk8s.validateTaskContainer" -}}
+{{- $m := .c.messages -}}
+{{- $p := .c.podPolicy -}}
+{{- $at := .at -}}
+{{- $byRole := dict "role" .role -}}
+{{- range $key, $_ := .container -}}
+{{- if and (ne $key "name") (not (has $key $p.taskContainerMaySet)) -}}
+{{- if hasKey $p.taskContainerHomes $key -}}
+{{- $home := include "tfk8s.message" (dict "message" (get $p.taskContainerHomes $key) "fields" $byRole) -}}
+{{- $fill := dict "key" $key "home" $home -}}
+{{- include "tfk8s.refuse" (list (printf "%s.%s" $at $key) $m.taskContainerKey $fill) -}}
+{{- else -}}
+{{- $fill := dict "key" $key "role" $byRole.role -}}
+{{- include "tfk8s.refuse" (list (printf "%s.%s" $at $key) $m.taskContainerOther $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $item := default list .container.env -}}
+{{- $fill := dict "name" (default "" $item.name) "role" $byRole.role -}}
+{{- if not (hasKey $item "valueFrom") -}}
+{{- include "tfk8s.refuse" (list (printf "%s.env.%d" $at $i) $m.taskEnvPlain $fill) -}}
+{{- else if has $item.name $.c.reservedEnv -}}
+{{- include "tfk8s.refuse" (list (printf "%s.env.%d.name" $at $i) $m.taskEnvReserved $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $_ := default dict .container.securityContext -}}
+{{- if not (has $key $p.taskSecurityMaySet) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.securityContext.%s" $at $key) $m.taskSecurityKey (dict "key" $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
 {{- define "tfk8s.validate" -}}
 {{- $c := include "tfk8s.contract" . | fromYaml -}}
 {{- $m := $c.messages -}}
@@ -181,6 +343,8 @@ a template picks one and fills it, never spells one out.
 {{- include "tfk8s.refuse" (list "retriedExceptions" $m.exceptionInBoth (dict "name" $name)) -}}
 {{- end -}}
 {{- end -}}
+
+{{- include "tfk8s.validatePodFields" . -}}
 
 {{- if and $v.code (not $v.codeArchive) -}}
 {{- include "tfk8s.refuse" (list "code" $m.codeNeedsArchive dict) -}}
