@@ -80,6 +80,40 @@ TASK_CONTAINER_HOMES = dict(
 # In the task container's securityContext: only what restricted allows and the launcher leaves unset.
 TASK_SECURITY_MAY_SET = ("readOnlyRootFilesystem", "seLinuxOptions", "appArmorProfile")
 
+# The values Pod Security `restricted` allows where a podTemplate may set a value
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/); the API server refuses
+# any other at admission, so the launcher refuses it at its line first.
+SELINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+SELINUX_UNSET = ("user", "role")  # seLinuxOptions keys restricted allows only unset (or "")
+APPARMOR_TYPES = ("RuntimeDefault", "Localhost")
+SAFE_SYSCTLS = (
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+)
+# A probe's or lifecycle handler's action that names a host (baseline: only the pod's own).
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+LIFECYCLE_HANDLERS = ("postStart", "preStop")
+HOST_ACTIONS = ("httpGet", "tcpSocket")
+# A container the podTemplate adds (a sidecar, an init container): its securityContext values
+# restricted refuses (as JSON: a bool, a number or a string), and what it allows instead.
+ADDED_SECURITY_REFUSED = {
+    "privileged": ((True,), "false"),
+    "allowPrivilegeEscalation": ((True,), "false"),
+    "runAsNonRoot": ((False,), "true"),
+    "runAsUser": ((0,), "a uid other than 0"),
+    "procMount": (("Unmasked",), "Default"),
+}
+ADDED_CAPABILITIES = ("NET_BIND_SERVICE",)  # the one capability restricted lets a container add
+SECCOMP_TYPES = ("RuntimeDefault", "Localhost")
+
 # The refusals' texts, str.format strings: the chart's templates/_validate.tpl fills the same ones
 # ($c.messages, scripts/chart_schema.py), so a refused podTemplate reads alike on either path.
 POD_SPEC_KEY = "{key}: {home}"  # home: POD_SPEC_HOMES[key] with {role} filled in
@@ -106,6 +140,16 @@ MOUNT_WITHOUT_VOLUME = "'{name}' is not in {at}.volumes: add the volume there"
 MOUNT_WITHOUT_PATH = "a volumeMount needs a mountPath"
 RESERVED_MOUNT_PATH = "{path} is the launcher's: mount elsewhere"
 RESERVED_LABEL = "{key} is the launcher's label: remove it"
+SELINUX_TYPE = (
+    "{value} is not an SELinux type Pod Security restricted allows: set one of {allowed}, or leave type unset"
+)
+SELINUX_SET = "{key} may not be set (Pod Security restricted): remove it"
+APPARMOR_TYPE = "{value} is not an AppArmor profile Pod Security restricted allows: set one of {allowed}"
+UNSAFE_SYSCTL = "{name} is not a sysctl Pod Security restricted allows: remove it (safe ones: {allowed})"
+HOST_SET = "a probe or handler may only reach its own pod (Pod Security baseline): remove host"
+ADDED_SECURITY = "a container added to the pod is Pod Security restricted too: set {key} to {allowed} or remove it"
+ADDED_CAPABILITY = "{name} may not be added (Pod Security restricted): add only {allowed}"
+SECCOMP_TYPE = "{value} is not a seccomp profile Pod Security restricted allows: set one of {allowed}"
 
 
 def role_problems(
@@ -197,10 +241,20 @@ def template_problems(role: str, template: object) -> Problems:
     for key in spec:
         if key in POD_SPEC_HOMES:
             out.append((f"{at}.spec.{key}", POD_SPEC_KEY.format(key=key, home=POD_SPEC_HOMES[key].format(role=role))))
+    pod_security = spec.get("securityContext") or {}
     out += [
         (f"{at}.spec.securityContext.{k}", POD_SECURITY_KEY.format(key=k))
-        for k in spec.get("securityContext") or {}
+        for k in pod_security
         if k in POD_SECURITY_SET
+    ]
+    out += profile_problems(f"{at}.spec.securityContext", pod_security)
+    out += [
+        (
+            f"{at}.spec.securityContext.sysctls.{i}.name",
+            UNSAFE_SYSCTL.format(name=s.get("name"), allowed=_or(SAFE_SYSCTLS)),
+        )
+        for i, s in enumerate(pod_security.get("sysctls") or [])
+        if s.get("name") not in SAFE_SYSCTLS
     ]
     for i, container in enumerate(spec.get("containers") or []):
         out += _container_problems(f"{at}.spec.containers.{i}", container, role)
@@ -208,7 +262,73 @@ def template_problems(role: str, template: object) -> Problems:
         name = container.get("name")
         if name in RESERVED_CONTAINERS:
             out.append((f"{at}.spec.initContainers.{i}.name", RESERVED_CONTAINER.format(name=name)))
+        else:
+            out += added_container_problems(f"{at}.spec.initContainers.{i}", container)
     return out
+
+
+def _or(allowed: tuple[str, ...]) -> str:
+    """`allowed` as a message lists it (the chart's `join ", "` of the same list)."""
+    return ", ".join(f"'{a}'" for a in allowed)
+
+
+def profile_problems(at: str, security: dict) -> Problems:
+    """The SELinux and AppArmor values of a pod's or container's securityContext (at `at`) that
+    restricted refuses."""
+    out: Problems = []
+    selinux = security.get("seLinuxOptions") or {}
+    if selinux.get("type") and selinux["type"] not in SELINUX_TYPES:  # "" is unset
+        value = selinux["type"]
+        out.append((f"{at}.seLinuxOptions.type", SELINUX_TYPE.format(value=value, allowed=_or(SELINUX_TYPES))))
+    out += [(f"{at}.seLinuxOptions.{k}", SELINUX_SET.format(key=k)) for k in SELINUX_UNSET if selinux.get(k)]
+    apparmor = (security.get("appArmorProfile") or {}).get("type")
+    if apparmor is not None and apparmor not in APPARMOR_TYPES:
+        out.append((f"{at}.appArmorProfile.type", APPARMOR_TYPE.format(value=apparmor, allowed=_or(APPARMOR_TYPES))))
+    return out
+
+
+def host_problems(at: str, container: dict) -> Problems:
+    """A probe or lifecycle handler of `container` that names a host: baseline allows only the
+    pod's own address (host unset or "")."""
+    handlers = [(k, container.get(k)) for k in PROBES]
+    handlers += [(f"lifecycle.{k}", (container.get("lifecycle") or {}).get(k)) for k in LIFECYCLE_HANDLERS]
+    return [
+        (f"{at}.{where}.{action}.host", HOST_SET)
+        for where, handler in handlers
+        for action in HOST_ACTIONS
+        if ((handler or {}).get(action) or {}).get("host")
+    ]
+
+
+def security_value_problems(at: str, security: dict) -> Problems:
+    """What restricted refuses of a container's own securityContext (at `at`): privilege, root,
+    capabilities, seccomp, procMount, SELinux and AppArmor."""
+    out: Problems = [
+        (f"{at}.{key}", ADDED_SECURITY.format(key=key, allowed=allowed))
+        for key, (refused, allowed) in ADDED_SECURITY_REFUSED.items()
+        if key in security and any(_same(security[key], r) for r in refused)
+    ]
+    out += [
+        (f"{at}.capabilities.add.{i}", ADDED_CAPABILITY.format(name=name, allowed=_or(ADDED_CAPABILITIES)))
+        for i, name in enumerate((security.get("capabilities") or {}).get("add") or [])
+        if name not in ADDED_CAPABILITIES
+    ]
+    seccomp = (security.get("seccompProfile") or {}).get("type")
+    if seccomp is not None and seccomp not in SECCOMP_TYPES:
+        out.append((f"{at}.seccompProfile.type", SECCOMP_TYPE.format(value=seccomp, allowed=_or(SECCOMP_TYPES))))
+    return out + profile_problems(at, security)
+
+
+def _same(value: object, refused: object) -> bool:
+    """`value == refused` as JSON compares (True is not 1): the chart's toJson comparison."""
+    return type(value) is type(refused) and value == refused
+
+
+def added_container_problems(at: str, container: dict) -> Problems:
+    """A container or init container the podTemplate adds, held to restricted as ours are."""
+    return security_value_problems(f"{at}.securityContext", container.get("securityContext") or {}) + host_problems(
+        at, container
+    )
 
 
 def _container_problems(at: str, container: dict, role: str) -> Problems:
@@ -218,7 +338,7 @@ def _container_problems(at: str, container: dict, role: str) -> Problems:
     if name == k8s_contract.WATCHER_CONTAINER:
         return [(f"{at}.name", WATCHER_CHANGED)]
     if name != k8s_contract.CONTAINER:
-        return []
+        return added_container_problems(at, container)
     out = [
         (
             f"{at}.{k}",
@@ -240,7 +360,8 @@ def _container_problems(at: str, container: dict, role: str) -> Problems:
         for k in container.get("securityContext") or {}
         if k not in TASK_SECURITY_MAY_SET
     ]
-    return out
+    out += profile_problems(f"{at}.securityContext", container.get("securityContext") or {})
+    return out + host_problems(at, container)
 
 
 def merge(base: dict, over: dict) -> dict:

@@ -14,9 +14,6 @@ from worker.contract import Role
 READ_BACK_TEMPLATE_METADATA = ("creationTimestamp", "uid", "resourceVersion", "generation", "managedFields")
 TFJOB_PORT_NAME = "tfjob-port"  # the task container's port TFJob reads the gRPC port from
 _RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
-# A task container's securityContext keys whose value can ask for more than Pod Security
-# restricted allows: refused then; any other value the restricted context replaces, with a note.
-_MORE_THAN_RESTRICTED = ("privileged", "capabilities", "runAsNonRoot", "procMount")
 
 
 def pod(template: dict, at: str, role: Role, fields: dict, note, refuse) -> None:
@@ -99,16 +96,6 @@ def _pod_security(value: dict, at: str, role: Role, fields: dict, over: dict, no
             over.setdefault("securityContext", {})[key] = item
 
 
-def _more_than_restricted(name: str, value) -> bool:
-    if name == "capabilities":
-        return bool((value or {}).get("add"))
-    if name == "runAsNonRoot":
-        return value is False
-    if name == "procMount":
-        return value != "Default"
-    return bool(value)  # privileged
-
-
 def _task(container: dict, at: str, role: Role, fields: dict, over: dict, note, refuse) -> None:
     own: dict = {"name": k8s_contract.CONTAINER}
     for key, value in container.items():
@@ -141,9 +128,11 @@ def _task(container: dict, at: str, role: Role, fields: dict, over: dict, note, 
                     own.setdefault("securityContext", {})[name] = item
                 elif name in ("runAsUser", "runAsGroup"):
                     fields.setdefault("_securityContext", {})[name] = item
-                elif name in _MORE_THAN_RESTRICTED and _more_than_restricted(name, item):
-                    refuse(f"{here}.{name}", "tfk8s's tasks are Pod Security restricted: no more privilege")
-                else:
+                elif more := pod_fields.security_value_problems(here, {name: item}):
+                    # a value more than restricted allows: the same refusal as a sidecar's
+                    for path, message in more:
+                        refuse(path, message)
+                else:  # within restricted: the launcher's restricted context replaces it
                     note(f"{here}.{name}", "tfk8s's restricted securityContext decides it (docs/security.md)")
         elif key == "terminationMessagePolicy":
             note(here, "tfk8s uses FallbackToLogsOnError: the cause is the last log lines when none is written")

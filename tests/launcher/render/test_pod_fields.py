@@ -266,6 +266,145 @@ def test_a_pod_field_that_would_break_a_task_is_refused_at_its_line(role_yaml, l
     assert message in problem.message
 
 
+_SPEC = "    podTemplate:\n      spec:\n"
+_AT = "roles.worker.podTemplate.spec"
+
+
+@pytest.mark.parametrize(
+    "template_yaml, path, message",
+    [
+        (
+            "        containers: [{name: tensorflow, securityContext: {seLinuxOptions: {type: spc_t}}}]\n",
+            f"{_AT}.containers.0.securityContext.seLinuxOptions.type",
+            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields._or(pod_fields.SELINUX_TYPES)),
+        ),
+        (
+            "        containers: [{name: tensorflow, securityContext: {seLinuxOptions: {role: sysadm_r}}}]\n",
+            f"{_AT}.containers.0.securityContext.seLinuxOptions.role",
+            pod_fields.SELINUX_SET.format(key="role"),
+        ),
+        (
+            "        containers: [{name: tensorflow, securityContext: {appArmorProfile: {type: Unconfined}}}]\n",
+            f"{_AT}.containers.0.securityContext.appArmorProfile.type",
+            pod_fields.APPARMOR_TYPE.format(value="Unconfined", allowed=pod_fields._or(pod_fields.APPARMOR_TYPES)),
+        ),
+        (
+            "        securityContext:\n"
+            "          sysctls: [{name: kernel.shm_rmid_forced, value: '1'}, {name: kernel.msgmax, value: '1'}]\n",
+            f"{_AT}.securityContext.sysctls.1.name",
+            pod_fields.UNSAFE_SYSCTL.format(name="kernel.msgmax", allowed=pod_fields._or(pod_fields.SAFE_SYSCTLS)),
+        ),
+        (
+            "        securityContext: {seLinuxOptions: {type: spc_t}}\n",
+            f"{_AT}.securityContext.seLinuxOptions.type",
+            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields._or(pod_fields.SELINUX_TYPES)),
+        ),
+        (
+            "        securityContext: {appArmorProfile: {type: Unconfined}}\n",
+            f"{_AT}.securityContext.appArmorProfile.type",
+            pod_fields.APPARMOR_TYPE.format(value="Unconfined", allowed=pod_fields._or(pod_fields.APPARMOR_TYPES)),
+        ),
+        (
+            "        containers: [{name: tensorflow, livenessProbe: {httpGet: {host: 10.0.0.1, port: 80}}}]\n",
+            f"{_AT}.containers.0.livenessProbe.httpGet.host",
+            pod_fields.HOST_SET,
+        ),
+        (
+            "        containers: [{name: tensorflow, lifecycle: {preStop: {tcpSocket: {host: a.b, port: 1}}}}]\n",
+            f"{_AT}.containers.0.lifecycle.preStop.tcpSocket.host",
+            pod_fields.HOST_SET,
+        ),
+        (
+            "        containers: [{name: side, image: x, securityContext: {privileged: true}}]\n",
+            f"{_AT}.containers.0.securityContext.privileged",
+            pod_fields.ADDED_SECURITY.format(key="privileged", allowed="false"),
+        ),
+        (
+            "        initContainers: [{name: side, image: x, securityContext: {allowPrivilegeEscalation: true}}]\n",
+            f"{_AT}.initContainers.0.securityContext.allowPrivilegeEscalation",
+            pod_fields.ADDED_SECURITY.format(key="allowPrivilegeEscalation", allowed="false"),
+        ),
+        (
+            "        containers: [{name: side, image: x, securityContext: {runAsUser: 0}}]\n",
+            f"{_AT}.containers.0.securityContext.runAsUser",
+            pod_fields.ADDED_SECURITY.format(key="runAsUser", allowed="a uid other than 0"),
+        ),
+        (
+            "        containers: [{name: side, image: x, securityContext: {runAsNonRoot: false}}]\n",
+            f"{_AT}.containers.0.securityContext.runAsNonRoot",
+            pod_fields.ADDED_SECURITY.format(key="runAsNonRoot", allowed="true"),
+        ),
+        (
+            "        containers: [{name: side, image: x, securityContext: {procMount: Unmasked}}]\n",
+            f"{_AT}.containers.0.securityContext.procMount",
+            pod_fields.ADDED_SECURITY.format(key="procMount", allowed="Default"),
+        ),
+        (
+            "        containers: [{name: side, image: x, securityContext: {capabilities: {add: [SYS_ADMIN]}}}]\n",
+            f"{_AT}.containers.0.securityContext.capabilities.add.0",
+            pod_fields.ADDED_CAPABILITY.format(name="SYS_ADMIN", allowed="'NET_BIND_SERVICE'"),
+        ),
+        (
+            "        initContainers: [{name: side, image: x, securityContext: {seccompProfile: {type: Unconfined}}}]\n",
+            f"{_AT}.initContainers.0.securityContext.seccompProfile.type",
+            pod_fields.SECCOMP_TYPE.format(value="Unconfined", allowed=pod_fields._or(pod_fields.SECCOMP_TYPES)),
+        ),
+        (
+            "        initContainers: [{name: side, image: x, securityContext: {seLinuxOptions: {type: spc_t}}}]\n",
+            f"{_AT}.initContainers.0.securityContext.seLinuxOptions.type",
+            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields._or(pod_fields.SELINUX_TYPES)),
+        ),
+        (
+            "        containers: [{name: side, image: x, readinessProbe: {tcpSocket: {host: a.b, port: 1}}}]\n",
+            f"{_AT}.containers.0.readinessProbe.tcpSocket.host",
+            pod_fields.HOST_SET,
+        ),
+    ],
+)
+def test_what_pod_security_restricted_refuses_is_refused_at_its_line(template_yaml, path, message):
+    """SELinux, AppArmor, sysctls and probe hosts beyond restricted (#61), and a container the
+    podTemplate adds held to restricted as the launcher's own are."""
+    with pytest.raises(SpecError) as caught:
+        load_text(BASE + _SPEC + template_yaml, filename="c.yaml")
+    [problem] = caught.value.problems
+    last_line = (BASE + _SPEC + template_yaml).count("\n")  # each case's refusal is on its last line
+    assert (problem.line, problem.path, problem.message) == (last_line, path, message)
+
+
+def test_what_pod_security_restricted_allows_passes():
+    allowed = (
+        "        securityContext:\n"
+        "          sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: '80'}]\n"
+        "          seLinuxOptions: {type: container_t, level: 's0:c1,c2'}\n"
+        "          appArmorProfile: {type: RuntimeDefault}\n"
+        "        containers:\n"
+        "        - name: tensorflow\n"
+        "          securityContext:\n"
+        "            seLinuxOptions: {type: ''}\n"
+        "            appArmorProfile: {type: Localhost, localhostProfile: p}\n"
+        "          livenessProbe: {httpGet: {path: /healthz, port: 8080, host: ''}}\n"
+        "        - name: side\n"
+        "          image: x\n"
+        "          securityContext:\n"
+        "            runAsUser: 1000\n"
+        "            runAsNonRoot: true\n"
+        "            privileged: false\n"
+        "            allowPrivilegeEscalation: false\n"
+        "            capabilities: {add: [NET_BIND_SERVICE], drop: [ALL]}\n"
+        "            seccompProfile: {type: RuntimeDefault}\n"
+        "            procMount: Default\n"
+    )
+    spec = load_text(BASE + _SPEC + allowed, filename="c.yaml")
+    [worker] = [
+        job["template"]["spec"]
+        for _, job in render.job_specs(render.render(plan(spec, pack_code(spec))))
+        if job["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "worker"
+    ]
+    assert [c["name"] for c in worker["containers"]] == ["tensorflow", "job-watch", "side"]
+    assert worker["securityContext"]["sysctls"] == [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "80"}]
+    assert_pod_security_restricted(worker)
+
+
 def test_a_roles_command_needs_the_specs():
     text = BASE.replace("command: [python, train.py]\n", "") + "    command: [python, w.py]\n"
     with pytest.raises(SpecError) as caught:

@@ -110,6 +110,13 @@ spec:
     "extra, line, path, why",
     [
         ("  enableDynamicWorker: true\n", 15, "spec.enableDynamicWorker", "fixed set of workers"),
+        (  # a privileged sidecar: the launcher's rule for a container a podTemplate adds (#61)
+            "          - name: side\n            image: evil\n            securityContext: {privileged: true}\n",
+            7,
+            "spec.tfReplicaSpecs.Chief",
+            "a container added to the pod is Pod Security restricted too: set privileged to false or remove it "
+            "(tfk8s's roles.chief.podTemplate.spec.initContainers.0.securityContext.privileged)",
+        ),
         (
             "          - name: redis\n            image: redis\n            ports: [{containerPort: 6379}]\n",
             15,
