@@ -132,6 +132,16 @@ def messages() -> dict[str, str]:
         "mountWithoutPath": pod_fields.MOUNT_WITHOUT_PATH,
         "reservedMountPath": pod_fields.RESERVED_MOUNT_PATH,
         "reservedLabel": pod_fields.RESERVED_LABEL,
+        # the values Pod Security restricted allows (pod_fields.profile_problems, host_problems,
+        # security_value_problems); the allowed lists are podPolicy's
+        "seLinuxType": pod_fields.SELINUX_TYPE,
+        "seLinuxSet": pod_fields.SELINUX_SET,
+        "appArmorType": pod_fields.APPARMOR_TYPE,
+        "unsafeSysctl": pod_fields.UNSAFE_SYSCTL,
+        "hostSet": pod_fields.HOST_SET,
+        "addedSecurity": pod_fields.ADDED_SECURITY,
+        "addedCapability": pod_fields.ADDED_CAPABILITY,
+        "seccompType": pod_fields.SECCOMP_TYPE,
     }
     for key, text in table.items():
         plain_fields(key, text)

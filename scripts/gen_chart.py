@@ -30,6 +30,7 @@ source tree. The chart's files/supervise.py and files/job_watch.py are symlinks 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -148,6 +149,21 @@ def pod_policy() -> dict:
         "reservedVolumes": list(pod_fields.RESERVED_VOLUMES),
         "reservedLabels": list(pod_fields.RESERVED_LABELS),
         "launcherMounts": list(pod_fields.LAUNCHER_MOUNTS),
+        # the values Pod Security restricted allows; a refused securityContext value of an added
+        # container as JSON (the chart compares toJson: true is not 1)
+        "seLinuxTypes": list(pod_fields.SELINUX_TYPES),
+        "seLinuxUnset": list(pod_fields.SELINUX_UNSET),
+        "appArmorTypes": list(pod_fields.APPARMOR_TYPES),
+        "safeSysctls": list(pod_fields.SAFE_SYSCTLS),
+        "probes": list(pod_fields.PROBES),
+        "lifecycleHandlers": list(pod_fields.LIFECYCLE_HANDLERS),
+        "hostActions": list(pod_fields.HOST_ACTIONS),
+        "addedSecurityRefused": {
+            key: {"refused": [json.dumps(value) for value in refused], "allowed": allowed}
+            for key, (refused, allowed) in pod_fields.ADDED_SECURITY_REFUSED.items()
+        },
+        "addedCapabilities": list(pod_fields.ADDED_CAPABILITIES),
+        "seccompTypes": list(pod_fields.SECCOMP_TYPES),
     }
 
 

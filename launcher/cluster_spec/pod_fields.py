@@ -251,7 +251,7 @@ def template_problems(role: str, template: object) -> Problems:
     out += [
         (
             f"{at}.spec.securityContext.sysctls.{i}.name",
-            UNSAFE_SYSCTL.format(name=s.get("name"), allowed=_or(SAFE_SYSCTLS)),
+            UNSAFE_SYSCTL.format(name=s.get("name"), allowed=quoted(SAFE_SYSCTLS)),
         )
         for i, s in enumerate(pod_security.get("sysctls") or [])
         if s.get("name") not in SAFE_SYSCTLS
@@ -267,8 +267,8 @@ def template_problems(role: str, template: object) -> Problems:
     return out
 
 
-def _or(allowed: tuple[str, ...]) -> str:
-    """`allowed` as a message lists it (the chart's `join ", "` of the same list)."""
+def quoted(allowed: tuple[str, ...]) -> str:
+    """`allowed` as a message lists it (the chart's tfk8s.quoted of the same list)."""
     return ", ".join(f"'{a}'" for a in allowed)
 
 
@@ -279,11 +279,11 @@ def profile_problems(at: str, security: dict) -> Problems:
     selinux = security.get("seLinuxOptions") or {}
     if selinux.get("type") and selinux["type"] not in SELINUX_TYPES:  # "" is unset
         value = selinux["type"]
-        out.append((f"{at}.seLinuxOptions.type", SELINUX_TYPE.format(value=value, allowed=_or(SELINUX_TYPES))))
+        out.append((f"{at}.seLinuxOptions.type", SELINUX_TYPE.format(value=value, allowed=quoted(SELINUX_TYPES))))
     out += [(f"{at}.seLinuxOptions.{k}", SELINUX_SET.format(key=k)) for k in SELINUX_UNSET if selinux.get(k)]
     apparmor = (security.get("appArmorProfile") or {}).get("type")
     if apparmor is not None and apparmor not in APPARMOR_TYPES:
-        out.append((f"{at}.appArmorProfile.type", APPARMOR_TYPE.format(value=apparmor, allowed=_or(APPARMOR_TYPES))))
+        out.append((f"{at}.appArmorProfile.type", APPARMOR_TYPE.format(value=apparmor, allowed=quoted(APPARMOR_TYPES))))
     return out
 
 
@@ -305,17 +305,17 @@ def security_value_problems(at: str, security: dict) -> Problems:
     capabilities, seccomp, procMount, SELinux and AppArmor."""
     out: Problems = [
         (f"{at}.{key}", ADDED_SECURITY.format(key=key, allowed=allowed))
-        for key, (refused, allowed) in ADDED_SECURITY_REFUSED.items()
+        for key, (refused, allowed) in sorted(ADDED_SECURITY_REFUSED.items())  # sorted: as the chart ranges
         if key in security and any(_same(security[key], r) for r in refused)
     ]
     out += [
-        (f"{at}.capabilities.add.{i}", ADDED_CAPABILITY.format(name=name, allowed=_or(ADDED_CAPABILITIES)))
+        (f"{at}.capabilities.add.{i}", ADDED_CAPABILITY.format(name=name, allowed=quoted(ADDED_CAPABILITIES)))
         for i, name in enumerate((security.get("capabilities") or {}).get("add") or [])
         if name not in ADDED_CAPABILITIES
     ]
     seccomp = (security.get("seccompProfile") or {}).get("type")
     if seccomp is not None and seccomp not in SECCOMP_TYPES:
-        out.append((f"{at}.seccompProfile.type", SECCOMP_TYPE.format(value=seccomp, allowed=_or(SECCOMP_TYPES))))
+        out.append((f"{at}.seccompProfile.type", SECCOMP_TYPE.format(value=seccomp, allowed=quoted(SECCOMP_TYPES))))
     return out + profile_problems(at, security)
 
 

@@ -11,6 +11,7 @@ from pod_fields' own lists, so a rule added there is tested here without a new l
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from test_helm_parity import _base_values, chart_refusal, helm  # noqa: F401 (helm: the fixture)
@@ -190,6 +191,54 @@ def _coverage() -> list:
     return cases
 
 
+def _restricted() -> list:
+    """One case per value Pod Security restricted refuses (pod_fields' allowed-value data), on the
+    task container, the pod, and a container and an init container the podTemplate adds
+    (id, values, path)."""
+    task, pod = f"{TEMPLATE}.spec.containers.0", f"{TEMPLATE}.spec.securityContext"
+    side = {"name": "side", "image": "x"}
+    added = [
+        ("sidecar", lambda c: _pod({"containers": [{**side, **c}]}), f"{TEMPLATE}.spec.containers.0"),
+        ("init", lambda c: _pod({"initContainers": [{**side, **c}]}), f"{TEMPLATE}.spec.initContainers.0"),
+    ]
+    profiles = [("selinux-type", {"seLinuxOptions": {"type": "spc_t"}}, "seLinuxOptions.type")]
+    profiles += [
+        (f"selinux-{k}", {"seLinuxOptions": {k: "x"}}, f"seLinuxOptions.{k}") for k in pod_fields.SELINUX_UNSET
+    ]
+    profiles += [("apparmor-unconfined", {"appArmorProfile": {"type": "Unconfined"}}, "appArmorProfile.type")]
+    handlers = [(k, lambda h, k=k: {k: h}) for k in pod_fields.PROBES]
+    handlers += [(f"lifecycle.{k}", lambda h, k=k: {"lifecycle": {k: h}}) for k in pod_fields.LIFECYCLE_HANDLERS]
+    hosts = [
+        (f"{where}-{action}-host", place({action: {"host": "10.0.0.1", "port": 80}}), f"{where}.{action}.host")
+        for where, place in handlers
+        for action in pod_fields.HOST_ACTIONS
+    ]
+    cases = [(f"task-{i}", _task({"securityContext": sc}), f"{task}.securityContext.{at}") for i, sc, at in profiles]
+    cases += [(f"pod-{i}", _pod({"securityContext": sc}), f"{pod}.{at}") for i, sc, at in profiles]
+    cases += [
+        (
+            "pod-sysctl",
+            _pod({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}),
+            f"{pod}.sysctls.0.name",
+        )
+    ]
+    cases += [(f"task-{i}", _task(c), f"{task}.{at}") for i, c, at in hosts]
+    security = [(i, sc, at) for i, sc, at in profiles]
+    security += [
+        (f"{key}-{json.dumps(value)}", {key: value}, key)
+        for key, (refused, _) in pod_fields.ADDED_SECURITY_REFUSED.items()
+        for value in refused
+    ]
+    security += [("sys-admin", {"capabilities": {"add": ["SYS_ADMIN"]}}, "capabilities.add.0")]
+    security += [("seccomp-unconfined", {"seccompProfile": {"type": "Unconfined"}}, "seccompProfile.type")]
+    for kind, make, at in added:
+        cases += [
+            (f"{kind}-{i}", make({"securityContext": sc}), f"{at}.securityContext.{path}") for i, sc, path in security
+        ]
+        cases += [(f"{kind}-{i}", make(c), f"{at}.{path}") for i, c, path in hosts]
+    return cases
+
+
 def _launcher_refusals(values: dict) -> list[str]:
     with pytest.raises(SpecError) as refused:
         load_data(values)
@@ -217,6 +266,12 @@ def test_every_rule_of_pod_fields_is_the_charts(helm, values, path):  # noqa: F8
     _refused_alike(helm, values, path)
 
 
+@pytest.mark.helm
+@pytest.mark.parametrize("values,path", [pytest.param(v, p, id=i) for i, v, p in _restricted()])
+def test_what_restricted_refuses_the_chart_refuses_as_the_launcher_does(helm, values, path):  # noqa: F811
+    _refused_alike(helm, values, path)
+
+
 def test_the_coverage_cases_cover_every_list_of_pod_fields():
     ids = {case[0] for case in _coverage()}
     assert {f"pod-spec-{k}" for k in pod_fields.POD_SPEC_HOMES} <= ids
@@ -224,6 +279,11 @@ def test_the_coverage_cases_cover_every_list_of_pod_fields():
     assert {f"task-{k}" for k in pod_fields.TASK_CONTAINER_HOMES} <= ids
     assert {f"volume-{n}" for n in pod_fields.RESERVED_VOLUMES} <= ids
     assert {f"init-container-{n}" for n in pod_fields.RESERVED_CONTAINERS} <= ids
+    restricted = {case[0] for case in _restricted()}
+    assert {
+        f"init-{k}-{json.dumps(v)}" for k, (vs, _) in pod_fields.ADDED_SECURITY_REFUSED.items() for v in vs
+    } <= restricted
+    assert {f"sidecar-{p}-{a}-host" for p in pod_fields.PROBES for a in pod_fields.HOST_ACTIONS} <= restricted
 
 
 # The chart's own pod extras (no launcher key): sidecars, extraVolumes and extraVolumeMounts take
@@ -235,6 +295,18 @@ CHART_ONLY = [
         {"sidecars": [{"name": "code", "image": "evil"}]},
         "sidecars.0.name",
         pod_fields.RESERVED_CONTAINER.format(name="code"),
+    ),
+    (
+        "sidecar-privileged",
+        {"sidecars": [{"name": "side", "image": "x", "securityContext": {"privileged": True}}]},
+        "sidecars.0.securityContext.privileged",
+        pod_fields.ADDED_SECURITY.format(key="privileged", allowed="false"),
+    ),
+    (
+        "sidecar-probe-host",
+        {"sidecars": [{"name": "side", "image": "x", "startupProbe": {"tcpSocket": {"host": "h", "port": 1}}}]},
+        "sidecars.0.startupProbe.tcpSocket.host",
+        pod_fields.HOST_SET,
     ),
     (
         "extra-volume-named-like-ours",

@@ -266,6 +266,64 @@ podPolicy:
   - /var/run/tfk8s
   - /var/run/tfk8s-state
   - /opt/tfk8s/code
+  seLinuxTypes:
+  - container_t
+  - container_init_t
+  - container_kvm_t
+  - container_engine_t
+  seLinuxUnset:
+  - user
+  - role
+  appArmorTypes:
+  - RuntimeDefault
+  - Localhost
+  safeSysctls:
+  - kernel.shm_rmid_forced
+  - net.ipv4.ip_local_port_range
+  - net.ipv4.ip_local_reserved_ports
+  - net.ipv4.ip_unprivileged_port_start
+  - net.ipv4.tcp_syncookies
+  - net.ipv4.ping_group_range
+  - net.ipv4.tcp_keepalive_time
+  - net.ipv4.tcp_fin_timeout
+  - net.ipv4.tcp_keepalive_intvl
+  - net.ipv4.tcp_keepalive_probes
+  probes:
+  - livenessProbe
+  - readinessProbe
+  - startupProbe
+  lifecycleHandlers:
+  - postStart
+  - preStop
+  hostActions:
+  - httpGet
+  - tcpSocket
+  addedSecurityRefused:
+    privileged:
+      refused:
+      - 'true'
+      allowed: 'false'
+    allowPrivilegeEscalation:
+      refused:
+      - 'true'
+      allowed: 'false'
+    runAsNonRoot:
+      refused:
+      - 'false'
+      allowed: 'true'
+    runAsUser:
+      refused:
+      - '0'
+      allowed: a uid other than 0
+    procMount:
+      refused:
+      - '"Unmasked"'
+      allowed: Default
+  addedCapabilities:
+  - NET_BIND_SERVICE
+  seccompTypes:
+  - RuntimeDefault
+  - Localhost
 messages:
   dns1035TooLong: '{length} characters; a DNS-1035 label has at most 63'
   notDns1035: 'not a DNS-1035 label: use lowercase letters, digits and ''-'', start with a letter, end
@@ -332,5 +390,15 @@ messages:
   mountWithoutPath: a volumeMount needs a mountPath
   reservedMountPath: '{path} is the launcher''s: mount elsewhere'
   reservedLabel: '{key} is the launcher''s label: remove it'
+  seLinuxType: '{value} is not an SELinux type Pod Security restricted allows: set one of {allowed}, or
+    leave type unset'
+  seLinuxSet: '{key} may not be set (Pod Security restricted): remove it'
+  appArmorType: '{value} is not an AppArmor profile Pod Security restricted allows: set one of {allowed}'
+  unsafeSysctl: '{name} is not a sysctl Pod Security restricted allows: remove it (safe ones: {allowed})'
+  hostSet: 'a probe or handler may only reach its own pod (Pod Security baseline): remove host'
+  addedSecurity: 'a container added to the pod is Pod Security restricted too: set {key} to {allowed}
+    or remove it'
+  addedCapability: '{name} may not be added (Pod Security restricted): add only {allowed}'
+  seccompType: '{value} is not a seccomp profile Pod Security restricted allows: set one of {allowed}'
 
 {{- end }}

@@ -98,10 +98,19 @@ those lists; this walks the values the way role_problems walks the spec.
 {{- include "tfk8s.refuse" (list (printf "%s.spec.%s" $t $key) $m.podSpecKey $fill) -}}
 {{- end -}}
 {{- end -}}
-{{- range $key, $_ := default dict $spec.securityContext -}}
+{{- $podSecurity := default dict $spec.securityContext -}}
+{{- range $key, $_ := $podSecurity -}}
 {{- if has $key $p.podSecuritySet -}}
 {{- $here := printf "%s.spec.securityContext.%s" $t $key -}}
 {{- include "tfk8s.refuse" (list $here $m.podSecurityKey (dict "key" $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- $here := printf "%s.spec.securityContext" $t -}}
+{{- include "tfk8s.validateProfiles" (dict "c" $c "at" $here "security" $podSecurity) -}}
+{{- range $i, $sysctl := default list $podSecurity.sysctls -}}
+{{- if not (has $sysctl.name $p.safeSysctls) -}}
+{{- $fill := dict "name" $sysctl.name "allowed" (include "tfk8s.quoted" $p.safeSysctls) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.sysctls.%d.name" $here $i) $m.unsafeSysctl $fill) -}}
 {{- end -}}
 {{- end -}}
 {{- range $i, $container := default list $spec.containers -}}
@@ -112,12 +121,16 @@ those lists; this walks the values the way role_problems walks the spec.
 {{- include "tfk8s.refuse" (list (printf "%s.name" $here) $m.watcherChanged dict) -}}
 {{- else if eq $container.name $c.containerName -}}
 {{- include "tfk8s.validateTaskContainer" (dict "c" $c "at" $here "container" $container "role" $role) -}}
+{{- else -}}
+{{- include "tfk8s.validateAddedContainer" (dict "c" $c "at" $here "container" $container) -}}
 {{- end -}}
 {{- end -}}
 {{- range $i, $container := default list $spec.initContainers -}}
+{{- $here := printf "%s.spec.initContainers.%d" $t $i -}}
 {{- if has $container.name $p.reservedContainers -}}
-{{- $here := printf "%s.spec.initContainers.%d.name" $t $i -}}
-{{- include "tfk8s.refuse" (list $here $m.reservedContainer $container) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.name" $here) $m.reservedContainer $container) -}}
+{{- else -}}
+{{- include "tfk8s.validateAddedContainer" (dict "c" $c "at" $here "container" $container) -}}
 {{- end -}}
 {{- end -}}
 {{- /* _env_set_twice: a valueFrom entry named like one of env or roles.<role>.env */ -}}
@@ -140,6 +153,8 @@ a role's volumes, extraVolumeMounts the task container's mounts. */ -}}
 {{- range $i, $sidecar := default list $v.sidecars -}}
 {{- if has $sidecar.name $p.reservedContainers -}}
 {{- include "tfk8s.refuse" (list (printf "sidecars.%d.name" $i) $m.reservedContainer $sidecar) -}}
+{{- else -}}
+{{- include "tfk8s.validateAddedContainer" (dict "c" $c "at" (printf "sidecars.%d" $i) "container" $sidecar) -}}
 {{- end -}}
 {{- end -}}
 {{- range $key := list "extraVolumes" "extraVolumeMounts" -}}
@@ -183,11 +198,93 @@ a role's volumes, extraVolumeMounts the task container's mounts. */ -}}
 {{- include "tfk8s.refuse" (list (printf "%s.env.%d.name" $at $i) $m.taskEnvReserved $fill) -}}
 {{- end -}}
 {{- end -}}
-{{- range $key, $_ := default dict .container.securityContext -}}
+{{- $security := default dict .container.securityContext -}}
+{{- range $key, $_ := $security -}}
 {{- if not (has $key $p.taskSecurityMaySet) -}}
 {{- include "tfk8s.refuse" (list (printf "%s.securityContext.%s" $at $key) $m.taskSecurityKey (dict "key" $key)) -}}
 {{- end -}}
 {{- end -}}
+{{- include "tfk8s.validateProfiles" (dict "c" .c "at" (printf "%s.securityContext" $at) "security" $security) -}}
+{{- include "tfk8s.validateHosts" (dict "c" .c "at" $at "container" .container) -}}
+{{- end }}
+
+{{/* A list as the launcher's messages name allowed values (pod_fields.quoted): 'a', 'b'. */}}
+{{- define "tfk8s.quoted" -}}
+{{- $quoted := list -}}
+{{- range . }}{{ $quoted = append $quoted (printf "'%s'" .) }}{{ end -}}
+{{- join ", " $quoted -}}
+{{- end }}
+
+{{/* pod_fields.profile_problems: SELinux and AppArmor values of a securityContext (dict "c" $c "at" PATH "security" S). */}}
+{{- define "tfk8s.validateProfiles" -}}
+{{- $m := .c.messages -}}
+{{- $p := .c.podPolicy -}}
+{{- $at := .at -}}
+{{- $selinux := default dict .security.seLinuxOptions -}}
+{{- if and $selinux.type (not (has $selinux.type $p.seLinuxTypes)) -}}
+{{- $fill := dict "value" $selinux.type "allowed" (include "tfk8s.quoted" $p.seLinuxTypes) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.seLinuxOptions.type" $at) $m.seLinuxType $fill) -}}
+{{- end -}}
+{{- range $key := $p.seLinuxUnset -}}
+{{- if get $selinux $key -}}
+{{- include "tfk8s.refuse" (list (printf "%s.seLinuxOptions.%s" $at $key) $m.seLinuxSet (dict "key" $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- $apparmor := default dict .security.appArmorProfile -}}
+{{- if and (not (kindIs "invalid" $apparmor.type)) (not (has $apparmor.type $p.appArmorTypes)) -}}
+{{- $fill := dict "value" $apparmor.type "allowed" (include "tfk8s.quoted" $p.appArmorTypes) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.appArmorProfile.type" $at) $m.appArmorType $fill) -}}
+{{- end -}}
+{{- end }}
+
+{{/* pod_fields.host_problems: a probe or lifecycle handler naming a host (dict "c" $c "at" PATH "container" C). */}}
+{{- define "tfk8s.validateHosts" -}}
+{{- $c := .c -}}
+{{- $at := .at -}}
+{{- $container := .container -}}
+{{- $handlers := list -}}
+{{- range $key := $c.podPolicy.probes -}}
+{{- $handlers = append $handlers (list $key (get $container $key)) -}}
+{{- end -}}
+{{- range $key := $c.podPolicy.lifecycleHandlers -}}
+{{- $handlers = append $handlers (list (printf "lifecycle.%s" $key) (get (default dict $container.lifecycle) $key)) -}}
+{{- end -}}
+{{- range $handler := $handlers -}}
+{{- range $action := $c.podPolicy.hostActions -}}
+{{- if get (default dict (get (default dict (index $handler 1)) $action)) "host" -}}
+{{- $here := printf "%s.%s.%s.host" $at (index $handler 0) $action -}}
+{{- include "tfk8s.refuse" (list $here $c.messages.hostSet dict) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* pod_fields.added_container_problems: a container the pod gets besides ours, held to
+restricted (dict "c" $c "at" PATH "container" C). */}}
+{{- define "tfk8s.validateAddedContainer" -}}
+{{- $m := .c.messages -}}
+{{- $p := .c.podPolicy -}}
+{{- $at := printf "%s.securityContext" .at -}}
+{{- $security := default dict .container.securityContext -}}
+{{- range $key, $rule := $p.addedSecurityRefused -}}
+{{- if and (hasKey $security $key) (has (toJson (get $security $key)) $rule.refused) -}}
+{{- $fill := dict "key" $key "allowed" $rule.allowed -}}
+{{- include "tfk8s.refuse" (list (printf "%s.%s" $at $key) $m.addedSecurity $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $name := default list (default dict $security.capabilities).add -}}
+{{- if not (has $name $p.addedCapabilities) -}}
+{{- $fill := dict "name" $name "allowed" (include "tfk8s.quoted" $p.addedCapabilities) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.capabilities.add.%d" $at $i) $m.addedCapability $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- $seccomp := default dict $security.seccompProfile -}}
+{{- if and (not (kindIs "invalid" $seccomp.type)) (not (has $seccomp.type $p.seccompTypes)) -}}
+{{- $fill := dict "value" $seccomp.type "allowed" (include "tfk8s.quoted" $p.seccompTypes) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.seccompProfile.type" $at) $m.seccompType $fill) -}}
+{{- end -}}
+{{- include "tfk8s.validateProfiles" (dict "c" .c "at" $at "security" $security) -}}
+{{- include "tfk8s.validateHosts" (dict "c" .c "at" .at "container" .container) -}}
 {{- end }}
 
 {{- define "tfk8s.validate" -}}

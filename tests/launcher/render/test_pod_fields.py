@@ -276,7 +276,7 @@ _AT = "roles.worker.podTemplate.spec"
         (
             "        containers: [{name: tensorflow, securityContext: {seLinuxOptions: {type: spc_t}}}]\n",
             f"{_AT}.containers.0.securityContext.seLinuxOptions.type",
-            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields._or(pod_fields.SELINUX_TYPES)),
+            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields.quoted(pod_fields.SELINUX_TYPES)),
         ),
         (
             "        containers: [{name: tensorflow, securityContext: {seLinuxOptions: {role: sysadm_r}}}]\n",
@@ -286,23 +286,23 @@ _AT = "roles.worker.podTemplate.spec"
         (
             "        containers: [{name: tensorflow, securityContext: {appArmorProfile: {type: Unconfined}}}]\n",
             f"{_AT}.containers.0.securityContext.appArmorProfile.type",
-            pod_fields.APPARMOR_TYPE.format(value="Unconfined", allowed=pod_fields._or(pod_fields.APPARMOR_TYPES)),
+            pod_fields.APPARMOR_TYPE.format(value="Unconfined", allowed=pod_fields.quoted(pod_fields.APPARMOR_TYPES)),
         ),
         (
             "        securityContext:\n"
             "          sysctls: [{name: kernel.shm_rmid_forced, value: '1'}, {name: kernel.msgmax, value: '1'}]\n",
             f"{_AT}.securityContext.sysctls.1.name",
-            pod_fields.UNSAFE_SYSCTL.format(name="kernel.msgmax", allowed=pod_fields._or(pod_fields.SAFE_SYSCTLS)),
+            pod_fields.UNSAFE_SYSCTL.format(name="kernel.msgmax", allowed=pod_fields.quoted(pod_fields.SAFE_SYSCTLS)),
         ),
         (
             "        securityContext: {seLinuxOptions: {type: spc_t}}\n",
             f"{_AT}.securityContext.seLinuxOptions.type",
-            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields._or(pod_fields.SELINUX_TYPES)),
+            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields.quoted(pod_fields.SELINUX_TYPES)),
         ),
         (
             "        securityContext: {appArmorProfile: {type: Unconfined}}\n",
             f"{_AT}.securityContext.appArmorProfile.type",
-            pod_fields.APPARMOR_TYPE.format(value="Unconfined", allowed=pod_fields._or(pod_fields.APPARMOR_TYPES)),
+            pod_fields.APPARMOR_TYPE.format(value="Unconfined", allowed=pod_fields.quoted(pod_fields.APPARMOR_TYPES)),
         ),
         (
             "        containers: [{name: tensorflow, livenessProbe: {httpGet: {host: 10.0.0.1, port: 80}}}]\n",
@@ -347,12 +347,12 @@ _AT = "roles.worker.podTemplate.spec"
         (
             "        initContainers: [{name: side, image: x, securityContext: {seccompProfile: {type: Unconfined}}}]\n",
             f"{_AT}.initContainers.0.securityContext.seccompProfile.type",
-            pod_fields.SECCOMP_TYPE.format(value="Unconfined", allowed=pod_fields._or(pod_fields.SECCOMP_TYPES)),
+            pod_fields.SECCOMP_TYPE.format(value="Unconfined", allowed=pod_fields.quoted(pod_fields.SECCOMP_TYPES)),
         ),
         (
             "        initContainers: [{name: side, image: x, securityContext: {seLinuxOptions: {type: spc_t}}}]\n",
             f"{_AT}.initContainers.0.securityContext.seLinuxOptions.type",
-            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields._or(pod_fields.SELINUX_TYPES)),
+            pod_fields.SELINUX_TYPE.format(value="spc_t", allowed=pod_fields.quoted(pod_fields.SELINUX_TYPES)),
         ),
         (
             "        containers: [{name: side, image: x, readinessProbe: {tcpSocket: {host: a.b, port: 1}}}]\n",
