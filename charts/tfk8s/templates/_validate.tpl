@@ -215,7 +215,8 @@ a role's volumes, extraVolumeMounts the task container's mounts. */ -}}
 {{- join ", " $quoted -}}
 {{- end }}
 
-{{/* pod_fields.profile_problems: SELinux and AppArmor values of a securityContext (dict "c" $c "at" PATH "security" S). */}}
+{{/* pod_fields.profile_problems: SELinux and AppArmor values of a securityContext
+(dict "c" $c "at" PATH "security" S). */}}
 {{- define "tfk8s.validateProfiles" -}}
 {{- $m := .c.messages -}}
 {{- $p := .c.podPolicy -}}
