@@ -36,6 +36,7 @@ Order of events, and why:
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import gc
 import os
@@ -238,7 +239,7 @@ def _run_role(task: context.TaskContext, options: args.Options) -> int:
     _collect_from_here()
 
     training.set_precision_policy(options, task.strategy)  # before any model is built (evaluator too)
-    program = program_module.load(task.program_module)
+    program = dataclasses.replace(program_module.load(task.program_module), learning_rate=options.learning_rate)
     # Whose model dir this is, before anything in it is read (FINAL.json included): another
     # cluster's, or another training's, is refused (worker/model_dir/ownership.py).
     owner_checked = ownership.check(task, options)

@@ -65,6 +65,7 @@ class Options:
     mixed_precision: bool = False
     collective: str = "auto"
     data_service: bool = False
+    learning_rate: float | None = None  # None: the program's optimizer's own
 
     def uses_legacy_keras(self, strategy: str) -> bool:
         """tf_keras (TF_USE_LEGACY_KERAS=1) for Model.fit and for everything under PS.
@@ -141,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data", default="digits", help=DATA_HELP)
     parser.add_argument(
+        "--learning-rate",
+        type=_positive_float,
+        default=None,
+        help="the optimizer's learning rate, set on what the program's build_optimizer() returns "
+        "(a schedule it had is replaced by this constant); what a sweep tunes (default: the "
+        "program's own)",
+    )
+    parser.add_argument(
         "--max-checkpoints",
         type=_positive,
         default=10,
@@ -193,7 +202,18 @@ def _options(namespace: argparse.Namespace) -> Options:
         mixed_precision=namespace.mixed_precision,
         collective=namespace.collective,
         data_service=namespace.data_service,
+        learning_rate=namespace.learning_rate,
     )
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -70,6 +70,7 @@ class Program:
     build_optimizer: Callable
     build_dataset: Callable
     per_example_loss: Callable
+    learning_rate: float | None = None  # --learning-rate: set on the optimizer build_optimizer() returns
 
     @property
     def name(self) -> str:

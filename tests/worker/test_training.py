@@ -10,6 +10,7 @@ the SIGTERM would start the same TensorFlow processes to prove nothing more.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,34 @@ def test_loss_scaling_matches_one_replica():
         f"{result['distributed_loss']:.6f}, max gradient difference "
         f"{result['max_gradient_difference']:.2e}"
     )
+
+
+LEARNING_RATE_PROBE = """
+import dataclasses, sys
+from worker import args, program
+from worker.roles import training
+
+options = args.parse(["--learning-rate", sys.argv[1]])
+built = training.build_optimizer(
+    dataclasses.replace(program.load("worker.examples.digits"), learning_rate=options.learning_rate)
+)
+print(type(built).__module__, float(built.learning_rate.numpy()))
+"""
+
+
+@pytest.mark.parametrize("legacy_keras", ["0", "1"])
+def test_learning_rate_flag_sets_the_programs_optimizer(legacy_keras):
+    """--learning-rate (what a sweep tunes) reaches the optimizer build_optimizer() returns, under
+    Keras 3 and tf_keras; digits' own rate is 0.01."""
+    done = subprocess.run(
+        [sys.executable, "-c", LEARNING_RATE_PROBE, "0.25"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO_ROOT,
+        env={**os.environ, "TF_USE_LEGACY_KERAS": legacy_keras},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    module, rate = done.stdout.split()[-2:]
+    assert float(rate) == pytest.approx(0.25)
+    assert module.startswith("tf_keras" if legacy_keras == "1" else "keras"), module

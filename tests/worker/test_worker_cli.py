@@ -42,6 +42,7 @@ def test_help_documents_every_program_argument():
         "--checkpoint-every",
         "--data",
         "--max-checkpoints",
+        "--learning-rate",
         "TFK8S_PEER_TIMEOUT",
         "exit codes",
     ):

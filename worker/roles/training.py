@@ -83,6 +83,8 @@ def build_optimizer(program: Program):
     try:
         optimizer = program.build_optimizer()
         require_tf_keras(program, "build_optimizer", "optimizer", optimizer, "tf.keras.optimizers, as the model")
+        if program.learning_rate is not None:
+            optimizer.learning_rate = program.learning_rate
         return wrap_for_mixed_precision(optimizer)
     except ValueError as exc:
         if "Loss scaling is not supported" not in str(exc):

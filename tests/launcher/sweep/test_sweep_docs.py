@@ -15,4 +15,4 @@ def test_the_docs_sweep_yaml_loads():
     sweeps = [b for b in blocks if b.startswith("name:") and "\ncluster:" in b]
     assert len(sweeps) == 1
     loaded = load.load_text(sweeps[0], "docs/sweeps.md")
-    assert loaded.sweep.algorithm == "tpe" and [p.name for p in loaded.sweep.parameters] == ["batch", "steps"]
+    assert loaded.sweep.algorithm == "tpe" and [p.name for p in loaded.sweep.parameters] == ["lr", "batch", "steps"]
