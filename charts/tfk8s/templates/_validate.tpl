@@ -261,7 +261,8 @@ a role's volumes, extraVolumeMounts the task container's mounts. */ -}}
 {{- end }}
 
 {{/* pod_fields.added_container_problems: a container the pod gets besides ours, held to
-restricted (dict "c" $c "at" PATH "container" C). */}}
+restricted (dict "c" $c "at" PATH "container" C). A value is compared as JSON text with the
+refused ones (the contract holds them as JSON, so true is not 1). */}}
 {{- define "tfk8s.validateAddedContainer" -}}
 {{- $m := .c.messages -}}
 {{- $p := .c.podPolicy -}}
