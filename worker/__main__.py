@@ -82,19 +82,16 @@ def main(argv: list[str] | None = None):
         _fail(where, exc)
     except KeyboardInterrupt:
         shutdown.exit_now(130)
-    except ImportError as exc:  # a package missing, or an import while the role ran (the program's lazy one)
-        from worker import program
-
-        verdict = program.import_failure(exc, None if task is None else task.program_module)
-        if verdict is None:
-            _fail_unexpected(where, exc)
-        _fail(where, verdict)
     except Exception as exc:  # noqa: BLE001 - every failure ends with its one-line cause
         from worker import program
 
-        verdict = port_holders.bind_failure(exc, None if task is None else task.own_port) or (
-            program.runtime_failure(exc, None if task is None else task.program_module)
-        )
+        module = None if task is None else task.program_module
+        if isinstance(exc, ImportError):  # a package missing, or an import while the role ran (a lazy one)
+            verdict = program.import_failure(exc, module)
+        else:  # our port taken, or the program's code raised it
+            verdict = port_holders.bind_failure(exc, None if task is None else task.own_port) or (
+                program.runtime_failure(exc, module)
+            )
         if verdict is None:
             _fail_unexpected(where, exc)
         _fail(where, verdict)

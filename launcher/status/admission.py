@@ -17,20 +17,11 @@ from __future__ import annotations
 
 import datetime
 
-from launcher.status.lifecycle import role_of, task_pods
+from launcher.status.lifecycle import event_time, role_of, task_pods
 from launcher.status.status import ClusterStatus, Phase
 
 REFUSAL_REASONS = ("FailedCreate", "JobCreationFailed")
 MAX_MESSAGE_CHARS = 300
-
-
-def _when(event: dict) -> str:
-    return (
-        event.get("lastTimestamp")
-        or event.get("eventTime")
-        or (event.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )
 
 
 def _short(message: str) -> str:
@@ -67,9 +58,9 @@ def refusals(events: list[dict], owners: dict[str, str], pods_since: dict[str, f
         if event.get("reason") not in REFUSAL_REASONS or uid not in owners:
             continue
         label = owners[uid]
-        if _seconds(_when(event)) < pods_since.get(label, 0.0):
+        if _seconds(event_time(event)) < pods_since.get(label, 0.0):
             continue  # a pod of the role was created after it: it no longer holds
-        if label not in newest or _seconds(_when(event)) >= _seconds(_when(newest[label])):
+        if label not in newest or _seconds(event_time(event)) >= _seconds(event_time(newest[label])):
             newest[label] = event
     return {label: _short(event.get("message") or "no message") for label, event in newest.items()}
 

@@ -167,18 +167,29 @@ NO_FACTS = SchedulingFacts()
 def newest_autoscaler_events(pods: list[dict], events: list[dict]) -> dict[str, dict]:
     """{pod UID: its newest cluster-autoscaler event} for the task pods among `pods`."""
     uids = {(p.get("metadata") or {}).get("uid") for p in task_pods(pods)}
+    return newest_events_of(events, verdicts.AUTOSCALER_EVENTS, uids)
+
+
+def newest_events_of(events: list[dict], reasons, uids) -> dict[str, dict]:
+    """{object UID: its newest event of one of `reasons`} for the objects `uids`."""
     newest: dict[str, dict] = {}
     for event in events:
         uid = (event.get("involvedObject") or {}).get("uid")
-        if event.get("reason") not in verdicts.AUTOSCALER_EVENTS or uid not in uids:
+        if event.get("reason") not in reasons or uid not in uids:
             continue
-        if uid not in newest or _event_time(event) >= _event_time(newest[uid]):
+        if uid not in newest or event_time(event) >= event_time(newest[uid]):
             newest[uid] = event
     return newest
 
 
-def _event_time(event: dict) -> str:
-    return event.get("lastTimestamp") or event.get("eventTime") or ""
+def event_time(event: dict) -> str:
+    """When an event last happened (a core/v1 Event's lastTimestamp, an events.k8s.io eventTime)."""
+    return (
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
 
 
 def unschedulable(pod: dict) -> dict | None:
@@ -265,14 +276,7 @@ def mount_failures(pods: list[dict], events: list[dict]) -> dict[str, str]:
     """{role: why its pod cannot start} from the newest mount or attach failure event
     (verdicts.MOUNT_FAILURE_EVENTS) of each task pod still waiting for its volumes."""
     waiting = {(p.get("metadata") or {}).get("uid"): p for p in task_pods(pods) if waits_for_volumes(p)}
-    newest: dict[str, dict] = {}
-    for event in events:
-        uid = (event.get("involvedObject") or {}).get("uid")
-        if event.get("reason") not in verdicts.MOUNT_FAILURE_EVENTS or uid not in waiting:
-            continue
-        when = event.get("lastTimestamp") or event.get("eventTime") or ""
-        if uid not in newest or when >= (newest[uid].get("lastTimestamp") or newest[uid].get("eventTime") or ""):
-            newest[uid] = event
+    newest = newest_events_of(events, verdicts.MOUNT_FAILURE_EVENTS, waiting)
     found: dict[str, str] = {}
     for uid, event in sorted(newest.items(), key=lambda item: waiting[item[0]]["metadata"].get("name", "")):
         pod = waiting[uid]

@@ -284,11 +284,11 @@ class Supervisor:
             for task in tasks:
                 self._say(f"stopping {task.name} ({reason})")
         else:  # someone waits for the stop: say what comes and how to cut it short
-            again = "Ctrl-C" if self._interrupt == signal.SIGINT else signal.Signals(self._interrupt).name
             plural = len(tasks) > 1
             self._say(
                 f"stopping: sent SIGTERM to {len(tasks)} task{'s' if plural else ''} "
-                f"({', '.join(t.name for t in tasks)}); {again} again to kill {'them' if plural else 'it'} now "
+                f"({', '.join(t.name for t in tasks)}); {_keys(self._interrupt)} again to kill "
+                f"{'them' if plural else 'it'} now "
                 f"(else SIGKILL after {grace:g} s, terminationGracePeriodSeconds)"
             )
         ignored = runner.stop({t.name: t.process for t in tasks}, grace, self._kill_now)
@@ -303,8 +303,7 @@ class Supervisor:
     def _ignored_sigterm(self, names: list[str], grace: float) -> str:
         """'SIGKILL sent (...): the program ignored SIGTERM: worker-0, worker-1 (why, if known)'."""
         if self._kill_now.is_set():
-            again = "Ctrl-C" if self._killed_by == signal.SIGINT else signal.Signals(self._killed_by).name
-            when = f"{again} again"
+            when = f"{_keys(self._killed_by)} again"
         else:
             when = f"{grace:g} s after SIGTERM, terminationGracePeriodSeconds"
         why = ""
@@ -382,3 +381,8 @@ class Supervisor:
     def _restore_signal_handlers(previous) -> None:
         for sig, handler in (previous or {}).items():
             signal.signal(sig, handler)
+
+
+def _keys(signum: int) -> str:
+    """How a user sends this stop signal again: Ctrl-C for SIGINT, else the signal's name."""
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name

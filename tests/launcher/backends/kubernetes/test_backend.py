@@ -275,6 +275,22 @@ JOB_QUOTA_REFUSAL = (
 )
 
 
+def jobset_refusal_event(api: FakeApi, jobset: dict) -> dict:
+    """The JobSet controller's JobCreationFailed event: a count/jobs.batch quota refused a Job."""
+    return api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{NAME}.refused", "namespace": "default"},
+            "reason": "JobCreationFailed",
+            "type": "Warning",
+            "message": JOB_QUOTA_REFUSAL,
+            "lastTimestamp": "2026-11-26T10:00:01Z",
+            "involvedObject": {"kind": "JobSet", "name": NAME, "uid": jobset["metadata"]["uid"]},
+        }
+    )
+
+
 def test_a_jobset_whose_job_was_refused_says_so_while_its_other_roles_run(api):
     """A count/jobs.batch quota (or a policy webhook) refused one Job of the JobSet: the roles
     that have Jobs run, the refused role has none, and only the JobSet's event tells. Before,
@@ -319,18 +335,7 @@ def test_a_jobset_whose_job_was_refused_says_so_while_its_other_roles_run(api):
             }
         )
     assert tfk8s.status(NAME).phase is not Phase.STUCK  # no event: a Job a moment away says nothing
-    api.add(
-        {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{NAME}.refused", "namespace": "default"},
-            "reason": "JobCreationFailed",
-            "type": "Warning",
-            "message": JOB_QUOTA_REFUSAL,
-            "lastTimestamp": "2026-11-26T10:00:01Z",
-            "involvedObject": {"kind": "JobSet", "name": NAME, "uid": jobset["metadata"]["uid"]},
-        }
-    )
+    jobset_refusal_event(api, jobset)
     status = tfk8s.status(NAME)
     assert status.phase is Phase.STUCK, status
     assert status.message == f"the API server refused the JobSet's Job of worker (it has none): {JOB_QUOTA_REFUSAL}"
@@ -341,7 +346,7 @@ def test_a_jobset_refusal_the_controller_got_past_leaves_a_normal_start_pending(
     quota freed, every Job created since) made each normal Pending start Stuck, and `--wait`
     exit 1 after its stuck timeout."""
     api.unserved.clear()
-    tfk8s, out = backend(api, stuck_seconds=0, poll_seconds=0)
+    tfk8s, _ = backend(api)
     tfk8s.submit(spec_of(workload="jobset"))
     jobset = api.get(*JOBSET, "default", NAME)
     for replicated in jobset["spec"]["replicatedJobs"]:
@@ -355,18 +360,7 @@ def test_a_jobset_refusal_the_controller_got_past_leaves_a_normal_start_pending(
                 "status": {},
             }
         )
-    api.add(
-        {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{NAME}.refused", "namespace": "default"},
-            "reason": "JobCreationFailed",
-            "type": "Warning",
-            "message": JOB_QUOTA_REFUSAL,
-            "lastTimestamp": "2026-11-26T10:00:01Z",
-            "involvedObject": {"kind": "JobSet", "name": NAME, "uid": jobset["metadata"]["uid"]},
-        }
-    )
+    jobset_refusal_event(api, jobset)
     status = tfk8s.status(NAME)
     assert status.phase is Phase.PENDING, status
     assert JOB_QUOTA_REFUSAL not in status.message
