@@ -56,8 +56,8 @@ class FailurePolicy:
 
 # Why a fatal exit is not retried: the built-in worker's configuration error, or a user's code.
 BUILTIN_FATAL = (
-    "a deterministic failure of the built-in worker (bad arguments, a program that does not import, "
-    "a checkpoint that does not fit the model; see its log)"
+    "a deterministic failure of the built-in worker (bad arguments, a program that does not import or "
+    "whose code raised a bug, a checkpoint that does not fit the model; see its log)"
 )
 USER_FATAL = "listed in fatalExitCodes"
 KERAS_FATAL = "the Keras check's refusal (Keras 3 where it cannot train; docs/keras.md)"
