@@ -102,9 +102,11 @@ class Search:
             storage=storage,
             load_if_exists=True,
             direction=sweep.objective.direction,
-            sampler=_sampler(optuna, sweep),
             pruner=_pruner(optuna, sweep),
         )
+        # The sampler's random state is not in the journal: reseeded with the seed alone, a
+        # resumed sweep would draw its first trials' values again.
+        study.sampler = _sampler(optuna, sweep, resumed_trials=len(study.get_trials(deepcopy=False)))
         return cls(sweep, study)
 
     def trials(self) -> list[Trial]:
@@ -191,12 +193,15 @@ class Search:
         return out
 
 
-def _sampler(optuna, sweep: SweepSpec):
+def _sampler(optuna, sweep: SweepSpec, resumed_trials: int = 0):
+    """The sweep's sampler; `resumed_trials` (the trials a resumed study has) moves the seed
+    on, so a seeded sweep stays repeatable and a resumed one draws new values."""
+    seed = None if sweep.seed is None else sweep.seed + resumed_trials
     if sweep.algorithm in ("grid", "random"):  # a grid's trials are enqueued (Search.ask)
-        return optuna.samplers.RandomSampler(seed=sweep.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     # constant_liar: trials running in parallel are counted as if they ended badly, so parallel
     # asks spread out instead of piling on one point
-    return optuna.samplers.TPESampler(seed=sweep.seed, constant_liar=sweep.parallel_trials > 1)
+    return optuna.samplers.TPESampler(seed=seed, constant_liar=sweep.parallel_trials > 1)
 
 
 def _pruner(optuna, sweep: SweepSpec):
