@@ -521,14 +521,15 @@ def cmd_sweep(args) -> int:
             return 130
     if args.output != "text":
         print_structured(status.to_dict(), args.output)
-    else:
-        print_sweep(status)
+    else:  # a sweep run has said its end line already, as its last event
+        print_sweep(status, heading=args.target == "status")
     return 0 if status.phase in ("Succeeded", "Running", "Stopped") else 1
 
 
-def print_sweep(status) -> None:
+def print_sweep(status, heading: bool = True) -> None:
     """`sweep status`: the sweep's line, then a row per trial, the best marked with *."""
-    print(f"sweep {status.name}: {status.phase}" + (f" - {status.message}" if status.message else ""))
+    if heading:
+        print(f"sweep {status.name}: {status.phase}" + (f" - {status.message}" if status.message else ""))
     header = ["TRIAL", *(p.upper() for p in status.parameters), "PHASE", status.metric.upper(), "CAUSE"]
     rows = []
     for t in status.trials:

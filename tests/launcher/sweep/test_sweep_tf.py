@@ -38,6 +38,11 @@ def test_a_local_grid_sweep_of_the_built_in_worker_reads_every_trials_metric(bac
         assert cli.main(["sweep", "status", "digits", *flags, "-o", "json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert status["phase"] == "Succeeded", ran
+        # the end said once (the last event), then the table
+        assert [line for line in ran.splitlines() if line.startswith("sweep digits: ")] == [
+            f"sweep digits: Succeeded - best: {max(status['trials'], key=lambda t: t['value'])['cluster']}, "
+            f"accuracy {status['best']['value']:.4g}"
+        ], ran
         trials = {t["cluster"]: t for t in status["trials"]}
         assert sorted(trials) == ["digits-t0", "digits-t1"]
         for name, trial in trials.items():
