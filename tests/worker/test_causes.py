@@ -4,6 +4,7 @@ never a tensor printout or a log tail; a program that cannot import fails once (
 from __future__ import annotations
 
 import pytest
+from job_controller import first_pod_failure, termination_message
 from local_clusters import Submission, attempts, make_spec, run_files
 
 from worker import errors
@@ -143,7 +144,9 @@ def test_a_bug_in_build_dataset_fails_once_and_its_line_names_the_programs_frame
 
 def fails_once_as_a_config_error(backend, name: str, module: str, args: list[str], what: str) -> str:
     """A mirrored cluster of program `module` that must fail at its first attempt (exit 2,
-    backoffLimit 3 unused); its chief's reason."""
+    backoffLimit 3 unused); its chief's reason. The same fault on Kubernetes (parity): the pod
+    with this task's exit code and termination message fails its Job at once, and `status` says
+    Failed with the same cause and exit code."""
     spec = make_spec(name, "mirrored", args, evaluator=False, backoffLimit=3, program={"module": module, "args": args})
     code = Submission(backend, spec).wait(120)
     status = backend.status(name)
@@ -151,4 +154,11 @@ def fails_once_as_a_config_error(backend, name: str, module: str, args: list[str
     print(f"{what}: exit {code}, {chief.reason}")
     assert code == EXIT_CONFIG and status.phase == "Failed", status
     assert len(attempts(backend, name, "chief", 0)) == 1
+
+    message = termination_message(run_files(backend, name).last_attempt_tail("chief", 0))
+    action, on_kubernetes = first_pod_failure(spec, "chief", code, message)
+    assert action == "FailJob", (action, message)  # not retried there either
+    assert on_kubernetes.phase.value == status.phase.value == "Failed", on_kubernetes
+    assert on_kubernetes.exit_code == code, on_kubernetes
+    assert message in on_kubernetes.message and message in chief.reason, (on_kubernetes.message, chief.reason)
     return chief.reason

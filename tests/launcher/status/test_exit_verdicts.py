@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 
 import pytest
+from job_controller import failed_pod, job_controller_action
 
 from launcher.backends.local import policy
 from launcher.cluster_spec.loader import load_text
@@ -42,66 +43,6 @@ def jobs_of(text: str) -> dict[str, dict]:
         for o in render.render(plan(load_text(text)))
         if o["kind"] == "Job"
     }
-
-
-def failed_pod(job: dict, exit_code: int, message: str = "", conditions: tuple[dict, ...] = ()) -> dict:
-    """A pod of `job` whose task container ended with `exit_code`, as the kubelet reports it
-    (restartPolicy Never: phase Failed, the container terminated with reason Error)."""
-    template = job["spec"]["template"]
-    return {
-        "metadata": {"name": f"{job['metadata']['name']}-0-x7k2p", "labels": template["metadata"]["labels"]},
-        "spec": template["spec"],
-        "status": {
-            "phase": "Failed",
-            "conditions": [
-                *conditions,
-                {"type": "PodReadyToStartContainers", "status": "False"},
-                {"type": "Initialized", "status": "True"},
-                {"type": "Ready", "status": "False", "reason": "PodFailed"},
-                {"type": "ContainersReady", "status": "False", "reason": "PodFailed"},
-                {"type": "PodScheduled", "status": "True"},
-            ],
-            "containerStatuses": [
-                {
-                    "name": c["name"],
-                    "ready": False,
-                    "restartCount": 0,
-                    "image": c["image"],
-                    "state": {
-                        "terminated": {
-                            "exitCode": exit_code if c["name"] == "tensorflow" else 0,
-                            "reason": "Error" if c["name"] == "tensorflow" else "Completed",
-                            "message": message,
-                            "startedAt": "2026-11-24T16:38:05Z",
-                            "finishedAt": "2026-11-24T16:39:40Z",
-                            "containerID": "containerd://0f3a",
-                        }
-                    },
-                }
-                for c in template["spec"]["containers"]
-            ],
-        },
-    }
-
-
-def job_controller_action(job: dict, pod: dict) -> str:
-    """What the Job controller does with a failed pod of `job`: its podFailurePolicy's first
-    matching rule's action, else Count."""
-    for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules", []):
-        on_codes = rule.get("onExitCodes")
-        if on_codes:
-            for status in pod["status"]["containerStatuses"]:
-                code = (status["state"].get("terminated") or {}).get("exitCode", 0)
-                named = on_codes.get("containerName") in (None, status["name"])
-                if named and code != 0 and (code in on_codes["values"]) == (on_codes["operator"] == "In"):
-                    return rule["action"]
-        for wanted in rule.get("onPodConditions", []):
-            if any(
-                c["type"] == wanted["type"] and c["status"] == wanted.get("status", "True")
-                for c in pod["status"]["conditions"]
-            ):
-                return rule["action"]
-    return "Count"
 
 
 def local(text: str, role: str, code: int, restarts_used: int = 0) -> policy.RestartDecision:
