@@ -4,9 +4,8 @@ One Optuna study per sweep, in a journal file of the sweep's dir: every trial as
 reported and each trial's end is a line there, so a sweep whose launcher restarts carries on
 with the same trials and the same sampler history. grid is every combination in turn (each
 enqueued as the next trial's values: Optuna's GridSampler stops a study only inside its own
-optimize loop), random is Optuna's RandomSampler, tpe its TPESampler; the median rule is its
-MedianPruner. Optuna is imported here
-only (`pip install 'tfk8s[sweep]'`).
+optimize loop), random is Optuna's RandomSampler, tpe its TPESampler; the median rule is a pruner of ours
+(_median_rule). Optuna is imported here only (`pip install 'tfk8s[sweep]'`).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import statistics
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -208,7 +208,34 @@ def _pruner(optuna, sweep: SweepSpec):
     rule = sweep.early_stopping
     if rule is None:
         return optuna.pruners.NopPruner()
-    return optuna.pruners.MedianPruner(n_startup_trials=rule.min_trials, n_warmup_steps=rule.start_step)
+    return _median_rule(optuna, rule.min_trials, rule.start_step, sweep.objective.direction)
+
+
+def _median_rule(optuna, min_trials: int, start_step: int, direction: str):
+    """The median stopping rule over steps as the evaluator reports them: a running trial whose
+    best value by its latest step S is worse than the median of the finished trials' best values
+    by S is stopped (Katib's medianstop judges by step the same way). Optuna's MedianPruner
+    compares values at S itself only: an evaluator evaluates the newest checkpoint, so trials'
+    steps differ and it never judged (seen on the 8-trial digits sweep)."""
+    best = min if direction == "minimize" else max
+
+    class MedianByStep(optuna.pruners.BasePruner):
+        def prune(self, study, trial) -> bool:
+            step = trial.last_step
+            if step is None or step < start_step:
+                return False
+            by_step = [
+                best(v for s, v in t.intermediate_values.items() if s <= step)
+                for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if any(s <= step for s in t.intermediate_values)
+            ]
+            if len(by_step) < max(min_trials, 1):
+                return False
+            median = statistics.median(by_step)
+            mine = best(v for s, v in trial.intermediate_values.items() if s <= step)
+            return mine < median if direction == "maximize" else mine > median
+
+    return MedianByStep()
 
 
 def combinations(sweep: SweepSpec) -> list[dict[str, Any]]:

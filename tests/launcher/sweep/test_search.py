@@ -113,6 +113,26 @@ def test_the_median_rule_stops_a_trial_worse_than_the_finished_ones_median():
     assert next(t for t in study.trials() if t.number == worse.number).state == PRUNED
 
 
+def test_the_median_rule_judges_by_step_when_the_trials_report_other_steps():
+    """Each evaluator evaluates the newest checkpoint: the finished trials reported steps 300 and
+    900, 600 and 1200; a running trial at step 700 is judged against their best by 700."""
+    s = sweep(
+        earlyStopping={"rule": "median", "minTrials": 2}, objective={"metric": "accuracy", "direction": "maximize"}
+    )
+    study = Search.open(s, None)
+    for reports, final in (({300: 0.80, 900: 0.95}, 0.95), ({600: 0.90, 1200: 0.97}, 0.97)):
+        trial = study.ask(name)
+        for step, value in reports.items():
+            study.report(trial.number, step, value)
+        study.complete(trial.number, final)
+    worse, better, unjudged = study.ask(name), study.ask(name), study.ask(name)
+    study.report(worse.number, 700, 0.5)  # the median of 0.80 and 0.90 by step 700: 0.85
+    study.report(better.number, 700, 0.88)
+    study.report(unjudged.number, 200, 0.1)  # no finished trial had reported by step 200
+    assert study.should_stop(worse.number) and not study.should_stop(better.number)
+    assert not study.should_stop(unjudged.number)
+
+
 def test_without_the_rule_no_trial_stops():
     study = Search.open(sweep(), None)
     for loss in (0.1, 0.2, 0.3, 9.0):
