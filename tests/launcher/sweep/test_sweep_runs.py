@@ -88,7 +88,7 @@ def test_the_median_rule_stops_a_trial_and_the_best_is_marked(client, workdir, t
     assert [rows[c].phase for c in ("sw-t0", "sw-t1", "sw-t2")] == ["Succeeded", "Succeeded", "Stopped"]
     assert rows["sw-t0"].value == 0.9 and rows["sw-t1"].value == 0.7 and rows["sw-t2"].value is None
     assert rows["sw-t0"].best and not rows["sw-t1"].best
-    assert rows["sw-t2"].message.startswith("stopped early at step 10: accuracy 0.05 is worse than the median")
+    assert rows["sw-t2"].message.startswith("stopped early at step 10: its best accuracy 0.05 is worse than the median")
     assert "sw-t2 Stopped: stopped early at step 10" in "\n".join(events)
     # the stopped trial's cluster was deleted (its tasks would have slept a minute)
     with pytest.raises(ClusterNotFound):
