@@ -35,6 +35,12 @@ LAST_SCRAPE_CAP_SECONDS = 15.0  # the longest an ending task waits for its last 
 # After the last scrape's collection, for its response (a few KB) to be sent before os._exit.
 RESPONSE_SECONDS = 0.25
 LABELS = ("training", "training_namespace", "role", "index")
+METRICS_PATH = "/metrics"  # the only path served: any other is 404
+# A connection that sends no request for this long is closed, freeing its thread; at most
+# MAX_CONNECTIONS are served at once, more are closed unanswered: a scraper needs one, and
+# idle connections must not pile threads up in a training process.
+IDLE_SECONDS = 10.0
+MAX_CONNECTIONS = 8
 
 _metrics: "TaskMetrics | None" = None
 
@@ -164,8 +170,6 @@ def start(task, process_start: float, global_batch_size: int | None = None, envi
     port_text = env.get(contract.METRICS_PORT, "").strip()
     if not port_text or port_text == "0":
         return None
-    from prometheus_client import start_http_server
-
     host = env.get(contract.METRICS_HOST, "0.0.0.0")
     labels = {
         "training": task.cluster_name or "",
@@ -175,9 +179,59 @@ def start(task, process_start: float, global_batch_size: int | None = None, envi
     }
     metrics = TaskMetrics(labels, global_batch_size)
     metrics.begin(str(task.strategy), task.program_module, process_start)
-    start_http_server(int(port_text), addr=host, registry=metrics.registry)
+    _serve(host, int(port_text), metrics.registry)
     _metrics = metrics
-    return f"http://{host}:{port_text}/metrics"
+    return f"http://{host}:{port_text}{METRICS_PATH}"
+
+
+def _serve(host: str, port: int, registry) -> None:
+    """The exposition of `registry` on host:port, METRICS_PATH only, in daemon threads (the
+    official client's own server serves every path and keeps each idle connection's thread)."""
+    import http.server
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        timeout = IDLE_SECONDS  # socket timeout: an idle keep-alive connection ends
+
+        def do_GET(self):
+            if urlsplit(self.path).path != METRICS_PATH:
+                self.send_error(404, f"only {METRICS_PATH} is served")
+                return
+            body = generate_latest(registry)
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # the task's log is for the task
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+
+        def process_request(self, request, client_address):
+            if not slots.acquire(blocking=False):
+                self.shutdown_request(request)  # closed unanswered: MAX_CONNECTIONS are in use
+                return
+            super().process_request(request, client_address)
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                slots.release()
+
+    if ":" in host:  # an IPv6 address
+        Server.address_family = socket.AF_INET6
+    server = Server((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="tfk8s-metrics", daemon=True).start()
 
 
 def observe(record: dict) -> None:

@@ -190,3 +190,41 @@ def test_a_port_in_use_costs_the_metrics_not_the_training(monkeypatch, capsys):
     assert f"tfk8s chief-0: no Prometheus metrics: cannot serve on TFK8S_METRICS_PORT={port} (" in out, out
     assert f"Address already in use: pid {os.getpid()} (" in out and ") listens on it)" in out, out  # this test
     assert "training goes on without them" in out
+
+
+def test_only_the_metrics_path_is_served_and_an_idle_connection_is_closed(served):
+    """Before: every path answered with the metrics, and each idle connection kept a thread of
+    the training process for as long as the client liked (security review, issue 61)."""
+    import socket
+    import urllib.error
+
+    root = served.removesuffix(metrics.METRICS_PATH)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(root + "/", timeout=10)
+    assert refused.value.code == 404
+    assert scrape(served)  # the metrics path still answers
+    host, port = root.removeprefix("http://").split(":")
+    idle = socket.create_connection((host, int(port)), timeout=30)
+    started = time.monotonic()
+    assert idle.recv(1) == b""  # the server closed it: no request came
+    closed_after = time.monotonic() - started
+    assert metrics.IDLE_SECONDS - 1 <= closed_after <= metrics.IDLE_SECONDS + 5, closed_after
+
+
+def test_connections_beyond_the_bound_are_closed_unanswered(served):
+    import socket
+
+    host, port = served.removeprefix("http://").removesuffix(metrics.METRICS_PATH).split(":")
+    held = [socket.create_connection((host, int(port)), timeout=30) for _ in range(metrics.MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.5)  # each of them is being served (its thread waits for a request)
+        extra = socket.create_connection((host, int(port)), timeout=30)
+        started = time.monotonic()
+        assert extra.recv(1) == b""
+        assert time.monotonic() - started < 5  # closed at once, not after the idle bound
+        extra.close()
+    finally:
+        for connection in held:
+            connection.close()
+    time.sleep(0.5)
+    assert scrape(served)  # the slots came back
