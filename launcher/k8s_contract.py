@@ -28,6 +28,9 @@ from worker.contract import (
     success_role,
     traits,
 )
+from worker.contract import (
+    METRICS_PATH as METRICS_PATH,  # the path the worker serves, for the templates
+)
 
 # Which Kubernetes cluster runs a cluster's tasks (TFK8S_PLATFORM in OWNER.json,
 # worker/model_dir/ownership.py): its CA certificate, which Kubernetes publishes in every
@@ -125,11 +128,10 @@ JOBSET_RESTART_STRATEGY = "BlockingRecreate"
 FATAL_JOB_FAILURE_REASONS = ("PodFailurePolicy", "DeadlineExceeded")
 SUPERVISOR_DIR = "/var/run/tfk8s"
 # Prometheus' conventional pod annotations (its kubernetes_sd examples, most Helm charts' scrape
-# configs) and the path the built-in worker serves (worker/metrics.py).
+# configs); the path the built-in worker serves is worker.contract's METRICS_PATH (imported).
 SCRAPE_ANNOTATION = "prometheus.io/scrape"
 SCRAPE_PORT_ANNOTATION = "prometheus.io/port"
 SCRAPE_PATH_ANNOTATION = "prometheus.io/path"
-METRICS_PATH = "/metrics"
 METRICS_PORT_NAME = "metrics"
 POD_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 # The node lifecycle controller's NoExecute taints on a node that stopped reporting: the spec's

@@ -131,6 +131,7 @@ DEFAULT_PROGRESS_SECONDS = 5.0
 # backend sets 127.0.0.1). The same progress events feed them.
 METRICS_PORT = "TFK8S_METRICS_PORT"
 METRICS_HOST = "TFK8S_METRICS_HOST"
+METRICS_PATH = "/metrics"  # the only path served (any other is 404)
 
 
 def parse_progress_line(line: str) -> dict | None:

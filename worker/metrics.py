@@ -35,7 +35,7 @@ LAST_SCRAPE_CAP_SECONDS = 15.0  # the longest an ending task waits for its last 
 # After the last scrape's collection, for its response (a few KB) to be sent before os._exit.
 RESPONSE_SECONDS = 0.25
 LABELS = ("training", "training_namespace", "role", "index")
-METRICS_PATH = "/metrics"  # the only path served: any other is 404
+METRICS_PATH = contract.METRICS_PATH
 # A connection that sends no request for this long is closed, freeing its thread; at most
 # MAX_CONNECTIONS are served at once, more are closed unanswered: a scraper needs one, and
 # idle connections must not pile threads up in a training process.
