@@ -287,7 +287,7 @@ class SweepRun:
                     trial.intermediate[step] = value
             if not status.finished and trial.intermediate and self.search.should_stop(trial.number):
                 step = max(trial.intermediate)
-                best = (min if self.sweep.objective.direction == "minimize" else max)(trial.intermediate.values())
+                best = search_.best_of(self.sweep.objective.direction)(trial.intermediate.values())
                 why = (
                     f"stopped early at step {step}: its best {metric} {best:.4g} is worse than the median of "
                     "the finished trials' best by that step"

@@ -43,6 +43,11 @@ def _optuna():
     return optuna
 
 
+def best_of(direction: str):
+    """min or max: the better of an objective's values, by its direction."""
+    return min if direction == "minimize" else max
+
+
 def grid_values(parameter: Parameter) -> list[Any]:
     """Every value a grid gives the parameter (int: each step; float: min + k*step up to max)."""
     if parameter.values is not None:
@@ -161,7 +166,7 @@ class Search:
         done = [t for t in self.trials() if t.state == COMPLETE]
         if not done:
             return None
-        pick = min if self.sweep.objective.direction == "minimize" else max
+        pick = best_of(self.sweep.objective.direction)
         return pick(done, key=lambda t: t.value)
 
     def _one(self, number: int) -> Trial:
@@ -217,7 +222,7 @@ def _median_rule(optuna, min_trials: int, start_step: int, direction: str):
     by S is stopped (Katib's medianstop judges by step the same way). Optuna's MedianPruner
     compares values at S itself only: an evaluator evaluates the newest checkpoint, so trials'
     steps differ and it never judged (seen on the 8-trial digits sweep)."""
-    best = min if direction == "minimize" else max
+    best = best_of(direction)
 
     class MedianByStep(optuna.pruners.BasePruner):
         def prune(self, study, trial) -> bool:

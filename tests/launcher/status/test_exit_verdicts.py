@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import signal
 
+import job_controller
 import pytest
 from job_controller import failed_pod, job_controller_action
 
 from launcher.backends.local import policy
 from launcher.cluster_spec.loader import load_text
 from launcher.plan.plan import plan
-from launcher.render import render
 from launcher.status import failure_reasons
 from worker import contract
 
@@ -37,12 +37,8 @@ PREEMPTED = {
 
 
 def jobs_of(text: str) -> dict[str, dict]:
-    """The rendered Jobs by role."""
-    return {
-        o["metadata"]["labels"]["app.kubernetes.io/component"]: o
-        for o in render.render(plan(load_text(text)))
-        if o["kind"] == "Job"
-    }
+    """The rendered Jobs of a cluster.yaml text, by role."""
+    return job_controller.jobs_of(load_text(text))
 
 
 def local(text: str, role: str, code: int, restarts_used: int = 0) -> policy.RestartDecision:
