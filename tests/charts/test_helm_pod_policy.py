@@ -14,6 +14,7 @@ import copy
 import json
 
 import pytest
+import restricted_settings
 from test_helm_parity import _base_values, chart_refusal, helm  # noqa: F401 (helm: the fixture)
 
 from launcher import k8s_contract
@@ -192,51 +193,23 @@ def _coverage() -> list:
 
 
 def _restricted() -> list:
-    """One case per value Pod Security restricted refuses (pod_fields' allowed-value data), on the
-    task container, the pod, and a container and an init container the podTemplate adds
-    (id, values, path)."""
-    task, pod = f"{TEMPLATE}.spec.containers.0", f"{TEMPLATE}.spec.securityContext"
-    side = {"name": "side", "image": "x"}
-    added = [
-        ("sidecar", lambda c: _pod({"containers": [{**side, **c}]}), f"{TEMPLATE}.spec.containers.0"),
-        ("init", lambda c: _pod({"initContainers": [{**side, **c}]}), f"{TEMPLATE}.spec.initContainers.0"),
+    """Each setting Pod Security restricted refuses (tests/restricted_settings.py, made from
+    pod_fields' allowed-value data) as a values file: (id, values, path)."""
+    where = {
+        "task": f"{TEMPLATE}.spec.containers.0",
+        "pod": f"{TEMPLATE}.spec",
+        "sidecar": f"{TEMPLATE}.spec.containers.0",
+        "init": f"{TEMPLATE}.spec.initContainers.0",
+    }
+    return [
+        (s.id, _pod(restricted_settings.role_pod_spec(s)), f"{where[s.place]}.{s.at}")
+        for s in restricted_settings.refused()
     ]
-    profiles = [("selinux-type", {"seLinuxOptions": {"type": "spc_t"}}, "seLinuxOptions.type")]
-    profiles += [
-        (f"selinux-{k}", {"seLinuxOptions": {k: "x"}}, f"seLinuxOptions.{k}") for k in pod_fields.SELINUX_UNSET
-    ]
-    profiles += [("apparmor-unconfined", {"appArmorProfile": {"type": "Unconfined"}}, "appArmorProfile.type")]
-    handlers = [(k, lambda h, k=k: {k: h}) for k in pod_fields.PROBES]
-    handlers += [(f"lifecycle.{k}", lambda h, k=k: {"lifecycle": {k: h}}) for k in pod_fields.LIFECYCLE_HANDLERS]
-    hosts = [
-        (f"{where}-{action}-host", place({action: {"host": "10.0.0.1", "port": 80}}), f"{where}.{action}.host")
-        for where, place in handlers
-        for action in pod_fields.HOST_ACTIONS
-    ]
-    cases = [(f"task-{i}", _task({"securityContext": sc}), f"{task}.securityContext.{at}") for i, sc, at in profiles]
-    cases += [(f"pod-{i}", _pod({"securityContext": sc}), f"{pod}.{at}") for i, sc, at in profiles]
-    cases += [
-        (
-            "pod-sysctl",
-            _pod({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}),
-            f"{pod}.sysctls.0.name",
-        )
-    ]
-    cases += [(f"task-{i}", _task(c), f"{task}.{at}") for i, c, at in hosts]
-    security = [(i, sc, at) for i, sc, at in profiles]
-    security += [
-        (f"{key}-{json.dumps(value)}", {key: value}, key)
-        for key, (refused, _) in pod_fields.ADDED_SECURITY_REFUSED.items()
-        for value in refused
-    ]
-    security += [("sys-admin", {"capabilities": {"add": ["SYS_ADMIN"]}}, "capabilities.add.0")]
-    security += [("seccomp-unconfined", {"seccompProfile": {"type": "Unconfined"}}, "seccompProfile.type")]
-    for kind, make, at in added:
-        cases += [
-            (f"{kind}-{i}", make({"securityContext": sc}), f"{at}.securityContext.{path}") for i, sc, path in security
-        ]
-        cases += [(f"{kind}-{i}", make(c), f"{at}.{path}") for i, c, path in hosts]
-    return cases
+
+
+@pytest.mark.parametrize("setting", [pytest.param(s, id=s.id) for s in restricted_settings.admitted()])
+def test_what_restricted_admits_the_launcher_admits(setting):
+    load_data(_pod(restricted_settings.role_pod_spec(setting)))
 
 
 def _launcher_refusals(values: dict) -> list[str]:

@@ -285,10 +285,15 @@ def check_the_finished_training(prometheus: InClusterPrometheus, namespace: str,
     return accuracy
 
 
-def probe_from_monitoring(cluster, image: str, pod: dict, port: int, grpc_port: int) -> dict[str, dict]:
-    """Real TCP connects from a pod in `monitoring` to the chief's metrics and gRPC ports."""
-    ip = pod["status"]["podIP"]
-    targets = [("metrics", ip, port), ("grpc", ip, grpc_port)]
-    probe = make_restricted_pod("probe", image, ["python3", "-c", PROBE, json.dumps(targets), "3"])
-    cluster.apply(probe, namespace=MONITORING)
-    return probe_results(cluster, MONITORING, "probe")  # waits for it, and deletes it
+def probe_from_monitoring(
+    cluster, image: str, pods: dict[str, dict], port: int, grpc_port: int
+) -> dict[str, dict[str, dict]]:
+    """Real TCP connects from pods in `monitoring` to each pod's metrics and gRPC ports, one
+    probe pod per target pod, all started before any is awaited (a training goes on meanwhile)."""
+    for name, pod in pods.items():
+        ip = pod["status"]["podIP"]
+        targets = [("metrics", ip, port), ("grpc", ip, grpc_port)]
+        probe = make_restricted_pod(f"probe-{name}", image, ["python3", "-c", PROBE, json.dumps(targets), "3"])
+        cluster.apply(probe, namespace=MONITORING)
+    # each waited for, and deleted
+    return {name: probe_results(cluster, MONITORING, f"probe-{name}") for name in pods}

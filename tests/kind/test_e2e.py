@@ -465,7 +465,7 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     data worker's gRPC port, and its pods end with the training (docs/data-service.md)."""
     # Long enough, with a step event every second, for status and Prometheus to see the step
     # advance after Prometheus has found the pods.
-    steps, progress_env = 4 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
+    steps, progress_env = 2 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
     nodes = sorted(kind_cluster.node_names())
     assert len(nodes) >= 2, f"the kind tier needs two nodes, has {nodes}"
     pin = {"chief": nodes[0], "evaluator": nodes[0], "ps": nodes[1], "worker": nodes[1]}
@@ -528,14 +528,9 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
         sampler = StatusSampler(kind_cluster, namespace, "ps", lambda: proc.poll() is None)
         sampler.start()
         # The NetworkPolicies: the scrapers' namespace reaches the metrics port, not TF's gRPC port.
-        chief = pod_of(kind_cluster, namespace, "ps", "chief")
-        reached = probe_from_monitoring(kind_cluster, probe_image, chief, 9401, 2222)
-        assert reached["metrics"]["connected"], reached
-        assert not reached["grpc"]["connected"], reached
-        for role in ("dispatcher", "data-worker"):  # the data service is fenced alike
-            reached = probe_from_monitoring(
-                kind_cluster, probe_image, pod_of(kind_cluster, namespace, "ps", role), 9401, 2222
-            )
+        # The data service is fenced alike. Its servers listen: the chief has made a step.
+        fenced = {role: pod_of(kind_cluster, namespace, "ps", role) for role in ("chief", "dispatcher", "data-worker")}
+        for role, reached in probe_from_monitoring(kind_cluster, probe_image, fenced, 9401, 2222).items():
             assert reached["metrics"]["connected"] and not reached["grpc"]["connected"], (role, reached)
         output, _ = proc.communicate(timeout=900)
     finally:
@@ -878,6 +873,73 @@ def test_server_dry_run_of_every_example(kind_cluster, namespace):
         assert result.returncode == 0, (example.name, result.stderr)
         assert "accepted by the API server" in result.stderr
     assert cluster_is_empty(kind_cluster, namespace)
+
+
+def test_restricted_admission_refuses_what_the_launcher_refuses_and_admits_its_neighbours(kind_cluster, namespace):
+    """The podTemplate policy against a real API server's Pod Security `restricted` (this
+    namespace enforces it): each setting the launcher and the chart refuse for `restricted`'s
+    sake (tests/restricted_settings.py), laid on a pod the launcher rendered, is refused by the
+    admission too; each neighbour they admit, rendered by the launcher with it, is admitted. The
+    launcher is then neither weaker than `restricted` nor stricter where it need not be."""
+    from kubernetes import client as k8s
+    from kubernetes.client.exceptions import ApiException
+    from restricted_settings import admitted, pod_template, refused, role_pod_spec
+
+    from launcher.cluster_spec.loader import load_data
+    from launcher.errors import SpecError
+    from launcher.plan.plan import plan
+    from launcher.render import render
+
+    def spec_with(setting=None) -> dict:
+        data = {
+            "name": "psa",
+            "namespace": namespace,
+            "image": "tfk8s/worker:dev",
+            "strategy": "mirrored",
+            "roles": {"chief": {"replicas": 1}},
+        }
+        if setting is not None:
+            data["roles"]["chief"]["podTemplate"] = {"spec": role_pod_spec(setting)}
+        return data
+
+    def rendered_pod_spec(data: dict) -> dict:
+        [job] = [o for o in render.render(plan(load_data(data))) if o["kind"] == "Job"]
+        return job["spec"]["template"]["spec"]
+
+    def launcher_refuses(data: dict) -> bool:
+        try:
+            load_data(data)
+        except SpecError:
+            return True
+        return False
+
+    core = k8s.CoreV1Api(kind_cluster.api_client())
+
+    def admission(i: int, pod_spec: dict) -> str:
+        """'' if admitted, else the API server's refusal."""
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"psa-{i}"}, "spec": pod_spec}
+        try:
+            core.create_namespaced_pod(namespace, pod, dry_run="All")
+            return ""
+        except ApiException as e:
+            return json.loads(e.body).get("message", e.body)
+
+    base = rendered_pod_spec(spec_with())
+    assert admission(0, base) == "", "the launcher's own pod is refused"
+    launcher_let_through = [s.id for s in refused() if not launcher_refuses(spec_with(s))]
+    assert not launcher_let_through, launcher_let_through
+    let_through = {s.id: admission(i, pod_template(s, base)) for i, s in enumerate(refused(), 1)}
+    assert all('violates PodSecurity "restricted' in m for m in let_through.values()), {
+        i: m for i, m in let_through.items() if 'violates PodSecurity "restricted' not in m
+    }
+    refused_wrongly = {
+        s.id: admission(i, rendered_pod_spec(spec_with(s))) for i, s in enumerate(admitted(), len(let_through) + 1)
+    }
+    assert not any(refused_wrongly.values()), refused_wrongly
+    measure(
+        f"restricted admission: {len(let_through)} settings the launcher refuses refused by the API server too; "
+        f"{len(refused_wrongly)} neighbours the launcher renders admitted"
+    )
 
 
 def test_jobset_without_the_jobset_api_is_one_clear_line(kind_cluster, worker_image, namespace, tmp_path):

@@ -23,11 +23,16 @@ MORE_STEPS = ["--steps", "30", "--checkpoint-every", "10", "--global-batch-size"
 TIMEOUT = 300
 
 
+# The chief refuses the checkpoint; one PS worker is as many as that needs (a TF process less
+# on each of the case's four runs).
+ONE_PS_WORKER = {"chief": 1, "worker": 1, "ps": 1}
+
+
 def spec_of(strategy: str, args: list[str], loop: str = "custom", **env):
     args = [*args, "--loop", loop]
-    return make_spec(
-        "edited", strategy, args, evaluator=False, backoffLimit=3, program={"module": PROGRAM, "args": args}, env=env
-    )
+    roles = ONE_PS_WORKER if strategy == "parameter_server" else None
+    program = {"module": PROGRAM, "args": args}
+    return make_spec("edited", strategy, args, evaluator=False, roles=roles, backoffLimit=3, program=program, env=env)
 
 
 def refused(backend, strategy: str, code: int) -> list[str]:
