@@ -128,6 +128,12 @@ class TFK8sClient:
     def local(self) -> bool:
         return isinstance(self.config, LocalProcessBackendConfig)
 
+    def locate(self, name: str, namespace: str | None) -> None:
+        """Kubernetes: job `name` is in `namespace` (submitted by another launcher: a sweep's
+        trials), where get_job and delete_job look for it."""
+        if namespace and not self.local:
+            self._namespaces[name] = namespace
+
     def backend(self, name: str | None = None) -> Backend:
         """The backend (created on first use) for job `name`: on Kubernetes, one per namespace,
         so a job submitted to its spec's namespace is found there again."""

@@ -108,6 +108,14 @@ class SweepFiles:
     def sweep(self) -> SweepSpec:
         return SweepSpec.model_validate(self.record()["sweep"])
 
+    def trials_namespace(self) -> str | None:
+        """Kubernetes: where the trials were submitted (the run's namespace, else the base
+        spec's), whichever namespace a later `sweep status` or `delete` is given."""
+        record = self.record()
+        if record["backend"].get("local"):
+            return None
+        return record["backend"].get("namespace") or record["base"].get("namespace")
+
     def result(self) -> dict | None:
         path = self.dir / RESULT_FILE
         return json.loads(path.read_text()) if path.is_file() else None
@@ -340,8 +348,10 @@ def sweep_status(client, directory: Path) -> SweepStatus:
     else:
         phase, message = "Stopped", "no launcher runs it: run `python -m launcher sweep` on its file again to resume"
     best = search.best()
-    rows = []
+    rows, namespace = [], files.trials_namespace()
     for trial in search.trials():
+        if trial.cluster is not None:
+            client.locate(trial.cluster, namespace)
         row = TrialRow(
             trial.number,
             trial.cluster,
@@ -396,10 +406,11 @@ def delete_sweep(client, directory: Path, *, wait_seconds: float = STOP_WAIT_SEC
                 "stop it (Ctrl-C) and delete again"
             )
         time.sleep(0.2)
-    deleted = []
+    deleted, namespace = [], files.trials_namespace()
     for trial in search_.Search.open(files.sweep(), directory).trials():
         if trial.cluster is None:
             continue
+        client.locate(trial.cluster, namespace)
         try:
             client.delete_job(trial.cluster)
             deleted.append(trial.cluster)

@@ -7,12 +7,15 @@ tasks are stand-ins (test_e2e.STAND_IN) in the real JobSets, Jobs and pods."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 
 import pytest
+import yaml
 from local_clusters import measure
 from support import REPO
 from test_e2e import (
@@ -28,6 +31,8 @@ from test_e2e import (
     write_spec,
     write_stand_in_spec,
 )
+
+from launcher import k8s_contract
 
 pytestmark = pytest.mark.kind
 # Small requests so that one cluster fits a quota that the second cannot share, and both fit
@@ -514,3 +519,120 @@ def test_mwms_jobset_worker_crash_resumes_and_the_final_checkpoint_is_evaluated(
         f"(evaluated steps {evaluated}); per-index (counted, ignored) failures {counts}"
     )
     assert_succeeded_and_deleted(kind_cluster, namespace, name, out)  # the MWMS JobSet trained to success
+
+
+# A sweep trial's pods: three of them ask 270m, so the queue's quota (PS_CPU_MILLI + 50 = 550m)
+# holds two trials and not a third.
+TRIAL_REQUESTS = {"requests": {"cpu": "90m", "memory": "200Mi"}}
+
+
+def admitted_workloads(cluster, namespace: str) -> set[str]:
+    """The JobSets whose Kueue Workload holds quota now: admitted, not finished."""
+    held = set()
+    for workload in cluster.get_json("workloads.kueue.x-k8s.io", "-n", namespace)["items"]:
+        conditions = {c["type"]: c["status"] for c in (workload.get("status") or {}).get("conditions") or []}
+        if conditions.get("Admitted") == "True" and conditions.get("Finished") != "True":
+            held.update(ref["name"] for ref in workload["metadata"].get("ownerReferences") or [])
+    return held
+
+
+@pytest.mark.tf_trainings(4)
+def test_a_sweep_of_ps_trials_is_admitted_two_at_a_time_by_a_quota_for_two(
+    kind_cluster, worker_image, namespace, checkpoint_pvc, tmp_path, queue
+):
+    """A sweep (#59) of four PS trials, each one JobSet in the queue: all four submitted at once
+    (parallelTrials 4), the quota holds two, so Kueue, not the sweep, keeps the other two waiting
+    with no pod; a waiting trial says so and is no failure. Every trial trains in its own model
+    dir, the best is marked, and `sweep delete` leaves no trial behind."""
+    sweep = {
+        "name": "sw",
+        "cluster": {
+            "name": "base",
+            "namespace": namespace,
+            "image": worker_image,
+            "strategy": "parameter_server",
+            "workload": "jobset",
+            "queue": queue,
+            "program": {"args": ["--steps", "30", "--checkpoint-every", "10", "--global-batch-size", "32"]},
+            "roles": {role: {"replicas": 1, "resources": TRIAL_REQUESTS} for role in ("chief", "worker", "ps")},
+            "checkpoint": {"volume": {"persistentVolumeClaim": {"claimName": checkpoint_pvc.claim_name}}},
+            "peerTimeoutSeconds": 240,
+        },
+        "parameters": [{"name": "lr", "flag": "--learning-rate", "values": [0.003, 0.01, 0.03, 0.1]}],
+        "objective": {"metric": "loss", "direction": "minimize"},
+        "algorithm": "grid",
+        "parallelTrials": 4,
+        "maxFailedTrials": 0,
+    }
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
+    trials = [f"sw-t{n}" for n in range(4)]
+
+    def launcher(*args: str, **popen) -> subprocess.Popen:
+        """The launcher in tmp_path: the sweep's files (.tfk8s/.sweeps/sw) are kept there."""
+        kube = ["--kubeconfig", kind_cluster.kubeconfig, "--context", kind_cluster.context]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        return subprocess.Popen(
+            [sys.executable, "-m", "launcher", *args, *kube], cwd=tmp_path, env=env, text=True, **popen
+        )
+
+    def launcher_json(*args: str) -> dict:
+        out, _ = launcher(*args, "-o", "json", stdout=subprocess.PIPE).communicate(timeout=120)
+        return json.loads(out)
+
+    started = time.monotonic()
+    run = launcher("sweep", "sweep.yaml", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    most_admitted, ever_admitted, waited, waiting_pods = 0, set(), set(), {}
+    waiting_status, sweep_seen_queued = None, False
+    try:
+        while run.poll() is None:
+            # Pods first, admissions last: a trial not admitted after its pods were read had none.
+            pods = {trial: len(live_pods(kind_cluster, namespace, trial)) for trial in trials}
+            jobsets = kind_cluster.get_json("jobsets.jobset.x-k8s.io", "-n", namespace)["items"]
+            admitted = admitted_workloads(kind_cluster, namespace)
+            most_admitted = max(most_admitted, len(admitted))
+            ever_admitted |= admitted
+            waiting = ({j["metadata"]["name"] for j in jobsets} & set(trials)) - ever_admitted
+            waited |= waiting
+            for trial in waiting:  # never admitted yet: Kueue keeps every pod of it away
+                waiting_pods[trial] = max(waiting_pods.get(trial, 0), pods[trial])
+            if waiting and waiting_status is None:
+                shown = json.loads(cli(kind_cluster, "status", min(waiting), "-n", namespace, "-o", "json").stdout)
+                if shown["phase"] == "Queued" and "quota" in shown["message"]:
+                    waiting_status = shown
+            if waiting and not sweep_seen_queued:
+                rows = launcher_json("sweep", "status", "sw")["trials"]
+                sweep_seen_queued = any(r["phase"] == "Queued" for r in rows)
+            time.sleep(1)
+        output, _ = run.communicate()
+    finally:
+        if run.poll() is None:
+            run.kill()
+    seconds = time.monotonic() - started
+    print(output[-3000:])
+    assert run.returncode == 0, output[-3000:]
+    assert most_admitted == 2, f"at most {most_admitted} trials held the quota at once (it holds two)"
+    assert len(waited) >= 2 and not any(waiting_pods.values()), (waited, waiting_pods)
+    assert waiting_status is not None and "waiting for quota in queue tfk8s-queue" in waiting_status["message"]
+    assert sweep_seen_queued, "`sweep status` never showed a waiting trial as Queued"
+
+    status = launcher_json("sweep", "status", "sw")
+    rows = status["trials"]
+    assert status["phase"] == "Succeeded" and [r["cluster"] for r in rows] == trials, status
+    assert all(r["phase"] == "Succeeded" and r["value"] is not None for r in rows), rows
+    assert sorted(r["parameters"]["lr"] for r in rows) == [0.003, 0.01, 0.03, 0.1], rows
+    [best] = [r for r in rows if r["best"]]
+    assert best["value"] == min(r["value"] for r in rows), rows
+    dirs = kind_cluster.docker_exec("ls", f"{checkpoint_pvc.node_path}/{namespace}").stdout.split()
+    assert set(trials) <= set(dirs), f"the trials' model dirs: {dirs}"  # one each, side by side
+
+    deleted = launcher("sweep", "delete", "sw", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    delete_out, _ = deleted.communicate(timeout=300)
+    assert deleted.returncode == 0, delete_out
+    of_the_sweep = f"{k8s_contract.LABEL_SWEEP}=sw"
+    left = kind_cluster.get_json("jobsets.jobset.x-k8s.io", "-n", namespace, "-l", of_the_sweep)["items"]
+    assert not left, [j["metadata"]["name"] for j in left]
+    measure(
+        f"kind sweep of 4 PS trials through a quota for 2: at most {most_admitted} admitted at once, "
+        f"{len(waited)} waited with {max(waiting_pods.values(), default=0)} pods; best {best['cluster']} "
+        f"(lr {best['parameters']['lr']}) loss {best['value']:.4f}; {seconds:.0f} s"
+    )

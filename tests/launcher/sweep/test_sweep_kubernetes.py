@@ -77,6 +77,12 @@ def test_queued_trials_wait_and_a_failed_one_ends_the_sweep_at_max_failed_trials
     assert [j["metadata"]["name"] for j in jobsets(api)] == ["sw-t0"]  # the running trial was deleted
     assert events[-1] == "sweep sw: Failed - " + status.message
 
+    # A later launcher (`sweep delete sw` with a kubeconfig of another default namespace) finds
+    # the trials in the namespace they were submitted to, and ends them.
+    later = TFK8sClient(KubernetesBackendConfig())
+    later._backends["default"] = backend  # the fake serves only that namespace
+    assert later.delete_sweep("sw") == ["sw-t0"] and not jobsets(api)
+
 
 def jobsets(api: FakeApi) -> list[dict]:
     return sorted(
