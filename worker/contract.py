@@ -179,6 +179,9 @@ EXIT_SUPERSEDED = 8
 # alike, so it fails the cluster at once, whatever the spec's fatalExitCodes (78: sysexits'
 # EX_CONFIG, which programs seldom use; a spec may not list it).
 EXIT_KERAS_REFUSED = 78
+# A cause line whose rule gives the verdict says it in these words (worker/exit_cause.py), so
+# the launcher does not say it again (launcher/backends/local/policy.py).
+NOT_RETRIED = "not retried"
 # A program of your own died of an uncaught Python exception of a kind a retry fails alike
 # (ValueError, TypeError, ...: worker/exit_cause.py EXCEPTION_KINDS; worker/exception_check.py
 # sets the code): it fails the cluster at once, as 78 does. 70: sysexits' EX_SOFTWARE; a spec

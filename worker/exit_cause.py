@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import signal
 
-from worker.contract import ERROR_LINE_PATTERN, FATAL_EXCEPTIONS, PROGRESS_PREFIX, RETRIED_EXCEPTIONS
+from worker.contract import ERROR_LINE_PATTERN, FATAL_EXCEPTIONS, NOT_RETRIED, PROGRESS_PREFIX, RETRIED_EXCEPTIONS
 
 # What `status` keeps of a cause (the kubelet keeps at most 4096 bytes of a termination message).
 MAX_CAUSE_CHARS = 400
@@ -220,12 +220,12 @@ def exception_verdict(
         if cls in spec:
             verdict = spec[cls]
             return verdict, f"{cls} is in {EXCEPTIONS_SPEC_KEYS[verdict]}: " + (
-                "not retried" if verdict == FATAL else "retried"
+                NOT_RETRIED if verdict == FATAL else "retried"
             )
     for cls in classes:
         verdict = EXCEPTION_KINDS.get(cls)
         if verdict == FATAL:
-            return FATAL, f"{_a(cls)} {cls} is deterministic: not retried; retriedExceptions: [{kind}] retries it"
+            return FATAL, f"{_a(cls)} {cls} is deterministic: {NOT_RETRIED}; retriedExceptions: [{kind}] retries it"
         if verdict == RETRIED:
             return RETRIED, f"{_a(cls)} {cls} may pass: retried"
     return None, f"retried; fatalExceptions: [{kind}] fails the training at once"

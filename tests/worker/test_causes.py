@@ -83,6 +83,7 @@ def test_a_program_module_raising_name_error_at_import_fails_once(backend, tmp_p
     reason = fails_once_as_a_config_error(backend, "typo", "typo_program", ["--steps", "10"], "NameError at import")
     assert "program module 'typo_program' does not import: NameError: name 'DATA_DIR' is not defined" in reason
     assert "(a NameError is deterministic: not retried); fix the program" in reason, reason
+    assert reason.count("not retried") == 1, reason  # the cause gives the verdict: said once
 
 
 LAZY_GL_PROGRAM = """
@@ -140,6 +141,7 @@ def test_a_bug_in_build_dataset_fails_once_and_its_line_names_the_programs_frame
         reason
     ), reason
     assert "(a ValueError is deterministic: not retried); fix the program" in reason, reason
+    assert reason.count("not retried") == 1, reason  # the cause gives the verdict: said once
 
 
 def fails_once_as_a_config_error(backend, name: str, module: str, args: list[str], what: str) -> str:

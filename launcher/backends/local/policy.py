@@ -22,6 +22,7 @@ from worker import contract
 from worker.contract import Role, Strategy
 
 PEER_EXIT_GRACE_SECONDS = 60.0  # MWMS: other workers finish after worker 0
+FATAL_NOTE = f"deterministic: {contract.NOT_RETRIED}"
 
 
 class TaskState(str, Enum):
@@ -57,6 +58,8 @@ def restart_decision(
     restarts_used: int,
     training_over: bool = False,
     last_words: str | None = None,
+    *,
+    verdict_said: bool = False,
 ) -> RestartDecision:
     """What Kubernetes would do about a task (pod) that exited with `code` (Popen's
     returncode, non-zero), given `restarts_used` counted restarts of its budget so far. `role`
@@ -75,7 +78,9 @@ def restart_decision(
     own_program = not failure.builtin
     described = describe_exit(code, own_program)
     if last_words:
-        return _with_last_words(restart_decision(failure, role, code, restarts_used, training_over), last_words)
+        said = contract.NOT_RETRIED in last_words  # the task's cause gives the verdict itself
+        decision = restart_decision(failure, role, code, restarts_used, training_over, verdict_said=said)
+        return _with_last_words(decision, last_words)
     # A preemption only for the built-in worker, whose SIGTERM comes from outside; a command of
     # your own may send it to itself (`trap 'kill 0' EXIT`), and no DisruptionTarget says
     # otherwise on a machine: counted, as its pod's would be (podFailurePolicy).
@@ -101,7 +106,7 @@ def restart_decision(
         return RestartDecision(
             False,
             True,
-            describe_exit(code, own_program, "deterministic: not retried"),
+            describe_exit(code, own_program, *(() if verdict_said else (FATAL_NOTE,))),
             (
                 f"{described}, {failure.why_fatal(status)}; not restarting it, a retry would fail alike "
                 "(podFailurePolicy FailJob)"

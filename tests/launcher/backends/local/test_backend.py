@@ -222,7 +222,7 @@ def test_a_deterministic_exception_fails_at_once_another_is_retried(backend, wor
     status = backend.status("bug")
     assert status.phase == "Failed" and status.roles[0].failed == 1
     assert status.message == (
-        "chief-0 exited 70 (deterministic: not retried): ValueError: step 3 went wrong (a ValueError is "
+        "chief-0 exited 70: ValueError: step 3 went wrong (a ValueError is "
         "deterministic: not retried; retriedExceptions: [ValueError] retries it)"
     ), status.message
     assert run_files(backend, "bug").default_model_dir.joinpath("attempts").read_text() == "1"
@@ -317,8 +317,9 @@ def test_a_programs_cause_is_its_exception_not_the_tail_of_the_message(backend, 
         "shape to have value 784, but received input with shape (32, 28, 28) (a ValueError is "
         "deterministic: not retried; retriedExceptions: [ValueError] retries it)"
     )
-    assert status.message == f"chief-0 exited 70 (deterministic: not retried): {cause}"
-    assert status.roles[0].reason == f"chief-0: exited 70 (deterministic: not retried): {cause}"
+    # the cause gives the verdict: said once
+    assert status.message == f"chief-0 exited 70: {cause}"
+    assert status.roles[0].reason == f"chief-0: exited 70: {cause}"
 
 
 def test_list_and_status_print_json_and_yaml_in_one_key_casing(backend, workdir, capsys):
