@@ -128,6 +128,7 @@ def messages() -> dict[str, str]:
         "volumeWithoutName": pod_fields.VOLUME_WITHOUT_NAME,
         "reservedVolume": pod_fields.RESERVED_VOLUME,
         "volumeNamedTwice": pod_fields.VOLUME_NAMED_TWICE,
+        "volumeType": pod_fields.VOLUME_TYPE,
         "mountWithoutVolume": pod_fields.MOUNT_WITHOUT_VOLUME,
         "mountWithoutPath": pod_fields.MOUNT_WITHOUT_PATH,
         "reservedMountPath": pod_fields.RESERVED_MOUNT_PATH,

@@ -147,6 +147,7 @@ def pod_policy() -> dict:
         "taskSecurityMaySet": list(pod_fields.TASK_SECURITY_MAY_SET),
         "reservedContainers": list(pod_fields.RESERVED_CONTAINERS),
         "reservedVolumes": list(pod_fields.RESERVED_VOLUMES),
+        "restrictedVolumeTypes": list(pod_fields.RESTRICTED_VOLUME_TYPES),
         "reservedLabels": list(pod_fields.RESERVED_LABELS),
         "launcherMounts": list(pod_fields.LAUNCHER_MOUNTS),
         # the values Pod Security restricted allows; a refused securityContext value of an added

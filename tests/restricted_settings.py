@@ -4,8 +4,9 @@ here): the launcher and the chart refuse each (tests/charts/test_helm_pod_policy
 API server's `restricted` admission refuses each as well (tests/kind/test_e2e.py). `ADMITTED`
 are the neighbours both let through, so neither side is merely stricter.
 
-A setting is placed on the task container, the pod, or a container or init container the
-podTemplate adds (`PLACES`); `at` is its path from there, as the launcher names it.
+A setting is placed on the task container, the pod, a container or init container the
+podTemplate adds, or is a volume of the role's own (`PLACES`); `at` is its path from there, as
+the launcher names it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from launcher import k8s_contract
 from launcher.cluster_spec import pod_fields
 
-PLACES = ("task", "pod", "sidecar", "init")
+PLACES = ("task", "pod", "sidecar", "init", "volume")
 # What `restricted` needs of a container of its own (the pod-level part the launcher renders).
 COMPLIANT_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
@@ -26,7 +27,7 @@ COMPLIANT_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop
 class Setting:
     id: str
     place: str  # one of PLACES
-    fields: dict  # set on that container (or on the pod's spec)
+    fields: dict  # set on that container (or on the pod's spec; or the volume itself)
     at: str  # the refused field's path from that place
     pod: dict = field(default_factory=dict)  # pod fields without which the API server finds it invalid
 
@@ -75,6 +76,9 @@ def refused() -> list[Setting]:
         # Only an init container that runs beside the others (restartPolicy Always) has probes and hooks.
         sidecar = {"restartPolicy": "Always"} if place == "init" else {}
         cases += [Setting(f"{place}-{i}", place, {**sidecar, **fields}, at) for i, fields, at in hosts]
+    # a role's volume of a kind restricted does not admit (as the API server validates it)
+    kinds = {"hostPath": {"path": "/"}, "nfs": {"server": "nfs.example", "path": "/"}}
+    cases += [Setting(f"volume-{kind}", "volume", {"name": "v", kind: source}, kind) for kind, source in kinds.items()]
     return cases
 
 
@@ -118,6 +122,13 @@ def added_container(setting: Setting, image: str) -> dict:
     return merged({"name": "side", "image": image, "securityContext": compliant}, setting.fields)
 
 
+def role_fields(setting: Setting) -> dict:
+    """The role's fields that carry `setting`: its volumes, or its podTemplate."""
+    if setting.place == "volume":
+        return {"volumes": [copy.deepcopy(setting.fields)]}
+    return {"podTemplate": {"spec": role_pod_spec(setting)}}
+
+
 def role_pod_spec(setting: Setting) -> dict:
     """The `podTemplate.spec` a role carries for `setting`: the launcher's and the chart's input."""
     if setting.place == "pod":
@@ -135,6 +146,9 @@ def pod_template(setting: Setting, rendered: dict) -> dict:
     task = k8s_contract.CONTAINER
     if setting.place == "pod":
         return merged(spec, setting.fields)
+    if setting.place == "volume":
+        spec["volumes"] = [*spec["volumes"], copy.deepcopy(setting.fields)]
+        return spec
     if setting.place == "task":
         spec["containers"] = [merged(c, setting.fields) if c["name"] == task else c for c in spec["containers"]]
         return spec

@@ -83,6 +83,18 @@ TASK_SECURITY_MAY_SET = ("readOnlyRootFilesystem", "seLinuxOptions", "appArmorPr
 # The values Pod Security `restricted` allows where a podTemplate may set a value
 # (https://kubernetes.io/docs/concepts/security/pod-security-standards/); the API server refuses
 # any other at admission, so the launcher refuses it at its line first.
+# The volume kinds Pod Security restricted admits ("Volume Types"); a role's volumes take no
+# other (the checkpoint volume's hostPath is its own field: docs/security.md).
+RESTRICTED_VOLUME_TYPES = (
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+)
 SELINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 SELINUX_UNSET = ("user", "role")  # seLinuxOptions keys restricted allows only unset (or "")
 APPARMOR_TYPES = ("RuntimeDefault", "Localhost")
@@ -135,6 +147,10 @@ ENV_SET_TWICE = (
 )
 VOLUME_WITHOUT_NAME = "a volume needs a name"
 RESERVED_VOLUME = "'{name}' is one of the launcher's volumes: give it another name"
+VOLUME_TYPE = (
+    "a {kind} volume is refused by Pod Security restricted: use one of {allowed} (a "
+    "persistentVolumeClaim's PersistentVolume, which an administrator makes, may be any kind)"
+)
 VOLUME_NAMED_TWICE = "'{name}' is named twice: name each volume once"
 MOUNT_WITHOUT_VOLUME = "'{name}' is not in {at}.volumes: add the volume there"
 MOUNT_WITHOUT_PATH = "a volumeMount needs a mountPath"
@@ -216,6 +232,12 @@ def _volume_problems(at: str, volumes: list[dict], mounts: list[dict], model_mou
             out.append((f"{at}.volumes.{i}.name", RESERVED_VOLUME.format(name=name)))
         elif name in names[:i]:
             out.append((f"{at}.volumes.{i}.name", VOLUME_NAMED_TWICE.format(name=name)))
+    out += [
+        (f"{at}.volumes.{i}.{kind}", VOLUME_TYPE.format(kind=kind, allowed=quoted(RESTRICTED_VOLUME_TYPES)))
+        for i, volume in enumerate(volumes)
+        for kind in volume
+        if kind != "name" and kind not in RESTRICTED_VOLUME_TYPES
+    ]
     ours = (*LAUNCHER_MOUNTS, model_mount)
     for i, mount in enumerate(mounts):
         if mount.get("name") not in names:

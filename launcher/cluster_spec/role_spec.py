@@ -140,7 +140,10 @@ class RolePodFields(PodFields):
     )
     volumes: list[dict] = Field(
         default_factory=list,
-        description="Kubernetes volumes added to this role's pods (data PVCs, ConfigMaps, Secrets)",
+        description=(
+            "Kubernetes volumes added to this role's pods (data PVCs, ConfigMaps, Secrets): the kinds "
+            "Pod Security `restricted` admits, no `hostPath`"
+        ),
     )
     volume_mounts: list[dict] = Field(
         default_factory=list, description="Kubernetes volumeMounts of `volumes` in the task's container"

@@ -171,6 +171,11 @@ def _coverage() -> list:
         for n in pod_fields.RESERVED_VOLUMES
     ]
     cases += [
+        (f"volume-kind-{k}", _with({"volumes": [{"name": "v", k: _sample(t)}]}), f"{AT}.volumes.0.{k}")
+        for k, t in k8s_shapes.fields_of("V1Volume").items()
+        if k != "name" and k not in pod_fields.RESTRICTED_VOLUME_TYPES
+    ]
+    cases += [
         (
             f"mount-{path}",
             _with(
@@ -200,16 +205,17 @@ def _restricted() -> list:
         "pod": f"{TEMPLATE}.spec",
         "sidecar": f"{TEMPLATE}.spec.containers.0",
         "init": f"{TEMPLATE}.spec.initContainers.0",
+        "volume": f"{AT}.volumes.0",
     }
     return [
-        (s.id, _pod(restricted_settings.role_pod_spec(s)), f"{where[s.place]}.{s.at}")
+        (s.id, _with(restricted_settings.role_fields(s)), f"{where[s.place]}.{s.at}")
         for s in restricted_settings.refused()
     ]
 
 
 @pytest.mark.parametrize("setting", [pytest.param(s, id=s.id) for s in restricted_settings.admitted()])
 def test_what_restricted_admits_the_launcher_admits(setting):
-    load_data(_pod(restricted_settings.role_pod_spec(setting)))
+    load_data(_with(restricted_settings.role_fields(setting)))
 
 
 def _launcher_refusals(values: dict) -> list[str]:
@@ -286,6 +292,12 @@ CHART_ONLY = [
         {"extraVolumes": [{"name": "supervisor", "emptyDir": {}}]},
         "extraVolumes.0.name",
         pod_fields.RESERVED_VOLUME.format(name="supervisor"),
+    ),
+    (
+        "extra-volume-host-path",
+        {"extraVolumes": [{"name": "host", "hostPath": {"path": "/"}}]},
+        "extraVolumes.0.hostPath",
+        pod_fields.VOLUME_TYPE.format(kind="hostPath", allowed=pod_fields.quoted(pod_fields.RESTRICTED_VOLUME_TYPES)),
     ),
     (
         "extra-mount-of-the-token",

@@ -883,7 +883,7 @@ def test_restricted_admission_refuses_what_the_launcher_refuses_and_admits_its_n
     launcher is then neither weaker than `restricted` nor stricter where it need not be."""
     from kubernetes import client as k8s
     from kubernetes.client.exceptions import ApiException
-    from restricted_settings import admitted, pod_template, refused, role_pod_spec
+    from restricted_settings import admitted, pod_template, refused, role_fields
 
     from launcher.cluster_spec.loader import load_data
     from launcher.errors import SpecError
@@ -899,7 +899,7 @@ def test_restricted_admission_refuses_what_the_launcher_refuses_and_admits_its_n
             "roles": {"chief": {"replicas": 1}},
         }
         if setting is not None:
-            data["roles"]["chief"]["podTemplate"] = {"spec": role_pod_spec(setting)}
+            data["roles"]["chief"].update(role_fields(setting))
         return data
 
     def rendered_pod_spec(data: dict) -> dict:

@@ -255,6 +255,15 @@ podPolicy:
   - kube-api-access
   - code
   - code-archive
+  restrictedVolumeTypes:
+  - configMap
+  - csi
+  - downwardAPI
+  - emptyDir
+  - ephemeral
+  - persistentVolumeClaim
+  - projected
+  - secret
   reservedLabels:
   - app.kubernetes.io/name
   - app.kubernetes.io/instance
@@ -386,6 +395,8 @@ messages:
   volumeWithoutName: a volume needs a name
   reservedVolume: '''{name}'' is one of the launcher''s volumes: give it another name'
   volumeNamedTwice: '''{name}'' is named twice: name each volume once'
+  volumeType: 'a {kind} volume is refused by Pod Security restricted: use one of {allowed} (a persistentVolumeClaim''s
+    PersistentVolume, which an administrator makes, may be any kind)'
   mountWithoutVolume: '''{name}'' is not in {at}.volumes: add the volume there'
   mountWithoutPath: a volumeMount needs a mountPath
   reservedMountPath: '{path} is the launcher''s: mount elsewhere'

@@ -66,6 +66,9 @@ those lists; this walks the values the way role_problems walks the spec.
 {{- end -}}
 {{- $volumes = append $volumes $volume.name -}}
 {{- end -}}
+{{- range $i, $volume := default list $fields.volumes -}}
+{{- include "tfk8s.validateVolumeType" (dict "c" $c "at" (printf "%s.volumes.%d" $at $i) "volume" $volume) -}}
+{{- end -}}
 {{- range $i, $mount := default list $fields.volumeMounts -}}
 {{- $here := printf "%s.volumeMounts.%d" $at $i -}}
 {{- if not (has $mount.name $volumes) -}}
@@ -163,6 +166,9 @@ a role's volumes, extraVolumeMounts the task container's mounts. */ -}}
 {{- include "tfk8s.refuse" (list (printf "%s.%d.name" $key $i) $m.reservedVolume $volume) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- range $i, $volume := default list $v.extraVolumes -}}
+{{- include "tfk8s.validateVolumeType" (dict "c" $c "at" (printf "extraVolumes.%d" $i) "volume" $volume) -}}
 {{- end -}}
 {{- range $i, $mount := default list $v.extraVolumeMounts -}}
 {{- if has (regexReplaceAll "/+$" (toString $mount.mountPath) "") $ours -}}
@@ -452,3 +458,14 @@ refused ones (the contract holds them as JSON, so true is not 1). */}}
 {{- include "tfk8s.refuse" (list "name" $m.generatedName $failed) -}}
 {{- end -}}
 {{- end }}
+
+{{/* A volume of a kind Pod Security restricted refuses (pod_fields.VOLUME_TYPE), at its kind's key. */}}
+{{- define "tfk8s.validateVolumeType" -}}
+{{- $p := .c.podPolicy -}}
+{{- range $kind, $_ := .volume -}}
+{{- if and (ne $kind "name") (not (has $kind $p.restrictedVolumeTypes)) -}}
+{{- $fill := dict "kind" $kind "allowed" (include "tfk8s.quoted" $p.restrictedVolumeTypes) -}}
+{{- include "tfk8s.refuse" (list (printf "%s.%s" $.at $kind) $.c.messages.volumeType $fill) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
