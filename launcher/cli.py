@@ -180,12 +180,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "sweep",
         help="run a hyperparameter sweep of trainings (docs/sweeps.md): sweep SWEEP.yaml; sweep status NAME; "
-        "sweep delete NAME",
+        "sweep logs NAME; sweep plot NAME; sweep delete NAME",
     )
     p.add_argument(
-        "target", metavar="SWEEP.yaml|status|delete", help="a sweep file to run (or resume), or status, delete"
+        "target",
+        metavar="SWEEP.yaml|status|logs|plot|delete",
+        help="a sweep file to run (or resume), or status, logs, plot, delete",
     )
-    p.add_argument("name", nargs="?", help="with status and delete: the sweep's name")
+    p.add_argument("name", nargs="?", help="with status, logs, plot and delete: the sweep's name")
     _add_cluster_flags(p)
     p.add_argument("-o", "--output", choices=STATUS_FORMATS, default="text", help="status: json, yaml")
     p.add_argument(
@@ -195,6 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="client: print the objects of the first parallelTrials trials, submit nothing",
     )
     p.add_argument("--poll", type=float, metavar="SECONDS", help="how often the trials are looked at")
+    p.add_argument(
+        "--role", choices=[r.value for r in ROLES], help="logs: whose log (default: the chief's, MWMS: worker 0's)"
+    )
+    p.add_argument("--index", type=int, default=0, help="logs: the task's index")
+    p.add_argument("--tail", type=int, metavar="N", help="logs: only the last N lines of each trial's log")
+    p.add_argument("--file", metavar="PATH", help="plot: the HTML file to write (default: NAME.html here)")
 
     p = sub.add_parser("list", help="list clusters")
     _add_cluster_flags(p)
@@ -469,7 +477,7 @@ def print_structured(data, output: str) -> None:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
 
 
-SWEEP_COMMANDS = ("status", "delete")
+SWEEP_COMMANDS = ("status", "logs", "plot", "delete")
 
 
 def sweep_backend(args) -> BackendConfig:
@@ -500,6 +508,16 @@ def cmd_sweep(args) -> int:
     if args.target == "delete":
         deleted = client.delete_sweep(args.name)
         print(f"sweep {args.name} deleted" + (f", with its trials {', '.join(deleted)}" if deleted else ""))
+        return 0
+    if args.target == "logs":
+        for line in client.sweep_logs(args.name, args.role, args.index, tail=args.tail):
+            sys.stdout.write(printable(line))
+            sys.stdout.flush()
+        return 0
+    if args.target == "plot":
+        path = Path(args.file or f"{args.name}.html")
+        path.write_text(client.sweep_plot(args.name))
+        print(f"sweep {args.name}: the objective by trial and by parameter in {path} (open it in a browser)")
         return 0
     if args.target == "status":
         status = client.sweep_status(args.name)

@@ -29,10 +29,11 @@ from launcher.cluster_spec import loader
 from launcher.cluster_spec.loader import Loaded
 from launcher.cluster_spec.spec import SHARED_DISK, ClusterSpec
 from launcher.cluster_spec.tfjob import document as tfjob
-from launcher.errors import JobFailed, JobTimeout
+from launcher.errors import ClusterNotFound, JobFailed, JobTimeout
+from launcher.k8s_contract import success_role
 from launcher.status.lines import status_line
 from launcher.status.status import ClusterStatus, Phase
-from launcher.sweep import katib
+from launcher.sweep import katib, plot
 from launcher.sweep import load as sweep_load
 
 SpecSource = Union[str, Path, dict, ClusterSpec, Loaded, None]
@@ -304,6 +305,31 @@ class TFK8sClient:
         """Each trial: its values, phase, objective value (a running one's latest evaluation),
         its cause if it failed; the best marked. ClusterNotFound if there is no such sweep."""
         return sweeps.sweep_status(self, self.sweep_dir(name))
+
+    def sweep_plot(self, name: str) -> str:
+        """The sweep as an HTML page: the objective by trial and by each parameter (SVG, no
+        script), the best marked, each point's trial in its tooltip."""
+        status = self.sweep_status(name)  # raises ClusterNotFound for no such sweep
+        return plot.page(status, plot.log_scales(sweeps.SweepFiles(self.sweep_dir(name)).sweep()))
+
+    def sweep_logs(
+        self, name: str, role: str | None = None, index: int = 0, *, tail: int | None = None
+    ) -> Iterator[str]:
+        """Each submitted trial's log lines (get_job_logs of its cluster; role None: the task
+        that decides a training, the chief or MWMS worker 0), after a line that names the trial,
+        its values and phase; a trial whose cluster is gone says so."""
+        files = sweeps.SweepFiles(self.sweep_dir(name))
+        status = self.sweep_status(name)  # raises ClusterNotFound for no such sweep
+        role = role or success_role(files.record()["base"]["strategy"]).value
+        for row in status.trials:
+            if row.cluster is None:
+                continue
+            values = " ".join(f"{k}={v}" for k, v in row.values.items())
+            yield f"==> {row.cluster} ({values}) {row.phase}: {role}-{index} <==\n"
+            try:
+                yield from self.get_job_logs(row.cluster, role, index, tail=tail)
+            except ClusterNotFound:
+                yield f"(no log: cluster {row.cluster} is gone)\n"
 
     def delete_sweep(self, name: str) -> list[str]:
         """Stop the launcher that runs the sweep, delete its trials' clusters and its files;

@@ -53,7 +53,7 @@ class TrialRow:
     phase: str
     value: float | None  # the objective's, once the trial succeeded
     message: str = ""
-    latest: tuple[int, float] | None = None  # a running trial's latest evaluation (step, value)
+    latest: tuple[int, float] | None = None  # a running or stopped trial's latest evaluation (step, value)
     best: bool = False
 
     def to_dict(self) -> dict:
@@ -363,6 +363,8 @@ def sweep_status(client, directory: Path) -> SweepStatus:
         )
         if trial.state == search_.RUNNING:
             _live(client, row, sweep.objective.metric)
+        elif trial.state == search_.PRUNED and trial.intermediate:  # what it had reached when stopped
+            row.latest = max(trial.intermediate.items())
         rows.append(row)
     return SweepStatus(
         sweep.name,

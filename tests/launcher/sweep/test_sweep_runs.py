@@ -109,6 +109,25 @@ def test_the_median_rule_stops_a_trial_and_the_best_is_marked(client, workdir, t
     assert table[1].split() == ["TRIAL", "X", "PHASE", "ACCURACY", "CAUSE"]
     assert table[2].split() == ["*sw-t0", "0.9", "Succeeded", "0.9"]
 
+    assert table[4].split()[:6] == ["sw-t2", "0.1", "Stopped", "0.05", "@10", "stopped"]  # where it was stopped
+
+    # each trial's chief log, under a line naming it; the stopped trial's cluster is gone
+    assert cli.main(["sweep", "logs", "sw", "--tail", "1", *flags]) == 0
+    logs = capsys.readouterr().out.splitlines()
+    assert logs[0] == "==> sw-t0 (x=0.9) Succeeded: chief-0 <==" and "tfk8s-progress" in logs[1], logs
+    assert logs[-2:] == ["==> sw-t2 (x=0.1) Stopped: chief-0 <==", "(no log: cluster sw-t2 is gone)"], logs
+
+    # the plot: a chart by trial and one by x, a point per trial, the best marked, the stopped
+    # trial at its last evaluation (hollow)
+    page = tmp_path / "sw.html"
+    assert cli.main(["sweep", "plot", "sw", "--file", str(page), *flags]) == 0
+    assert capsys.readouterr().out.strip().endswith(f"in {page} (open it in a browser)")
+    text = page.read_text()
+    assert text.count("<svg") == 2 and "accuracy by trial" in text and "accuracy by x" in text
+    assert text.count('class="trial best"') == 2 and text.count('class="trial Stopped"') == 2
+    assert text.count('class="trial Succeeded"') == 2  # sw-t1 in each chart
+    assert "sw-t2: x=0.1; Stopped; accuracy 0.05" in text
+
     assert cli.main(["sweep", "delete", "sw", *flags]) == 0
     assert capsys.readouterr().out.strip() == "sweep sw deleted, with its trials sw-t0, sw-t1, sw-t2"
     assert not client.sweep_dir("sw").exists()
