@@ -70,6 +70,9 @@ def generate_contract() -> dict:
         "dataServiceRoles": [r.value for r in contract.DATA_SERVICE_ROLES],
         "dataReaders": [r.value for r in contract.DATA_READERS],
         "dataServiceFlag": args.DATA_SERVICE_FLAG,  # the built-in worker's flag that needs a dataService
+        # a sweep's trial (labels[sweepLabel]) tells its tasks the sweep's name (plan.task_env)
+        "sweepLabel": k8s_contract.LABEL_SWEEP,
+        "sweepEnv": contract.SWEEP,
         "dataServiceClients": {
             r.value: [c.value for c in k8s_contract.data_service_clients(r)] for r in contract.DATA_SERVICE_ROLES
         },

@@ -81,6 +81,7 @@ RUN = "TFK8S_RUN"
 # tf.data.experimental.service.distribute(service=...); the built-in one with --data-service.
 DATA_SERVICE = "TFK8S_DATA_SERVICE"
 CLUSTER_NAME = "TFK8S_CLUSTER"
+SWEEP = "TFK8S_SWEEP"  # a sweep's trial: the sweep's name (the tfk8s.io/sweep label), its series' `sweep`
 NAMESPACE = "TFK8S_NAMESPACE"  # the spec's namespace (and the supervisor's, launcher/pod/supervise.py)
 # Which platform runs the tasks: a Kubernetes cluster (`kubernetes:ca-<digest of its CA>`, set by
 # submit and helm install: launcher/k8s_contract.py kubernetes_platform) or a machine

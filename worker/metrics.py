@@ -34,7 +34,7 @@ PROGRESS_EVENTS = ("first_step", "step", "block", "epoch", "first_epoch", "check
 LAST_SCRAPE_CAP_SECONDS = 15.0  # the longest an ending task waits for its last scrape
 # After the last scrape's collection, for its response (a few KB) to be sent before os._exit.
 RESPONSE_SECONDS = 0.25
-LABELS = ("training", "training_namespace", "role", "index")
+LABELS = ("training", "training_namespace", "sweep", "role", "index")  # sweep: "" outside a sweep
 METRICS_PATH = contract.METRICS_PATH
 # A connection that sends no request for this long is closed, freeing its thread; at most
 # MAX_CONNECTIONS are served at once, more are closed unanswered: a scraper needs one, and
@@ -174,6 +174,7 @@ def start(task, process_start: float, global_batch_size: int | None = None, envi
     labels = {
         "training": task.cluster_name or "",
         "training_namespace": task.namespace or "",
+        "sweep": env.get(contract.SWEEP, ""),
         "role": task.role.value,
         "index": str(task.index),
     }

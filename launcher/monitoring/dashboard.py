@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from launcher.monitoring import queries as q
 
 ONE = '{training_namespace=~"$namespace", training=~"$training"}'  # the chosen trainings
+SWEEP = '{training_namespace=~"$namespace", sweep=~"$sweep", sweep!=""}'  # the chosen sweeps' trials
 WINDOW = "6h"
 
 
@@ -26,6 +27,7 @@ class Panel:
     exprs: tuple[tuple[str, str], ...]  # (legend, PromQL)
     unit: str = "short"
     width: int = 12
+    of_sweeps: bool = False  # reads only a sweep's trials' series (the $sweep variable)
 
 
 PANELS = (
@@ -43,6 +45,12 @@ PANELS = (
     ),
     Panel("Restarts (1h)", "stat", (("{{training}}", q.restarts("1h", ONE)),), width=6),
     Panel("Start-up phases", "bargauge", (("{{role}}-{{index}} {{phase}}", f"tfk8s_startup_seconds{ONE}"),), unit="s"),
+    Panel(
+        "Sweep: evaluation by trial",  # the $sweep variable's trials (launcher sweep), each a training
+        "timeseries",
+        (("{{sweep}} {{training}} {{metric}}", f"max by (sweep, training, metric) (tfk8s_evaluation{SWEEP})"),),
+        of_sweeps=True,
+    ),
     Panel(
         "Trainings",
         "table",
@@ -101,18 +109,33 @@ def dashboard() -> dict:
                     "name": "training",
                     "query": 'label_values(tfk8s_task_info{training_namespace=~"$namespace"}, training)',
                 },
+                {
+                    **variable,
+                    "name": "sweep",
+                    "query": 'label_values(tfk8s_task_info{training_namespace=~"$namespace"}, sweep)',
+                },
             ]
         },
         "panels": panels,
     }
 
 
-def panel_queries(namespace: str = ".*", training: str = ".*") -> list[tuple[str, str]]:
+def panel_queries(namespace: str = ".*", training: str = ".*", sweep: str | None = ".*") -> list[tuple[str, str]]:
     """(panel title, PromQL) of every panel's target with the variables set (regexes, as Grafana
-    substitutes them): what the tests run against a real Prometheus."""
+    substitutes them): what the tests run against a real Prometheus. sweep None: a training that
+    is no sweep's trial, without the panels only trials answer."""
+    of_sweeps = {p.title for p in PANELS if p.of_sweeps}
+    values = {"$namespace": namespace, "$training": training, "$sweep": sweep or ""}
+
+    def substituted(expr: str) -> str:
+        for variable, value in values.items():
+            expr = expr.replace(variable, value)
+        return expr
+
     return [
-        (panel["title"], target["expr"].replace("$namespace", namespace).replace("$training", training))
+        (panel["title"], substituted(target["expr"]))
         for panel in dashboard()["panels"]
+        if sweep is not None or panel["title"] not in of_sweeps
         for target in panel["targets"]
     ]
 

@@ -318,6 +318,8 @@ def task_env(
     ):
         if classes:  # for the exception check (worker/exception_check.py)
             env[name] = ",".join(classes)
+    if spec.labels.get(k8s_contract.LABEL_SWEEP):  # a sweep's trial: its metrics say whose (worker/metrics.py)
+        env[contract.SWEEP] = spec.labels[k8s_contract.LABEL_SWEEP]
     if code_dir is not None:  # the code dir first on the module path (an env PYTHONPATH replaces it)
         env["PYTHONPATH"] = code_dir
     if code_digest is not None:  # FINAL.json records it: a finished dir meets changed code

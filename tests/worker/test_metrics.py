@@ -18,7 +18,7 @@ from worker import contract, metrics, progress
 from worker.context import TaskContext
 from worker.contract import Role, Strategy
 
-TASK_LABELS = {"training": "demo", "training_namespace": "team-a", "role": "chief", "index": "0"}
+TASK_LABELS = {"training": "demo", "training_namespace": "team-a", "sweep": "", "role": "chief", "index": "0"}
 
 
 def chief() -> TaskContext:
@@ -62,6 +62,14 @@ def scrape(address: str, task_labels: dict | None = TASK_LABELS) -> dict[tuple[s
             extra = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in TASK_LABELS))
             samples[(sample.name, extra)] = sample.value
     return samples
+
+
+def test_a_sweeps_trial_says_its_sweep_on_every_series(monkeypatch):
+    monkeypatch.setattr(metrics, "_metrics", None)
+    port = free_port()
+    environ = {contract.METRICS_PORT: str(port), contract.METRICS_HOST: "127.0.0.1", contract.SWEEP: "lr-search"}
+    address = metrics.start(chief(), progress.PROCESS_START, environ=environ)
+    assert scrape(address, {**TASK_LABELS, "sweep": "lr-search"})
 
 
 def test_the_events_of_a_training_become_its_series(served):

@@ -47,6 +47,7 @@ from local_clusters import (
 )
 from support import skip_unless_ci, wait_for_the_toolchain
 
+from launcher import k8s_contract
 from launcher.errors import ClusterNotFound
 from launcher.monitoring import alerts, dashboard, queries
 from worker import contract, metrics
@@ -145,7 +146,9 @@ def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_p
         args = ["--steps", "100000", "--checkpoint-every", "200", "--data", "digits"]
         program = {"module": "paced_program", "args": args}
         env = {"TFK8S_PROGRESS_SECONDS": "1", "PACED_STEP_SECONDS": "0.01"}
-        backend.submit(make_spec(name, "mirrored", args, program=program, env=env))
+        # labelled as a sweep's trial (a sweep's clusters are: launcher/sweep/trials.py), for the sweep panel
+        labels = {k8s_contract.LABEL_SWEEP: "watched-sweep"}
+        backend.submit(make_spec(name, "mirrored", args, program=program, env=env, labels=labels))
         cleanup.callback(delete_if_there, backend, name)
         addresses = wait_until(lambda: run_files(backend, name).read_metrics(), 60, "metrics.json")
         targets = tmp_path / "targets.json"
@@ -163,6 +166,8 @@ def test_every_panel_and_alert_against_a_real_prometheus(backend, workdir, tmp_p
         ):
             time.sleep(1)
         assert not silent, f"panels with no data: {silent}"
+        [(_, of_the_sweep)] = [q for q in dashboard.panel_queries(sweep="watched-sweep") if q[0].startswith("Sweep")]
+        assert {r["metric"]["training"] for r in prometheus.query(of_the_sweep)} == {name}
         assert prometheus.query('ALERTS{alertname="TFK8sTrainingStalled"}') == []
 
         # The rule file itself loaded, every alert in it (Prometheus's own view of it).

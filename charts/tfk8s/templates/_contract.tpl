@@ -25,6 +25,8 @@ dataReaders:
 - chief
 - worker
 dataServiceFlag: --data-service
+sweepLabel: tfk8s.io/sweep
+sweepEnv: TFK8S_SWEEP
 dataServiceClients:
   dispatcher:
   - chief

@@ -289,6 +289,9 @@ launcher's dict updates: a name set again keeps its first place and takes the la
 {{- with $values.retriedExceptions -}}
 {{- $pairs = append $pairs (list "TFK8S_RETRIED_EXCEPTIONS" (join "," .)) -}}
 {{- end -}}
+{{- with get (default dict $values.labels) $c.sweepLabel -}}
+{{- $pairs = append $pairs (list $c.sweepEnv .) -}}
+{{- end -}}
 {{- if $values.codeArchive -}}
 {{- $pairs = append $pairs (list "PYTHONPATH" $c.code.dir) -}}
 {{- $pairs = append $pairs (list "TFK8S_CODE_DIGEST" (include "tfk8s.codeSha" .root)) -}}

@@ -34,5 +34,7 @@ def test_every_panel_reads_the_chosen_trainings_and_the_table_all():
         for target in panel["targets"]:
             if panel["title"] == "Trainings":
                 assert "$training" not in target["expr"]
+            elif panel["title"].startswith("Sweep"):  # a sweep's trials: the chosen sweeps'
+                assert 'sweep=~"$sweep", sweep!=""' in target["expr"], (panel["title"], target["expr"])
             else:
                 assert 'training=~"$training"' in target["expr"], (panel["title"], target["expr"])
