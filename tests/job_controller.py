@@ -26,15 +26,17 @@ def jobs_of(spec: ClusterSpec) -> dict[str, dict]:
     }
 
 
-def failed_pod(job: dict, exit_code: int, message: str = "", conditions: tuple[dict, ...] = ()) -> dict:
-    """A pod of `job` whose task container ended with `exit_code`, as the kubelet reports it
-    (restartPolicy Never: phase Failed, the container terminated with reason Error)."""
+def failed_pod(job: dict, exit_code: int, message: str = "", conditions: tuple[dict, ...] = (), index: int = 0) -> dict:
+    """A pod of `job` (its completion `index`) whose task container ended with `exit_code`, as
+    the kubelet reports it (restartPolicy Never: phase Failed, the container terminated with
+    reason Error)."""
     template = job["spec"]["template"]
     return {
         "metadata": {
-            "name": f"{job['metadata']['name']}-0-x7k2p",
+            "name": f"{job['metadata']['name']}-{index}-x7k2p",
             "namespace": NAMESPACE,
             "labels": template["metadata"]["labels"],
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
         },
         "spec": template["spec"],
         "status": {
@@ -106,6 +108,52 @@ def termination_message(output: str) -> str:
     return re.sub(ERROR_LINE_PATTERN, "", lines[-1])
 
 
+def _fail_job(job: dict, pod: dict, exit_code: int, index: int) -> dict:
+    """The Failed condition the Job controller writes when a FailJob rule matched."""
+    said = (
+        f"Container tensorflow for pod {NAMESPACE}/{pod['metadata']['name']} failed with exit code {exit_code} "
+        f"matching FailJob rule at index {index}"
+    )
+    return {"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": said}
+
+
+def running_pod(job: dict, index: int) -> dict:
+    """A pod of `job`'s task `index` whose containers run, as the kubelet reports it."""
+    template = job["spec"]["template"]
+    return {
+        "metadata": {
+            "name": f"{job['metadata']['name']}-{index}-r5t8q",
+            "namespace": NAMESPACE,
+            "labels": template["metadata"]["labels"],
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+        },
+        "spec": template["spec"],
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [
+                {"name": c["name"], "ready": True, "restartCount": 0, "image": c["image"], "state": {"running": {}}}
+                for c in template["spec"]["containers"]
+            ],
+        },
+    }
+
+
+def _status(spec: ClusterSpec, jobs: dict[str, dict], pod: dict) -> ClusterStatus:
+    """`status` with `pod` failed and every other task of the cluster running."""
+    failed_job, failed_index = pod["metadata"]["labels"], pod["metadata"]["annotations"]
+    pods = [pod]
+    for job in jobs.values():
+        job.setdefault("status", {"active": job["spec"].get("parallelism", 1)})
+        for index in range(job["spec"].get("parallelism", 1)):
+            if job["spec"]["template"]["metadata"]["labels"] == failed_job and str(index) == failed_index.get(
+                "batch.kubernetes.io/job-completion-index"
+            ):
+                continue
+            pods.append(running_pod(job, index))
+    return compute_status(spec.name, NAMESPACE, list(jobs.values()), pods)
+
+
 def first_pod_failure(spec: ClusterSpec, role: str, exit_code: int, message: str) -> tuple[str, ClusterStatus]:
     """The Job controller's action on `role`'s first failed pod, and `status` after it: a FailJob
     fails the Job (its condition as the controller writes it); any other action leaves the Job
@@ -116,15 +164,40 @@ def first_pod_failure(spec: ClusterSpec, role: str, exit_code: int, message: str
     index, action = _matching_rule(job, pod)
     job["status"] = {"failed": int(action == "Count"), "active": 0}
     if action == "FailJob":
-        job["status"]["conditions"] = [
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": "PodFailurePolicy",
-                "message": f"Container tensorflow for pod {NAMESPACE}/{pod['metadata']['name']} failed with exit "
-                f"code {exit_code} matching FailJob rule at index {index}",
-            }
-        ]
-    for other in jobs.values():
-        other.setdefault("status", {"active": 1})
-    return action, compute_status(spec.name, NAMESPACE, list(jobs.values()), [pod])
+        job["status"]["conditions"] = [_fail_job(job, pod, exit_code, index)]
+    return action, _status(spec, jobs, pod)
+
+
+def out_of_retries(
+    spec: ClusterSpec, role: str, exit_code: int, message: str, index: int = 0
+) -> tuple[list[str], ClusterStatus]:
+    """The Job controller's action on each of the pods of `role`'s task `index` failing alike,
+    until the Job fails (a FailJob rule at once; Count past its backoffLimit: BackoffLimitExceeded,
+    or past the index's backoffLimitPerIndex: the index failed, MaxFailedIndexesExceeded), and
+    `status` then; the other Jobs still active. A pod the policy ignores would be replaced
+    without end: an AssertionError."""
+    jobs = jobs_of(spec)
+    job = jobs[role]
+    pod = failed_pod(job, exit_code, message, index=index)
+    per_index = job["spec"].get("backoffLimitPerIndex")
+    limit = job["spec"]["backoffLimit"] if per_index is None else per_index
+    actions: list[str] = []
+    status: dict = {"active": 0}
+    while True:
+        rule, action = _matching_rule(job, pod)
+        actions.append(action)
+        assert action != "Ignore", f"{role}: exit {exit_code} is ignored by {job['spec'].get('podFailurePolicy')}"
+        if action == "FailJob":
+            condition = _fail_job(job, pod, exit_code, rule)
+            break
+        if actions.count("Count") > limit:
+            if per_index is None:
+                reason, said = "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+            else:
+                status["failedIndexes"] = str(index)
+                reason = "MaxFailedIndexesExceeded"
+                said = "Job has exceeded the specified maximal number of failed indexes"
+            condition = {"type": "Failed", "status": "True", "reason": reason, "message": said}
+            break
+    job["status"] = {**status, "failed": actions.count("Count"), "conditions": [condition]}
+    return actions, _status(spec, jobs, pod)

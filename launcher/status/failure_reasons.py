@@ -111,9 +111,11 @@ def failure_reason(pod: dict, term: dict | None) -> str | None:
         return None
     code = term["exitCode"]
     said = exit_cause.exit_cause(term.get("message") or "", code)
+    if not said:  # a task that said nothing: its exit code is the cause (as --local says it)
+        return exited(code, runs_own_program(pod))
     if not runs_own_program(pod) or code not in OUR_EXIT_CODES:
         return said
-    return exited(code, True) + (f": {said}" if said else "")
+    return exited(code, True) + f": {said}"
 
 
 def said_once(said: list[tuple[str, str]], separator: str = ": ") -> list[str]:

@@ -12,6 +12,7 @@ import signal
 import time
 
 import pytest
+from job_controller import out_of_retries
 from local_clusters import (
     Submission,
     assert_no_task_processes,
@@ -151,6 +152,13 @@ def test_killed_ps_fails_the_chief_clearly_and_a_resubmit_resumes(backend, workd
     assert_no_task_processes(workdir)
     status = backend.status(name)
     assert status.phase == "Failed" and "ps-0" in status.message, status
+    # Kubernetes, the same fault (parity): the ps pod killed (137, no message of its own), counted
+    # past its Job's backoffLimit 0; the training cannot go on: Failed, the same code and cause.
+    actions, on_kubernetes = out_of_retries(spec, "ps", exit_code, "")
+    assert actions == ["Count"] and on_kubernetes.phase.value == "Failed", on_kubernetes
+    assert on_kubernetes.exit_code == exit_code, on_kubernetes
+    for said in (status.message, on_kubernetes.message):
+        assert "ps" in said and "killed by SIGKILL" in said, (status.message, on_kubernetes.message)
     chief_log = run_files(backend, name).log_path("chief", 0).read_text()
     error = [line for line in chief_log.splitlines() if "tfk8s chief-0: error:" in line]
     assert error and "lost contact with ps-0" in error[0] and "resume from" in error[0], error

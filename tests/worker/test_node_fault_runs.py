@@ -8,7 +8,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from local_clusters import Submission, attempts, make_spec
+from job_controller import first_pod_failure, out_of_retries, termination_message
+from local_clusters import Submission, attempts, make_spec, run_files
 
 from launcher.cluster_spec.spec import ClusterSpec
 from worker.contract import EXIT_CONFIG, EXIT_NODE_FAULT
@@ -21,14 +22,24 @@ TIMEOUT = 300
 NODE = socket.gethostname()  # a local task names its host
 
 
-def failed_as_node_fault(backend, name: str, code: int) -> str:
-    """The run ended with the chief's exit 9 after two counted attempts; its reason."""
+def failed_as_node_fault(backend, spec: ClusterSpec, code: int) -> str:
+    """The run ended with the chief's exit 9 after two counted attempts; its reason. The same
+    fault on Kubernetes (parity): the chief's pods with this task's exit code and termination
+    message are retried, counted, until its Job is out of retries, and `status` then says Failed
+    with the same exit code and cause."""
+    name = spec.name
     status = backend.status(name)
     [chief] = [r for r in status.roles if r.role == "chief"]
     print(f"{name}: exit {code}, {len(attempts(backend, name, 'chief', 0))} attempts, {chief.reason}")
     assert code == EXIT_NODE_FAULT and status.phase == "Failed", status
     assert len(attempts(backend, name, "chief", 0)) == 2  # retried once, then backoffLimit 1
     assert f"node fault on node {NODE}: " in chief.reason, chief.reason
+
+    message = termination_message(run_files(backend, name).last_attempt_tail("chief", 0))
+    actions, on_kubernetes = out_of_retries(spec, "chief", code, message)
+    assert actions == ["Count", "Count"], actions  # retried once there too, each counted
+    assert on_kubernetes.phase.value == "Failed" and on_kubernetes.exit_code == code, on_kubernetes
+    assert message in on_kubernetes.message and message in chief.reason, (on_kubernetes.message, chief.reason)
     return chief.reason
 
 
@@ -40,7 +51,7 @@ def test_a_missing_libcuda_is_retried_and_names_the_node(backend, tmp_path, monk
     spec = make_spec(
         "nocuda", "mirrored", ARGS, evaluator=False, backoffLimit=1, program={"module": "needs_cuda", "args": ARGS}
     )
-    reason = failed_as_node_fault(backend, "nocuda", Submission(backend, spec).wait(TIMEOUT))
+    reason = failed_as_node_fault(backend, spec, Submission(backend, spec).wait(TIMEOUT))
     assert "program module 'needs_cuda' does not import: ImportError: libcuda.so.1: cannot open" in reason
 
 
@@ -61,6 +72,11 @@ def test_a_gpu_role_on_a_tensorflow_built_without_cuda_fails_once_as_the_images_
         "built without CUDA (tf.test.is_built_with_cuda() is False"
     ), chief.reason
     assert "use a GPU image, with tensorflow[and-cuda] installed" in chief.reason and "node fault" not in chief.reason
+    # Kubernetes, the same fault: FailJob at the first pod, Failed with the same code and cause
+    message = termination_message(run_files(backend, "nogpu").last_attempt_tail("chief", 0))
+    action, on_kubernetes = first_pod_failure(ClusterSpec.model_validate(data), "chief", code, message)
+    assert action == "FailJob" and on_kubernetes.phase.value == "Failed" and on_kubernetes.exit_code == code
+    assert message in on_kubernetes.message and message in chief.reason, (on_kubernetes.message, chief.reason)
 
 
 def test_a_mixed_float16_checkpoint_on_a_node_without_a_gpu_is_a_node_fault(backend, probe_programs_importable):
@@ -74,7 +90,7 @@ def test_a_mixed_float16_checkpoint_on_a_node_without_a_gpu_is_a_node_fault(back
         return make_spec("flipped", "mirrored", args, evaluator=False, backoffLimit=1, program=program, env=env)
 
     assert Submission(backend, spec(ARGS, PROBE_LOSS_SCALE="1")).wait(TIMEOUT) == 0
-    code = Submission(backend, spec(MORE_STEPS), replace=True).wait(TIMEOUT)
-    reason = failed_as_node_fault(backend, "flipped", code)
+    resumed = spec(MORE_STEPS)
+    reason = failed_as_node_fault(backend, resumed, Submission(backend, resumed, replace=True).wait(TIMEOUT))
     assert "the checkpoint was trained with loss scaling (optimizer/" in reason, reason
     assert "TensorFlow sees no GPU on this node, so this task would train mixed_bfloat16" in reason

@@ -326,7 +326,7 @@ class EmulatedTask:
     process, without TensorFlow."""
 
     def __init__(self, training: str, role: str, started: float, records: list[dict]):
-        labels = {"training": training, "training_namespace": "", "role": role, "index": "0"}
+        labels = {**dict.fromkeys(metrics.LABELS, ""), "training": training, "role": role, "index": "0"}
         self.metrics = metrics.TaskMetrics(labels, global_batch_size=None)
         self.metrics.begin("parameter_server", "emulated", started)
         for record in records:
