@@ -7,15 +7,16 @@ import json
 
 from conftest import make_restricted_pod
 
-# Real TCP connects from inside a pod: each target is tried `attempts` times, 2 s timeout
-# each. kube-router admits a new pod's IP a moment after the pod starts, so an allowed
-# connect may need a retry; a blocked one must fail every time.
+# Real TCP connects from inside a pod: each target is tried `attempts` times (or its own count,
+# a fourth element), 2 s timeout each. kube-router admits a new pod's IP a moment after the pod
+# starts (seconds more on a loaded machine: it refuses until then), so an allowed connect may
+# need retries; a blocked one must fail every time.
 PROBE = r"""
 import json, socket, sys, time
 targets, attempts = json.loads(sys.argv[1]), int(sys.argv[2])
-for name, ip, port in targets:
+for name, ip, port, *own in targets:
     result = {"target": name, "connected": False, "errors": []}
-    for _ in range(attempts):
+    for _ in range(own[0] if own else attempts):
         s = socket.socket()
         s.settimeout(2)
         try:

@@ -290,10 +290,12 @@ def probe_from_monitoring(
     cluster, image: str, pods: dict[str, dict], port: int, grpc_port: int
 ) -> dict[str, dict[str, dict]]:
     """Real TCP connects from pods in `monitoring` to each pod's metrics and gRPC ports, one
-    probe pod per target pod, all started before any is awaited (a training goes on meanwhile)."""
+    probe pod per target pod, all started before any is awaited (a training goes on meanwhile).
+    The metrics port first, tried until kube-router admits the new probe pod (up to 30 s): the
+    gRPC port's refusal then is the policy's, not a probe not admitted yet."""
     for name, pod in pods.items():
         ip = pod["status"]["podIP"]
-        targets = [("metrics", ip, port), ("grpc", ip, grpc_port)]
+        targets = [("metrics", ip, port, 10), ("grpc", ip, grpc_port)]
         probe = make_restricted_pod(f"probe-{name}", image, ["python3", "-c", PROBE, json.dumps(targets), "3"])
         cluster.apply(probe, namespace=MONITORING)
     # each waited for, and deleted

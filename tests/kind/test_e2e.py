@@ -464,8 +464,9 @@ def test_ps_training_succeeds_with_final_checkpoint_evaluated(
     nodes through its policies, the scrapers' namespace reaches neither its dispatcher's nor its
     data worker's gRPC port, and its pods end with the training (docs/data-service.md)."""
     # Long enough, with a step event every second, for status and Prometheus to see the step
-    # advance after Prometheus has found the pods.
-    steps, progress_env = 2 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
+    # advance after Prometheus has found the pods, and for the monitoring probes to find the data
+    # service serving then on a loaded machine (at 400 steps one came after it had ended).
+    steps, progress_env = 3 * STEPS, {"TFK8S_PROGRESS_SECONDS": "1"}
     nodes = sorted(kind_cluster.node_names())
     assert len(nodes) >= 2, f"the kind tier needs two nodes, has {nodes}"
     pin = {"chief": nodes[0], "evaluator": nodes[0], "ps": nodes[1], "worker": nodes[1]}
