@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from launcher import k8s_contract
 from launcher.cluster_spec.spec import ClusterSpec
 from launcher.plan.plan import plan
 from launcher.render import render
@@ -26,19 +27,27 @@ def jobs_of(spec: ClusterSpec) -> dict[str, dict]:
     }
 
 
+def _pod_of(job: dict, index: int, suffix: str) -> dict:
+    """A pod's metadata and spec as `job`'s controller creates it for task `index`."""
+    template = job["spec"]["template"]
+    return {
+        "metadata": {
+            "name": f"{job['metadata']['name']}-{index}-{suffix}",
+            "namespace": NAMESPACE,
+            "labels": template["metadata"]["labels"],
+            "annotations": {k8s_contract.INDEX_ANNOTATION: str(index)},
+        },
+        "spec": template["spec"],
+    }
+
+
 def failed_pod(job: dict, exit_code: int, message: str = "", conditions: tuple[dict, ...] = (), index: int = 0) -> dict:
     """A pod of `job` (its completion `index`) whose task container ended with `exit_code`, as
     the kubelet reports it (restartPolicy Never: phase Failed, the container terminated with
     reason Error)."""
     template = job["spec"]["template"]
     return {
-        "metadata": {
-            "name": f"{job['metadata']['name']}-{index}-x7k2p",
-            "namespace": NAMESPACE,
-            "labels": template["metadata"]["labels"],
-            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
-        },
-        "spec": template["spec"],
+        **_pod_of(job, index, "x7k2p"),
         "status": {
             "phase": "Failed",
             "conditions": [
@@ -121,13 +130,7 @@ def running_pod(job: dict, index: int) -> dict:
     """A pod of `job`'s task `index` whose containers run, as the kubelet reports it."""
     template = job["spec"]["template"]
     return {
-        "metadata": {
-            "name": f"{job['metadata']['name']}-{index}-r5t8q",
-            "namespace": NAMESPACE,
-            "labels": template["metadata"]["labels"],
-            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
-        },
-        "spec": template["spec"],
+        **_pod_of(job, index, "r5t8q"),
         "status": {
             "phase": "Running",
             "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
@@ -141,16 +144,14 @@ def running_pod(job: dict, index: int) -> dict:
 
 def _status(spec: ClusterSpec, jobs: dict[str, dict], pod: dict) -> ClusterStatus:
     """`status` with `pod` failed and every other task of the cluster running."""
-    failed_job, failed_index = pod["metadata"]["labels"], pod["metadata"]["annotations"]
     pods = [pod]
     for job in jobs.values():
         job.setdefault("status", {"active": job["spec"].get("parallelism", 1)})
-        for index in range(job["spec"].get("parallelism", 1)):
-            if job["spec"]["template"]["metadata"]["labels"] == failed_job and str(index) == failed_index.get(
-                "batch.kubernetes.io/job-completion-index"
-            ):
-                continue
-            pods.append(running_pod(job, index))
+        pods += [
+            running_pod(job, index)
+            for index in range(job["spec"].get("parallelism", 1))
+            if _pod_of(job, index, "x7k2p")["metadata"]["name"] != pod["metadata"]["name"]
+        ]
     return compute_status(spec.name, NAMESPACE, list(jobs.values()), pods)
 
 
