@@ -35,6 +35,9 @@ ROLES = {
     "multi_worker_mirrored": {"worker": 2},
     "mirrored": {"chief": 1},
 }
+# A PS cluster for a test whose subject is the chief or the model dir, not the workers: each run
+# starts one TensorFlow process less (the 2-core machine's scarcest thing).
+ONE_PS_WORKER = {"chief": 1, "worker": 1, "ps": 1}
 
 
 def run_files(backend: LocalBackend, name: str) -> RunFiles:

@@ -335,8 +335,10 @@ def startup_breakdown(cluster, namespace: str, name: str, submitted: float) -> s
     first = {}
     for event in events:
         first.setdefault(event["event"], event["wall"])
+    scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     marks = [
         ("pod created", _api_time(pod["metadata"]["creationTimestamp"])),
+        ("scheduled", _api_time(scheduled["lastTransitionTime"])),
         ("container started", _api_time(started)),
         ("worker process", events[0]["wall"] - events[0]["t"]),
     ]

@@ -102,7 +102,7 @@ def test_killed_chief_node_is_named_then_the_remedy_resumes_the_chief(
     if not others:
         skip_unless_ci("needs a second (worker) node to kill")
     victim_node = others[0]
-    name, steps = "nodekill", 800  # killed after the first checkpoint (200), 600 before the end
+    name, steps = "nodekill", 500  # killed after the first checkpoint (200), 300 before the end
     pinned = {
         "replicas": 1,
         "nodeSelector": {"kubernetes.io/hostname": control},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from local_clusters import Submission, attempts, events, make_spec, run_files
+from local_clusters import ONE_PS_WORKER, Submission, attempts, events, make_spec, run_files
 
 from launcher.cluster_spec.loader import load_text
 from worker.errors import EXIT_CONFIG
@@ -23,13 +23,9 @@ MORE_STEPS = ["--steps", "30", "--checkpoint-every", "10", "--global-batch-size"
 TIMEOUT = 300
 
 
-# The chief refuses the checkpoint; one PS worker is as many as that needs (a TF process less
-# on each of the case's four runs).
-ONE_PS_WORKER = {"chief": 1, "worker": 1, "ps": 1}
-
-
 def spec_of(strategy: str, args: list[str], loop: str = "custom", **env):
     args = [*args, "--loop", loop]
+    # the chief refuses the checkpoint: one PS worker is as many as that needs
     roles = ONE_PS_WORKER if strategy == "parameter_server" else None
     program = {"module": PROGRAM, "args": args}
     return make_spec("edited", strategy, args, evaluator=False, roles=roles, backoffLimit=3, program=program, env=env)

@@ -8,7 +8,17 @@ lease the way a new writer does (Lease.take in this process) while the old chief
 from __future__ import annotations
 
 import pytest
-from local_clusters import Submission, attempts, events, make_spec, measure, run_files, wait_until, worker_args
+from local_clusters import (
+    ONE_PS_WORKER,
+    Submission,
+    attempts,
+    events,
+    make_spec,
+    measure,
+    run_files,
+    wait_until,
+    worker_args,
+)
 
 from worker.context import TaskContext
 from worker.contract import Role, Strategy
@@ -18,7 +28,7 @@ from worker.model_dir import writer_lease
 pytestmark = pytest.mark.process
 
 # The lease is taken at the first save (step EVERY); the old chief must stop at the second.
-STEPS, EVERY, TIMEOUT = 1200, 400, 420
+STEPS, EVERY, TIMEOUT = 600, 200, 420
 CASES = {  # name: (strategy, loop)
     "ps-custom": ("parameter_server", "custom"),  # roles/coordinator.py's check
     "mirrored-fit": ("mirrored", "fit"),  # roles/fit_loop.py's callback
@@ -42,7 +52,8 @@ def _step(backend, name) -> int:
 def test_a_replaced_writer_stops_at_its_next_save(backend, case):
     strategy, loop = CASES[case]
     name = f"lease-{case}"
-    spec = make_spec(name, strategy, worker_args(STEPS, EVERY, loop), evaluator=False, backoffLimit=0)
+    roles = ONE_PS_WORKER if strategy == "parameter_server" else None  # the chief's lease is the subject
+    spec = make_spec(name, strategy, worker_args(STEPS, EVERY, loop), evaluator=False, backoffLimit=0, roles=roles)
     run = Submission(backend, spec)
     wait_until(lambda: run.still_running() and _step(backend, name) >= EVERY, TIMEOUT, f"{name} at step {EVERY}")
     model_dir = run_files(backend, name).dir / "model"
