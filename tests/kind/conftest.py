@@ -257,6 +257,27 @@ class KindCluster:
     def load_image(self, image: str) -> None:
         run(["kind", "load", "docker-image", image, "--name", self.name], env=self.env, timeout=900)
 
+    def warm_image(self, image: str) -> None:
+        """Starts, without waiting for it, a pod of `image` running `true` on every node. A node's
+        first container of an image waits while containerd prepares the image's layers: 13 s on
+        an idle machine for the worker image, about 50 s for the first training's pods on a loaded
+        one (docs/benchmarks.md). Paid here, beside the light first tests, not inside a training."""
+        pods = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"generateName": "warm-image-", "namespace": "default", "labels": {"tfk8s-test": "warm"}},
+                "spec": {
+                    "nodeName": node,
+                    "restartPolicy": "Never",
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "warm", "image": image, "imagePullPolicy": "Never", "command": ["true"]}],
+                },
+            }
+            for node in self.node_names()
+        ]
+        self.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+
     def node_images(self) -> list[str]:
         return self.docker_exec("ctr", "-n", "k8s.io", "images", "ls", "-q").stdout.split()
 
@@ -404,6 +425,7 @@ def _cluster_for_the_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         if _local_image_exists(worker, env):
             cluster.load_image(worker)
             cluster.worker_image = worker
+            cluster.warm_image(worker)
         elif os.environ.get("TFK8S_WORKER_IMAGE"):
             pytest.fail(f"TFK8S_WORKER_IMAGE={worker} is not a local docker image", pytrace=False)
         yield cluster
