@@ -380,7 +380,7 @@ def compute_status(
         message = f"{first.role} failed: {first.cause}"
         if first.role != success_role:
             loss = verdicts.ROLE_OUT_OF_RETRIES[Role(first.role)]
-            message += f"; the training cannot go on without it ({loss.why})"
+            message += f"; the training cannot go on without it ({loss.why_under(strategy)})"
         if later:
             message += " after " + "; ".join(f"{f.role} failed: {f.cause}" for f in later)
         return ClusterStatus(name, namespace, Phase.FAILED, message, verdicts.failed_exit_code(first.exit_code), roles)

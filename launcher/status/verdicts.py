@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worker.contract import Role
+from worker.contract import Role, Strategy
 
 
 @dataclass(frozen=True)
@@ -20,15 +20,23 @@ class RoleLoss:
     that may not restart)."""
 
     fails_training: bool  # the cluster is Failed, this role's task named first
-    why: str  # for docs/lifecycle.md and the status message
+    why: str  # for docs/verdicts.md's table and the status message
+    # where the reason differs by strategy, the status message says its own strategy's only
+    why_by_strategy: tuple[tuple[Strategy, str], ...] = ()
 
+    def why_under(self, strategy: Strategy | str) -> str:
+        return dict(self.why_by_strategy).get(Strategy(strategy), self.why)
+
+
+_PS_WORKER_LOSS = "its Job's failure ends every PS worker, and the coordinator waits for its workers without end"
+_MWMS_WORKER_LOSS = "the all-reduce needs every worker"
 
 ROLE_OUT_OF_RETRIES: dict[Role, RoleLoss] = {
     Role.CHIEF: RoleLoss(True, "it runs the training loop"),
     Role.WORKER: RoleLoss(
         True,
-        "PS: its Job's failure ends every PS worker, and the coordinator waits for its workers without end; "
-        "MWMS: the all-reduce needs every worker",
+        f"PS: {_PS_WORKER_LOSS}; MWMS: {_MWMS_WORKER_LOSS}",
+        ((Strategy.PARAMETER_SERVER, _PS_WORKER_LOSS), (Strategy.MULTI_WORKER_MIRRORED, _MWMS_WORKER_LOSS)),
     ),
     Role.PS: RoleLoss(True, "it holds the variables"),
     Role.EVALUATOR: RoleLoss(False, "it evaluates beside the training: said in the message only"),

@@ -78,6 +78,11 @@ def test_a_role_out_of_retries_gets_one_verdict(spec, role, index, code, exit_co
         named = f"{role}-{index}" if plan(load_text(text)).role(Role(role)).replicas > 1 else role
         cause = "killed by SIGKILL" if exit_code == 137 else f"exited {exit_code}"
         assert all(named in m and cause in m for m in said), said
+        cluster = plan(load_text(text))
+        if Role(role) != cluster.success_role:  # Kubernetes adds why the training needs it: its strategy's reason
+            why = verdicts.ROLE_OUT_OF_RETRIES[Role(role)].why_under(cluster.strategy)
+            assert on_kubernetes.message.endswith(f"; the training cannot go on without it ({why})"), said
+            assert "PS:" not in on_kubernetes.message and "MWMS:" not in on_kubernetes.message, said
     else:  # the evaluator: the training goes on, the loss said
         assert on_kubernetes.phase.value == local.phase.value == "Running"
         assert on_kubernetes.exit_code is None and local.exit_code is None
