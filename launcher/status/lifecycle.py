@@ -139,7 +139,8 @@ def role_reason(pod: dict, term: dict | None) -> str | None:
     recorded = failure_reasons.recorded_by_kubernetes(pod, term)
     if recorded is not None or term is None:
         return recorded
-    said = termination_reason(term)
+    # a task that exited non-zero without a word: its exit code (as --local says it), not a bare "Error"
+    said = termination_reason(term) or failure_reasons.failure_reason(pod, term)
     return f"{term.get('reason')}: {said}" if said else term.get("reason")
 
 

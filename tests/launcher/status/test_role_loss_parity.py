@@ -86,3 +86,6 @@ def test_a_role_out_of_retries_gets_one_verdict(spec, role, index, code, exit_co
     else:  # the evaluator: the training goes on, the loss said
         assert on_kubernetes.phase.value == local.phase.value == "Running"
         assert on_kubernetes.exit_code is None and local.exit_code is None
+        # its role's line says how it ended, though it said nothing
+        [lost] = [r for r in on_kubernetes.roles if r.role == role]
+        assert lost.reason == f"Error: exited {exit_code}", lost
