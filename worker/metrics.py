@@ -229,6 +229,17 @@ def _serve(host: str, port: int, registry) -> None:
             finally:
                 slots.release()
 
+        def handle_error(self, request, client_address):
+            # The stdlib prints a traceback into the task's log, whose last lines are its cause
+            # when it fails. A scraper gone mid-answer (a probe, a restarted Prometheus) is
+            # nothing to say; anything else is one line.
+            import sys
+
+            error = sys.exc_info()[1]
+            if isinstance(error, ConnectionError):
+                return
+            print(f"tfk8s metrics: a scrape from {client_address[0]} failed: {error!r}", file=sys.stderr, flush=True)
+
     if ":" in host:  # an IPv6 address
         Server.address_family = socket.AF_INET6
     server = Server((host, port), Handler)

@@ -236,3 +236,32 @@ def test_connections_beyond_the_bound_are_closed_unanswered(served):
             connection.close()
     time.sleep(0.5)
     assert scrape(served)  # the slots came back
+
+
+def test_a_scraper_gone_mid_answer_leaves_no_traceback_in_the_tasks_log(capfd):
+    """Before: the stdlib's 'Exception occurred during processing of request' and a 20-line
+    BrokenPipeError traceback in the training task's log (seen on kind when a probe pod closed
+    its connection), where the last lines are read as the task's cause."""
+    import socket
+    import struct
+
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily
+
+    class Slow:  # the answer is written well after the scraper has gone
+        def collect(self):
+            time.sleep(0.5)
+            yield GaugeMetricFamily("slow", "answers late", value=1)
+
+    registry = CollectorRegistry()
+    registry.register(Slow())
+    port = free_port()
+    metrics._serve("127.0.0.1", port, registry)
+    scraper = socket.create_connection(("127.0.0.1", port), timeout=10)
+    scraper.sendall(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+    scraper.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # closed with a reset
+    scraper.close()
+    time.sleep(1.5)
+    assert "slow 1.0" in urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception occurred" not in err, err
