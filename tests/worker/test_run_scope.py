@@ -14,6 +14,8 @@ import sys
 import pytest
 from local_clusters import REPO_ROOT, Submission, events, final_marker, make_spec, run_files, wait_until, worker_args
 
+from worker.model_dir import layout
+
 pytestmark = pytest.mark.process
 
 TIMEOUT = 300
@@ -51,24 +53,17 @@ def test_a_replaced_runs_evaluator_ends_on_its_own_runs_final(backend):
         evaluator.wait_for("watching")
         for part in (model / "checkpoints").glob(f"{second['checkpoint']}.*"):
             shutil.copy(part, part.with_name(part.name.replace(second["checkpoint"], "ckpt-30")))
-        write_whole(model / "checkpoints" / "checkpoint", 'model_checkpoint_path: "ckpt-30"\n')
+        # written whole, as the worker writes: the watching evaluator read a half-written file once
+        layout.write_atomically(str(model / "checkpoints" / "checkpoint"), 'model_checkpoint_path: "ckpt-30"\n')
         evaluated = evaluator.wait_for("evaluated")
         assert evaluated["checkpoint"] == "ckpt-30", evaluated
         own = {**second, "checkpoint": "ckpt-30", "run": "third"}
-        write_whole(model / "FINAL.json", json.dumps(own))  # what its writer would write, as it writes it
+        layout.write_atomically(str(model / "FINAL.json"), json.dumps(own))  # as its writer would
         assert evaluator.process.wait(TIMEOUT) == 0, evaluator.output()
         done = evaluator.wait_for("evaluator_done")
         assert (done["final"], done["run"]) == ("ckpt-30", "third"), done
     finally:
         evaluator.process.kill()
-
-
-def write_whole(path, text: str) -> None:
-    """Writes as the worker does (layout.write_atomically): the watching evaluator polls these
-    files, and a plain write lets it read an empty one (a CI run did)."""
-    temporary = path.with_name(path.name + ".tmp-test")
-    temporary.write_text(text)
-    os.replace(temporary, path)
 
 
 class Evaluator:
